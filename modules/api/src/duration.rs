@@ -1,0 +1,157 @@
+//! Human-friendly durations in plan files: `"120s"`, `"2m"`, `"1h30m"`, `"500ms"`, or a bare
+//! number of seconds.
+//!
+//! Implemented here rather than pulled from a crate so that the contract keeps its four
+//! dependencies.
+
+use std::time::Duration;
+
+/// Parses `"120s"`, `"2m"`, `"1h30m"`, `"250ms"`, `"1.5s"` or `"90"` (seconds).
+///
+/// # Errors
+/// Returns a message naming the offending text when it is empty, has an unknown unit, or
+/// a part without a number.
+///
+/// ```
+/// use std::time::Duration;
+/// assert_eq!(nuvira_api::duration::parse("1m30s").unwrap(), Duration::from_secs(90));
+/// assert_eq!(nuvira_api::duration::parse("250ms").unwrap(), Duration::from_millis(250));
+/// assert!(nuvira_api::duration::parse("ten seconds").is_err());
+/// ```
+pub fn parse(text: &str) -> Result<Duration, String> {
+    let s = text.trim();
+    if s.is_empty() {
+        return Err("empty duration: write e.g. \"30s\", \"2m\" or \"500ms\"".into());
+    }
+    if let Ok(secs) = s.parse::<f64>() {
+        return secs_to_duration(secs, text);
+    }
+    let mut total = Duration::ZERO;
+    let mut rest = s;
+    while !rest.is_empty() {
+        let num_len = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        if num_len == 0 {
+            return Err(format!(
+                "invalid duration `{text}`: expected a number before `{rest}` (e.g. \"30s\", \"2m\", \"500ms\")"
+            ));
+        }
+        let (num, tail) = rest.split_at(num_len);
+        let unit_len = tail
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(tail.len());
+        let (unit, tail) = tail.split_at(unit_len);
+        let value: f64 = num
+            .parse()
+            .map_err(|_| format!("invalid number `{num}` in duration `{text}`"))?;
+        let factor = match unit.trim() {
+            "ms" => 0.001,
+            "s" | "sec" | "secs" => 1.0,
+            "m" | "min" | "mins" => 60.0,
+            "h" | "hr" | "hours" => 3600.0,
+            "" => {
+                return Err(format!(
+                    "invalid duration `{text}`: `{num}` has no unit (use ms, s, m or h)"
+                ));
+            }
+            other => {
+                return Err(format!(
+                    "invalid duration `{text}`: unknown unit `{other}` (use ms, s, m or h)"
+                ));
+            }
+        };
+        total += secs_to_duration(value * factor, text)?;
+        rest = tail;
+    }
+    Ok(total)
+}
+
+fn secs_to_duration(secs: f64, text: &str) -> Result<Duration, String> {
+    if !secs.is_finite() || !(0.0..=1e12).contains(&secs) {
+        return Err(format!("invalid duration `{text}`: out of range"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// Formats a duration the way [`parse`] reads it back (`"1m30s"`, `"250ms"`).
+pub fn format(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms == 0 {
+        return "0s".into();
+    }
+    if ms % 1000 != 0 {
+        return format!("{ms}ms");
+    }
+    let mut secs = d.as_secs();
+    let mut out = String::new();
+    for (unit, size) in [("h", 3600), ("m", 60)] {
+        if secs >= size {
+            out.push_str(&format!("{}{unit}", secs / size));
+            secs %= size;
+        }
+    }
+    if secs > 0 || out.is_empty() {
+        out.push_str(&format!("{secs}s"));
+    }
+    out
+}
+
+/// Serde helpers for `Option<Duration>` written as text (`"120s"`) or a number of seconds.
+pub mod serde_opt {
+    use super::{format, parse};
+    use serde::{Deserialize, Deserializer, Serializer, de::Error as _};
+    use std::time::Duration;
+
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Raw {
+        Text(String),
+        Secs(f64),
+    }
+
+    /// Serializes as `"1m30s"`-style text, or `null`.
+    pub fn serialize<S: Serializer>(v: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+        match v {
+            Some(d) => s.serialize_str(&format(*d)),
+            None => s.serialize_none(),
+        }
+    }
+
+    /// Accepts text such as `"120s"`, a number of seconds, or `null`.
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+        match Option::<Raw>::deserialize(d)? {
+            None => Ok(None),
+            Some(Raw::Text(t)) => parse(&t).map(Some).map_err(D::Error::custom),
+            Some(Raw::Secs(n)) => parse(&n.to_string()).map(Some).map_err(D::Error::custom),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_and_formats_round_trip() {
+        for (text, secs) in [
+            ("90", 90.0),
+            ("1h30m", 5400.0),
+            ("2m", 120.0),
+            ("0.5s", 0.5),
+        ] {
+            let d = parse(text).unwrap();
+            assert_eq!(d, Duration::from_secs_f64(secs), "{text}");
+            assert_eq!(parse(&format(d)).unwrap(), d);
+        }
+    }
+
+    #[test]
+    fn rejects_garbage_with_the_text_named() {
+        let err = parse("5 parsecs").unwrap_err();
+        assert!(err.contains("parsecs"), "{err}");
+        assert!(parse("").is_err());
+        assert!(parse("-3").is_err());
+        assert!(parse("s").is_err());
+    }
+}

@@ -1,0 +1,74 @@
+//! # nuvira-api — the contract between the Nuvira engine and its plugins
+//!
+//! Nuvira runs coding work as a validated dependency graph of steps. Each step is executed by a
+//! [`Module`]; edits are produced by [`EditStrategy`]s, tests run in a [`Sandbox`], models are
+//! reached through an [`LlmClient`], and everything that happens is an [`Event`].
+//!
+//! This crate is deliberately small: traits, plain serializable data, errors and events. It
+//! depends on `serde`, `serde_json`, `thiserror` and `async-trait` only, so that a third-party
+//! module can depend on it alone — no tokio, no tree-sitter, no Docker client. Everything that
+//! needs a runtime (the scheduler, the event bus, the sandboxes) lives in other crates and is
+//! handed to modules through [`StepContext`] as trait objects.
+//!
+//! Why it is shaped this way:
+//! - **Few required methods, safe defaults.** A module implements [`Module::name`] and
+//!   [`Module::run`]; everything else has a default, and defaults that could cause damage fail
+//!   safe (a module is assumed to write anywhere in the workspace unless it says otherwise).
+//! - **Control flow in the types.** [`ModuleError::Recoverable`] and [`ModuleError::Fatal`] are
+//!   different variants: only recoverable failures are ever handed to the recover stage.
+//! - **The event enum is the boundary.** Modules emit owned, serializable [`EventKind`]s;
+//!   reporters only ever consume events and step outputs.
+//!
+//! ```
+//! use nuvira_api::{async_trait, Module, ModuleError, PlanStep, StepContext, StepOutput, WriteSet};
+//!
+//! /// Counts the words of its `text` config value.
+//! struct WordCount;
+//!
+//! #[async_trait]
+//! impl Module for WordCount {
+//!     fn name(&self) -> &str { "word-count" }
+//!     fn write_set(&self, _step: &PlanStep) -> WriteSet { WriteSet::ReadOnly }
+//!     async fn run(&self, step: &PlanStep, _ctx: &StepContext) -> Result<StepOutput, ModuleError> {
+//!         let text = step.config_str("text").unwrap_or_default();
+//!         Ok(StepOutput::Value(serde_json::json!({ "words": text.split_whitespace().count() })))
+//!     }
+//! }
+//! ```
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+pub mod duration;
+pub mod edit;
+pub mod event;
+pub mod inspect;
+pub mod llm;
+pub mod module;
+pub mod plan;
+pub mod repair;
+pub mod report;
+pub mod syntax;
+pub mod test;
+pub mod verify;
+
+pub use async_trait::async_trait;
+pub use edit::{
+    ChangeKind, EditEntry, EditError, EditPreview, EditResult, EditStrategy, EditValidation,
+    EstimatedImpact, FileChange, FileView, SecurityWarning, Severity, SkippedChange,
+};
+pub use event::{Event, EventKind, EventSink, NullSink};
+pub use inspect::{Artifact, InspectionResult, InspectionStats, Symbol};
+pub use llm::{ChatMessage, LlmClient, LlmError, LlmRequest, LlmResponse, Role, TokenUsage};
+pub use module::{
+    CancelSignal, ErrorCategory, Failure, Module, ModuleError, ModuleKind, NeverCancelled,
+    StepContext, StepInputs, StepOutput, WriteSet,
+};
+pub use plan::{Complexity, ExecutionPlan, PlanError, PlanRequest, PlanStep, Planner};
+pub use repair::{RepairAttempt, RepairBudget, RepairOutcome, RepairResult};
+pub use report::{ExecutionReport, RunStatus, StepRecord, StepStatus};
+pub use syntax::{SyntaxChecker, SyntaxDiagnostic, SyntaxReport};
+pub use test::{
+    CommandOutput, NetworkMode, ResourceLimits, Sandbox, SandboxError, SandboxInfo, SandboxOutcome,
+    SandboxRequest, TestFailure, TestResult,
+};
+pub use verify::{CheckStatus, VerificationCheck, VerificationResult};

@@ -1,0 +1,153 @@
+//! Models: the [`LlmClient`] trait and its request/response types.
+
+use crate::async_trait;
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// Who said a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Instructions.
+    System,
+    /// The request.
+    User,
+    /// The model.
+    Assistant,
+}
+
+/// One chat message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChatMessage {
+    /// Who said it.
+    pub role: Role,
+    /// What was said.
+    pub content: String,
+}
+
+impl ChatMessage {
+    /// A system message.
+    pub fn system(content: impl Into<String>) -> Self {
+        Self {
+            role: Role::System,
+            content: content.into(),
+        }
+    }
+    /// A user message.
+    pub fn user(content: impl Into<String>) -> Self {
+        Self {
+            role: Role::User,
+            content: content.into(),
+        }
+    }
+    /// An assistant message.
+    pub fn assistant(content: impl Into<String>) -> Self {
+        Self {
+            role: Role::Assistant,
+            content: content.into(),
+        }
+    }
+}
+
+/// A request to a model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[non_exhaustive]
+pub struct LlmRequest {
+    /// The conversation.
+    pub messages: Vec<ChatMessage>,
+    /// Ask for JSON matching this schema, under this name (`execution_plan`, `edit_batch`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub json_schema: Option<(String, serde_json::Value)>,
+    /// Cap on the answer's tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
+    /// Sampling temperature.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f32>,
+}
+
+impl LlmRequest {
+    /// A request with these messages.
+    pub fn new(messages: Vec<ChatMessage>) -> Self {
+        Self {
+            messages,
+            ..Self::default()
+        }
+    }
+
+    /// Builder-style: asks for JSON matching a schema.
+    #[must_use]
+    pub fn with_schema(mut self, name: impl Into<String>, schema: serde_json::Value) -> Self {
+        self.json_schema = Some((name.into(), schema));
+        self
+    }
+}
+
+/// Tokens used by a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct TokenUsage {
+    /// Prompt tokens.
+    pub input_tokens: u64,
+    /// Answer tokens.
+    pub output_tokens: u64,
+}
+
+/// A model's answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[non_exhaustive]
+pub struct LlmResponse {
+    /// The text (for JSON requests, the JSON text).
+    pub text: String,
+    /// The parsed JSON, for JSON requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub json: Option<serde_json::Value>,
+    /// The model that answered.
+    pub model: String,
+    /// Tokens used.
+    pub usage: TokenUsage,
+}
+
+/// Why a model request failed. Messages never contain keys.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum LlmError {
+    /// Missing or bad configuration (no key, unknown provider).
+    #[error("model not configured: {0}")]
+    Config(String),
+    /// The provider rate limited us.
+    #[error("rate limited by the provider{}", .retry_after.map(|d| format!(" (retry after {}s)", d.as_secs())).unwrap_or_default())]
+    RateLimited {
+        /// What the provider asked us to wait.
+        retry_after: Option<Duration>,
+    },
+    /// The request timed out.
+    #[error("the model request timed out")]
+    Timeout,
+    /// The provider failed (5xx) or the connection broke.
+    #[error("the model provider failed: {0}")]
+    Provider(String),
+    /// The answer was not usable (not JSON, not matching the schema).
+    #[error("the model's answer was invalid: {0}")]
+    InvalidOutput(String),
+    /// The model refused.
+    #[error("the model refused: {0}")]
+    Refused(String),
+    /// The circuit breaker for the model is open.
+    #[error("the circuit breaker for {0} is open after repeated failures")]
+    CircuitOpen(String),
+    /// The request was too large.
+    #[error("the request is too large: {0}")]
+    TooLarge(String),
+}
+
+/// A chat model.
+///
+/// # Errors
+/// [`complete`](LlmClient::complete) returns [`LlmError`]; see its variants.
+#[async_trait]
+pub trait LlmClient: Send + Sync {
+    /// `provider:model`.
+    fn model(&self) -> &str;
+    /// Sends a request.
+    async fn complete(&self, request: &LlmRequest) -> Result<LlmResponse, LlmError>;
+}

@@ -1,0 +1,604 @@
+//! The [`Module`] trait, what a module is given ([`StepContext`]) and what it returns
+//! ([`StepOutput`] or [`ModuleError`]).
+
+use crate::{
+    EditPreview, EditResult, EventKind, EventSink, ExecutionReport, InspectionResult, LlmClient,
+    PlanStep, RepairResult, TestResult, VerificationResult, async_trait, test::CommandOutput,
+};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// The broad role of a module; used for defaults (e.g. which steps are plan outputs) and for
+/// listing the registry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum ModuleKind {
+    /// Produces plans.
+    Plan,
+    /// Reads the repository.
+    Inspect,
+    /// Changes files.
+    Edit,
+    /// Runs tests.
+    Test,
+    /// Repairs failures.
+    Recover,
+    /// Checks the result; a plan output by default.
+    Verify,
+    /// Runs a command.
+    Execute,
+    /// Summarises the run; a plan output by default.
+    Report,
+    /// Anything else.
+    Custom,
+}
+
+impl ModuleKind {
+    /// The kebab-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Plan => "plan",
+            Self::Inspect => "inspect",
+            Self::Edit => "edit",
+            Self::Test => "test",
+            Self::Recover => "recover",
+            Self::Verify => "verify",
+            Self::Execute => "execute",
+            Self::Report => "report",
+            Self::Custom => "custom",
+        }
+    }
+}
+
+/// Which files a step may write. The scheduler never runs two steps whose write sets
+/// [conflict](WriteSet::conflicts) at the same time.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "kind", content = "paths")]
+pub enum WriteSet {
+    /// The step writes nothing in the workspace.
+    ReadOnly,
+    /// The step writes these workspace-relative paths (a directory covers everything below it).
+    Paths(BTreeSet<String>),
+    /// The step may write anywhere: it runs alone among writers. The safe default.
+    Exclusive,
+}
+
+impl WriteSet {
+    /// A write set of these paths, normalised (`./a//b` and `a/b` are the same path).
+    pub fn paths<I, S>(paths: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        Self::Paths(paths.into_iter().map(|p| normalize(p.as_ref())).collect())
+    }
+
+    /// Whether two steps with these write sets must not run at the same time.
+    ///
+    /// ```
+    /// use nuvira_api::WriteSet;
+    /// let src = WriteSet::paths(["src"]);
+    /// assert!(src.conflicts(&WriteSet::paths(["src/lib.rs"])));
+    /// assert!(!src.conflicts(&WriteSet::paths(["srcs/lib.rs"])));
+    /// assert!(!src.conflicts(&WriteSet::ReadOnly));
+    /// assert!(WriteSet::Exclusive.conflicts(&src));
+    /// ```
+    pub fn conflicts(&self, other: &WriteSet) -> bool {
+        match (self, other) {
+            (Self::ReadOnly, _) | (_, Self::ReadOnly) => false,
+            (Self::Exclusive, _) | (_, Self::Exclusive) => true,
+            (Self::Paths(a), Self::Paths(b)) => a
+                .iter()
+                .any(|x| b.iter().any(|y| covers(x, y) || covers(y, x))),
+        }
+    }
+}
+
+fn normalize(p: &str) -> String {
+    let parts: Vec<String> = Path::new(p)
+        .components()
+        .filter_map(|c| match c {
+            Component::Normal(s) => Some(s.to_string_lossy().into_owned()),
+            Component::ParentDir => Some("..".into()),
+            _ => None,
+        })
+        .collect();
+    parts.join("/")
+}
+
+fn covers(dir: &str, path: &str) -> bool {
+    dir.is_empty()
+        || path == dir
+        || (path.len() > dir.len() && path.starts_with(dir) && path.as_bytes()[dir.len()] == b'/')
+}
+
+/// A run-wide cancellation signal, as seen by a module.
+///
+/// The engine hands every step one; a long-running module should check
+/// [`is_cancelled`](CancelSignal::is_cancelled) between units of work or race its work against
+/// [`cancelled`](CancelSignal::cancelled). The engine also drops the step's future when the run
+/// is cancelled, so a module that only awaits is stopped at its next await point.
+#[async_trait]
+pub trait CancelSignal: Send + Sync {
+    /// Whether cancellation was requested.
+    fn is_cancelled(&self) -> bool;
+    /// Completes once cancellation is requested.
+    async fn cancelled(&self);
+}
+
+/// A [`CancelSignal`] that never fires, for running a module outside the engine.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NeverCancelled;
+
+#[async_trait]
+impl CancelSignal for NeverCancelled {
+    fn is_cancelled(&self) -> bool {
+        false
+    }
+    async fn cancelled(&self) {
+        std::future::pending::<()>().await;
+    }
+}
+
+/// Read access to the outputs of the steps a step depends on.
+pub trait StepInputs: Send + Sync {
+    /// The output of a direct dependency, by id.
+    fn dependency(&self, id: &str) -> Option<Arc<StepOutput>>;
+    /// The outputs of every step this one transitively depends on, dependencies before
+    /// dependents, each with its step id.
+    fn upstream(&self) -> Vec<(String, Arc<StepOutput>)>;
+}
+
+/// Inputs for a step with no dependencies.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoInputs;
+
+impl StepInputs for NoInputs {
+    fn dependency(&self, _id: &str) -> Option<Arc<StepOutput>> {
+        None
+    }
+    fn upstream(&self) -> Vec<(String, Arc<StepOutput>)> {
+        Vec::new()
+    }
+}
+
+/// Everything a module gets besides its step: who it is in which run, the workspace, the
+/// outputs of its dependencies, where to send events, the model (if any), cancellation and the
+/// deadline.
+#[derive(Clone)]
+#[non_exhaustive]
+pub struct StepContext {
+    /// The run this step belongs to.
+    pub run_id: String,
+    /// The step's id.
+    pub step_id: String,
+    /// The plan's goal.
+    pub goal: String,
+    /// The workspace root; every path a module touches must resolve inside it.
+    pub workspace_root: PathBuf,
+    /// Whether the run is a dry run: modules must not change anything.
+    pub dry_run: bool,
+    /// The attempt number, from 1; greater when the recover stage retries the step.
+    pub attempt: u32,
+    /// Outputs of the dependencies.
+    pub inputs: Arc<dyn StepInputs>,
+    /// Where events go.
+    pub events: Arc<dyn EventSink>,
+    /// The model, when one is configured.
+    pub llm: Option<Arc<dyn LlmClient>>,
+    /// Run-wide cancellation.
+    pub cancel: Arc<dyn CancelSignal>,
+    /// When the step must be done; the engine stops it at this instant.
+    pub deadline: Option<Instant>,
+    /// Feedback for a retried attempt (e.g. the errors of the previous one).
+    pub feedback: Option<String>,
+}
+
+impl std::fmt::Debug for StepContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StepContext")
+            .field("run_id", &self.run_id)
+            .field("step_id", &self.step_id)
+            .field("workspace_root", &self.workspace_root)
+            .field("dry_run", &self.dry_run)
+            .field("attempt", &self.attempt)
+            .field("llm", &self.llm.as_ref().map(|l| l.model().to_owned()))
+            .field("deadline", &self.deadline)
+            .finish_non_exhaustive()
+    }
+}
+
+impl StepContext {
+    /// A context for running one module by itself on a workspace (tests, embedding, the CLI's
+    /// single-purpose commands): no dependencies, events dropped unless a sink is set, never
+    /// cancelled.
+    pub fn standalone(workspace_root: impl Into<PathBuf>) -> Self {
+        Self {
+            run_id: "standalone".into(),
+            step_id: "standalone".into(),
+            goal: String::new(),
+            workspace_root: workspace_root.into(),
+            dry_run: false,
+            attempt: 1,
+            inputs: Arc::new(NoInputs),
+            events: Arc::new(crate::NullSink),
+            llm: None,
+            cancel: Arc::new(NeverCancelled),
+            deadline: None,
+            feedback: None,
+        }
+    }
+
+    /// Builder-style: sets the event sink.
+    #[must_use]
+    pub fn with_events(mut self, events: Arc<dyn EventSink>) -> Self {
+        self.events = events;
+        self
+    }
+
+    /// Builder-style: sets the inputs.
+    #[must_use]
+    pub fn with_inputs(mut self, inputs: Arc<dyn StepInputs>) -> Self {
+        self.inputs = inputs;
+        self
+    }
+
+    /// Builder-style: sets the model.
+    #[must_use]
+    pub fn with_llm(mut self, llm: Option<Arc<dyn LlmClient>>) -> Self {
+        self.llm = llm;
+        self
+    }
+
+    /// Builder-style: sets the run identity, step id and goal.
+    #[must_use]
+    pub fn with_identity(
+        mut self,
+        run_id: impl Into<String>,
+        step_id: impl Into<String>,
+        goal: impl Into<String>,
+    ) -> Self {
+        self.run_id = run_id.into();
+        self.step_id = step_id.into();
+        self.goal = goal.into();
+        self
+    }
+
+    /// Builder-style: sets dry-run, attempt, cancellation, deadline and feedback.
+    #[must_use]
+    pub fn with_execution(
+        mut self,
+        dry_run: bool,
+        attempt: u32,
+        cancel: Arc<dyn CancelSignal>,
+        deadline: Option<Instant>,
+        feedback: Option<String>,
+    ) -> Self {
+        self.dry_run = dry_run;
+        self.attempt = attempt;
+        self.cancel = cancel;
+        self.deadline = deadline;
+        self.feedback = feedback;
+        self
+    }
+
+    /// Emits an event for this step.
+    pub fn emit(&self, kind: EventKind) {
+        self.events.emit(Some(&self.step_id), kind);
+    }
+
+    /// The first upstream output (nearest dependencies first) that `pick` accepts.
+    pub fn find_upstream<T>(&self, mut pick: impl FnMut(&StepOutput) -> Option<T>) -> Option<T> {
+        self.inputs
+            .upstream()
+            .iter()
+            .rev()
+            .find_map(|(_, out)| pick(out))
+    }
+}
+
+/// What a step produced. Typed variants for the built-in modules, [`StepOutput::Value`] for
+/// anything else.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", content = "data", rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum StepOutput {
+    /// Nothing worth keeping.
+    Empty,
+    /// From `inspect`.
+    Inspection(InspectionResult),
+    /// From `edit`.
+    Edit(EditResult),
+    /// From `edit` in a dry run.
+    EditPreview(EditPreview),
+    /// From `test`.
+    Test(TestResult),
+    /// From `verify`.
+    Verification(VerificationResult),
+    /// From `execute`.
+    Command(CommandOutput),
+    /// From `report`.
+    Report(Box<ExecutionReport>),
+    /// From the recover stage.
+    Repair(RepairResult),
+    /// From a custom module.
+    Value(serde_json::Value),
+}
+
+impl StepOutput {
+    /// One line saying what the output holds, for progress displays and reports.
+    pub fn summary(&self) -> String {
+        match self {
+            Self::Empty => "done".into(),
+            Self::Inspection(r) => format!(
+                "{} relevant of {} files",
+                r.relevant_paths.len(),
+                r.stats.total_files
+            ),
+            Self::Edit(r) => format!(
+                "{} change(s) applied to {} file(s)",
+                r.applied_count,
+                r.preview.changes.len()
+            ),
+            Self::EditPreview(p) => format!("{} change(s) previewed", p.changes.len()),
+            Self::Test(t) => format!(
+                "{} passed, {} failed, {} skipped",
+                t.passed, t.failed, t.skipped
+            ),
+            Self::Verification(v) => format!(
+                "{} ({} check(s), score {:.2})",
+                if v.passed { "passed" } else { "failed" },
+                v.checks.len(),
+                v.overall_score
+            ),
+            Self::Command(c) => match c.exit_code {
+                Some(code) => format!("exit code {code}"),
+                None => "no exit code".into(),
+            },
+            Self::Report(r) => format!("report {}", r.run_id),
+            Self::Repair(r) => format!(
+                "{} after {} attempt(s)",
+                if r.success {
+                    "repaired"
+                } else {
+                    "not repaired"
+                },
+                r.attempts.len()
+            ),
+            Self::Value(_) => "value".into(),
+        }
+    }
+}
+
+/// Why a step failed, in categories the recover stage and the exit code understand.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum ErrorCategory {
+    /// The code does not compile.
+    CompileError,
+    /// Tests ran and some failed.
+    TestFailure,
+    /// The step or its command ran out of time.
+    Timeout,
+    /// The command was killed for using too much memory.
+    OutOfMemory,
+    /// The requested sandbox (e.g. a Docker engine) is not there.
+    SandboxUnavailable,
+    /// Something else the step needs is missing from the environment (a model key, a tool).
+    EnvironmentUnavailable,
+    /// The model's provider is rate limiting us.
+    LlmRateLimit,
+    /// The model answered something unusable.
+    LlmInvalidOutput,
+    /// An edit was rejected (does not apply, breaks syntax, escapes the workspace).
+    EditRejected,
+    /// Verification found blockers.
+    VerificationFailed,
+    /// The step's configuration is wrong.
+    InvalidConfig,
+    /// A file system or process error.
+    Io,
+    /// A dependency failed or was skipped.
+    DependencyFailed,
+    /// None of the above.
+    Unknown,
+}
+
+impl ErrorCategory {
+    /// Whether this category means the environment lacks something (exit code 3).
+    pub fn is_environment(self) -> bool {
+        matches!(
+            self,
+            Self::SandboxUnavailable | Self::EnvironmentUnavailable
+        )
+    }
+
+    /// The kebab-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::CompileError => "compile-error",
+            Self::TestFailure => "test-failure",
+            Self::Timeout => "timeout",
+            Self::OutOfMemory => "out-of-memory",
+            Self::SandboxUnavailable => "sandbox-unavailable",
+            Self::EnvironmentUnavailable => "environment-unavailable",
+            Self::LlmRateLimit => "llm-rate-limit",
+            Self::LlmInvalidOutput => "llm-invalid-output",
+            Self::EditRejected => "edit-rejected",
+            Self::VerificationFailed => "verification-failed",
+            Self::InvalidConfig => "invalid-config",
+            Self::Io => "io",
+            Self::DependencyFailed => "dependency-failed",
+            Self::Unknown => "unknown",
+        }
+    }
+}
+
+impl std::fmt::Display for ErrorCategory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The details of a failed step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Failure {
+    /// What kind of failure.
+    pub category: ErrorCategory,
+    /// A lowercase sentence fragment naming what failed and what to do.
+    pub message: String,
+    /// Evidence: compiler lines, failing test names, ...
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub evidence: Vec<String>,
+    /// What the step produced before failing (e.g. the failing [`TestResult`]), kept for reports.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<Box<StepOutput>>,
+}
+
+impl Failure {
+    /// A failure of a category with a message.
+    pub fn new(category: ErrorCategory, message: impl Into<String>) -> Self {
+        Self {
+            category,
+            message: message.into(),
+            evidence: Vec::new(),
+            output: None,
+        }
+    }
+
+    /// Builder-style: attaches evidence.
+    #[must_use]
+    pub fn with_evidence<I, S>(mut self, evidence: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.evidence.extend(evidence.into_iter().map(Into::into));
+        self
+    }
+
+    /// Builder-style: attaches the partial output.
+    #[must_use]
+    pub fn with_output(mut self, output: StepOutput) -> Self {
+        self.output = Some(Box::new(output));
+        self
+    }
+}
+
+/// How a module failed.
+///
+/// The engine hands only [`Recoverable`](ModuleError::Recoverable) failures to the recover
+/// stage (which may retry the step under its budget); [`Fatal`](ModuleError::Fatal) failures
+/// and [`Cancelled`](ModuleError::Cancelled) end the step at once.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ModuleError {
+    /// A failure another attempt might fix (tests failed, the model timed out).
+    #[error("{}", .0.message)]
+    Recoverable(Failure),
+    /// A failure no retry can fix (bad config, no Docker engine).
+    #[error("{}", .0.message)]
+    Fatal(Failure),
+    /// The run was cancelled while the step ran.
+    #[error("cancelled")]
+    Cancelled,
+}
+
+impl ModuleError {
+    /// A recoverable failure.
+    pub fn recoverable(category: ErrorCategory, message: impl Into<String>) -> Self {
+        Self::Recoverable(Failure::new(category, message))
+    }
+
+    /// A fatal failure.
+    pub fn fatal(category: ErrorCategory, message: impl Into<String>) -> Self {
+        Self::Fatal(Failure::new(category, message))
+    }
+
+    /// A fatal [`ErrorCategory::InvalidConfig`] failure.
+    pub fn invalid_config(message: impl Into<String>) -> Self {
+        Self::fatal(ErrorCategory::InvalidConfig, message)
+    }
+
+    /// The failure details, if not cancelled.
+    pub fn failure(&self) -> Option<&Failure> {
+        match self {
+            Self::Recoverable(f) | Self::Fatal(f) => Some(f),
+            Self::Cancelled => None,
+        }
+    }
+
+    /// The category (cancellation reports [`ErrorCategory::Unknown`]).
+    pub fn category(&self) -> ErrorCategory {
+        self.failure()
+            .map_or(ErrorCategory::Unknown, |f| f.category)
+    }
+
+    /// Whether the recover stage may retry.
+    pub fn is_recoverable(&self) -> bool {
+        matches!(self, Self::Recoverable(_))
+    }
+}
+
+/// A pluggable unit of work: the thing that runs a step.
+///
+/// Implement [`name`](Module::name) and [`run`](Module::run); override
+/// [`write_set`](Module::write_set) when the module writes less than "anything" (the default, so
+/// that an unknown module never runs beside a writer), [`kind`](Module::kind) to take part in
+/// plan defaults, and [`validate`](Module::validate) to reject bad config before anything runs.
+///
+/// # Errors
+/// [`run`](Module::run) returns [`ModuleError`]; see its variants for what the engine does
+/// with each.
+///
+/// ```
+/// use nuvira_api::{async_trait, Module, ModuleError, PlanStep, StepContext, StepOutput};
+///
+/// struct Hello;
+///
+/// #[async_trait]
+/// impl Module for Hello {
+///     fn name(&self) -> &str { "hello" }
+///     async fn run(&self, _step: &PlanStep, _ctx: &StepContext) -> Result<StepOutput, ModuleError> {
+///         Ok(StepOutput::Value("hello".into()))
+///     }
+/// }
+/// ```
+#[async_trait]
+pub trait Module: Send + Sync {
+    /// The name plans use in `module:`.
+    fn name(&self) -> &str;
+
+    /// The module's role. Defaults to [`ModuleKind::Custom`].
+    fn kind(&self) -> ModuleKind {
+        ModuleKind::Custom
+    }
+
+    /// What a step of this module writes. Defaults to the step's declared `writes`, or
+    /// [`WriteSet::Exclusive`] when it declares none — a module that does not say is assumed to
+    /// write anywhere.
+    fn write_set(&self, step: &PlanStep) -> WriteSet {
+        if step.writes.is_empty() {
+            WriteSet::Exclusive
+        } else {
+            WriteSet::paths(&step.writes)
+        }
+    }
+
+    /// Checks a step's config before the run starts. Defaults to accepting anything.
+    ///
+    /// # Errors
+    /// A message saying which config key is wrong and what is expected.
+    fn validate(&self, _step: &PlanStep) -> Result<(), String> {
+        Ok(())
+    }
+
+    /// Runs the step.
+    async fn run(&self, step: &PlanStep, ctx: &StepContext) -> Result<StepOutput, ModuleError>;
+}

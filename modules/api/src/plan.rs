@@ -1,0 +1,235 @@
+//! The plan: an [`ExecutionPlan`] of [`PlanStep`]s forming a dependency graph, and the
+//! [`Planner`] trait that produces one.
+//!
+//! Plans are plain data. Validation (cycles, dangling references, orphans, unknown modules)
+//! lives in the engine, which has the module registry and a graph library; a plan produced at run
+//! time by a planner passes the same validation as one read from a file.
+
+use crate::async_trait;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::time::Duration;
+
+/// A whole plan: the goal, the steps and (optionally) which steps the goal is about.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct ExecutionPlan {
+    /// What the plan is for, in words.
+    #[serde(default)]
+    pub goal: String,
+    /// The steps the goal is about. When absent, every `verify` and `report` step is an
+    /// output; when there are none, the single sink of the graph is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outputs: Option<Vec<String>>,
+    /// The steps, in any order; dependencies decide when each runs.
+    #[serde(default)]
+    pub steps: Vec<PlanStep>,
+    /// How hard the planner judged the goal to be.
+    #[serde(
+        default,
+        alias = "estimatedComplexity",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub estimated_complexity: Option<Complexity>,
+    /// A model the planner suggests for the work (`provider:model`).
+    #[serde(
+        default,
+        alias = "suggestedProvider",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub suggested_provider: Option<String>,
+}
+
+impl ExecutionPlan {
+    /// The step with this id, if any.
+    pub fn step(&self, id: &str) -> Option<&PlanStep> {
+        self.steps.iter().find(|s| s.id == id)
+    }
+}
+
+/// How complex a goal is, as judged by a planner.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Complexity {
+    /// One or two files, an obvious change.
+    Simple,
+    /// A handful of files.
+    Moderate,
+    /// Many files or a design decision.
+    Complex,
+}
+
+/// One node of the plan graph.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlanStep {
+    /// Unique id, matching `[A-Za-z0-9_.-]+`.
+    pub id: String,
+    /// The module that runs the step (`inspect`, `edit`, `test`, `verify`, `execute`,
+    /// `report`, or any registered name).
+    pub module: String,
+    /// What the step is for, in words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Ids of the steps that must succeed before this one starts (`dependsOn` is accepted).
+    #[serde(default, alias = "dependsOn", skip_serializing_if = "Vec::is_empty")]
+    pub depends_on: Vec<String>,
+    /// Module-specific configuration.
+    #[serde(default, skip_serializing_if = "Value::is_null")]
+    pub config: Value,
+    /// The longest the step may run (`"120s"`, `"2m"`, or seconds); the engine's default applies
+    /// when absent.
+    #[serde(
+        default,
+        with = "crate::duration::serde_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub timeout: Option<Duration>,
+    /// Paths (relative to the workspace root) this step writes, for modules that cannot derive
+    /// their write set from the config. Steps whose write sets overlap never run together.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub writes: Vec<String>,
+}
+
+impl PlanStep {
+    /// A step with an id and a module and nothing else.
+    pub fn new(id: impl Into<String>, module: impl Into<String>) -> Self {
+        Self {
+            id: id.into(),
+            module: module.into(),
+            description: None,
+            depends_on: Vec::new(),
+            config: Value::Null,
+            timeout: None,
+            writes: Vec::new(),
+        }
+    }
+
+    /// Builder-style: adds dependencies.
+    #[must_use]
+    pub fn depends_on<I, S>(mut self, ids: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.depends_on.extend(ids.into_iter().map(Into::into));
+        self
+    }
+
+    /// Builder-style: sets the config.
+    #[must_use]
+    pub fn with_config(mut self, config: Value) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// Builder-style: sets the timeout.
+    #[must_use]
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// A config value by key, if the config is an object that has it.
+    pub fn config_value(&self, key: &str) -> Option<&Value> {
+        self.config.as_object().and_then(|m| m.get(key))
+    }
+
+    /// A string config value by key.
+    pub fn config_str(&self, key: &str) -> Option<&str> {
+        self.config_value(key).and_then(Value::as_str)
+    }
+}
+
+/// What a [`Planner`] is asked for.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct PlanRequest {
+    /// The user's goal.
+    pub goal: String,
+    /// A rendering of the repository's file tree, if inspected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file_tree: Option<String>,
+    /// Extra context (previous runs, user notes). Treated as untrusted data.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<String>,
+}
+
+impl PlanRequest {
+    /// A request for a goal and nothing else.
+    pub fn new(goal: impl Into<String>) -> Self {
+        Self {
+            goal: goal.into(),
+            ..Self::default()
+        }
+    }
+}
+
+/// Why a planner could not produce a plan.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PlanError {
+    /// The plan source could not be read or parsed.
+    #[error("failed to read plan {source_name}: {message}")]
+    Source {
+        /// The file or source the plan came from.
+        source_name: String,
+        /// What was wrong, with line and column where known.
+        message: String,
+    },
+    /// The planner produced a plan that does not validate.
+    #[error("the planner produced an invalid plan: {0}")]
+    Invalid(String),
+    /// The model behind the planner failed.
+    #[error("the planner's model failed: {0}")]
+    Llm(#[from] crate::LlmError),
+}
+
+/// Produces an [`ExecutionPlan`] for a goal.
+///
+/// The engine validates every plan a planner returns before anything runs.
+///
+/// # Errors
+/// Implementations return [`PlanError`] when no plan can be produced.
+///
+/// ```
+/// use nuvira_api::{async_trait, ExecutionPlan, PlanError, PlanRequest, PlanStep, Planner};
+///
+/// struct OneStep;
+///
+/// #[async_trait]
+/// impl Planner for OneStep {
+///     fn name(&self) -> &str { "one-step" }
+///     async fn plan(&self, req: &PlanRequest) -> Result<ExecutionPlan, PlanError> {
+///         Ok(ExecutionPlan { goal: req.goal.clone(), steps: vec![PlanStep::new("report", "report")], ..Default::default() })
+///     }
+/// }
+/// ```
+#[async_trait]
+pub trait Planner: Send + Sync {
+    /// The planner's name (`file`, `template`, `llm`, ...).
+    fn name(&self) -> &str;
+    /// Produces a plan for the request.
+    async fn plan(&self, request: &PlanRequest) -> Result<ExecutionPlan, PlanError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn depends_on_alias_and_timeout_text_are_accepted() {
+        let step: PlanStep =
+            serde_json::from_str(r#"{"id":"t","module":"test","dependsOn":["e"],"timeout":"2m"}"#)
+                .unwrap();
+        assert_eq!(step.depends_on, vec!["e"]);
+        assert_eq!(step.timeout, Some(Duration::from_secs(120)));
+    }
+
+    #[test]
+    fn unknown_fields_are_rejected_so_typos_surface() {
+        let err = serde_json::from_str::<PlanStep>(r#"{"id":"t","module":"x","depend_on":["e"]}"#)
+            .unwrap_err();
+        assert!(err.to_string().contains("depend_on"), "{err}");
+    }
+}

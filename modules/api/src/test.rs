@@ -1,0 +1,287 @@
+//! Tests and sandboxes: [`TestResult`], the [`Sandbox`] trait and its request/outcome types.
+
+use crate::{CancelSignal, async_trait};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// One failing test (or a compile/collection error standing in for the tests it prevented).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[non_exhaustive]
+pub struct TestFailure {
+    /// The test's name (`module::test`, `test_file.py::test_x`, ...).
+    pub name: String,
+    /// The source file, workspace-relative where it can be made so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    /// 1-based line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
+    /// The assertion or error message.
+    pub message: String,
+    /// The test's captured output.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub output: String,
+}
+
+impl TestFailure {
+    /// A failure with a name and a message.
+    pub fn new(name: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            message: message.into(),
+            ..Self::default()
+        }
+    }
+
+    /// Builder-style: sets the location.
+    #[must_use]
+    pub fn at(mut self, file: impl Into<String>, line: Option<u32>) -> Self {
+        self.file = Some(file.into());
+        self.line = line;
+        self
+    }
+
+    /// Builder-style: sets the captured output.
+    #[must_use]
+    pub fn with_output(mut self, output: impl Into<String>) -> Self {
+        self.output = output.into();
+        self
+    }
+}
+
+/// What a sandbox run looked like, as reported with a test result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[non_exhaustive]
+pub struct SandboxInfo {
+    /// `local` or `docker`.
+    pub kind: String,
+    /// The image, for Docker.
+    pub image: Option<String>,
+    /// The container id, for Docker.
+    pub container_id: Option<String>,
+    /// Killed at the timeout.
+    pub timed_out: bool,
+    /// Killed for exceeding its memory limit.
+    pub oom_killed: bool,
+    /// The command's exit code, if it exited.
+    pub exit_code: Option<i64>,
+}
+
+/// The outcome of a test run.
+///
+/// Counting: `total = passed + failed`; skipped and ignored tests are in `skipped` only. A run
+/// that never reached its summary (killed, crashed, did not compile) is not a success.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[non_exhaustive]
+pub struct TestResult {
+    /// Every test passed and the run completed.
+    pub success: bool,
+    /// Passed tests.
+    pub passed: u32,
+    /// Failed tests (collection and compile errors count here).
+    pub failed: u32,
+    /// Skipped or ignored tests.
+    #[serde(default)]
+    pub skipped: u32,
+    /// `passed + failed`.
+    pub total: u32,
+    /// The failures, with file and line where known.
+    pub failures: Vec<TestFailure>,
+    /// Wall-clock duration.
+    pub duration_ms: u64,
+    /// The runner's combined output (capped).
+    #[serde(default)]
+    pub log: String,
+    /// The framework (`cargo`, `pytest`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub framework: Option<String>,
+    /// The command run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    /// The sandbox it ran in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<SandboxInfo>,
+}
+
+/// The output of a command run as a step (`execute`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[non_exhaustive]
+pub struct CommandOutput {
+    /// The command line.
+    pub command: String,
+    /// The exit code, if it exited.
+    pub exit_code: Option<i64>,
+    /// Standard output (capped).
+    pub stdout: String,
+    /// Standard error (capped).
+    pub stderr: String,
+    /// Wall-clock duration.
+    pub duration_ms: u64,
+    /// The sandbox it ran in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<SandboxInfo>,
+}
+
+/// Network access inside a sandbox.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum NetworkMode {
+    /// No network at all (the default).
+    #[default]
+    None,
+    /// The host's network.
+    Host,
+    /// Docker's default bridge.
+    Bridge,
+}
+
+/// Resource limits for a sandboxed command.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ResourceLimits {
+    /// Memory (and memory + swap) in bytes.
+    pub memory_bytes: u64,
+    /// CPUs (fractions allowed).
+    pub cpus: f64,
+    /// Maximum number of processes.
+    pub pids: u32,
+    /// Wall-clock limit.
+    #[serde(with = "duration_secs")]
+    pub timeout: Duration,
+}
+
+impl Default for ResourceLimits {
+    /// 512 MiB, 1 CPU, 256 processes, 300 s.
+    fn default() -> Self {
+        Self {
+            memory_bytes: 512 * 1024 * 1024,
+            cpus: 1.0,
+            pids: 256,
+            timeout: Duration::from_secs(300),
+        }
+    }
+}
+
+mod duration_secs {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::time::Duration;
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(d.as_secs_f64())
+    }
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let secs = f64::deserialize(d)?;
+        Duration::try_from_secs_f64(secs).map_err(serde::de::Error::custom)
+    }
+}
+
+/// A bind mount into a sandbox.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Mount {
+    /// Host path.
+    pub host: PathBuf,
+    /// Path inside the sandbox.
+    pub container: String,
+    /// Mounted read-only (the default).
+    pub read_only: bool,
+}
+
+/// What to run in a sandbox.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct SandboxRequest {
+    /// The workspace to copy in.
+    pub workspace: PathBuf,
+    /// The command, as argv.
+    pub command: Vec<String>,
+    /// Extra environment.
+    pub env: BTreeMap<String, String>,
+    /// Limits.
+    pub limits: ResourceLimits,
+    /// Network access.
+    pub network: NetworkMode,
+    /// The image (Docker).
+    pub image: Option<String>,
+    /// Extra mounts (Docker).
+    pub mounts: Vec<Mount>,
+    /// Make the root file system read-only, with a writable workdir and /tmp (Docker).
+    pub read_only_root: bool,
+    /// Also copy ignored files and folders such as `target/` and `node_modules/`.
+    pub include_ignored: bool,
+    /// Workspace-relative files to bring back after the run (e.g. a JUnit report).
+    pub collect: Vec<String>,
+}
+
+impl SandboxRequest {
+    /// A request to run `command` in a copy of `workspace` with default limits.
+    pub fn new(workspace: impl Into<PathBuf>, command: Vec<String>) -> Self {
+        Self {
+            workspace: workspace.into(),
+            command,
+            env: BTreeMap::new(),
+            limits: ResourceLimits::default(),
+            network: NetworkMode::None,
+            image: None,
+            mounts: Vec::new(),
+            read_only_root: false,
+            include_ignored: false,
+            collect: Vec::new(),
+        }
+    }
+}
+
+/// How a sandboxed command ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[non_exhaustive]
+pub struct SandboxOutcome {
+    /// The exit code, if it exited by itself.
+    pub exit_code: Option<i64>,
+    /// Standard output.
+    pub stdout: String,
+    /// Standard error.
+    pub stderr: String,
+    /// Killed at the timeout.
+    pub timed_out: bool,
+    /// Killed for exceeding memory.
+    pub oom_killed: bool,
+    /// Wall-clock duration.
+    pub duration_ms: u64,
+    /// What ran it.
+    pub info: SandboxInfo,
+    /// Files collected after the run, by requested path.
+    pub collected: BTreeMap<String, Vec<u8>>,
+}
+
+/// Why a sandbox could not run a command (as opposed to the command failing).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SandboxError {
+    /// The sandbox cannot be used here (no Docker engine, image missing).
+    #[error("{0}")]
+    Unavailable(String),
+    /// Setting up or talking to the sandbox failed.
+    #[error("{0}")]
+    Failed(String),
+    /// The run was cancelled.
+    #[error("cancelled")]
+    Cancelled,
+}
+
+/// Runs a command in isolation.
+///
+/// # Errors
+/// [`SandboxError::Unavailable`] when the sandbox cannot be used at all (exit code 3 at the
+/// CLI), [`SandboxError::Failed`] when it broke; a command that fails, times out or runs out of
+/// memory is an `Ok` outcome saying so.
+#[async_trait]
+pub trait Sandbox: Send + Sync {
+    /// `local`, `docker`, ...
+    fn kind(&self) -> &str;
+    /// Runs the request; cleans up everything it created, in every case.
+    async fn run(
+        &self,
+        request: &SandboxRequest,
+        cancel: &dyn CancelSignal,
+    ) -> Result<SandboxOutcome, SandboxError>;
+}
