@@ -1,0 +1,1 @@
+//! Test framework detection (being built).

@@ -1,0 +1,1 @@
+//! Result parsers for test runner output (being built).

@@ -1,0 +1,11 @@
+//! `nuvira apply` (being built; see the issue tracker).
+
+/// Arguments of `nuvira apply`.
+#[derive(Debug, clap::Args)]
+pub struct Args {}
+
+/// Runs the command.
+pub fn execute(_args: Args) -> u8 {
+    eprintln!("error: `nuvira apply` is not available in this build yet");
+    crate::exit::INVALID
+}

@@ -1,0 +1,106 @@
+//! The `nuvira` command line. Each subcommand lives in its own file with an `Args` struct and
+//! an `execute` function returning the process exit code (see [`crate::exit`]).
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+mod apply;
+mod graph;
+mod inspect;
+mod report;
+mod rollback;
+mod run;
+mod test;
+mod validate;
+
+/// Run coding work as a validated dependency graph.
+#[derive(Debug, Parser)]
+#[command(name = "nuvira", version, about, long_about = None, propagate_version = true)]
+struct Cli {
+    /// More log output on stderr (-v info, -vv debug, -vvv trace). `RUST_LOG` overrides.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Validate a plan file and list every problem.
+    Validate(validate::Args),
+    /// Render a plan's dependency graph as DOT, Mermaid or JSON.
+    Graph(graph::Args),
+    /// Apply a batch of edits all-or-nothing (or preview it with --dry-run).
+    Apply(apply::Args),
+    /// Restore the files changed by the last apply or run.
+    Rollback(rollback::Args),
+    /// Run a repository's tests in a sandbox.
+    Test(test::Args),
+    /// Find the files relevant to a goal.
+    Inspect(inspect::Args),
+    /// Run a plan (or a goal) through the whole pipeline.
+    Run(run::Args),
+    /// Build a report from a stored event file.
+    Report(report::Args),
+}
+
+/// Parses the command line, runs the command and returns its exit code.
+pub fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => {
+            let code = if err.use_stderr() {
+                crate::exit::INVALID
+            } else {
+                crate::exit::SUCCESS
+            };
+            let _ = err.print();
+            return ExitCode::from(code);
+        }
+    };
+    init_tracing(cli.verbose);
+    let code = match cli.command {
+        Command::Validate(a) => validate::execute(a),
+        Command::Graph(a) => graph::execute(a),
+        Command::Apply(a) => apply::execute(a),
+        Command::Rollback(a) => rollback::execute(a),
+        Command::Test(a) => test::execute(a),
+        Command::Inspect(a) => inspect::execute(a),
+        Command::Run(a) => run::execute(a),
+        Command::Report(a) => report::execute(a),
+    };
+    ExitCode::from(code)
+}
+
+fn init_tracing(verbose: u8) {
+    use tracing_subscriber::EnvFilter;
+    let default = match verbose {
+        0 => "warn",
+        1 => "info",
+        2 => "debug",
+        _ => "trace",
+    };
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
+}
+
+/// Prints an error the way every command does: `error: ...` on stderr, with its causes.
+#[allow(dead_code, reason = "used by the subcommands as they land")]
+pub(crate) fn print_error(err: &anyhow::Error) {
+    eprintln!("error: {err}");
+    for cause in err.chain().skip(1) {
+        eprintln!("  caused by: {cause}");
+    }
+}
+
+/// A multi-threaded tokio runtime for commands that need one.
+#[allow(dead_code, reason = "used by the subcommands as they land")]
+pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?)
+}

@@ -1,0 +1,11 @@
+//! `nuvira report` (being built; see the issue tracker).
+
+/// Arguments of `nuvira report`.
+#[derive(Debug, clap::Args)]
+pub struct Args {}
+
+/// Runs the command.
+pub fn execute(_args: Args) -> u8 {
+    eprintln!("error: `nuvira report` is not available in this build yet");
+    crate::exit::INVALID
+}
