@@ -14,6 +14,7 @@ use crate::{
     report::StepStatus,
 };
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 
 /// One stamped event.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -23,10 +24,10 @@ pub struct Event {
     /// Milliseconds since the Unix epoch.
     pub ts: u64,
     /// The run.
-    pub run_id: String,
+    pub run_id: Arc<str>,
     /// The step, for step-scoped events.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub step_id: Option<String>,
+    pub step_id: Option<Arc<str>>,
     /// What happened.
     #[serde(flatten)]
     pub kind: EventKind,

@@ -64,6 +64,10 @@ pub struct LlmRequest {
     /// Sampling temperature.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub temperature: Option<f32>,
+    /// Prefer this model (`provider:model`) when the client can answer with several (a
+    /// fallback router); clients with one model ignore it. Set by the switch-model repair.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
 }
 
 impl LlmRequest {
@@ -79,6 +83,13 @@ impl LlmRequest {
     #[must_use]
     pub fn with_schema(mut self, name: impl Into<String>, schema: serde_json::Value) -> Self {
         self.json_schema = Some((name.into(), schema));
+        self
+    }
+
+    /// Builder-style: prefers a model (`provider:model`) among those the client can use.
+    #[must_use]
+    pub fn with_model(mut self, model: impl Into<String>) -> Self {
+        self.model = Some(model.into());
         self
     }
 }
@@ -150,4 +161,15 @@ pub trait LlmClient: Send + Sync {
     fn model(&self) -> &str;
     /// Sends a request.
     async fn complete(&self, request: &LlmRequest) -> Result<LlmResponse, LlmError>;
+    /// Every model this client can answer with (`provider:model`), the preferred one first.
+    /// A fallback router lists its `fallback_models`; the default is just [`model`](Self::model).
+    fn models(&self) -> Vec<String> {
+        vec![self.model().to_owned()]
+    }
+    /// The models whose circuit breaker is open right now (they fail fast with
+    /// [`LlmError::CircuitOpen`]). The switch-model repair picks a model not in this list.
+    /// The default, for clients without a breaker, is none.
+    fn open_circuits(&self) -> Vec<String> {
+        Vec::new()
+    }
 }

@@ -173,13 +173,13 @@ impl StepInputs for NoInputs {
 #[non_exhaustive]
 pub struct StepContext {
     /// The run this step belongs to.
-    pub run_id: String,
+    pub run_id: Arc<str>,
     /// The step's id.
-    pub step_id: String,
+    pub step_id: Arc<str>,
     /// The plan's goal.
-    pub goal: String,
+    pub goal: Arc<str>,
     /// The workspace root; every path a module touches must resolve inside it.
-    pub workspace_root: PathBuf,
+    pub workspace_root: Arc<Path>,
     /// Whether the run is a dry run: modules must not change anything.
     pub dry_run: bool,
     /// The attempt number, from 1; greater when the recover stage retries the step.
@@ -220,8 +220,8 @@ impl StepContext {
         Self {
             run_id: "standalone".into(),
             step_id: "standalone".into(),
-            goal: String::new(),
-            workspace_root: workspace_root.into(),
+            goal: "".into(),
+            workspace_root: Arc::from(workspace_root.into()),
             dry_run: false,
             attempt: 1,
             inputs: Arc::new(NoInputs),
@@ -258,9 +258,9 @@ impl StepContext {
     #[must_use]
     pub fn with_identity(
         mut self,
-        run_id: impl Into<String>,
-        step_id: impl Into<String>,
-        goal: impl Into<String>,
+        run_id: impl Into<Arc<str>>,
+        step_id: impl Into<Arc<str>>,
+        goal: impl Into<Arc<str>>,
     ) -> Self {
         self.run_id = run_id.into();
         self.step_id = step_id.into();
