@@ -211,6 +211,9 @@ pub struct SandboxRequest {
     pub include_ignored: bool,
     /// Workspace-relative files to bring back after the run (e.g. a JUnit report).
     pub collect: Vec<String>,
+    /// The workspace-relative folder to run the command in (empty: the workspace root).
+    #[serde(default)]
+    pub dir: PathBuf,
 }
 
 impl SandboxRequest {
@@ -227,6 +230,7 @@ impl SandboxRequest {
             read_only_root: false,
             include_ignored: false,
             collect: Vec::new(),
+            dir: PathBuf::new(),
         }
     }
 }
@@ -251,6 +255,10 @@ pub struct SandboxOutcome {
     pub info: SandboxInfo,
     /// Files collected after the run, by requested path.
     pub collected: BTreeMap<String, Vec<u8>>,
+    /// Where the command ran, as the sandbox saw it (the copy's folder, or the path inside the
+    /// container, including [`SandboxRequest::dir`]): absolute paths in the output start with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workdir: Option<PathBuf>,
 }
 
 /// Why a sandbox could not run a command (as opposed to the command failing).
