@@ -1,0 +1,335 @@
+//! `go test`: the `-json` event stream (preferred), else the plain output. Tests are named
+//! `package.TestName` (subtests `package.TestName/sub`; a parent with subtests is not counted
+//! on its own). A package that failed to build (`FAIL pkg [build failed]`, compiler errors on
+//! stderr) or failed outside any test (a `-timeout` panic, a crash in `TestMain`) is a failure
+//! too. Without `-v`, plain output does not list passing tests, so `passed` can only be counted
+//! from `-json`.
+
+use super::{Ctx, RunnerOutput, Tally, cap_output, diagnostics, re, secs_to_ms, strip_ansi};
+use nuvira_api::TestFailure;
+use regex::Regex;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::LazyLock;
+
+static ERRORF: LazyLock<Regex> = LazyLock::new(|| re(r"^\s+([\w.-]+\.go):(\d+): (.*)$"));
+static FRAME: LazyLock<Regex> = LazyLock::new(|| re(r"^\s+(\S+\.go):(\d+)(?: \+0x[0-9a-f]+)?$"));
+static TEST_FRAME: LazyLock<Regex> = LazyLock::new(|| re(r"^(\S+)\.(Test\w*)\("));
+static PKG_RESULT: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"^(ok|FAIL)\s+(\S+)\s+(?:\[build failed\]|\[setup failed\]|([\d.]+)s|\(cached\)|\[no test files\])",
+    )
+});
+static BUILD_FAILED: LazyLock<Regex> =
+    LazyLock::new(|| re(r"^FAIL\s+(\S+) \[(?:build|setup) failed\]"));
+static STATUS: LazyLock<Regex> =
+    LazyLock::new(|| re(r"^\s*--- (PASS|FAIL|SKIP): (\S+) \(([\d.]+)s\)"));
+
+/// Parses a `go test` run. `module` is the `go.mod` module path, used to turn package-relative
+/// file names (`alpha_test.go`) into workspace-relative ones (`alpha/alpha_test.go`).
+pub fn parse(output: &RunnerOutput, ctx: &Ctx, module: Option<String>) -> Tally {
+    let dir_of = move |pkg: &str| -> Option<String> {
+        let module = module.as_deref()?;
+        if pkg == module {
+            Some(String::new())
+        } else {
+            pkg.strip_prefix(module)?
+                .strip_prefix('/')
+                .map(str::to_owned)
+        }
+    };
+    let stdout = strip_ansi(&output.stdout);
+    let stderr = strip_ansi(&output.stderr);
+    let json = stdout
+        .lines()
+        .any(|l| l.starts_with("{\"Time\"") || l.starts_with("{\"Action\""));
+    let mut tally = if json {
+        parse_json(&stdout, ctx, &dir_of)
+    } else {
+        parse_plain(&stdout, ctx, &dir_of)
+    };
+    // Build failures: compiler errors on stderr, `FAIL pkg [build failed]` on stdout.
+    let diags = diagnostics::parse_go(&stderr, ctx, &dir_of);
+    let mut failed_builds: Vec<String> = stdout
+        .lines()
+        .filter_map(|l| BUILD_FAILED.captures(l).map(|c| c[1].to_owned()))
+        .collect();
+    failed_builds.dedup();
+    for pkg in failed_builds {
+        if !diags
+            .iter()
+            .any(|d| d.message.starts_with(&format!("{pkg}: ")))
+        {
+            tally.fail(TestFailure::new(
+                format!("{pkg} [build failed]"),
+                "the package failed to build; see the log",
+            ));
+        }
+    }
+    tally.add_diagnostics(diags);
+    tally
+}
+
+#[derive(Default)]
+struct GoTest {
+    output: String,
+    outcome: Option<&'static str>,
+}
+
+/// Parses the `go test -json` event stream (non-JSON lines are skipped).
+pub fn parse_json(text: &str, ctx: &Ctx, dir_of: &dyn Fn(&str) -> Option<String>) -> Tally {
+    let mut tally = Tally::default();
+    let mut tests: BTreeMap<(String, String), GoTest> = BTreeMap::new();
+    let mut package_output: BTreeMap<String, String> = BTreeMap::new();
+    let mut packages_started: BTreeSet<String> = BTreeSet::new();
+    let mut packages_done: BTreeMap<String, bool> = BTreeMap::new(); // pkg -> passed
+    for line in text.lines() {
+        if !line.starts_with('{') {
+            continue;
+        }
+        let Ok(ev) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
+        let action = ev
+            .get("Action")
+            .and_then(|v| v.as_str())
+            .unwrap_or_default();
+        let pkg = ev
+            .get("Package")
+            .and_then(|v| v.as_str())
+            .unwrap_or_default()
+            .to_owned();
+        let test = ev.get("Test").and_then(|v| v.as_str()).map(str::to_owned);
+        packages_started.insert(pkg.clone());
+        match (test, action) {
+            (Some(t), "output") => {
+                let out = ev
+                    .get("Output")
+                    .and_then(|v| v.as_str())
+                    .unwrap_or_default();
+                let entry = tests.entry((pkg, t)).or_default();
+                if entry.output.len() < 64 * 1024 {
+                    entry.output.push_str(out);
+                }
+            }
+            (Some(t), "run") => {
+                tests.entry((pkg, t)).or_default();
+            }
+            (Some(t), "pass" | "fail" | "skip") => {
+                let outcome = match action {
+                    "pass" => "pass",
+                    "fail" => "fail",
+                    _ => "skip",
+                };
+                tests.entry((pkg, t)).or_default().outcome = Some(outcome);
+            }
+            (None, "output") => {
+                let out = ev
+                    .get("Output")
+                    .and_then(|v| v.as_str())
+                    .unwrap_or_default();
+                package_output.entry(pkg).or_default().push_str(out);
+            }
+            (None, "pass" | "fail" | "skip") => {
+                if let Some(e) = ev.get("Elapsed").and_then(serde_json::Value::as_f64) {
+                    tally.duration_ms += (e * 1000.0).round() as u64;
+                }
+                packages_done.insert(pkg, action != "fail");
+            }
+            _ => {}
+        }
+    }
+    let parents: BTreeSet<(String, String)> = tests
+        .keys()
+        .filter_map(|(p, t)| {
+            t.rsplit_once('/')
+                .map(|(parent, _)| (p.clone(), parent.to_owned()))
+        })
+        .collect();
+    let mut failing_packages: BTreeSet<String> = BTreeSet::new();
+    for ((pkg, name), t) in &tests {
+        if parents.contains(&(pkg.clone(), name.clone())) {
+            continue;
+        }
+        let full = format!("{pkg}.{name}");
+        match t.outcome {
+            Some("pass") => tally.passed += 1,
+            Some("skip") => tally.skipped += 1,
+            Some(_) => {
+                failing_packages.insert(pkg.clone());
+                tally.fail(go_failure(&full, pkg, &t.output, ctx, dir_of));
+            }
+            None => match packages_done.get(pkg) {
+                // The package ended without this test ending: it took the binary down
+                // (a `-timeout` panic, os.Exit, a crash).
+                Some(_) => {
+                    failing_packages.insert(pkg.clone());
+                    tally.fail(go_failure(&full, pkg, &t.output, ctx, dir_of));
+                }
+                None => tally.unfinished.push(full),
+            },
+        }
+    }
+    for (pkg, passed) in &packages_done {
+        if !passed && !failing_packages.contains(pkg) {
+            let out = package_output
+                .get(pkg)
+                .map(String::as_str)
+                .unwrap_or_default();
+            if !out.contains("[build failed]") && !out.contains("[setup failed]") {
+                tally.fail(go_failure(pkg, pkg, out, ctx, dir_of));
+            }
+        }
+    }
+    tally.completed = !packages_started.is_empty()
+        && packages_started
+            .iter()
+            .all(|p| packages_done.contains_key(p))
+        && tally.unfinished.is_empty();
+    tally
+}
+
+/// A failure from a test's (or package's) output: `file_test.go:12: message` lines from
+/// `t.Error`, or a panic with its stack.
+fn go_failure(
+    name: &str,
+    pkg: &str,
+    output: &str,
+    ctx: &Ctx,
+    dir_of: &dyn Fn(&str) -> Option<String>,
+) -> TestFailure {
+    let output = output.trim_matches('\n');
+    let mut name = name.to_owned();
+    let mut file_line: Option<(String, u32)> = None;
+    let mut message: Option<String> = None;
+    for line in output.lines() {
+        if line.starts_with("=== ") || line.starts_with("--- ") {
+            continue;
+        }
+        if message.is_none()
+            && let Some(c) = ERRORF.captures(line)
+        {
+            let file = match dir_of(pkg) {
+                Some(dir) if !dir.is_empty() => format!("{dir}/{}", &c[1]),
+                _ => c[1].to_owned(),
+            };
+            file_line = Some((file, c[2].parse().unwrap_or(0)));
+            message = Some(c[3].trim().to_owned());
+        }
+        if message.is_none() && line.starts_with("panic: ") {
+            message = Some(line.trim_end_matches(" [recovered]").to_owned());
+        }
+    }
+    if file_line.is_none() {
+        // A panic: the innermost frame in a _test.go file, else in the workspace.
+        let frames: Vec<(String, u32)> = output
+            .lines()
+            .filter_map(|l| FRAME.captures(l))
+            .map(|c| (ctx.relative(&c[1]), c[2].parse().unwrap_or(0)))
+            .collect();
+        file_line = frames
+            .iter()
+            .find(|(f, _)| f.ends_with("_test.go") && !f.starts_with('/'))
+            .or_else(|| {
+                frames
+                    .iter()
+                    .find(|(f, _)| !f.starts_with('/') && !f.starts_with('_'))
+            })
+            .or_else(|| frames.iter().find(|(f, _)| f.ends_with("_test.go")))
+            .cloned();
+    }
+    if name == pkg
+        && let Some(c) = output.lines().find_map(|l| TEST_FRAME.captures(l))
+        && c[1] == *pkg
+    {
+        name = format!("{pkg}.{}", &c[2]);
+    }
+    let message = message.unwrap_or_else(|| {
+        output
+            .lines()
+            .map(str::trim)
+            .find(|l| !l.is_empty() && !l.starts_with("=== ") && !l.starts_with("--- "))
+            .unwrap_or("failed")
+            .to_owned()
+    });
+    let mut f = TestFailure::new(name, message).with_output(cap_output(output));
+    if let Some((file, line)) = file_line {
+        f = f.at(file, Some(line));
+    }
+    f
+}
+
+/// Parses plain `go test` output (`--- FAIL: Test (0.00s)` blocks, then `FAIL pkg 0.004s`).
+pub fn parse_plain(text: &str, ctx: &Ctx, dir_of: &dyn Fn(&str) -> Option<String>) -> Tally {
+    let mut tally = Tally::default();
+    let mut pending: Vec<(String, String, bool)> = Vec::new(); // (test, output, failed?)
+    let mut loose = String::new(); // output outside any test block (panics before a FAIL line)
+    let mut current: Option<usize> = None;
+    let mut packages = 0;
+    let mut last_meaningful = "";
+    for line in text.lines() {
+        if !line.trim().is_empty() {
+            last_meaningful = line;
+        }
+        if let Some(c) = STATUS.captures(line) {
+            match &c[1] {
+                "PASS" => {
+                    tally.passed += 1;
+                    current = None;
+                }
+                "SKIP" => {
+                    tally.skipped += 1;
+                    current = None;
+                }
+                _ => {
+                    pending.push((c[2].to_owned(), String::new(), true));
+                    current = Some(pending.len() - 1);
+                }
+            }
+            continue;
+        }
+        if let Some(c) = PKG_RESULT.captures(line) {
+            packages += 1;
+            let pkg = c[2].to_owned();
+            if let Some(t) = c.get(3).and_then(|m| secs_to_ms(m.as_str())) {
+                tally.duration_ms += t;
+            }
+            let failed_pkg = &c[1] == "FAIL";
+            let build_failed = line.contains("[build failed]") || line.contains("[setup failed]");
+            let failures: Vec<_> = pending.drain(..).filter(|(_, _, f)| *f).collect();
+            if failed_pkg && !build_failed && failures.is_empty() {
+                tally.fail(go_failure(&pkg, &pkg, &loose, ctx, dir_of));
+            }
+            for (test, out, _) in failures {
+                tally.fail(go_failure(
+                    &format!("{pkg}.{test}"),
+                    &pkg,
+                    &out,
+                    ctx,
+                    dir_of,
+                ));
+            }
+            loose.clear();
+            current = None;
+            continue;
+        }
+        if line == "FAIL" || line == "PASS" {
+            current = None;
+            continue;
+        }
+        match current.and_then(|i| pending.get_mut(i)) {
+            Some((_, out, _)) => {
+                out.push_str(line);
+                out.push('\n');
+            }
+            None => {
+                loose.push_str(line);
+                loose.push('\n');
+            }
+        }
+    }
+    tally.completed = packages > 0
+        && (last_meaningful == "FAIL"
+            || last_meaningful == "PASS"
+            || PKG_RESULT.is_match(last_meaningful));
+    tally
+}

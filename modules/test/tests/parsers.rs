@@ -1,0 +1,888 @@
+//! Parser tests on real runner output (copied from /work/shared/fixtures, see
+//! tests/fixtures/README.md for how each case was captured and what it must report).
+
+use nuvira_api::TestResult;
+use nuvira_test::detect::Framework;
+use nuvira_test::parse::{self, RunnerOutput};
+use std::path::{Path, PathBuf};
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+}
+
+fn read(path: &Path) -> Option<String> {
+    std::fs::read(path)
+        .ok()
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+}
+
+/// The captured run: stdout, stderr, exit code and the JUnit file when the case wrote one.
+fn output(runner: &str, case: &str) -> RunnerOutput {
+    let dir = fixtures().join(runner);
+    let stdout = read(&dir.join(format!("{case}.stdout")))
+        .unwrap_or_else(|| panic!("missing fixture {runner}/{case}.stdout"));
+    let stderr = read(&dir.join(format!("{case}.stderr"))).unwrap_or_default();
+    let exit: i64 = read(&dir.join(format!("{case}.exit")))
+        .expect("exit file")
+        .trim()
+        .parse()
+        .expect("exit code");
+    let mut out = RunnerOutput::new(stdout, stderr, Some(exit));
+    if let Some(xml) = read(&dir.join(format!("{case}.junit.xml"))) {
+        out = out.with_junit(xml);
+    }
+    out
+}
+
+/// The working directory the case ran in (from captures.tsv).
+fn cwd(runner: &str, case: &str) -> PathBuf {
+    let tsv = read(&fixtures().join("captures.tsv")).expect("captures.tsv");
+    let line = tsv
+        .lines()
+        .map(|l| l.split('\t').collect::<Vec<_>>())
+        .find(|f| f[0] == runner && f[1] == case)
+        .unwrap_or_else(|| panic!("{runner}/{case} not in captures.tsv"));
+    PathBuf::from(line[3])
+}
+
+fn run(framework: Framework, runner: &str, case: &str) -> TestResult {
+    let root = cwd(runner, case);
+    parse::parse_output(framework, &output(runner, case), Some(&root))
+}
+
+/// The text of `line` (1-based) of `file` in the case's `.src/` copy of the project.
+fn src_line(runner: &str, case: &str, file: &str, line: u32) -> String {
+    let path = fixtures()
+        .join(runner)
+        .join(format!("{case}.src"))
+        .join(file);
+    let text = read(&path).unwrap_or_else(|| panic!("missing source {}", path.display()));
+    text.lines()
+        .nth(line as usize - 1)
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// Asserts the counts (total = passed + failed) and that the run is not a success unless told.
+#[track_caller]
+fn counts(r: &TestResult, passed: u32, failed: u32, skipped: u32) {
+    assert_eq!(
+        (r.passed, r.failed, r.skipped),
+        (passed, failed, skipped),
+        "counts of {r:#?}"
+    );
+    assert_eq!(r.total, passed + failed);
+    assert!(!r.success, "a failing run must not be a success");
+}
+
+/// Finds the failure whose name contains `name` and checks its file, line and message.
+#[track_caller]
+fn failure<'a>(
+    r: &'a TestResult,
+    name: &str,
+    file: Option<&str>,
+    line: Option<u32>,
+    message: &str,
+) -> &'a nuvira_api::TestFailure {
+    let f = r
+        .failures
+        .iter()
+        .find(|f| f.name.contains(name))
+        .unwrap_or_else(|| panic!("no failure named like {name:?} in {:#?}", r.failures));
+    assert_eq!(f.file.as_deref(), file, "file of {name}");
+    assert_eq!(f.line, line, "line of {name}");
+    assert!(
+        f.message.contains(message),
+        "message of {name}: {:?} lacks {message:?}",
+        f.message
+    );
+    f
+}
+
+/// The source line a failure points at contains `needle`.
+#[track_caller]
+fn points_at(runner: &str, case: &str, f: &nuvira_api::TestFailure, needle: &str) {
+    let (Some(file), Some(line)) = (&f.file, f.line) else {
+        panic!("{} has no location", f.name)
+    };
+    let text = src_line(runner, case, file, line);
+    assert!(
+        text.contains(needle),
+        "{file}:{line} is {text:?}, expected {needle:?}"
+    );
+}
+
+// ---------------------------------------------------------------- cargo (libtest)
+
+fn check_cargo_basic(r: &TestResult, runner: &str, case: &str, lib_name: &str, int_name: &str) {
+    let f = failure(
+        r,
+        lib_name,
+        Some("src/lib.rs"),
+        Some(16),
+        "2 + 2 should equal 5",
+    );
+    points_at(runner, case, f, "assert_eq!(add(2, 2), 5");
+    let f = failure(
+        r,
+        int_name,
+        Some("tests/integration.rs"),
+        Some(10),
+        "ParseIntError",
+    );
+    points_at(runner, case, f, "\"not a number\".parse()");
+}
+
+#[test]
+fn cargo_default_stops_after_the_lib_suite() {
+    let r = run(Framework::Cargo, "cargo", "basic-default");
+    counts(&r, 1, 1, 0);
+    let f = failure(
+        &r,
+        "tests::add_assertion_fails",
+        Some("src/lib.rs"),
+        Some(16),
+        "2 + 2 should equal 5",
+    );
+    assert!(f.output.contains("left: 4"), "{}", f.output);
+    assert_eq!(r.framework.as_deref(), Some("cargo"));
+}
+
+#[test]
+fn cargo_no_fail_fast_counts_every_suite_including_doctests() {
+    let r = run(Framework::Cargo, "cargo", "basic-no-fail-fast");
+    // lib 1/1 + tests/integration.rs 1/1 + doctests 0/0.
+    counts(&r, 2, 2, 0);
+    assert_eq!(r.failures.len(), 2);
+    check_cargo_basic(
+        &r,
+        "cargo",
+        "basic-no-fail-fast",
+        "tests::add_assertion_fails",
+        "integration_panics",
+    );
+}
+
+#[test]
+fn cargo_libtest_json() {
+    let r = run(Framework::Cargo, "cargo", "basic-json");
+    counts(&r, 2, 2, 0);
+    check_cargo_basic(
+        &r,
+        "cargo",
+        "basic-json",
+        "tests::add_assertion_fails",
+        "integration_panics",
+    );
+    assert!(r.duration_ms > 0, "exec_time is summed");
+}
+
+#[test]
+fn cargo_compile_error_is_a_failure_with_its_location() {
+    let r = run(Framework::Cargo, "cargo", "compile-error");
+    counts(&r, 0, 1, 0);
+    let f = failure(
+        &r,
+        "compile error",
+        Some("tests/integration.rs"),
+        Some(10),
+        "error[E0308]: mismatched types",
+    );
+    points_at("cargo", "compile-error", f, "add(1, \"two\")");
+}
+
+#[test]
+fn cargo_killed_run_is_not_a_success() {
+    let r = run(Framework::Cargo, "cargo", "hang-killed");
+    // quick_passes passed; hangs_forever never reported.
+    counts(&r, 1, 1, 0);
+    failure(&r, "test run", None, None, "killed (SIGTERM, exit 143)");
+}
+
+#[test]
+fn cargo_killed_json_run_names_the_unfinished_test() {
+    let r = run(Framework::Cargo, "cargo", "hang-json-killed");
+    counts(&r, 1, 1, 0);
+    failure(&r, "hangs_forever", None, None, "did not finish");
+}
+
+#[test]
+fn cargo_build_errors_plain_and_json() {
+    let ctx = parse::Ctx::new(Some(Path::new(
+        "/home/dev/projects/cargo-build/compile-error",
+    )));
+    let plain =
+        parse::diagnostics::parse_rustc(&output("cargo-build", "compile-error").stderr, &ctx);
+    let json = parse::diagnostics::parse_cargo_json(
+        &output("cargo-build", "compile-error-json").stdout,
+        &ctx,
+    );
+    for diags in [plain, json] {
+        let found: Vec<_> = diags
+            .iter()
+            .map(|d| (d.file.as_deref(), d.line, d.message.as_str()))
+            .collect();
+        assert_eq!(
+            found,
+            vec![
+                (
+                    Some("src/lib.rs"),
+                    Some(7),
+                    "error[E0308]: mismatched types"
+                ),
+                (
+                    Some("src/lib.rs"),
+                    Some(8),
+                    "error[E0308]: mismatched types"
+                ),
+                (
+                    Some("src/lib.rs"),
+                    Some(12),
+                    "error[E0425]: cannot find function `undefined_function` in this scope"
+                ),
+            ],
+            "the warning is not an error"
+        );
+        assert_eq!(
+            src_line("cargo-build", "compile-error", "src/lib.rs", 12).trim(),
+            "undefined_function(1)"
+        );
+    }
+}
+
+// ---------------------------------------------------------------- nextest
+
+#[test]
+fn nextest_default_fail_fast_run() {
+    let r = run(Framework::Nextest, "nextest", "basic-default");
+    // Summary: 3/4 tests run: 1 passed, 2 failed (1 not run because of fail-fast).
+    counts(&r, 1, 2, 0);
+    check_cargo_basic(
+        &r,
+        "nextest",
+        "basic-default",
+        "fixture_nextest_basic tests::add_assertion_fails",
+        "fixture_nextest_basic::integration integration_panics",
+    );
+}
+
+#[test]
+fn nextest_no_fail_fast_human_output() {
+    let r = run(Framework::Nextest, "nextest", "basic-no-fail-fast");
+    counts(&r, 2, 2, 0);
+    check_cargo_basic(
+        &r,
+        "nextest",
+        "basic-no-fail-fast",
+        "fixture_nextest_basic tests::add_assertion_fails",
+        "fixture_nextest_basic::integration integration_panics",
+    );
+    assert_eq!(r.duration_ms, 28);
+}
+
+#[test]
+fn nextest_junit_report() {
+    let r = run(Framework::Nextest, "nextest", "basic-junit");
+    counts(&r, 2, 2, 0);
+    check_cargo_basic(
+        &r,
+        "nextest",
+        "basic-junit",
+        "fixture_nextest_basic tests::add_assertion_fails",
+        "fixture_nextest_basic::integration integration_panics",
+    );
+    assert_eq!(r.duration_ms, 46, "testsuites time=0.046");
+}
+
+#[test]
+fn nextest_libtest_json() {
+    let out = output("nextest", "basic-libtest-json");
+    let ctx = parse::Ctx::new(Some(&cwd("nextest", "basic-libtest-json")));
+    let json = parse::libtest::parse_json(&out.stdout, &ctx);
+    assert_eq!((json.passed, json.failed), (2, 2));
+    assert!(
+        json.failures
+            .iter()
+            .any(|f| f.name == "fixture_nextest_basic::integration integration_panics")
+    );
+    let r = run(Framework::Nextest, "nextest", "basic-libtest-json");
+    counts(&r, 2, 2, 0);
+    check_cargo_basic(
+        &r,
+        "nextest",
+        "basic-libtest-json",
+        "fixture_nextest_basic tests::add_assertion_fails",
+        "fixture_nextest_basic::integration integration_panics",
+    );
+}
+
+#[test]
+fn nextest_compile_error() {
+    let r = run(Framework::Nextest, "nextest", "compile-error");
+    counts(&r, 0, 1, 0);
+    failure(
+        &r,
+        "compile error",
+        Some("tests/integration.rs"),
+        Some(10),
+        "E0308",
+    );
+}
+
+#[test]
+fn nextest_catching_sigterm_reports_the_killed_test() {
+    let r = run(Framework::Nextest, "nextest", "hang-killed");
+    counts(&r, 1, 1, 0);
+    failure(
+        &r,
+        "fixture_hang::hang hangs_forever",
+        None,
+        None,
+        "SIGTERM",
+    );
+}
+
+#[test]
+fn nextest_own_timeout_human_and_junit() {
+    let mut out = output("nextest", "hang-nextest-timeout");
+    let root = Path::new("/home/dev/projects/nextest/hang");
+    let r = parse::parse_output(Framework::Nextest, &out, Some(root));
+    // Summary: 2 tests run: 1 passed, 1 timed out.
+    counts(&r, 1, 1, 0);
+    failure(
+        &r,
+        "fixture_hang::hang hangs_forever",
+        None,
+        None,
+        "timeout",
+    );
+    out.junit_xml = None;
+    let r = parse::parse_output(Framework::Nextest, &out, Some(root));
+    counts(&r, 1, 1, 0);
+    failure(
+        &r,
+        "fixture_hang::hang hangs_forever",
+        None,
+        None,
+        "timed out",
+    );
+}
+
+// ---------------------------------------------------------------- pytest
+
+fn check_pytest_basic(r: &TestResult, case: &str) {
+    counts(r, 2, 2, 0);
+    let f = failure(
+        r,
+        "test_alpha.py::test_add_assertion_fails",
+        Some("test_alpha.py"),
+        Some(11),
+        "AssertionError: 2 + 2 should equal 5",
+    );
+    points_at("pytest", case, f, "assert result == 5");
+    let f = failure(
+        r,
+        "test_beta.py::test_raises_exception",
+        Some("test_beta.py"),
+        Some(13),
+        "JSONDecodeError",
+    );
+    points_at("pytest", case, f, "parse_config(\"{not valid json\")");
+}
+
+#[test]
+fn pytest_default_output() {
+    let r = run(Framework::Pytest, "pytest", "basic-default");
+    check_pytest_basic(&r, "basic-default");
+    assert_eq!(r.duration_ms, 60);
+}
+
+#[test]
+fn pytest_quiet_output() {
+    check_pytest_basic(&run(Framework::Pytest, "pytest", "basic-q"), "basic-q");
+}
+
+#[test]
+fn pytest_junit_report_and_its_terminal_output_agree() {
+    let with_junit = run(Framework::Pytest, "pytest", "basic-junitxml");
+    check_pytest_basic(&with_junit, "basic-junitxml");
+    let mut out = output("pytest", "basic-junitxml");
+    out.junit_xml = None;
+    let terminal = parse::parse_output(
+        Framework::Pytest,
+        &out,
+        Some(&cwd("pytest", "basic-junitxml")),
+    );
+    check_pytest_basic(&terminal, "basic-junitxml");
+}
+
+#[test]
+fn pytest_collection_errors_count_as_failed() {
+    for case in ["import-error", "import-error-q"] {
+        let r = run(Framework::Pytest, "pytest", case);
+        counts(&r, 0, 1, 0);
+        let f = failure(
+            &r,
+            "test_beta.py",
+            Some("test_beta.py"),
+            Some(2),
+            "ModuleNotFoundError: No module named 'nonexistent_module'",
+        );
+        points_at("pytest", case, f, "from nonexistent_module import helper");
+    }
+    let r = run(Framework::Pytest, "pytest", "syntax-error");
+    counts(&r, 0, 1, 0);
+    let f = failure(
+        &r,
+        "test_beta.py",
+        Some("test_beta.py"),
+        Some(2),
+        "SyntaxError: '[' was never closed",
+    );
+    points_at("pytest", "syntax-error", f, "value = [1, 2, 3");
+}
+
+#[test]
+fn pytest_killed_run() {
+    let r = run(Framework::Pytest, "pytest", "hang-killed");
+    // collected 2 items, progress shows one pass; the other never finished.
+    counts(&r, 1, 1, 0);
+    failure(&r, "test run", None, None, "before it reported a summary");
+}
+
+// ---------------------------------------------------------------- vitest
+
+fn check_vitest_basic(r: &TestResult, case: &str) {
+    counts(r, 2, 2, 0);
+    let f = failure(
+        r,
+        "basic/math.test.ts > math > fails an assertion",
+        Some("basic/math.test.ts"),
+        Some(13),
+        "expected 4 to be 5",
+    );
+    points_at("vitest", case, f, "expect(add(2, 2)).toBe(5)");
+    let f = failure(
+        r,
+        "basic/parse.test.ts > throws an exception",
+        Some("basic/parse.test.ts"),
+        Some(4),
+        "Expected property name",
+    );
+    points_at("vitest", case, f, "JSON.parse(text)");
+}
+
+#[test]
+fn vitest_default_json_and_junit() {
+    let r = run(Framework::Vitest, "vitest", "basic-default");
+    check_vitest_basic(&r, "basic-default");
+    assert!(
+        !r.log.contains('\x1b'),
+        "ANSI codes are stripped from the log"
+    );
+    check_vitest_basic(
+        &run(Framework::Vitest, "vitest", "basic-json"),
+        "basic-json",
+    );
+    check_vitest_basic(
+        &run(Framework::Vitest, "vitest", "basic-junit"),
+        "basic-junit",
+    );
+    // The same JSON report collected from a file instead of stdout.
+    let out = output("vitest", "basic-json");
+    let from_file = RunnerOutput::new("", out.stderr.clone(), out.exit_code)
+        .with_json_report(out.stdout.clone());
+    check_vitest_basic(
+        &parse::parse_output(
+            Framework::Vitest,
+            &from_file,
+            Some(&cwd("vitest", "basic-json")),
+        ),
+        "basic-json",
+    );
+}
+
+#[test]
+fn vitest_failed_suites_are_failures() {
+    // Runner: Tests 1 failed | 1 passed (2), plus one file that failed to run.
+    for case in ["syntax-error", "syntax-error-json"] {
+        let r = run(Framework::Vitest, "vitest", case);
+        counts(&r, 1, 2, 0);
+        let f = failure(
+            &r,
+            "syntax-error/broken.test.ts",
+            Some("syntax-error/broken.test.ts"),
+            Some(4),
+            "Expected \"]\" but found \";\"",
+        );
+        points_at("vitest", case, f, "const value = [1, 2, 3;");
+        failure(
+            &r,
+            "syntax-error/math.test.ts > math > fails an assertion",
+            Some("syntax-error/math.test.ts"),
+            Some(13),
+            "expected 4 to be 5",
+        );
+    }
+    let r = run(Framework::Vitest, "vitest", "import-error");
+    counts(&r, 1, 2, 0);
+    let f = failure(
+        &r,
+        "import-error/missing.test.ts",
+        Some("import-error/missing.test.ts"),
+        Some(2),
+        "Cannot find module './does-not-exist'",
+    );
+    points_at("vitest", "import-error", f, "./does-not-exist");
+    let r = run(Framework::Vitest, "vitest", "import-error-json");
+    counts(&r, 1, 2, 0);
+    // The JSON report gives no line for a suite that failed to import.
+    failure(
+        &r,
+        "import-error/missing.test.ts",
+        Some("import-error/missing.test.ts"),
+        None,
+        "Cannot find module './does-not-exist'",
+    );
+}
+
+#[test]
+fn vitest_own_timeout() {
+    for (case, message) in [
+        ("runner-timeout", "Test timed out in 5000ms"),
+        ("runner-timeout-json", "Error"),
+    ] {
+        let r = run(Framework::Vitest, "vitest", case);
+        counts(&r, 1, 1, 0);
+        let f = failure(
+            &r,
+            "runner-timeout/timeout.test.ts > never resolves",
+            Some("runner-timeout/timeout.test.ts"),
+            Some(7),
+            message,
+        );
+        points_at("vitest", case, f, "test('never resolves'");
+    }
+}
+
+#[test]
+fn vitest_killed_runs() {
+    let r = run(Framework::Vitest, "vitest", "hang-killed");
+    counts(&r, 0, 1, 0);
+    failure(&r, "test run", None, None, "killed (SIGTERM, exit 143)");
+    let r = run(Framework::Vitest, "vitest", "hang-multi-file-killed");
+    // parse.test.ts (2 tests | 1 failed) finished; the hanging file never did.
+    counts(&r, 1, 2, 0);
+    failure(
+        &r,
+        "hang-multi-file/parse.test.ts > throws an exception",
+        Some("hang-multi-file/parse.test.ts"),
+        None,
+        "Expected property name",
+    );
+    failure(&r, "test run", None, None, "killed");
+}
+
+// ---------------------------------------------------------------- jest
+
+fn check_jest_basic(r: &TestResult, case: &str, named: bool) {
+    counts(r, 2, 2, 0);
+    let (math, parse) = if named {
+        (
+            "basic/math.test.js > math > fails an assertion",
+            "basic/parse.test.js > throws an exception",
+        )
+    } else {
+        // jest-junit names carry no file.
+        ("math fails an assertion", "throws an exception")
+    };
+    let f = failure(
+        r,
+        math,
+        Some("basic/math.test.js"),
+        Some(11),
+        "expect(received).toBe(expected)",
+    );
+    points_at("jest", case, f, "expect(add(2, 2)).toBe(5)");
+    let f = failure(
+        r,
+        parse,
+        Some("basic/parse.test.js"),
+        Some(2),
+        "Expected property name",
+    );
+    points_at("jest", case, f, "JSON.parse(text)");
+}
+
+#[test]
+fn jest_default_json_and_junit() {
+    check_jest_basic(
+        &run(Framework::Jest, "jest", "basic-default"),
+        "basic-default",
+        true,
+    );
+    check_jest_basic(
+        &run(Framework::Jest, "jest", "basic-json"),
+        "basic-json",
+        true,
+    );
+    check_jest_basic(
+        &run(Framework::Jest, "jest", "basic-junit"),
+        "basic-junit",
+        false,
+    );
+}
+
+#[test]
+fn jest_suites_that_failed_to_run_are_failures() {
+    for case in ["syntax-error", "syntax-error-json"] {
+        let r = run(Framework::Jest, "jest", case);
+        counts(&r, 1, 2, 0);
+        let f = failure(
+            &r,
+            "syntax-error/broken.test.js",
+            Some("syntax-error/broken.test.js"),
+            Some(2),
+            "Unexpected token",
+        );
+        points_at("jest", case, f, "const value = [1, 2, 3;");
+    }
+    for case in ["import-error", "import-error-json"] {
+        let r = run(Framework::Jest, "jest", case);
+        counts(&r, 1, 2, 0);
+        let f = failure(
+            &r,
+            "import-error/missing.test.js",
+            Some("import-error/missing.test.js"),
+            Some(1),
+            "Cannot find module './does-not-exist'",
+        );
+        points_at("jest", case, f, "require('./does-not-exist')");
+    }
+}
+
+#[test]
+fn jest_own_timeout() {
+    for case in ["runner-timeout", "runner-timeout-json"] {
+        let r = run(Framework::Jest, "jest", case);
+        counts(&r, 1, 1, 0);
+        let f = failure(
+            &r,
+            "runner-timeout/timeout.test.js > never resolves",
+            Some("runner-timeout/timeout.test.js"),
+            Some(5),
+            "Exceeded timeout of 5000 ms",
+        );
+        points_at("jest", case, f, "test('never resolves'");
+    }
+}
+
+#[test]
+fn jest_killed_runs() {
+    let r = run(Framework::Jest, "jest", "hang-killed");
+    counts(&r, 0, 1, 0);
+    failure(&r, "test run", None, None, "killed (SIGTERM, exit 143)");
+    let r = run(Framework::Jest, "jest", "hang-multi-file-killed");
+    // Only the FAIL block of parse.test.js was printed (passing tests are not listed).
+    counts(&r, 0, 2, 0);
+    failure(
+        &r,
+        "hang-multi-file/parse.test.js > throws an exception",
+        Some("hang-multi-file/parse.test.js"),
+        Some(2),
+        "Expected property name",
+    );
+    failure(&r, "test run", None, None, "killed");
+}
+
+// ---------------------------------------------------------------- go
+
+/// Go runs resolve package-relative file names through the module path in go.mod.
+fn run_go(case: &str) -> TestResult {
+    let go_mod = read(&fixtures().join("go").join(format!("{case}.src/go.mod"))).expect("go.mod");
+    let module = nuvira_test::detect::go_module_path(&go_mod);
+    let out = output("go", case);
+    let ctx = parse::Ctx::new(Some(&cwd("go", case)));
+    parse::gotest::parse(&out, &ctx, module).finish(&out)
+}
+
+fn check_go_basic(r: &TestResult, case: &str) {
+    let f = failure(
+        r,
+        "example.com/fixture/alpha.TestAddAssertionFails",
+        Some("alpha/alpha_test.go"),
+        Some(13),
+        "Add(2, 2) = 4, want 5",
+    );
+    points_at("go", case, f, "t.Errorf(\"Add(2, 2) = %d, want 5\"");
+    let f = failure(
+        r,
+        "example.com/fixture/beta.TestParseNumberPanics",
+        Some("beta/beta_test.go"),
+        Some(12),
+        "panic: strconv.Atoi",
+    );
+    points_at("go", case, f, "ParseNumber(\"not a number\")");
+}
+
+#[test]
+fn go_json_and_plain() {
+    let r = run_go("basic-json");
+    counts(&r, 2, 2, 0);
+    check_go_basic(&r, "basic-json");
+    // Plain output does not list passing tests without -v.
+    let r = run_go("basic-default");
+    counts(&r, 0, 2, 0);
+    check_go_basic(&r, "basic-default");
+}
+
+#[test]
+fn go_build_failures_are_failures() {
+    for (case, passed) in [("compile-error", 0), ("compile-error-json", 1)] {
+        let r = run_go(case);
+        // alpha: 1 failing test; beta: 2 compiler errors.
+        counts(&r, passed, 3, 0);
+        let lines: Vec<_> = r
+            .failures
+            .iter()
+            .filter(|f| f.name == "compile error")
+            .map(|f| (f.file.as_deref(), f.line))
+            .collect();
+        assert_eq!(
+            lines,
+            vec![
+                (Some("beta/beta_test.go"), Some(12)),
+                (Some("beta/beta_test.go"), Some(14))
+            ]
+        );
+        assert!(src_line("go", case, "beta/beta_test.go", 14).contains("undefinedVariable"));
+        failure(
+            &r,
+            "alpha.TestAddAssertionFails",
+            Some("alpha/alpha_test.go"),
+            Some(13),
+            "want 5",
+        );
+    }
+}
+
+#[test]
+fn go_killed_and_timed_out_runs() {
+    let r = run_go("hang-killed");
+    counts(&r, 0, 1, 0);
+    failure(&r, "test run", None, None, "killed (SIGTERM, exit 143)");
+    let r = run_go("hang-json-killed");
+    counts(&r, 1, 1, 0);
+    failure(
+        &r,
+        "example.com/fixture_hang/slow.TestHangsForever",
+        None,
+        None,
+        "did not finish",
+    );
+    for case in ["runner-timeout", "runner-timeout-json"] {
+        let r = run_go(case);
+        counts(&r, if case.ends_with("json") { 1 } else { 0 }, 1, 0);
+        let f = failure(
+            &r,
+            "example.com/fixture_hang/slow.TestHangsForever",
+            Some("slow/slow_test.go"),
+            Some(16),
+            "panic: test timed out after 2s",
+        );
+        points_at("go", case, f, "time.Sleep");
+    }
+}
+
+// ---------------------------------------------------------------- tsc
+
+#[test]
+fn tsc_errors_plain_and_pretty() {
+    let ctx = parse::Ctx::new(Some(Path::new("/home/dev/projects/tsc/type-error")));
+    for case in ["type-error", "type-error-pretty"] {
+        let diags = parse::diagnostics::parse_tsc(&output("tsc", case).stdout, &ctx);
+        let found: Vec<_> = diags
+            .iter()
+            .map(|d| {
+                (
+                    d.file.as_deref().unwrap_or_default(),
+                    d.line.unwrap_or_default(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            found,
+            vec![("src/math.ts", 5), ("src/user.ts", 7), ("src/user.ts", 10)],
+            "{case}"
+        );
+        assert!(
+            diags[1]
+                .message
+                .contains("TS2339: Property 'nmae' does not exist"),
+            "{}",
+            diags[1].message
+        );
+        assert!(src_line("tsc", case, "src/user.ts", 7).contains("user.nmae"));
+    }
+    assert!(parse::diagnostics::parse_tsc(&output("tsc", "ok").stdout, &ctx).is_empty());
+    // As an explicit command of unknown framework: a failed run with the 3 errors.
+    let r = parse::parse_any(
+        &output("tsc", "type-error"),
+        Some(Path::new("/home/dev/projects/tsc/type-error")),
+    );
+    counts(&r, 0, 3, 0);
+    let ok = parse::parse_any(&output("tsc", "ok"), None);
+    assert!(ok.success && ok.failures.is_empty(), "{ok:#?}");
+}
+
+// ---------------------------------------------------------------- generic guarantees
+
+#[test]
+fn guessing_the_framework_from_output() {
+    let cases = [
+        ("cargo", "basic-no-fail-fast", Framework::Cargo),
+        ("nextest", "basic-no-fail-fast", Framework::Nextest),
+        ("pytest", "basic-default", Framework::Pytest),
+        ("vitest", "basic-default", Framework::Vitest),
+        ("jest", "basic-default", Framework::Jest),
+        ("go", "basic-json", Framework::Go),
+        ("go", "basic-default", Framework::Go),
+    ];
+    for (runner, case, framework) in cases {
+        assert_eq!(
+            parse::guess_framework(&output(runner, case)),
+            Some(framework),
+            "{runner}/{case}"
+        );
+    }
+}
+
+#[test]
+fn every_fixture_case_with_a_nonzero_exit_is_a_failed_run() {
+    let tsv = read(&fixtures().join("captures.tsv")).expect("captures.tsv");
+    for fields in tsv
+        .lines()
+        .skip(1)
+        .map(|l| l.split('\t').collect::<Vec<_>>())
+    {
+        let (runner, case) = (fields[0], fields[1]);
+        let Ok(framework) = runner.parse::<Framework>() else {
+            continue;
+        };
+        let r = run(framework, runner, case);
+        assert!(!r.success, "{runner}/{case}");
+        assert!(
+            r.failed > 0 && !r.failures.is_empty(),
+            "{runner}/{case}: {r:#?}"
+        );
+        assert_eq!(r.total, r.passed + r.failed);
+        assert!(
+            r.failures.iter().all(|f| f
+                .file
+                .as_deref()
+                .is_none_or(|p| !p.starts_with("/home/dev/projects/"))),
+            "{runner}/{case}: paths are relative: {:#?}",
+            r.failures
+        );
+    }
+}
