@@ -1,0 +1,476 @@
+//! # nuvira-inspect — find the files of a repository that matter for a goal
+//!
+//! The `inspect` step of a Nuvira plan answers "where in this repository is the work?". It
+//! walks the repository, scores every text file against the goal's keywords, and describes the
+//! most relevant files (symbols, imports, the tests that belong to them, and for the top few the
+//! capped text) in a [`nuvira_api::InspectionResult`].
+//!
+//! Why it is shaped so:
+//! - **In-process parallel walk** ([`walk`]): `ignore`'s parallel walker respects `.gitignore`,
+//!   `.ignore` and hidden files like ripgrep, and runs in this process (no `rg` subprocess).
+//! - **Deterministic keyword ranking** ([`keywords`], [`inspect`]): the goal is split into
+//!   identifiers and words (`parse_config` → `parse_config`, `parse`, `config`), stop words are
+//!   dropped, and files are scored by path matches, content matches (dampened by a logarithm)
+//!   and, weighted highest, symbol definitions. No model is asked, so inspection is cheap,
+//!   reproducible and works offline; `stats.llm_fallback_used` is therefore always `true`.
+//! - **Tree-sitter only where it pays** ([`lang`]): a file is parsed only when its text matches
+//!   a keyword or it ends up among the artifacts, so large repositories cost one read per file.
+//! - **Confined**: nothing outside the workspace root is read (symlinks leaving it are not
+//!   followed), `.git/` and `.nuvira/` are never entered, files over the read cap and binary
+//!   files are skipped unread.
+//!
+//! ```no_run
+//! use nuvira_inspect::{inspect, Hooks, InspectOptions};
+//!
+//! let result = inspect(".".as_ref(), "rename parse_config", &InspectOptions::default(), &Hooks::none())?;
+//! for artifact in &result.artifacts {
+//!     println!("{} {:.1}", artifact.path, artifact.score);
+//! }
+//! # Ok::<(), nuvira_inspect::InspectError>(())
+//! ```
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+pub mod keywords;
+pub mod lang;
+mod module;
+pub mod tree;
+pub mod walk;
+
+pub use module::{InspectModule, StepConfig};
+
+use keywords::Keyword;
+use lang::Outline;
+use nuvira_api::{Artifact, EventKind, InspectionResult, InspectionStats};
+use std::collections::BTreeSet;
+use std::io::Read;
+use std::path::{Component, Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Default cap on the bytes read from one file; larger files are skipped.
+pub const DEFAULT_MAX_FILE_BYTES: u64 = 100 * 1024;
+/// Default number of artifacts.
+pub const DEFAULT_MAX_FILES: usize = 20;
+
+/// How to inspect.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct InspectOptions {
+    /// Extra keywords (identifiers), on top of those taken from the goal.
+    pub keywords: Vec<String>,
+    /// How many of the most relevant files become artifacts.
+    pub max_files: usize,
+    /// Workspace-relative files or folders to restrict the walk to; empty means everything.
+    pub paths: Vec<String>,
+    /// Files larger than this are skipped unread.
+    pub max_file_bytes: u64,
+    /// How many of the top artifacts carry their text.
+    pub content_files: usize,
+    /// The cap on an artifact's text, in bytes.
+    pub content_bytes: usize,
+    /// The cap on the lines of the rendered file tree.
+    pub tree_lines: usize,
+    /// Threads for the walk and the reads; 0 picks the number of CPUs.
+    pub threads: usize,
+}
+
+impl Default for InspectOptions {
+    fn default() -> Self {
+        Self {
+            keywords: Vec::new(),
+            max_files: DEFAULT_MAX_FILES,
+            paths: Vec::new(),
+            max_file_bytes: DEFAULT_MAX_FILE_BYTES,
+            content_files: 5,
+            content_bytes: 16 * 1024,
+            tree_lines: 200,
+            threads: 0,
+        }
+    }
+}
+
+/// Why an inspection could not run.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum InspectError {
+    /// The workspace root is missing or not a folder.
+    #[error("open workspace root {}: {reason}", path.display())]
+    Root {
+        /// The root as given.
+        path: PathBuf,
+        /// What is wrong and what to do.
+        reason: String,
+    },
+    /// A `paths` entry is outside the root, inside `.git/`/`.nuvira/`, or missing.
+    #[error("restrict inspection to `{path}`: {reason}")]
+    Path {
+        /// The entry as given.
+        path: String,
+        /// What is wrong and what to do.
+        reason: String,
+    },
+    /// Cancellation or the deadline stopped the walk.
+    #[error("inspect the workspace: stopped before the walk finished (cancelled or out of time)")]
+    Stopped,
+}
+
+/// Callbacks an inspection reports through: events, and a stop flag polled per file.
+pub struct Hooks<'a> {
+    /// Receives `inspect:*` events.
+    pub emit: &'a (dyn Fn(EventKind) + Sync),
+    /// Returns true to stop (cancellation, deadline).
+    pub stop: &'a (dyn Fn() -> bool + Sync),
+}
+
+impl Hooks<'static> {
+    /// No events, never stops.
+    pub fn none() -> Self {
+        Self {
+            emit: &|_| {},
+            stop: &|| false,
+        }
+    }
+}
+
+/// What reading one file gave.
+enum ReadOutcome {
+    Text(String),
+    Binary,
+    TooLarge,
+    Failed,
+}
+
+/// Reads a file if it is at most `cap` bytes and not binary (a NUL byte in the first 8 KiB).
+fn read_capped(path: &Path, cap: u64) -> (ReadOutcome, u64) {
+    let Ok(file) = std::fs::File::open(path) else {
+        return (ReadOutcome::Failed, 0);
+    };
+    let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+    if size > cap {
+        return (ReadOutcome::TooLarge, size);
+    }
+    let mut buf = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+    // `take` guards against a file that grew since the metadata call.
+    if file.take(cap + 1).read_to_end(&mut buf).is_err() {
+        return (ReadOutcome::Failed, size);
+    }
+    if buf.len() as u64 > cap {
+        return (ReadOutcome::TooLarge, buf.len() as u64);
+    }
+    if buf[..buf.len().min(8192)].contains(&0) {
+        return (ReadOutcome::Binary, size);
+    }
+    let text = match String::from_utf8(buf) {
+        Ok(t) => t,
+        Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+    };
+    (ReadOutcome::Text(text), size)
+}
+
+/// The score of one file and what was learned while scoring it.
+struct Scored {
+    index: usize,
+    score: f64,
+    size: u64,
+    outline: Option<Outline>,
+}
+
+/// Scores a path and its text against the keywords; parses the file when the text matched.
+fn score_file(
+    rel: &str,
+    text: &str,
+    keywords: &[Keyword],
+    language: Option<&str>,
+) -> (f64, Option<Outline>) {
+    if keywords.is_empty() {
+        return (0.0, None);
+    }
+    let rel_lower = rel.to_lowercase();
+    let name = rel_lower.rsplit('/').next().unwrap_or(&rel_lower);
+    let stem = name.split('.').next().unwrap_or(name);
+    let path_tokens: Vec<String> = rel
+        .split('/')
+        .flat_map(keywords::split_identifier)
+        .collect();
+    let lower = text.to_lowercase();
+    let counts: Vec<usize> = keywords
+        .iter()
+        .map(|k| lower.matches(k.text.as_str()).count())
+        .collect();
+    let outline = match language {
+        Some(l) if counts.iter().any(|c| *c > 0) && lang::has_inspector(l) => {
+            Some(lang::outline(l, text))
+        }
+        _ => None,
+    };
+    let mut total = 0.0;
+    let mut matched = 0usize;
+    for (k, &count) in keywords.iter().zip(&counts) {
+        let w = k.weight;
+        let mut s = 0.0;
+        if stem == k.text {
+            s += 4.0 * w;
+        } else if path_tokens.contains(&k.text) || rel_lower.split('/').any(|c| c == k.text) {
+            s += 2.0 * w;
+        } else if rel_lower.contains(k.text.as_str()) {
+            s += w;
+        }
+        if count > 0 {
+            s += w * (1.0 + (count as f64).ln()).min(5.0);
+        }
+        if let Some(o) = &outline {
+            let best = o
+                .symbols
+                .iter()
+                .map(|sym| {
+                    let full = sym.name.to_lowercase();
+                    let last = full.rsplit("::").next().unwrap_or(&full);
+                    if sym.kind == "impl" {
+                        if full.split(" for ").any(|p| p == k.text) {
+                            3.0
+                        } else {
+                            0.0
+                        }
+                    } else if last == k.text || full == k.text {
+                        8.0
+                    } else if last.contains(k.text.as_str()) {
+                        2.0
+                    } else {
+                        0.0
+                    }
+                })
+                .fold(0.0, f64::max);
+            s += best * w;
+        }
+        if s > 0.0 {
+            matched += 1;
+        }
+        total += s;
+    }
+    let coverage = 1.0 + matched as f64 / keywords.len() as f64;
+    ((total * coverage * 100.0).round() / 100.0, outline)
+}
+
+/// Resolves the `paths` restriction inside the (canonical) root.
+fn resolve_restrictions(root: &Path, paths: &[String]) -> Result<Vec<PathBuf>, InspectError> {
+    let mut out = Vec::new();
+    for p in paths {
+        let err = |reason: &str| InspectError::Path {
+            path: p.clone(),
+            reason: reason.to_owned(),
+        };
+        let rel = Path::new(p);
+        if rel.components().any(|c| {
+            matches!(
+                c,
+                Component::ParentDir | Component::RootDir | Component::Prefix(_)
+            )
+        }) {
+            return Err(err(
+                "paths must be relative to the workspace root and stay inside it (no `..`, no absolute paths)",
+            ));
+        }
+        let abs = std::fs::canonicalize(root.join(rel)).map_err(|e| {
+            err(&format!(
+                "it does not exist in the workspace ({e}); fix or remove the entry"
+            ))
+        })?;
+        if !abs.starts_with(root) {
+            return Err(err(
+                "it resolves (through a symlink) outside the workspace root",
+            ));
+        }
+        let inside_private = abs
+            .strip_prefix(root)
+            .ok()
+            .and_then(|r| r.components().next())
+            .is_some_and(|c| walk::NEVER_ENTER.iter().any(|n| c.as_os_str() == *n));
+        if inside_private {
+            return Err(err("`.git/` and `.nuvira/` are never inspected"));
+        }
+        out.push(abs);
+    }
+    Ok(out)
+}
+
+/// Cuts `text` to at most `cap` bytes at a character boundary.
+fn cap_text(mut text: String, cap: usize) -> String {
+    if text.len() > cap {
+        let mut end = cap;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+        text.push_str("\n… (truncated)\n");
+    }
+    text
+}
+
+/// Inspects the repository at `root` for `goal`.
+///
+/// Emits `inspect:scanning` before the walk, `inspect:file-found` for each relevant file
+/// returned, and `inspect:completed` at the end.
+///
+/// # Errors
+/// [`InspectError::Root`] when the root is not a readable folder, [`InspectError::Path`] for a
+/// bad `paths` entry, [`InspectError::Stopped`] when `hooks.stop` ended the walk.
+pub fn inspect(
+    root: &Path,
+    goal: &str,
+    options: &InspectOptions,
+    hooks: &Hooks<'_>,
+) -> Result<InspectionResult, InspectError> {
+    let root = std::fs::canonicalize(root).map_err(|e| InspectError::Root {
+        path: root.to_owned(),
+        reason: format!("{e}; pass an existing repository folder"),
+    })?;
+    if !root.is_dir() {
+        return Err(InspectError::Root {
+            path: root,
+            reason: "it is not a folder; pass the repository folder".into(),
+        });
+    }
+    let restrict = resolve_restrictions(&root, &options.paths)?;
+    if options.paths.is_empty() {
+        (hooks.emit)(EventKind::InspectScanning { path: ".".into() });
+    } else {
+        for p in &options.paths {
+            (hooks.emit)(EventKind::InspectScanning { path: p.clone() });
+        }
+    }
+    let walked = walk::walk(
+        &root,
+        &walk::WalkOptions {
+            restrict,
+            threads: options.threads,
+            hidden: false,
+        },
+        hooks.stop,
+    );
+    if walked.stopped {
+        return Err(InspectError::Stopped);
+    }
+    let files = &walked.files;
+    let kws = keywords::keywords(goal, &options.keywords);
+
+    // Read and score every file, in parallel: each worker takes the next index.
+    let threads = match options.threads {
+        0 => std::thread::available_parallelism().map_or(2, |n| n.get()),
+        n => n,
+    }
+    .min(files.len().max(1));
+    let next = AtomicUsize::new(0);
+    let worker = || {
+        let mut scored = Vec::new();
+        let (mut inspected, mut errors, mut bytes) = (0u64, 0u64, 0u64);
+        loop {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            let Some(file) = files.get(i) else { break };
+            if (hooks.stop)() {
+                break;
+            }
+            if kws.is_empty() {
+                continue;
+            }
+            let (outcome, size) = read_capped(&file.abs, options.max_file_bytes);
+            match outcome {
+                ReadOutcome::Text(text) => {
+                    inspected += 1;
+                    bytes += size;
+                    let language = lang::language_of(&file.rel);
+                    let (score, outline) = score_file(&file.rel, &text, &kws, language);
+                    if score > 0.0 {
+                        scored.push(Scored {
+                            index: i,
+                            score,
+                            size,
+                            outline,
+                        });
+                    }
+                }
+                ReadOutcome::Failed => errors += 1,
+                ReadOutcome::Binary | ReadOutcome::TooLarge => {}
+            }
+        }
+        (scored, inspected, errors, bytes)
+    };
+    let results: Vec<_> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads).map(|_| s.spawn(worker)).collect();
+        handles.into_iter().filter_map(|h| h.join().ok()).collect()
+    });
+    if (hooks.stop)() {
+        return Err(InspectError::Stopped);
+    }
+    let mut scored = Vec::new();
+    let mut stats = InspectionStats::default();
+    stats.total_files = files.len() as u64;
+    stats.errors = walked.errors;
+    stats.llm_fallback_used = true;
+    let mut total_bytes = 0;
+    for (s, inspected, errors, bytes) in results {
+        scored.extend(s);
+        stats.inspected_files += inspected;
+        stats.errors += errors;
+        total_bytes += bytes;
+    }
+    scored.sort_by(|a, b| {
+        b.score
+            .total_cmp(&a.score)
+            .then_with(|| files[a.index].rel.cmp(&files[b.index].rel))
+    });
+    scored.truncate(options.max_files);
+
+    let all: BTreeSet<String> = files.iter().map(|f| f.rel.clone()).collect();
+    let read_rel = |rel: &str| -> Option<String> {
+        let f = files.binary_search_by(|f| f.rel.as_str().cmp(rel)).ok()?;
+        match read_capped(&files[f].abs, options.max_file_bytes).0 {
+            ReadOutcome::Text(t) => Some(t),
+            _ => None,
+        }
+    };
+    let mut artifacts = Vec::with_capacity(scored.len());
+    for (rank, s) in scored.into_iter().enumerate() {
+        let file = &files[s.index];
+        let language = lang::language_of(&file.rel);
+        let text = read_rel(&file.rel);
+        let outline = match (s.outline, language, &text) {
+            (Some(o), _, _) => o,
+            (None, Some(l), Some(t)) => lang::outline(l, t),
+            _ => Outline::default(),
+        };
+        let test_files = lang::test_files_for(&file.rel, &outline, &all, &read_rel);
+        let mut artifact = Artifact::default();
+        artifact.path = file.rel.clone();
+        artifact.language = language.map(str::to_owned);
+        artifact.size = s.size;
+        artifact.score = s.score;
+        artifact.symbols = outline.symbols;
+        artifact.imports = outline.imports;
+        artifact.test_files = test_files;
+        if rank < options.content_files {
+            artifact.content = text.map(|t| cap_text(t, options.content_bytes));
+        }
+        (hooks.emit)(EventKind::InspectFileFound {
+            path: file.rel.clone(),
+            extension: file
+                .rel
+                .rsplit('/')
+                .next()
+                .and_then(|n| n.rsplit_once('.'))
+                .map(|(_, e)| e.to_owned())
+                .unwrap_or_default(),
+            size: s.size,
+        });
+        artifacts.push(artifact);
+    }
+    (hooks.emit)(EventKind::InspectCompleted {
+        artifacts: artifacts.len(),
+        total_bytes,
+    });
+    let mut result = InspectionResult::default();
+    result.relevant_paths = artifacts.iter().map(|a| a.path.clone()).collect();
+    result.file_tree = tree::render(files.iter().map(|f| f.rel.as_str()), options.tree_lines);
+    result.artifacts = artifacts;
+    result.stats = stats;
+    Ok(result)
+}

@@ -1,0 +1,165 @@
+//! The `inspect` [`Module`].
+
+use crate::{Hooks, InspectError, InspectOptions, inspect};
+use nuvira_api::{
+    ErrorCategory, Module, ModuleError, ModuleKind, PlanStep, StepContext, StepOutput, WriteSet,
+    async_trait,
+};
+use serde::Deserialize;
+use std::time::Instant;
+
+/// The config of an `inspect` step.
+///
+/// ```yaml
+/// - id: inspect
+///   module: inspect
+///   config: { keywords: [parse_config], max_files: 10, paths: [src], max_file_bytes: 200000 }
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct StepConfig {
+    /// Keywords (identifiers) to look for besides the goal's words.
+    #[serde(default)]
+    pub keywords: Vec<String>,
+    /// How many files to describe (default 20).
+    #[serde(default)]
+    pub max_files: Option<usize>,
+    /// Workspace-relative files or folders to restrict the walk to.
+    #[serde(default)]
+    pub paths: Vec<String>,
+    /// Files larger than this many bytes are skipped (default 102400).
+    #[serde(default)]
+    pub max_file_bytes: Option<u64>,
+}
+
+impl StepConfig {
+    /// Reads and checks a step's config (`null` means all defaults).
+    ///
+    /// # Errors
+    /// A message naming the step and the bad key.
+    pub fn from_step(step: &PlanStep) -> Result<Self, String> {
+        let config: Self = if step.config.is_null() {
+            Self::default()
+        } else {
+            serde_json::from_value(step.config.clone()).map_err(|e| {
+                format!(
+                    "step `{}`: invalid inspect config: {e} (expected keys: keywords, max_files, paths, max_file_bytes)",
+                    step.id
+                )
+            })?
+        };
+        if config.max_files == Some(0) {
+            return Err(format!(
+                "step `{}`: `max_files` must be at least 1",
+                step.id
+            ));
+        }
+        if config.max_file_bytes == Some(0) {
+            return Err(format!(
+                "step `{}`: `max_file_bytes` must be at least 1",
+                step.id
+            ));
+        }
+        Ok(config)
+    }
+
+    /// The inspection options this config asks for.
+    pub fn options(&self) -> InspectOptions {
+        let mut o = InspectOptions {
+            keywords: self.keywords.clone(),
+            paths: self.paths.clone(),
+            ..InspectOptions::default()
+        };
+        if let Some(n) = self.max_files {
+            o.max_files = n;
+        }
+        if let Some(n) = self.max_file_bytes {
+            o.max_file_bytes = n;
+        }
+        o
+    }
+}
+
+/// The `inspect` module: read-only, runs the inspection on its own thread so the async runtime
+/// is never blocked, and stops at cancellation or the step's deadline.
+#[derive(Debug, Clone, Default)]
+pub struct InspectModule;
+
+impl InspectModule {
+    /// The module.
+    pub fn new() -> Self {
+        Self
+    }
+}
+
+#[async_trait]
+impl Module for InspectModule {
+    fn name(&self) -> &str {
+        "inspect"
+    }
+
+    fn kind(&self) -> ModuleKind {
+        ModuleKind::Inspect
+    }
+
+    fn write_set(&self, _step: &PlanStep) -> WriteSet {
+        WriteSet::ReadOnly
+    }
+
+    fn validate(&self, step: &PlanStep) -> Result<(), String> {
+        StepConfig::from_step(step).map(|_| ())
+    }
+
+    async fn run(&self, step: &PlanStep, ctx: &StepContext) -> Result<StepOutput, ModuleError> {
+        let config = StepConfig::from_step(step).map_err(ModuleError::invalid_config)?;
+        let options = config.options();
+        let goal = match &step.description {
+            Some(d) => format!("{} {d}", ctx.goal),
+            None => ctx.goal.to_string(),
+        };
+        let root = ctx.workspace_root.to_path_buf();
+        let events = ctx.events.clone();
+        let cancel = ctx.cancel.clone();
+        let deadline = ctx.deadline;
+        let step_id = ctx.step_id.to_string();
+        let (tx, rx) = futures::channel::oneshot::channel();
+        let spawned = std::thread::Builder::new()
+            .name(format!("nuvira-inspect-{step_id}"))
+            .spawn(move || {
+                let emit = |kind| events.emit(Some(&step_id), kind);
+                let stop =
+                    || cancel.is_cancelled() || deadline.is_some_and(|d| Instant::now() >= d);
+                let hooks = Hooks {
+                    emit: &emit,
+                    stop: &stop,
+                };
+                let _ = tx.send(inspect(&root, &goal, &options, &hooks));
+            });
+        if let Err(e) = spawned {
+            return Err(ModuleError::fatal(
+                ErrorCategory::Io,
+                format!("start the inspection thread: {e}"),
+            ));
+        }
+        let result = rx.await.map_err(|_| {
+            ModuleError::fatal(
+                ErrorCategory::Unknown,
+                "inspect the workspace: the inspection thread ended without a result",
+            )
+        })?;
+        match result {
+            Ok(r) => Ok(StepOutput::Inspection(r)),
+            Err(InspectError::Stopped) if ctx.cancel.is_cancelled() => Err(ModuleError::Cancelled),
+            Err(e @ InspectError::Stopped) => Err(ModuleError::recoverable(
+                ErrorCategory::Timeout,
+                e.to_string(),
+            )),
+            Err(e @ InspectError::Path { .. }) => Err(ModuleError::invalid_config(format!(
+                "step `{}`: {e}",
+                step.id
+            ))),
+            Err(e) => Err(ModuleError::fatal(ErrorCategory::Io, e.to_string())),
+        }
+    }
+}

@@ -1,0 +1,278 @@
+//! The `lint` check: one configured command (`cargo clippy -- -D warnings`, `npx eslint .`).
+//!
+//! The command runs through `sh -c` in the [`Sandbox`] when one is given, else as a local
+//! process in the workspace, in its own process group that is killed as a whole at the timeout
+//! (so `cargo` does not leave `clippy-driver` behind).
+
+use crate::{CheckInput, CheckOutcome, VerifyCheck};
+use nuvira_api::{CheckStatus, Sandbox, SandboxRequest, async_trait};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Default limit on one lint command.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
+/// Findings kept per command.
+const MAX_FINDINGS: usize = 20;
+
+/// How a command ended, whatever ran it.
+struct Ran {
+    exit_code: Option<i64>,
+    output: String,
+    timed_out: bool,
+    runner: String,
+}
+
+/// A `lint` check running one shell command.
+#[derive(Clone)]
+pub struct LintCheck {
+    command: String,
+    timeout: Duration,
+    sandbox: Option<Arc<dyn Sandbox>>,
+}
+
+impl std::fmt::Debug for LintCheck {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LintCheck")
+            .field("command", &self.command)
+            .field("timeout", &self.timeout)
+            .field(
+                "sandbox",
+                &self.sandbox.as_ref().map(|s| s.kind().to_owned()),
+            )
+            .finish()
+    }
+}
+
+impl LintCheck {
+    /// A check running `command` (a shell command line) locally with the default timeout.
+    pub fn new(command: impl Into<String>) -> Self {
+        Self {
+            command: command.into(),
+            timeout: DEFAULT_TIMEOUT,
+            sandbox: None,
+        }
+    }
+
+    /// Builder-style: sets the timeout.
+    #[must_use]
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Builder-style: runs the command in this sandbox.
+    #[must_use]
+    pub fn with_sandbox(mut self, sandbox: Option<Arc<dyn Sandbox>>) -> Self {
+        self.sandbox = sandbox;
+        self
+    }
+
+    async fn run_sandboxed(
+        &self,
+        sandbox: &dyn Sandbox,
+        input: &CheckInput<'_>,
+    ) -> Result<Ran, String> {
+        let mut request = SandboxRequest::new(
+            input.workspace_root,
+            vec!["sh".into(), "-c".into(), self.command.clone()],
+        );
+        request.limits.timeout = self.timeout;
+        let out = sandbox
+            .run(&request, input.cancel)
+            .await
+            .map_err(|e| format!("the {} sandbox could not run it: {e}", sandbox.kind()))?;
+        Ok(Ran {
+            exit_code: out.exit_code,
+            output: format!("{}{}", out.stdout, out.stderr),
+            timed_out: out.timed_out,
+            runner: format!("{} sandbox", sandbox.kind()),
+        })
+    }
+
+    async fn run_local(&self, input: &CheckInput<'_>) -> Result<Ran, String> {
+        use std::process::Stdio;
+        let mut cmd = tokio::process::Command::new("sh");
+        cmd.arg("-c")
+            .arg(&self.command)
+            .current_dir(input.workspace_root)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        #[cfg(unix)]
+        cmd.process_group(0);
+        let child = cmd.spawn().map_err(|e| format!("cannot start `sh`: {e}"))?;
+        let pid = child.id();
+        let waited = tokio::time::timeout(self.timeout, child.wait_with_output()).await;
+        match waited {
+            Ok(Ok(out)) => Ok(Ran {
+                exit_code: out.status.code().map(i64::from),
+                output: format!(
+                    "{}{}",
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                ),
+                timed_out: false,
+                runner: "local process".into(),
+            }),
+            Ok(Err(e)) => Err(format!("waiting for the command failed: {e}")),
+            Err(_) => {
+                kill_group(pid);
+                Ok(Ran {
+                    exit_code: None,
+                    output: String::new(),
+                    timed_out: true,
+                    runner: "local process".into(),
+                })
+            }
+        }
+    }
+}
+
+/// Kills the process group a timed-out command leads.
+#[cfg(unix)]
+fn kill_group(pid: Option<u32>) {
+    use nix::sys::signal::{Signal, killpg};
+    use nix::unistd::Pid;
+    if let Some(pid) = pid.and_then(|p| i32::try_from(p).ok()) {
+        let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
+    }
+}
+
+#[cfg(not(unix))]
+fn kill_group(_pid: Option<u32>) {}
+
+/// Whether a line of linter output reports a warning (`warning: ...`, `warning[E]`,
+/// eslint's `  3:5  warning  ...`).
+fn is_warning(line: &str) -> bool {
+    let t = line.trim_start();
+    t.starts_with("warning:")
+        || t.starts_with("warning[")
+        || t.split_whitespace().nth(1) == Some("warning")
+}
+
+fn is_error(line: &str) -> bool {
+    let t = line.trim_start();
+    t.starts_with("error:")
+        || t.starts_with("error[")
+        || t.split_whitespace().nth(1) == Some("error")
+}
+
+#[async_trait]
+impl VerifyCheck for LintCheck {
+    fn name(&self) -> &str {
+        "lint"
+    }
+
+    async fn run(&self, input: &CheckInput<'_>) -> CheckOutcome {
+        let cmd = &self.command;
+        let ran = match &self.sandbox {
+            Some(s) => self.run_sandboxed(s.as_ref(), input).await,
+            None => self.run_local(input).await,
+        };
+        let ran = match ran {
+            Ok(r) => r,
+            Err(e) => {
+                return CheckOutcome::new(
+                    "lint",
+                    CheckStatus::NotRun,
+                    true,
+                    format!("`{cmd}`: {e}"),
+                );
+            }
+        };
+        if ran.timed_out {
+            return CheckOutcome::new(
+                "lint",
+                CheckStatus::Failed,
+                true,
+                format!(
+                    "`{cmd}` timed out after {}s ({})",
+                    self.timeout.as_secs(),
+                    ran.runner
+                ),
+            );
+        }
+        let lines: Vec<&str> = ran.output.lines().collect();
+        let warnings: Vec<String> = lines
+            .iter()
+            .filter(|l| is_warning(l))
+            .take(MAX_FINDINGS)
+            .map(|l| l.trim().to_owned())
+            .collect();
+        match ran.exit_code {
+            Some(0) if warnings.is_empty() => CheckOutcome::new(
+                "lint",
+                CheckStatus::Passed,
+                true,
+                format!("`{cmd}` passed ({})", ran.runner),
+            ),
+            Some(0) => CheckOutcome::new(
+                "lint",
+                CheckStatus::Warning,
+                true,
+                format!(
+                    "`{cmd}` reported {} warning line(s) ({})",
+                    lines.iter().filter(|l| is_warning(l)).count(),
+                    ran.runner
+                ),
+            )
+            .with_findings(warnings),
+            Some(126 | 127) => CheckOutcome::new(
+                "lint",
+                CheckStatus::NotRun,
+                true,
+                format!(
+                    "`{cmd}` could not be started (exit code {}): is the tool installed? {}",
+                    ran.exit_code.unwrap_or_default(),
+                    lines.last().map(|l| l.trim()).unwrap_or_default()
+                ),
+            ),
+            code => {
+                let mut findings: Vec<String> = lines
+                    .iter()
+                    .filter(|l| is_error(l))
+                    .take(MAX_FINDINGS)
+                    .map(|l| l.trim().to_owned())
+                    .collect();
+                if findings.is_empty() {
+                    let start = lines.len().saturating_sub(MAX_FINDINGS);
+                    findings = lines[start..]
+                        .iter()
+                        .filter(|l| !l.trim().is_empty())
+                        .map(|l| l.trim().to_owned())
+                        .collect();
+                }
+                let how = code.map_or_else(
+                    || "was killed".to_owned(),
+                    |c| format!("exited with code {c}"),
+                );
+                CheckOutcome::new(
+                    "lint",
+                    CheckStatus::Failed,
+                    true,
+                    format!("`{cmd}` {how} ({})", ran.runner),
+                )
+                .with_findings(findings)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn warning_and_error_lines_of_clippy_and_eslint_are_recognised() {
+        assert!(is_warning("warning: unused variable: `x`"));
+        assert!(is_warning(
+            "  3:5  warning  'a' is assigned a value but never used  no-unused-vars"
+        ));
+        assert!(!is_warning("Compiling foo v0.1.0"));
+        assert!(is_error(
+            "error[E0425]: cannot find value `y` in this scope"
+        ));
+        assert!(is_error("  1:1  error  Parsing error: Unexpected token"));
+    }
+}

@@ -1,0 +1,307 @@
+//! The `security` check: secrets and dangerous patterns that a change *introduces*.
+//!
+//! Only the added (`+`) lines of each unified diff are scanned, with their line numbers in the
+//! new file taken from the hunk headers, so code that was already there is not blamed on the
+//! run. Findings never contain the matched text (it may be a secret), only the rule and where.
+
+use crate::{CheckInput, CheckOutcome, Strictness, VerifyCheck};
+use nuvira_api::{CheckStatus, SecurityWarning, Severity, async_trait};
+use regex::Regex;
+use std::sync::LazyLock;
+
+/// One rule: a stable id, a pattern, what it means, and how serious it is.
+struct Rule {
+    id: &'static str,
+    pattern: &'static str,
+    message: &'static str,
+    severity: Severity,
+}
+
+const RULES: &[Rule] = &[
+    Rule {
+        id: "private-key",
+        pattern: r"-----BEGIN (?:RSA |EC |DSA |OPENSSH |PGP |ENCRYPTED )?PRIVATE KEY(?: BLOCK)?-----",
+        message: "private key material",
+        severity: Severity::Error,
+    },
+    Rule {
+        id: "aws-access-key",
+        pattern: r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b",
+        message: "AWS access key id",
+        severity: Severity::Error,
+    },
+    Rule {
+        id: "aws-secret-key",
+        pattern: r#"(?i)aws_?secret_?(?:access_?)?key\s*[:=]\s*["']?[A-Za-z0-9/+=]{40}\b"#,
+        message: "AWS secret access key",
+        severity: Severity::Error,
+    },
+    Rule {
+        id: "github-token",
+        pattern: r"\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})\b",
+        message: "GitHub token",
+        severity: Severity::Error,
+    },
+    Rule {
+        id: "gitlab-token",
+        pattern: r"\bglpat-[A-Za-z0-9_\-]{20,}\b",
+        message: "GitLab token",
+        severity: Severity::Error,
+    },
+    Rule {
+        id: "slack-token",
+        pattern: r"\bxox[abposr]-[A-Za-z0-9-]{10,}\b",
+        message: "Slack token",
+        severity: Severity::Error,
+    },
+    Rule {
+        id: "google-api-key",
+        pattern: r"\bAIza[0-9A-Za-z_\-]{35}\b",
+        message: "Google API key",
+        severity: Severity::Error,
+    },
+    Rule {
+        id: "stripe-secret-key",
+        pattern: r"\b[sr]k_live_[0-9A-Za-z]{20,}\b",
+        message: "Stripe live secret key",
+        severity: Severity::Error,
+    },
+    Rule {
+        id: "llm-api-key",
+        pattern: r"\bsk-(?:ant-|proj-)?[A-Za-z0-9_\-]{32,}\b",
+        message: "OpenAI/Anthropic style API key",
+        severity: Severity::Error,
+    },
+    Rule {
+        id: "jwt",
+        pattern: r"\beyJ[A-Za-z0-9_\-]{10,}\.eyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}\b",
+        message: "JSON web token",
+        severity: Severity::Error,
+    },
+    Rule {
+        id: "hardcoded-secret",
+        pattern: r#"(?i)\b(?:password|passwd|secret|api_?key|access_?token|auth_?token)\b["']?\s*[:=]\s*["'][^"'\s]{8,}["']"#,
+        message: "hard-coded credential",
+        severity: Severity::Warning,
+    },
+    Rule {
+        id: "curl-pipe-shell",
+        pattern: r"\b(?:curl|wget)\b[^|\n]*\|\s*(?:sudo\s+)?(?:ba|z|da)?sh\b",
+        message: "downloaded script piped into a shell",
+        severity: Severity::Error,
+    },
+    Rule {
+        id: "tls-verification-disabled",
+        pattern: r#"(?i)(?:verify\s*=\s*False|rejectUnauthorized\s*:\s*false|NODE_TLS_REJECT_UNAUTHORIZED\s*=\s*["']?0|InsecureSkipVerify\s*:\s*true|danger_accept_invalid_(?:certs|hostnames)\s*\(\s*true|CURLOPT_SSL_VERIFYPEER\s*,\s*(?:0|false)|ssl\._create_unverified_context|\bcurl\b[^\n]*\s(?:-k|--insecure)\b)"#,
+        message: "TLS certificate verification disabled",
+        severity: Severity::Error,
+    },
+    Rule {
+        id: "eval",
+        pattern: r"(?:^|[^\w.])eval\s*\(|\bnew\s+Function\s*\(",
+        message: "dynamic code evaluation (`eval`)",
+        severity: Severity::Warning,
+    },
+    Rule {
+        id: "shell-injection",
+        pattern: r"\bshell\s*=\s*True\b|\bos\.system\s*\(|\bchild_process\.exec(?:Sync)?\s*\(",
+        message: "command run through a shell",
+        severity: Severity::Warning,
+    },
+    Rule {
+        id: "destructive-command",
+        pattern: r"\brm\s+-[a-zA-Z]*r[a-zA-Z]*f?\s+(?:/|~|\$HOME)(?:\s|$|\*)|\bchmod\s+(?:-R\s+)?777\b",
+        message: "destructive or world-writable file command",
+        severity: Severity::Warning,
+    },
+];
+
+static COMPILED: LazyLock<Vec<(&'static Rule, Regex)>> = LazyLock::new(|| {
+    // The patterns are constants checked by `every_rule_compiles`; a pattern that failed to
+    // compile would only disable its own rule.
+    RULES
+        .iter()
+        .filter_map(|r| Regex::new(r.pattern).ok().map(|re| (r, re)))
+        .collect()
+});
+
+/// The added lines of a unified diff with their 1-based line numbers in the new file.
+pub fn added_lines(diff: &str) -> Vec<(u32, &str)> {
+    let mut out = Vec::new();
+    let mut line = 0u32;
+    let mut in_hunk = false;
+    for l in diff.lines() {
+        if let Some(rest) = l.strip_prefix("@@") {
+            // `@@ -a,b +c,d @@`
+            line = rest
+                .split_whitespace()
+                .find_map(|p| p.strip_prefix('+'))
+                .and_then(|p| p.split(',').next())
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(1);
+            in_hunk = true;
+        } else if !in_hunk {
+            continue;
+        } else if let Some(added) = l.strip_prefix('+') {
+            out.push((line, added));
+            line += 1;
+        } else if l.starts_with(' ') || l.is_empty() {
+            line += 1;
+        } else if l.starts_with("diff ") {
+            in_hunk = false;
+        }
+    }
+    out
+}
+
+/// Scans the added lines of one file's diff.
+pub fn scan_diff(path: &str, diff: &str) -> Vec<SecurityWarning> {
+    let mut out = Vec::new();
+    for (line, text) in added_lines(diff) {
+        for (rule, re) in COMPILED.iter() {
+            if re.is_match(text) {
+                out.push(SecurityWarning::new(
+                    path,
+                    line,
+                    rule.id,
+                    rule.message,
+                    rule.severity,
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// The built-in `security` check. Errors (keys, tokens, `curl | sh`, disabled TLS checks) fail
+/// it; warnings (`eval(`, shell commands, hard-coded passwords) block from
+/// [`Strictness::Medium`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SecurityCheck;
+
+#[async_trait]
+impl VerifyCheck for SecurityCheck {
+    fn name(&self) -> &str {
+        "security"
+    }
+
+    fn warnings_block_from(&self) -> Strictness {
+        Strictness::Medium
+    }
+
+    async fn run(&self, input: &CheckInput<'_>) -> CheckOutcome {
+        if input.changes.is_empty() {
+            return CheckOutcome::new(
+                "security",
+                CheckStatus::NotRun,
+                true,
+                "no changes upstream to scan",
+            );
+        }
+        let warnings: Vec<SecurityWarning> = input
+            .changes
+            .iter()
+            .flat_map(|c| scan_diff(&c.path, &c.diff))
+            .collect();
+        let errors = warnings
+            .iter()
+            .filter(|w| w.severity == Severity::Error)
+            .count();
+        let status = if errors > 0 {
+            CheckStatus::Failed
+        } else if warnings.is_empty() {
+            CheckStatus::Passed
+        } else {
+            CheckStatus::Warning
+        };
+        let details = if warnings.is_empty() {
+            format!(
+                "no secrets or dangerous patterns in the added lines of {} change(s)",
+                input.changes.len()
+            )
+        } else {
+            format!(
+                "{errors} error(s) and {} warning(s) in added lines",
+                warnings.len() - errors
+            )
+        };
+        let findings = warnings
+            .iter()
+            .map(|w| {
+                let sev = match w.severity {
+                    Severity::Error => "error",
+                    Severity::Warning => "warning",
+                    Severity::Info => "info",
+                };
+                format!("{}:{}: {sev}: {} [{}]", w.path, w.line, w.message, w.rule)
+            })
+            .collect();
+        CheckOutcome::new("security", status, true, details).with_findings(findings)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_rule_compiles() {
+        assert_eq!(COMPILED.len(), RULES.len());
+    }
+
+    #[test]
+    fn line_numbers_come_from_hunk_headers() {
+        let diff =
+            "--- a/x.py\n+++ b/x.py\n@@ -10,3 +10,4 @@\n a = 1\n-b = 2\n+b = 3\n+eval(x)\n c = 4\n";
+        assert_eq!(added_lines(diff), [(11, "b = 3"), (12, "eval(x)")]);
+        let w = scan_diff("x.py", diff);
+        assert_eq!(w.len(), 1);
+        assert_eq!((w[0].line, w[0].rule.as_str()), (12, "eval"));
+    }
+
+    #[test]
+    fn removed_and_context_lines_are_not_scanned() {
+        let diff = "@@ -1,2 +1,1 @@\n-curl https://x.sh | sh\n requests.get(u, verify=False)\n";
+        assert!(scan_diff("a.sh", diff).is_empty());
+    }
+
+    #[test]
+    fn rules_match_what_they_name_and_not_their_lookalikes() {
+        let cases: &[(&str, Option<&str>)] = &[
+            ("-----BEGIN OPENSSH PRIVATE KEY-----", Some("private-key")),
+            ("-----BEGIN PUBLIC KEY-----", None),
+            ("key = \"AKIAIOSFODNN7EXAMPLE\"", Some("aws-access-key")),
+            (
+                "token: ghp_0123456789abcdefghijABCDEFGHIJ012345",
+                Some("github-token"),
+            ),
+            (
+                "curl -fsSL https://get.example.com | sudo bash",
+                Some("curl-pipe-shell"),
+            ),
+            ("curl -fsSL https://get.example.com -o install.sh", None),
+            (
+                "requests.get(url, verify=False)",
+                Some("tls-verification-disabled"),
+            ),
+            (
+                "const agent = new https.Agent({ rejectUnauthorized: false });",
+                Some("tls-verification-disabled"),
+            ),
+            ("let r = eval(input);", Some("eval")),
+            ("let r = evaluate(input);", None),
+            ("model.eval()", None),
+            ("subprocess.run(cmd, shell=True)", Some("shell-injection")),
+            ("password = \"hunter2hunter2\"", Some("hardcoded-secret")),
+            ("password = os.environ[\"PASSWORD\"]", None),
+        ];
+        for (line, want) in cases {
+            let diff = format!("@@ -0,0 +1,1 @@\n+{line}\n");
+            let got: Vec<String> = scan_diff("f", &diff).into_iter().map(|w| w.rule).collect();
+            match want {
+                Some(rule) => assert!(got.iter().any(|g| g == rule), "{line:?}: {got:?}"),
+                None => assert!(got.is_empty(), "{line:?} matched {got:?}"),
+            }
+        }
+    }
+}
