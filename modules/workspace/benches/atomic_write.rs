@@ -1,0 +1,31 @@
+//! Atomic write of a 4 KiB file through `nuvira_workspace::atomic_write` against the same
+//! steps done by hand with `tempfile` (temp file in the directory, write, fsync, rename,
+//! directory fsync), in the same run.
+#![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use std::io::Write;
+
+fn bench(c: &mut Criterion) {
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("file.txt");
+    let content = vec![b'x'; 4096];
+    std::fs::write(&target, &content).unwrap();
+    let mut group = c.benchmark_group("atomic_write_4k");
+    group.bench_function("baseline_tempfile_rename_fsync", |b| {
+        b.iter(|| {
+            let mut tmp = tempfile::NamedTempFile::new_in(dir.path()).unwrap();
+            tmp.write_all(&content).unwrap();
+            tmp.as_file().sync_all().unwrap();
+            tmp.persist(&target).unwrap();
+            std::fs::File::open(dir.path()).unwrap().sync_all().unwrap();
+        });
+    });
+    group.bench_function("nuvira_atomic_write", |b| {
+        b.iter(|| nuvira_workspace::atomic_write(&target, &content, None).unwrap());
+    });
+    group.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

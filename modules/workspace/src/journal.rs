@@ -1,0 +1,615 @@
+//! The rollback journal: original contents recorded durably before a batch writes anything.
+//!
+//! Layout: `.nuvira/journal/<txn-id>/txn.json` (the manifest) and `<n>.orig` (one file of
+//! original bytes per changed file that existed). A transaction is
+//!
+//! 1. **pending** — every original is on disk and fsynced and the manifest says `pending`
+//!    (written atomically) *before* the first target file is touched;
+//! 2. **committed** — every write of the batch is durable;
+//! 3. **rolled-back** — the originals were restored (and files the batch created removed).
+//!
+//! A crash leaves at most one transaction per process `pending`; [`Journal::recover_incomplete`]
+//! rolls those back. Committed transactions stay until `nuvira rollback` or the engine (for a
+//! cancelled or failed run, [`Journal::rollback_run`]) undoes them. Transaction ids start with
+//! the creation time in milliseconds, so sorting them sorts by age.
+//!
+//! ## Fault injection (a test hook)
+//!
+//! When the environment variable [`FAULT_CRASH_AFTER_WRITES_ENV`]
+//! (`NUVIRA_FAULT_CRASH_AFTER_WRITES`) holds a positive integer `N`, a transaction aborts the
+//! process (`std::process::abort`, no unwinding, no cleanup — like a kill) right after its `N`th
+//! durable write of a target file. It exists only so that tests can prove crash recovery on a
+//! real process; nothing else reads it. Never set it outside tests.
+
+use crate::atomic::{atomic_write, mode_of, remove_durably, sync_dir};
+use crate::{Workspace, WorkspaceError};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The test hook's environment variable: abort the process after this many durable file writes
+/// of one transaction. See the [module docs](self).
+pub const FAULT_CRASH_AFTER_WRITES_ENV: &str = "NUVIRA_FAULT_CRASH_AFTER_WRITES";
+
+const MANIFEST: &str = "txn.json";
+const MANIFEST_VERSION: u32 = 1;
+
+/// What a journal operation failed at.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum JournalError {
+    /// A path was refused or a file could not be touched.
+    #[error(transparent)]
+    Workspace(#[from] WorkspaceError),
+    /// The journal itself could not be read or written.
+    #[error("{action} journal `{path}`: {source}")]
+    Io {
+        /// What was being done.
+        action: &'static str,
+        /// The journal file or folder.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: io::Error,
+    },
+    /// A manifest could not be understood.
+    #[error("read journal `{path}`: {reason}; move the folder away to discard it")]
+    Corrupt {
+        /// The manifest.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// A write of the batch failed; every file already written was restored.
+    #[error("{source}; the files already written were restored")]
+    WriteFailed {
+        /// The failed write.
+        #[source]
+        source: WorkspaceError,
+    },
+}
+
+fn jio<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> JournalError + 'a {
+    move |source| JournalError::Io {
+        action,
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// One change to the workspace, by workspace-relative path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FileOp {
+    /// Create or replace a file.
+    Write {
+        /// The file.
+        path: String,
+        /// Its new bytes.
+        content: Vec<u8>,
+        /// The mode for the file (e.g. a renamed file keeps its source's); `None` keeps the
+        /// target's current mode, or `0o644` for a new file.
+        mode: Option<u32>,
+    },
+    /// Remove a file.
+    Delete {
+        /// The file.
+        path: String,
+    },
+}
+
+impl FileOp {
+    /// The file the op touches.
+    pub fn path(&self) -> &str {
+        match self {
+            Self::Write { path, .. } | Self::Delete { path } => path,
+        }
+    }
+}
+
+/// The state of a transaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TxnState {
+    /// Originals recorded, writes possibly in progress (or interrupted by a crash).
+    Pending,
+    /// Every write is durable.
+    Committed,
+    /// The originals were restored.
+    RolledBack,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Manifest {
+    version: u32,
+    id: String,
+    run_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    step_id: Option<String>,
+    created_ms: u64,
+    state: TxnState,
+    entries: Vec<Entry>,
+    /// Folders the batch created, parents first; removed on rollback when empty.
+    #[serde(default)]
+    created_dirs: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Entry {
+    path: String,
+    /// `None`: the file did not exist before the batch.
+    original: Option<Original>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Original {
+    blob: String,
+    len: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    mode: Option<u32>,
+}
+
+/// What a rollback restored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RolledBack {
+    /// The transaction.
+    pub txn_id: String,
+    /// The run it belonged to.
+    pub run_id: String,
+    /// The step, if any.
+    pub step_id: Option<String>,
+    /// The files restored (or removed, for files the batch created).
+    pub paths: Vec<String>,
+}
+
+/// The rollback journal of one workspace.
+#[derive(Debug, Clone)]
+pub struct Journal {
+    ws: Workspace,
+    dir: PathBuf,
+}
+
+impl Journal {
+    /// The journal of a workspace (nothing is created until a transaction writes).
+    pub fn new(ws: &Workspace) -> Self {
+        Self {
+            dir: ws.state_dir().join("journal"),
+            ws: ws.clone(),
+        }
+    }
+
+    /// The workspace.
+    pub fn workspace(&self) -> &Workspace {
+        &self.ws
+    }
+
+    /// Starts a transaction for a run (and step). Nothing is written until
+    /// [`Transaction::apply`].
+    pub fn begin(&self, run_id: &str, step_id: Option<&str>) -> Transaction<'_> {
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        let created_ms = now_ms();
+        let id = format!(
+            "{created_ms:013}-{:07}-{:05}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed) % 100_000
+        );
+        let fault = std::env::var(FAULT_CRASH_AFTER_WRITES_ENV)
+            .ok()
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .filter(|n| *n > 0);
+        Transaction {
+            journal: self,
+            dir: self.dir.join(&id),
+            manifest: Manifest {
+                version: MANIFEST_VERSION,
+                id,
+                run_id: run_id.to_owned(),
+                step_id: step_id.map(str::to_owned),
+                created_ms,
+                state: TxnState::Pending,
+                entries: Vec::new(),
+                created_dirs: Vec::new(),
+            },
+            on_disk: false,
+            finished: false,
+            writes_done: 0,
+            fault,
+        }
+    }
+
+    /// Rolls back every transaction a crash left `pending`. Call it at every start, before
+    /// anything else touches the workspace.
+    ///
+    /// # Errors
+    /// When the journal cannot be read or a file cannot be restored.
+    pub fn recover_incomplete(&self) -> Result<Vec<RolledBack>, JournalError> {
+        let mut out = Vec::new();
+        for (dir, manifest) in self.transactions()? {
+            match manifest {
+                // Crashed before its manifest was durable: nothing was written yet.
+                None => {
+                    std::fs::remove_dir_all(&dir).map_err(jio("remove", &dir))?;
+                }
+                Some(m) if m.state == TxnState::Pending => {
+                    out.push(self.restore(&dir, m)?);
+                }
+                Some(_) => {}
+            }
+        }
+        Ok(out)
+    }
+
+    /// Rolls back every transaction of a run that is not rolled back yet, newest first (for
+    /// a cancelled or failed run). Returns what was restored; empty when there was nothing.
+    ///
+    /// # Errors
+    /// When the journal cannot be read or a file cannot be restored.
+    pub fn rollback_run(&self, run_id: &str) -> Result<Vec<RolledBack>, JournalError> {
+        let mut out = Vec::new();
+        for (dir, manifest) in self.transactions()?.into_iter().rev() {
+            if let Some(m) = manifest
+                && m.run_id == run_id
+                && m.state != TxnState::RolledBack
+            {
+                out.push(self.restore(&dir, m)?);
+            }
+        }
+        Ok(out)
+    }
+
+    /// The run of the newest transaction that is not rolled back, if any.
+    ///
+    /// # Errors
+    /// When the journal cannot be read.
+    pub fn last_run(&self) -> Result<Option<String>, JournalError> {
+        Ok(self
+            .transactions()?
+            .into_iter()
+            .rev()
+            .filter_map(|(_, m)| m)
+            .find(|m| m.state != TxnState::RolledBack)
+            .map(|m| m.run_id))
+    }
+
+    /// Rolls back the last run (`nuvira rollback`): every not-yet-rolled-back transaction of
+    /// the newest run, newest first. `Ok(None)` when there is nothing to roll back.
+    ///
+    /// # Errors
+    /// When the journal cannot be read or a file cannot be restored.
+    pub fn rollback_last(&self) -> Result<Option<(String, Vec<RolledBack>)>, JournalError> {
+        let Some(run) = self.last_run()? else {
+            return Ok(None);
+        };
+        let done = self.rollback_run(&run)?;
+        Ok(Some((run, done)))
+    }
+
+    /// Every transaction folder, oldest first, with its manifest (`None` when it has none).
+    fn transactions(&self) -> Result<Vec<(PathBuf, Option<Manifest>)>, JournalError> {
+        let read = match std::fs::read_dir(&self.dir) {
+            Ok(r) => r,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(jio("list", &self.dir)(e)),
+        };
+        let mut dirs: Vec<PathBuf> = read
+            .filter_map(Result::ok)
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+            .map(|e| e.path())
+            .collect();
+        dirs.sort();
+        let mut out = Vec::with_capacity(dirs.len());
+        for dir in dirs {
+            let path = dir.join(MANIFEST);
+            let manifest = match std::fs::read(&path) {
+                Ok(bytes) => Some(serde_json::from_slice::<Manifest>(&bytes).map_err(|e| {
+                    JournalError::Corrupt {
+                        path: path.clone(),
+                        reason: e.to_string(),
+                    }
+                })?),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+                Err(e) => return Err(jio("read", &path)(e)),
+            };
+            out.push((dir, manifest));
+        }
+        Ok(out)
+    }
+
+    /// Restores a transaction's originals and marks it rolled back. Idempotent: running it
+    /// again after a crash halfway through gives the same result.
+    fn restore(&self, dir: &Path, mut m: Manifest) -> Result<RolledBack, JournalError> {
+        let mut paths = Vec::with_capacity(m.entries.len());
+        for entry in m.entries.iter().rev() {
+            let target = self.ws.resolve_for_write(&entry.path)?;
+            match &entry.original {
+                Some(orig) => {
+                    let blob = dir.join(&orig.blob);
+                    let bytes = std::fs::read(&blob).map_err(jio("read", &blob))?;
+                    if bytes.len() as u64 != orig.len {
+                        return Err(JournalError::Corrupt {
+                            path: blob,
+                            reason: format!(
+                                "holds {} bytes, the manifest says {}",
+                                bytes.len(),
+                                orig.len
+                            ),
+                        });
+                    }
+                    if let Some(parent) = target.abs.parent() {
+                        std::fs::create_dir_all(parent)
+                            .map_err(|e| WorkspaceError::io("create folder for", &entry.path, e))?;
+                    }
+                    atomic_write(&target.abs, &bytes, orig.mode)
+                        .map_err(|e| WorkspaceError::io("restore", &entry.path, e))?;
+                }
+                None => remove_durably(&target.abs)
+                    .map_err(|e| WorkspaceError::io("remove", &entry.path, e))?,
+            }
+            paths.push(entry.path.clone());
+        }
+        for rel in m.created_dirs.iter().rev() {
+            if let Ok(r) = self.ws.resolve_for_write(rel) {
+                // Only removes an empty folder; anything the user put there stays.
+                let _ = std::fs::remove_dir(&r.abs);
+            }
+        }
+        paths.reverse();
+        m.state = TxnState::RolledBack;
+        write_manifest(dir, &m)?;
+        Ok(RolledBack {
+            txn_id: m.id,
+            run_id: m.run_id,
+            step_id: m.step_id,
+            paths,
+        })
+    }
+}
+
+/// One batch of writes, all-or-nothing across crashes. Created by [`Journal::begin`].
+///
+/// Dropping a transaction that wrote something and was neither committed nor rolled back rolls
+/// it back (best effort); a crash leaves it `pending` for [`Journal::recover_incomplete`].
+#[derive(Debug)]
+pub struct Transaction<'j> {
+    journal: &'j Journal,
+    dir: PathBuf,
+    manifest: Manifest,
+    on_disk: bool,
+    finished: bool,
+    writes_done: u64,
+    fault: Option<u64>,
+}
+
+impl Transaction<'_> {
+    /// The transaction id (its folder name under `.nuvira/journal/`).
+    pub fn id(&self) -> &str {
+        &self.manifest.id
+    }
+
+    /// Applies ops: resolves every path (refusing escapes and protected folders), records the
+    /// originals of files not yet recorded durably, then writes each op atomically. When a write
+    /// fails, everything this transaction wrote is restored before the error is returned.
+    ///
+    /// Returns the bytes written per op (0 for a deletion), in order.
+    ///
+    /// # Errors
+    /// A refused path (nothing written), a journal failure (nothing written), or
+    /// [`JournalError::WriteFailed`] (written files restored).
+    pub fn apply(&mut self, ops: &[FileOp]) -> Result<Vec<u64>, JournalError> {
+        let ws = self.journal.ws.clone();
+        let mut targets = Vec::with_capacity(ops.len());
+        for op in ops {
+            targets.push(ws.resolve_for_write(op.path())?);
+        }
+        // 1. Record originals and the folders we will create, durably, before any write.
+        let mut recorded: BTreeSet<String> = self
+            .manifest
+            .entries
+            .iter()
+            .map(|e| e.path.clone())
+            .collect();
+        let mut new_blobs = Vec::new();
+        let mut new_entries = Vec::new();
+        let mut new_dirs = Vec::new();
+        for (op, target) in ops.iter().zip(&targets) {
+            if let FileOp::Write { .. } = op {
+                for dir in missing_dirs(&ws, &target.abs) {
+                    if !self.manifest.created_dirs.contains(&dir) && !new_dirs.contains(&dir) {
+                        new_dirs.push(dir);
+                    }
+                }
+            }
+            if !recorded.insert(target.rel.clone()) {
+                continue;
+            }
+            let original = match std::fs::symlink_metadata(&target.abs) {
+                Ok(meta) if meta.is_dir() => {
+                    return Err(WorkspaceError::IsDirectory {
+                        path: target.rel.clone(),
+                    }
+                    .into());
+                }
+                Ok(_) => {
+                    let bytes = std::fs::read(&target.abs)
+                        .map_err(|e| WorkspaceError::io("read", &target.rel, e))?;
+                    let blob = format!("{}.orig", self.manifest.entries.len() + new_entries.len());
+                    let orig = Original {
+                        blob: blob.clone(),
+                        len: bytes.len() as u64,
+                        mode: mode_of(&target.abs),
+                    };
+                    new_blobs.push((blob, bytes));
+                    Some(orig)
+                }
+                Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+                Err(e) => return Err(WorkspaceError::io("inspect", &target.rel, e).into()),
+            };
+            new_entries.push(Entry {
+                path: target.rel.clone(),
+                original,
+            });
+        }
+        if !new_entries.is_empty() || !new_dirs.is_empty() || !self.on_disk {
+            self.prepare_dir()?;
+            for (blob, bytes) in &new_blobs {
+                let path = self.dir.join(blob);
+                let mut f = std::fs::File::create(&path).map_err(jio("write", &path))?;
+                f.write_all(bytes).map_err(jio("write", &path))?;
+                f.sync_all().map_err(jio("sync", &path))?;
+            }
+            self.manifest.entries.extend(new_entries);
+            self.manifest.created_dirs.extend(new_dirs.iter().cloned());
+            // The manifest's atomic write also fsyncs the folder, making the blobs' names durable.
+            write_manifest(&self.dir, &self.manifest)?;
+            self.on_disk = true;
+        }
+
+        // 2. Write.
+        let mut written = Vec::with_capacity(ops.len());
+        for (op, target) in ops.iter().zip(&targets) {
+            let result = match op {
+                FileOp::Write { content, mode, .. } => create_parents(&target.abs)
+                    .and_then(|()| atomic_write(&target.abs, content, *mode))
+                    .map(|()| content.len() as u64),
+                FileOp::Delete { .. } => remove_durably(&target.abs).map(|()| 0),
+            };
+            match result {
+                Ok(n) => written.push(n),
+                Err(e) => {
+                    let source = WorkspaceError::io("write", &target.rel, e);
+                    self.finished = true;
+                    self.journal.restore(&self.dir, self.manifest.clone())?;
+                    return Err(JournalError::WriteFailed { source });
+                }
+            }
+            self.writes_done += 1;
+            if self.fault == Some(self.writes_done) {
+                // The documented test hook: die like a kill would, no cleanup at all.
+                std::process::abort();
+            }
+        }
+        Ok(written)
+    }
+
+    /// Marks the transaction committed: its writes stay until a rollback of its run.
+    ///
+    /// # Errors
+    /// When the manifest cannot be written (the transaction then stays pending and is rolled
+    /// back by the next [`Journal::recover_incomplete`]).
+    pub fn commit(mut self) -> Result<(), JournalError> {
+        self.finished = true;
+        if !self.on_disk {
+            return Ok(());
+        }
+        self.manifest.state = TxnState::Committed;
+        write_manifest(&self.dir, &self.manifest)
+    }
+
+    /// Restores every file this transaction wrote.
+    ///
+    /// # Errors
+    /// When a file cannot be restored.
+    pub fn rollback(mut self) -> Result<RolledBack, JournalError> {
+        self.finished = true;
+        if !self.on_disk {
+            return Ok(RolledBack {
+                txn_id: self.manifest.id.clone(),
+                run_id: self.manifest.run_id.clone(),
+                step_id: self.manifest.step_id.clone(),
+                paths: Vec::new(),
+            });
+        }
+        self.journal.restore(&self.dir, self.manifest.clone())
+    }
+
+    fn prepare_dir(&self) -> Result<(), JournalError> {
+        if self.on_disk {
+            return Ok(());
+        }
+        let state = self.journal.ws.state_dir();
+        let fresh_state = !state.exists();
+        std::fs::create_dir_all(&self.dir).map_err(jio("create", &self.dir))?;
+        if fresh_state {
+            // Keep Nuvira's state out of `git status`.
+            let gi = state.join(".gitignore");
+            let _ = std::fs::write(&gi, "*\n");
+        }
+        sync_dir(&self.journal.dir).map_err(jio("sync", &self.journal.dir))?;
+        sync_dir(&state).map_err(jio("sync", &state))?;
+        if fresh_state {
+            let root = self.journal.ws.root();
+            sync_dir(root).map_err(jio("sync", root))?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Transaction<'_> {
+    fn drop(&mut self) {
+        if !self.finished && self.on_disk {
+            let _ = self.journal.restore(&self.dir, self.manifest.clone());
+        }
+    }
+}
+
+fn write_manifest(dir: &Path, m: &Manifest) -> Result<(), JournalError> {
+    let path = dir.join(MANIFEST);
+    let bytes = serde_json::to_vec_pretty(m).map_err(|e| JournalError::Corrupt {
+        path: path.clone(),
+        reason: e.to_string(),
+    })?;
+    atomic_write(&path, &bytes, Some(0o600)).map_err(jio("write", &path))
+}
+
+/// The folders (workspace-relative, parents first) that must be created for `abs`.
+fn missing_dirs(ws: &Workspace, abs: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = abs.parent();
+    while let Some(dir) = cur {
+        if dir == ws.root() || dir.exists() {
+            break;
+        }
+        if let Ok(rel) = dir.strip_prefix(ws.root()) {
+            out.push(
+                rel.components()
+                    .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                    .collect::<Vec<_>>()
+                    .join("/"),
+            );
+        }
+        cur = dir.parent();
+    }
+    out.reverse();
+    out
+}
+
+fn create_parents(abs: &Path) -> io::Result<()> {
+    let mut missing = Vec::new();
+    let mut cur = abs.parent();
+    while let Some(dir) = cur {
+        if dir.exists() {
+            break;
+        }
+        missing.push(dir);
+        cur = dir.parent();
+    }
+    let Some(top) = missing.last() else {
+        return Ok(());
+    };
+    std::fs::create_dir_all(missing[0])?;
+    // Make every new folder's entry durable in its parent.
+    if let Some(parent) = top.parent() {
+        sync_dir(parent)?;
+    }
+    for dir in &missing[1..] {
+        sync_dir(dir)?;
+    }
+    Ok(())
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}

@@ -1,0 +1,498 @@
+//! # nuvira-workspace — the safe file layer under every Nuvira edit
+//!
+//! Everything Nuvira writes into a repository goes through this crate, so the rules that keep a
+//! user's files safe live in one place:
+//!
+//! - **Confinement.** [`Workspace::resolve`] turns a workspace-relative path into a real path
+//!   inside the root. Absolute paths, `..` that climbs above the root, and symlinks (in any
+//!   component, followed through chains) that lead outside are rejected. Writes are also refused
+//!   inside `.nuvira/` (Nuvira's own state) and `.git/`.
+//! - **Guards.** Reads and writes are capped in size (1 MiB by default) and binary content is
+//!   refused, so a model or a typo never rewrites an image or a 200 MB log.
+//! - **Atomic writes.** [`atomic_write`] writes a temp file in the target's directory, fsyncs
+//!   it, renames it over the target and fsyncs the directory; the file's mode is preserved. A
+//!   reader sees the old bytes or the new ones, never a torn file.
+//! - **A rollback journal.** [`Journal`] records the original bytes of every file a batch is
+//!   about to change (and which files did not exist) durably under `.nuvira/journal/` *before*
+//!   the first write. A crash between two writes leaves a `pending` transaction that
+//!   [`Journal::recover_incomplete`] (called at every start) or `nuvira rollback` restores.
+//!
+//! The crate is synchronous on purpose: file I/O is blocking anyway, and an async caller wraps a
+//! whole batch in one `spawn_blocking` rather than paying a thread hop per file.
+//!
+//! ```
+//! use nuvira_workspace::Workspace;
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let dir = tempfile::tempdir()?;
+//! let ws = Workspace::open(dir.path())?;
+//! let target = ws.resolve_for_write("src/lib.rs")?;
+//! assert_eq!(target.rel, "src/lib.rs");
+//! assert!(ws.resolve("../outside").is_err());
+//! assert!(ws.resolve_for_write(".git/config").is_err());
+//! # Ok(()) }
+//! ```
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+mod atomic;
+mod journal;
+
+pub use atomic::{atomic_write, remove_durably, sync_dir};
+pub use journal::{
+    FAULT_CRASH_AFTER_WRITES_ENV, FileOp, Journal, JournalError, RolledBack, Transaction, TxnState,
+};
+
+use std::io;
+use std::path::{Component, Path, PathBuf};
+
+/// The default size cap for one file: 1 MiB.
+pub const DEFAULT_MAX_FILE_SIZE: u64 = 1024 * 1024;
+
+/// The folder at the workspace root that holds Nuvira's own state (journal, last-run records).
+pub const STATE_DIR: &str = ".nuvira";
+
+/// How many leading bytes are looked at for a NUL byte when deciding whether a file is binary
+/// (the same heuristic git and ripgrep use).
+const BINARY_SNIFF_LEN: usize = 8000;
+
+/// Why a path or a file was refused, or what failed while touching it.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum WorkspaceError {
+    /// The workspace root cannot be used.
+    #[error("open workspace `{root}`: {source}")]
+    Root {
+        /// The root as given.
+        root: PathBuf,
+        /// Why.
+        #[source]
+        source: io::Error,
+    },
+    /// The path is empty or malformed.
+    #[error("use path `{path}`: {reason}")]
+    InvalidPath {
+        /// The path as given.
+        path: String,
+        /// Why.
+        reason: String,
+    },
+    /// The path leads outside the workspace.
+    #[error("use path `{path}`: {reason}; paths must stay inside the workspace root")]
+    Escape {
+        /// The path as given.
+        path: String,
+        /// How it escapes.
+        reason: String,
+    },
+    /// The path is inside `.nuvira/` or `.git/`, which edits never write.
+    #[error("write `{path}`: `{area}/` is off limits to edits")]
+    Protected {
+        /// The path as given.
+        path: String,
+        /// `.nuvira` or `.git`.
+        area: String,
+    },
+    /// The file (or the new content) is larger than the cap.
+    #[error(
+        "use `{path}`: {size} bytes is over the {limit}-byte limit per file; raise `max_file_size` or edit a smaller file"
+    )]
+    TooLarge {
+        /// The path.
+        path: String,
+        /// Its size.
+        size: u64,
+        /// The cap.
+        limit: u64,
+    },
+    /// The file (or the new content) is binary (contains a NUL byte or is not UTF-8).
+    #[error("use `{path}`: it is a binary file ({why}); Nuvira only edits text")]
+    Binary {
+        /// The path.
+        path: String,
+        /// What gave it away.
+        why: &'static str,
+    },
+    /// The path is a directory where a file was expected.
+    #[error("use `{path}`: it is a directory, not a file")]
+    IsDirectory {
+        /// The path.
+        path: String,
+    },
+    /// An I/O error.
+    #[error("{action} `{path}`: {source}")]
+    Io {
+        /// What was being done (`read`, `write`, ...).
+        action: &'static str,
+        /// The path.
+        path: String,
+        /// The cause.
+        #[source]
+        source: io::Error,
+    },
+}
+
+impl WorkspaceError {
+    pub(crate) fn io(action: &'static str, path: impl Into<String>, source: io::Error) -> Self {
+        Self::Io {
+            action,
+            path: path.into(),
+            source,
+        }
+    }
+}
+
+/// A path resolved inside the workspace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resolved {
+    /// The real path relative to the root, `/`-separated, with symlinks inside the workspace
+    /// followed (so two spellings of one file resolve to the same `rel`).
+    pub rel: String,
+    /// The absolute real path (for a file that does not exist yet: its real parent joined with
+    /// the remaining components).
+    pub abs: PathBuf,
+}
+
+/// A workspace root with its guards. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Workspace {
+    root: PathBuf,
+    max_file_size: u64,
+}
+
+impl Workspace {
+    /// Opens a workspace at `root` (which must be an existing directory) with the default size
+    /// cap.
+    ///
+    /// # Errors
+    /// When the root does not exist or is not a directory.
+    pub fn open(root: impl AsRef<Path>) -> Result<Self, WorkspaceError> {
+        let given = root.as_ref();
+        let root = std::fs::canonicalize(given).map_err(|source| WorkspaceError::Root {
+            root: given.to_path_buf(),
+            source,
+        })?;
+        if !root.is_dir() {
+            return Err(WorkspaceError::Root {
+                root: given.to_path_buf(),
+                source: io::Error::new(io::ErrorKind::NotADirectory, "not a directory"),
+            });
+        }
+        Ok(Self {
+            root,
+            max_file_size: DEFAULT_MAX_FILE_SIZE,
+        })
+    }
+
+    /// Builder-style: sets the size cap per file, in bytes.
+    #[must_use]
+    pub fn with_max_file_size(mut self, bytes: u64) -> Self {
+        self.max_file_size = bytes;
+        self
+    }
+
+    /// The canonical root.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The size cap per file.
+    pub fn max_file_size(&self) -> u64 {
+        self.max_file_size
+    }
+
+    /// The folder of Nuvira's own state, `<root>/.nuvira`.
+    pub fn state_dir(&self) -> PathBuf {
+        self.root.join(STATE_DIR)
+    }
+
+    /// Resolves a workspace-relative path for reading.
+    ///
+    /// `.` components are dropped and `..` is applied lexically; a `..` that would climb above
+    /// the root is rejected, as are absolute paths. Then each existing component is checked on
+    /// disk: a symlink is followed (through any chain) and must land inside the root; a dangling
+    /// symlink is rejected because writing through it could create a file anywhere.
+    ///
+    /// # Errors
+    /// [`WorkspaceError::InvalidPath`] or [`WorkspaceError::Escape`], or an I/O error while
+    /// inspecting a component.
+    pub fn resolve(&self, path: &str) -> Result<Resolved, WorkspaceError> {
+        let invalid = |reason: &str| WorkspaceError::InvalidPath {
+            path: path.to_owned(),
+            reason: reason.to_owned(),
+        };
+        let escape = |reason: String| WorkspaceError::Escape {
+            path: path.to_owned(),
+            reason,
+        };
+        if path.trim().is_empty() {
+            return Err(invalid("the path is empty"));
+        }
+        if path.contains('\0') {
+            return Err(invalid("the path contains a NUL byte"));
+        }
+        let mut parts: Vec<&std::ffi::OsStr> = Vec::new();
+        for comp in Path::new(path).components() {
+            match comp {
+                Component::Prefix(_) | Component::RootDir => {
+                    return Err(escape("absolute paths are not allowed".into()));
+                }
+                Component::CurDir => {}
+                Component::ParentDir => {
+                    if parts.pop().is_none() {
+                        return Err(escape("`..` leads outside the workspace".into()));
+                    }
+                }
+                Component::Normal(s) => parts.push(s),
+            }
+        }
+        if parts.is_empty() {
+            return Err(invalid(
+                "the path names the workspace root itself, not a file",
+            ));
+        }
+
+        let mut cur = self.root.clone();
+        let mut idx = 0;
+        while idx < parts.len() {
+            let next = cur.join(parts[idx]);
+            match std::fs::symlink_metadata(&next) {
+                Ok(meta) if meta.file_type().is_symlink() => {
+                    let shown = display_parts(&parts[..=idx]);
+                    let target = std::fs::canonicalize(&next).map_err(|_| {
+                        escape(format!(
+                            "`{shown}` is a symlink that points nowhere (dangling)"
+                        ))
+                    })?;
+                    if !target.starts_with(&self.root) {
+                        return Err(escape(format!(
+                            "`{shown}` is a symlink to `{}`, outside the workspace",
+                            target.display()
+                        )));
+                    }
+                    cur = target;
+                }
+                Ok(_) => cur = next,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    // Nothing below a missing component can exist (or be a symlink) yet.
+                    for p in &parts[idx..] {
+                        cur.push(p);
+                    }
+                    break;
+                }
+                Err(e) if e.kind() == io::ErrorKind::NotADirectory => {
+                    return Err(invalid(&format!(
+                        "`{}` is a file, not a folder",
+                        display_parts(&parts[..idx])
+                    )));
+                }
+                Err(e) => return Err(WorkspaceError::io("inspect", path, e)),
+            }
+            idx += 1;
+        }
+        let rel_path = cur
+            .strip_prefix(&self.root)
+            .map_err(|_| escape("it resolves outside the workspace".into()))?;
+        let rel = rel_path
+            .components()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+            .collect::<Vec<_>>()
+            .join("/");
+        if rel.is_empty() {
+            return Err(invalid("the path resolves to the workspace root itself"));
+        }
+        Ok(Resolved { rel, abs: cur })
+    }
+
+    /// Resolves a path for writing: [`resolve`](Self::resolve), and the real path must not be
+    /// inside `.nuvira/` or `.git/`.
+    ///
+    /// # Errors
+    /// As [`resolve`](Self::resolve), plus [`WorkspaceError::Protected`].
+    pub fn resolve_for_write(&self, path: &str) -> Result<Resolved, WorkspaceError> {
+        let r = self.resolve(path)?;
+        let first = r.rel.split('/').next().unwrap_or_default();
+        if first == STATE_DIR || first == ".git" {
+            return Err(WorkspaceError::Protected {
+                path: path.to_owned(),
+                area: first.to_owned(),
+            });
+        }
+        Ok(r)
+    }
+
+    /// Reads a text file. `Ok(None)` when it does not exist.
+    ///
+    /// # Errors
+    /// When the path escapes, the file is a directory, over the size cap, binary, or unreadable.
+    pub fn read_text(&self, path: &str) -> Result<Option<String>, WorkspaceError> {
+        let r = self.resolve(path)?;
+        self.read_text_at(&r)
+    }
+
+    /// Reads a text file at an already resolved path. `Ok(None)` when it does not exist.
+    ///
+    /// # Errors
+    /// As [`read_text`](Self::read_text).
+    pub fn read_text_at(&self, r: &Resolved) -> Result<Option<String>, WorkspaceError> {
+        let Some(bytes) = self.read_bytes_at(r)? else {
+            return Ok(None);
+        };
+        if let Some(why) = binary_reason(&bytes) {
+            return Err(WorkspaceError::Binary {
+                path: r.rel.clone(),
+                why,
+            });
+        }
+        String::from_utf8(bytes)
+            .map(Some)
+            .map_err(|_| WorkspaceError::Binary {
+                path: r.rel.clone(),
+                why: "not valid UTF-8",
+            })
+    }
+
+    /// Reads a file's bytes (any content) under the size cap. `Ok(None)` when it does not exist.
+    ///
+    /// # Errors
+    /// When the file is a directory, over the size cap, or unreadable.
+    pub fn read_bytes_at(&self, r: &Resolved) -> Result<Option<Vec<u8>>, WorkspaceError> {
+        let meta = match std::fs::metadata(&r.abs) {
+            Ok(m) => m,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(WorkspaceError::io("read", &r.rel, e)),
+        };
+        if meta.is_dir() {
+            return Err(WorkspaceError::IsDirectory {
+                path: r.rel.clone(),
+            });
+        }
+        if meta.len() > self.max_file_size {
+            return Err(WorkspaceError::TooLarge {
+                path: r.rel.clone(),
+                size: meta.len(),
+                limit: self.max_file_size,
+            });
+        }
+        std::fs::read(&r.abs)
+            .map(Some)
+            .map_err(|e| WorkspaceError::io("read", &r.rel, e))
+    }
+
+    /// Checks content about to be written to `path`: under the size cap and not binary.
+    ///
+    /// # Errors
+    /// [`WorkspaceError::TooLarge`] or [`WorkspaceError::Binary`].
+    pub fn check_content(&self, path: &str, content: &[u8]) -> Result<(), WorkspaceError> {
+        let size = content.len() as u64;
+        if size > self.max_file_size {
+            return Err(WorkspaceError::TooLarge {
+                path: path.to_owned(),
+                size,
+                limit: self.max_file_size,
+            });
+        }
+        if let Some(why) = binary_reason(content) {
+            return Err(WorkspaceError::Binary {
+                path: path.to_owned(),
+                why,
+            });
+        }
+        if std::str::from_utf8(content).is_err() {
+            return Err(WorkspaceError::Binary {
+                path: path.to_owned(),
+                why: "not valid UTF-8",
+            });
+        }
+        Ok(())
+    }
+
+    /// Lists the workspace's files (workspace-relative, sorted), honouring `.gitignore`,
+    /// `.ignore` and git's global excludes, and skipping `.git/` and `.nuvira/`. Hidden files
+    /// are listed; ignored ones are not.
+    pub fn list_files(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let walk = ignore::WalkBuilder::new(&self.root)
+            .hidden(false)
+            .require_git(false)
+            .follow_links(false)
+            .filter_entry(|e| {
+                let name = e.file_name();
+                !(e.depth() == 1 && (name == STATE_DIR || name == ".git"))
+            })
+            .build();
+        for entry in walk.flatten() {
+            if !entry.file_type().is_some_and(|t| t.is_file()) {
+                continue;
+            }
+            if let Ok(rel) = entry.path().strip_prefix(&self.root) {
+                out.push(
+                    rel.components()
+                        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                        .collect::<Vec<_>>()
+                        .join("/"),
+                );
+            }
+        }
+        out.sort();
+        out
+    }
+}
+
+fn display_parts(parts: &[&std::ffi::OsStr]) -> String {
+    parts
+        .iter()
+        .map(|p| p.to_string_lossy())
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// Why these bytes look binary, if they do: a NUL byte in the first 8000 bytes.
+pub fn binary_reason(bytes: &[u8]) -> Option<&'static str> {
+    let head = &bytes[..bytes.len().min(BINARY_SNIFF_LEN)];
+    head.contains(&0).then_some("it contains a NUL byte")
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn dot_dot_inside_the_root_is_applied_lexically() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = Workspace::open(dir.path()).unwrap();
+        assert_eq!(ws.resolve("a/../b.txt").unwrap().rel, "b.txt");
+        assert_eq!(ws.resolve("./a/./b.txt").unwrap().rel, "a/b.txt");
+        assert!(matches!(
+            ws.resolve("a/../../b"),
+            Err(WorkspaceError::Escape { .. })
+        ));
+        assert!(matches!(
+            ws.resolve(""),
+            Err(WorkspaceError::InvalidPath { .. })
+        ));
+        assert!(matches!(
+            ws.resolve("."),
+            Err(WorkspaceError::InvalidPath { .. })
+        ));
+    }
+
+    #[test]
+    fn binary_and_size_guards_apply_to_content() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = Workspace::open(dir.path()).unwrap().with_max_file_size(4);
+        assert!(matches!(
+            ws.check_content("a", b"12345"),
+            Err(WorkspaceError::TooLarge { size: 5, .. })
+        ));
+        assert!(matches!(
+            ws.check_content("a", b"a\0"),
+            Err(WorkspaceError::Binary { .. })
+        ));
+        assert!(matches!(
+            ws.check_content("a", &[0xff, 0xfe]),
+            Err(WorkspaceError::Binary { .. })
+        ));
+        ws.check_content("a", b"ok").unwrap();
+    }
+}

@@ -1,0 +1,163 @@
+//! The rollback journal restores every original byte: after commit, after a simulated crash,
+//! and across several batches of one run.
+
+use nuvira_workspace::{FileOp, Journal, Workspace};
+use std::path::Path;
+
+fn write(root: &Path, rel: &str, text: &str) {
+    let p = root.join(rel);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, text).unwrap();
+}
+
+fn op(path: &str, text: &str) -> FileOp {
+    FileOp::Write {
+        path: path.into(),
+        content: text.as_bytes().to_vec(),
+        mode: None,
+    }
+}
+
+fn repo() -> (tempfile::TempDir, Workspace) {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "a.txt", "alpha\n");
+    write(dir.path(), "src/b.rs", "fn b() {}\n");
+    write(dir.path(), "gone.txt", "bye\n");
+    let ws = Workspace::open(dir.path()).unwrap();
+    (dir, ws)
+}
+
+fn read(root: &Path, rel: &str) -> Option<String> {
+    std::fs::read_to_string(root.join(rel)).ok()
+}
+
+#[test]
+fn a_committed_batch_is_undone_by_rollback_last_including_created_files_and_folders() {
+    let (dir, ws) = repo();
+    let journal = Journal::new(&ws);
+    let mut txn = journal.begin("run-1", Some("edit"));
+    let written = txn
+        .apply(&[
+            op("a.txt", "ALPHA\n"),
+            op("new/deep/c.txt", "new\n"),
+            FileOp::Delete {
+                path: "gone.txt".into(),
+            },
+        ])
+        .unwrap();
+    assert_eq!(written, vec![6, 4, 0]);
+    txn.commit().unwrap();
+    assert_eq!(read(dir.path(), "a.txt").as_deref(), Some("ALPHA\n"));
+    assert!(read(dir.path(), "gone.txt").is_none());
+
+    let (run, done) = journal.rollback_last().unwrap().unwrap();
+    assert_eq!(run, "run-1");
+    assert_eq!(done.len(), 1);
+    assert_eq!(done[0].paths, vec!["a.txt", "new/deep/c.txt", "gone.txt"]);
+    assert_eq!(read(dir.path(), "a.txt").as_deref(), Some("alpha\n"));
+    assert_eq!(read(dir.path(), "gone.txt").as_deref(), Some("bye\n"));
+    assert!(
+        !dir.path().join("new").exists(),
+        "created folders are removed"
+    );
+    // Nothing left to undo.
+    assert!(journal.rollback_last().unwrap().is_none());
+}
+
+#[test]
+fn a_crash_after_some_writes_is_rolled_back_by_recover_incomplete() {
+    let (dir, ws) = repo();
+    let journal = Journal::new(&ws);
+    let mut txn = journal.begin("run-crash", None);
+    txn.apply(&[
+        op("a.txt", "changed\n"),
+        op("src/b.rs", "fn b() { changed }\n"),
+    ])
+    .unwrap();
+    // A crash: no commit, no rollback, no destructor.
+    std::mem::forget(txn);
+    assert_eq!(read(dir.path(), "a.txt").as_deref(), Some("changed\n"));
+
+    let ws2 = Workspace::open(dir.path()).unwrap();
+    let recovered = Journal::new(&ws2).recover_incomplete().unwrap();
+    assert_eq!(recovered.len(), 1);
+    assert_eq!(recovered[0].run_id, "run-crash");
+    assert_eq!(read(dir.path(), "a.txt").as_deref(), Some("alpha\n"));
+    assert_eq!(read(dir.path(), "src/b.rs").as_deref(), Some("fn b() {}\n"));
+    // Recovery is done once.
+    assert!(Journal::new(&ws2).recover_incomplete().unwrap().is_empty());
+}
+
+#[test]
+fn dropping_an_uncommitted_transaction_restores_its_files() {
+    let (dir, ws) = repo();
+    let journal = Journal::new(&ws);
+    {
+        let mut txn = journal.begin("run-drop", None);
+        txn.apply(&[op("a.txt", "changed\n")]).unwrap();
+    }
+    assert_eq!(read(dir.path(), "a.txt").as_deref(), Some("alpha\n"));
+}
+
+#[test]
+fn rollback_run_undoes_every_batch_of_the_run_back_to_the_first_original() {
+    let (dir, ws) = repo();
+    let journal = Journal::new(&ws);
+    for (i, text) in ["one\n", "two\n"].iter().enumerate() {
+        let step = format!("edit-{i}");
+        let mut txn = journal.begin("run-2", Some(&step));
+        txn.apply(&[op("a.txt", text)]).unwrap();
+        txn.commit().unwrap();
+    }
+    // Another run's batch is untouched.
+    let mut other = journal.begin("run-other", None);
+    other.apply(&[op("src/b.rs", "fn other() {}\n")]).unwrap();
+    other.commit().unwrap();
+
+    let done = journal.rollback_run("run-2").unwrap();
+    assert_eq!(done.len(), 2);
+    assert_eq!(done[0].step_id.as_deref(), Some("edit-1"), "newest first");
+    assert_eq!(read(dir.path(), "a.txt").as_deref(), Some("alpha\n"));
+    assert_eq!(
+        read(dir.path(), "src/b.rs").as_deref(),
+        Some("fn other() {}\n")
+    );
+    assert!(journal.rollback_run("run-2").unwrap().is_empty());
+}
+
+#[cfg(unix)]
+#[test]
+fn rollback_restores_the_original_mode() {
+    use std::os::unix::fs::PermissionsExt;
+    let (dir, ws) = repo();
+    let script = dir.path().join("run.sh");
+    std::fs::write(&script, "#!/bin/sh\n").unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o750)).unwrap();
+    let journal = Journal::new(&ws);
+    let mut txn = journal.begin("run-mode", None);
+    txn.apply(&[FileOp::Delete {
+        path: "run.sh".into(),
+    }])
+    .unwrap();
+    txn.commit().unwrap();
+    journal.rollback_last().unwrap().unwrap();
+    let mode = std::fs::metadata(&script).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o750);
+}
+
+#[test]
+fn a_batch_with_a_refused_op_writes_nothing() {
+    let (dir, ws) = repo();
+    let journal = Journal::new(&ws);
+    let mut txn = journal.begin("run-bad", None);
+    let err = txn
+        .apply(&[op("a.txt", "changed\n"), op("src", "a folder\n")])
+        .unwrap_err();
+    assert!(err.to_string().contains("directory"), "{err}");
+    assert_eq!(read(dir.path(), "a.txt").as_deref(), Some("alpha\n"));
+    let err = txn
+        .apply(&[op("a.txt", "changed\n"), op(".nuvira/journal/x", "x")])
+        .unwrap_err();
+    assert!(err.to_string().contains("off limits"), "{err}");
+    assert_eq!(read(dir.path(), "a.txt").as_deref(), Some("alpha\n"));
+}
