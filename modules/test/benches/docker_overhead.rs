@@ -1,0 +1,2 @@
+//! Docker sandbox overhead (being written).
+fn main() {}

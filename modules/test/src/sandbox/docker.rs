@@ -1,0 +1,599 @@
+//! The Docker sandbox: one fresh, hardened, labelled container per run, removed in every case.
+//!
+//! A run creates a container from the image (default [`super::DEFAULT_IMAGE`]) with:
+//! memory = memory + swap = the limit, `nano_cpus`, `pids_limit`, `network_mode` (`none` by
+//! default), `cap_drop: [ALL]`, `security_opt: [no-new-privileges]`, optionally a read-only root
+//! (then the workdir is an anonymous volume and `/tmp` a tmpfs), the request's read-only bind
+//! mounts and environment, and the label `nuvira.sandbox=1`. The workspace is uploaded as a tar
+//! into `/workspace` (never bind-mounted, so nothing the tests write reaches the host), output is
+//! streamed through an attach, and the container is waited for under the timeout; at the
+//! timeout or on cancellation it gets `SIGKILL`. An out-of-memory kill is read from the engine's
+//! `State.OOMKilled` and reported together with exit code 137.
+//!
+//! Clean-up: the container is named before it is created and a [`RemovalGuard`] is armed with
+//! that name, so even a run whose future is dropped in the middle of the create call (the engine
+//! cancelling a step, a panic) leaves no container: the guard's `Drop` spawns a forced removal
+//! (with its anonymous volumes). [`DockerSandbox::wait_for_cleanup`] waits for such removals.
+//!
+//! With the `nuvira-host` image, the host's toolchain folders are added as read-only mounts (see
+//! [`super::host_toolchain`]) unless the request mounts something at the same path.
+
+use super::{
+    CONTAINER_LABEL, CONTAINER_WORKDIR, DEFAULT_IMAGE, DOCKER_HINT, OnCreated, cap_output,
+    check_collect_path, check_dir, host_toolchain, is_host_image, workspace_entries,
+};
+use bollard::Docker;
+use bollard::container::LogOutput;
+use bollard::models::{ContainerCreateBody, HostConfig, Mount as DockerMount, MountTypeEnum};
+use bollard::query_parameters::{
+    AttachContainerOptions, CreateContainerOptions, DownloadFromContainerOptions,
+    KillContainerOptions, RemoveContainerOptions, UploadToContainerOptions, WaitContainerOptions,
+};
+use futures::StreamExt;
+use nuvira_api::{
+    CancelSignal, NetworkMode, Sandbox, SandboxError, SandboxInfo, SandboxOutcome, SandboxRequest,
+    async_trait,
+};
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+use tokio_util::task::TaskTracker;
+
+/// How long connecting to the engine may take before it counts as not answering.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Runs commands in Docker containers through any engine bollard reaches (`DOCKER_HOST`).
+#[derive(Debug, Clone)]
+pub struct DockerSandbox {
+    docker: Docker,
+    cleanup: TaskTracker,
+}
+
+impl DockerSandbox {
+    /// Connects to the engine (`DOCKER_HOST`, else the local socket) and agrees on an API
+    /// version; returns the sandbox and the engine's version.
+    ///
+    /// # Errors
+    /// [`SandboxError::Unavailable`] when no engine answers, with a message saying how to start
+    /// one.
+    pub async fn connect() -> Result<(Self, String), SandboxError> {
+        let where_ =
+            std::env::var("DOCKER_HOST").unwrap_or_else(|_| "unix:///var/run/docker.sock".into());
+        let unavailable = |e: String| {
+            SandboxError::Unavailable(format!(
+                "no Docker engine answers at {where_} ({e}): {DOCKER_HINT}"
+            ))
+        };
+        let docker = Docker::connect_with_defaults().map_err(|e| unavailable(e.to_string()))?;
+        let docker = tokio::time::timeout(CONNECT_TIMEOUT, docker.negotiate_version())
+            .await
+            .map_err(|_| unavailable("timed out".into()))?
+            .map_err(|e| unavailable(e.to_string()))?;
+        let version = tokio::time::timeout(CONNECT_TIMEOUT, docker.version())
+            .await
+            .map_err(|_| unavailable("timed out".into()))?
+            .map_err(|e| unavailable(e.to_string()))?;
+        Ok((
+            Self {
+                docker,
+                cleanup: TaskTracker::new(),
+            },
+            version
+                .version
+                .unwrap_or_else(|| "(unknown version)".into()),
+        ))
+    }
+
+    /// [`connect`](Self::connect), then checks that `image` exists on the engine.
+    ///
+    /// # Errors
+    /// [`SandboxError::Unavailable`] when no engine answers or the image is missing.
+    pub async fn connect_checked(image: &str) -> Result<(Self, String), SandboxError> {
+        let (sandbox, version) = Self::connect().await?;
+        sandbox.check_image(image).await?;
+        Ok((sandbox, version))
+    }
+
+    /// Checks that `image` exists on the engine.
+    ///
+    /// # Errors
+    /// [`SandboxError::Unavailable`] naming the image and how to get it.
+    pub async fn check_image(&self, image: &str) -> Result<(), SandboxError> {
+        match self.docker.inspect_image(image).await {
+            Ok(_) => Ok(()),
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 404, ..
+            }) => Err(SandboxError::Unavailable(format!(
+                "image {image} is not on the Docker engine: build the local images with `sudo scripts/docker-up.sh` or pull it with `docker pull {image}`"
+            ))),
+            Err(e) => Err(SandboxError::Unavailable(format!(
+                "inspect image {image}: {e}"
+            ))),
+        }
+    }
+
+    /// The engine client, for callers that need more than runs (tests, tools).
+    pub fn client(&self) -> &Docker {
+        &self.docker
+    }
+
+    /// Waits until every container removal started by a dropped run has finished.
+    pub async fn wait_for_cleanup(&self) {
+        self.cleanup.close();
+        self.cleanup.wait().await;
+        self.cleanup.reopen();
+    }
+
+    /// Runs a request, calling `on_created` with the container id once the container exists.
+    ///
+    /// # Errors
+    /// [`SandboxError::Unavailable`] when the engine stops answering or the image is missing,
+    /// [`SandboxError::Failed`] when the engine refuses the container (e.g. a mount's host path
+    /// is missing), [`SandboxError::Cancelled`] when `cancel` fires (the container is killed and
+    /// removed first).
+    pub async fn run_observed(
+        &self,
+        request: &SandboxRequest,
+        cancel: &dyn CancelSignal,
+        on_created: OnCreated<'_>,
+    ) -> Result<SandboxOutcome, SandboxError> {
+        let started = Instant::now();
+        if request.command.is_empty() {
+            return Err(SandboxError::Failed("run an empty command".into()));
+        }
+        if cancel.is_cancelled() {
+            return Err(SandboxError::Cancelled);
+        }
+        let image = request.image.as_deref().unwrap_or(DEFAULT_IMAGE).to_owned();
+        let collect: Vec<_> = request
+            .collect
+            .iter()
+            .map(|p| check_collect_path(p).map(|rel| (p.clone(), rel)))
+            .collect::<Result<_, _>>()?;
+
+        let (workspace, include_ignored) = (request.workspace.clone(), request.include_ignored);
+        let tar = tokio::task::spawn_blocking(move || workspace_tar(&workspace, include_ignored))
+            .await
+            .map_err(|e| SandboxError::Failed(format!("pack the workspace: {e}")))??;
+
+        let name = container_name();
+        let mut guard = RemovalGuard {
+            docker: self.docker.clone(),
+            tracker: self.cleanup.clone(),
+            name: Some(name.clone()),
+        };
+        let body = self.container_body(request, &image)?;
+        let created = self
+            .docker
+            .create_container(
+                Some(CreateContainerOptions {
+                    name: Some(name.clone()),
+                    ..Default::default()
+                }),
+                body,
+            )
+            .await
+            .map_err(|e| self.engine_error(&format!("create a container from {image}"), e))?;
+        let id = created.id;
+        let mut info = SandboxInfo::default();
+        info.kind = "docker".into();
+        info.image = Some(image.clone());
+        info.container_id = Some(id.clone());
+        on_created(&info);
+
+        let result = self
+            .drive(&id, request, tar, cancel, &collect, &info, started)
+            .await;
+        if matches!(result, Err(SandboxError::Cancelled)) {
+            let _ = self
+                .docker
+                .kill_container(
+                    &id,
+                    Some(KillContainerOptions {
+                        signal: "SIGKILL".into(),
+                    }),
+                )
+                .await;
+        }
+        // Removal is awaited here on every path the future survives; the guard covers the rest.
+        guard.disarm();
+        remove(&self.docker, &id).await;
+        result
+    }
+
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "one private step of run_observed"
+    )]
+    async fn drive(
+        &self,
+        id: &str,
+        request: &SandboxRequest,
+        tar: Vec<u8>,
+        cancel: &dyn CancelSignal,
+        collect: &[(String, std::path::PathBuf)],
+        info: &SandboxInfo,
+        started: Instant,
+    ) -> Result<SandboxOutcome, SandboxError> {
+        let docker = &self.docker;
+        docker
+            .upload_to_container(
+                id,
+                Some(UploadToContainerOptions {
+                    path: CONTAINER_WORKDIR.into(),
+                    ..Default::default()
+                }),
+                bollard::body_full(tar.into()),
+            )
+            .await
+            .map_err(|e| self.engine_error("upload the workspace", e))?;
+
+        let attached = docker
+            .attach_container(
+                id,
+                Some(AttachContainerOptions {
+                    stream: true,
+                    stdout: true,
+                    stderr: true,
+                    ..Default::default()
+                }),
+            )
+            .await
+            .map_err(|e| self.engine_error("attach to the container", e))?;
+        let mut output = attached.output;
+        let reader = tokio::spawn(async move {
+            let (mut out, mut err) = (Vec::new(), Vec::new());
+            while let Some(Ok(chunk)) = output.next().await {
+                match chunk {
+                    LogOutput::StdErr { message } => err.extend_from_slice(&message),
+                    LogOutput::StdOut { message } | LogOutput::Console { message } => {
+                        out.extend_from_slice(&message);
+                    }
+                    LogOutput::StdIn { .. } => {}
+                }
+            }
+            (out, err)
+        });
+        let reader_abort = reader.abort_handle();
+        let _abort_reader = AbortOnDrop(reader_abort.clone());
+
+        docker
+            .start_container(id, None::<bollard::query_parameters::StartContainerOptions>)
+            .await
+            .map_err(|e| self.engine_error("start the container", e))?;
+
+        let wait = || async {
+            let mut stream = docker.wait_container(id, None::<WaitContainerOptions>);
+            match stream.next().await {
+                Some(Ok(r)) => Ok(r.status_code),
+                Some(Err(bollard::errors::Error::DockerContainerWaitError { code, .. })) => {
+                    Ok(code)
+                }
+                Some(Err(e)) => Err(self.engine_error("wait for the container", e)),
+                None => Err(SandboxError::Failed(
+                    "wait for the container: the engine closed the stream".into(),
+                )),
+            }
+        };
+        let kill = || async {
+            let _ = docker
+                .kill_container(
+                    id,
+                    Some(KillContainerOptions {
+                        signal: "SIGKILL".into(),
+                    }),
+                )
+                .await;
+        };
+
+        let mut timed_out = false;
+        tokio::select! {
+            r = wait() => { r?; }
+            () = tokio::time::sleep(request.limits.timeout) => {
+                timed_out = true;
+                kill().await;
+                wait().await?;
+            }
+            () = cancel.cancelled() => {
+                kill().await;
+                return Err(SandboxError::Cancelled);
+            }
+        }
+
+        let state = docker
+            .inspect_container(
+                id,
+                None::<bollard::query_parameters::InspectContainerOptions>,
+            )
+            .await
+            .map_err(|e| self.engine_error("inspect the container", e))?
+            .state
+            .unwrap_or_default();
+        let oom_killed = state.oom_killed.unwrap_or(false);
+        let exit_code = if timed_out { None } else { state.exit_code };
+
+        let (stdout, stderr) = match tokio::time::timeout(Duration::from_secs(5), reader).await {
+            Ok(Ok(pair)) => pair,
+            _ => {
+                reader_abort.abort();
+                (Vec::new(), Vec::new())
+            }
+        };
+
+        let mut collected = BTreeMap::new();
+        for (key, rel) in collect {
+            let path = Path::new(CONTAINER_WORKDIR).join(rel);
+            if let Some(bytes) = self.download_file(id, &path.to_string_lossy()).await {
+                collected.insert(key.clone(), bytes);
+            }
+        }
+
+        let mut info = info.clone();
+        info.timed_out = timed_out;
+        info.oom_killed = oom_killed;
+        info.exit_code = exit_code;
+        let mut outcome = SandboxOutcome::default();
+        outcome.exit_code = exit_code;
+        outcome.stdout = cap_output(&stdout);
+        outcome.stderr = cap_output(&stderr);
+        outcome.timed_out = timed_out;
+        outcome.oom_killed = oom_killed;
+        outcome.duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        outcome.info = info;
+        outcome.collected = collected;
+        outcome.workdir = Some(container_workdir(&request.dir));
+        Ok(outcome)
+    }
+
+    fn container_body(
+        &self,
+        request: &SandboxRequest,
+        image: &str,
+    ) -> Result<ContainerCreateBody, SandboxError> {
+        let mut mounts = request.mounts.clone();
+        let mut env: BTreeMap<String, String> = BTreeMap::new();
+        if is_host_image(image) {
+            let (host_mounts, host_env) = host_toolchain();
+            for m in host_mounts {
+                if !mounts.iter().any(|u| u.container == m.container) {
+                    mounts.push(m);
+                }
+            }
+            env.extend(host_env);
+            if request.read_only_root {
+                // cargo writes its package cache lock under CARGO_HOME.
+                env.insert("CARGO_HOME".into(), "/tmp/cargo-home".into());
+            }
+        }
+        env.extend(request.env.clone());
+
+        let mut docker_mounts = Vec::with_capacity(mounts.len());
+        for m in &mounts {
+            if !m.host.exists() {
+                return Err(SandboxError::Failed(format!(
+                    "mount {} at {}: the host path does not exist",
+                    m.host.display(),
+                    m.container
+                )));
+            }
+            let host = std::fs::canonicalize(&m.host).unwrap_or_else(|_| m.host.clone());
+            docker_mounts.push(DockerMount {
+                target: Some(m.container.clone()),
+                source: Some(host.to_string_lossy().into_owned()),
+                typ: Some(MountTypeEnum::BIND),
+                read_only: Some(m.read_only),
+                ..Default::default()
+            });
+        }
+
+        let limits = &request.limits;
+        let memory = i64::try_from(limits.memory_bytes).unwrap_or(i64::MAX);
+        let nano_cpus = (limits.cpus * 1e9).round() as i64;
+        let network = match request.network {
+            NetworkMode::None => "none",
+            NetworkMode::Host => "host",
+            NetworkMode::Bridge => "bridge",
+        };
+        let mut tmpfs = HashMap::new();
+        let mut volumes = None;
+        if request.read_only_root {
+            tmpfs.insert(
+                "/tmp".to_owned(),
+                "rw,exec,nosuid,nodev,mode=1777".to_owned(),
+            );
+            // An anonymous volume (removed with the container) keeps the workdir writable and
+            // lets the workspace be uploaded into a read-only container.
+            volumes = Some(HashMap::from([(
+                CONTAINER_WORKDIR.to_owned(),
+                HashMap::new(),
+            )]));
+        }
+        let host_config = HostConfig {
+            memory: Some(memory),
+            memory_swap: Some(memory),
+            nano_cpus: (nano_cpus > 0).then_some(nano_cpus),
+            pids_limit: Some(i64::from(limits.pids)),
+            network_mode: Some(network.into()),
+            cap_drop: Some(vec!["ALL".into()]),
+            security_opt: Some(vec!["no-new-privileges".into()]),
+            readonly_rootfs: Some(request.read_only_root),
+            tmpfs: (!tmpfs.is_empty()).then_some(tmpfs),
+            mounts: (!docker_mounts.is_empty()).then_some(docker_mounts),
+            ..Default::default()
+        };
+        Ok(ContainerCreateBody {
+            image: Some(image.to_owned()),
+            cmd: Some(request.command.clone()),
+            env: Some(env.iter().map(|(k, v)| format!("{k}={v}")).collect()),
+            working_dir: Some(
+                container_workdir(&check_dir(&request.dir)?)
+                    .to_string_lossy()
+                    .into_owned(),
+            ),
+            labels: Some(HashMap::from([(
+                CONTAINER_LABEL.to_owned(),
+                "1".to_owned(),
+            )])),
+            attach_stdout: Some(true),
+            attach_stderr: Some(true),
+            network_disabled: Some(request.network == NetworkMode::None),
+            volumes,
+            host_config: Some(host_config),
+            ..Default::default()
+        })
+    }
+
+    /// Maps an engine error: connection trouble is "unavailable", a missing image too, anything
+    /// else "failed".
+    fn engine_error(&self, what: &str, e: bollard::errors::Error) -> SandboxError {
+        use bollard::errors::Error as E;
+        match e {
+            E::DockerResponseServerError {
+                status_code: 404,
+                message,
+            } if message.contains("image") => SandboxError::Unavailable(format!(
+                "{what}: {message}: build the local images with `sudo scripts/docker-up.sh`"
+            )),
+            E::DockerResponseServerError { message, .. } => {
+                SandboxError::Failed(format!("{what}: {message}"))
+            }
+            E::HyperResponseError { .. } | E::IOError { .. } | E::RequestTimeoutError => {
+                SandboxError::Unavailable(format!("{what}: {e}: {DOCKER_HINT}"))
+            }
+            other => SandboxError::Failed(format!("{what}: {other}")),
+        }
+    }
+
+    /// One file of the stopped container, or `None` when it is missing.
+    async fn download_file(&self, id: &str, path: &str) -> Option<Vec<u8>> {
+        let mut stream = self
+            .docker
+            .download_from_container(id, Some(DownloadFromContainerOptions { path: path.into() }));
+        let mut tar = Vec::new();
+        while let Some(chunk) = stream.next().await {
+            tar.extend_from_slice(&chunk.ok()?);
+        }
+        let mut archive = tar::Archive::new(tar.as_slice());
+        for entry in archive.entries().ok()? {
+            let mut entry = entry.ok()?;
+            if entry.header().entry_type().is_file() {
+                let mut bytes = Vec::new();
+                std::io::Read::read_to_end(&mut entry, &mut bytes).ok()?;
+                return Some(bytes);
+            }
+        }
+        None
+    }
+}
+
+#[async_trait]
+impl Sandbox for DockerSandbox {
+    fn kind(&self) -> &str {
+        "docker"
+    }
+
+    async fn run(
+        &self,
+        request: &SandboxRequest,
+        cancel: &dyn CancelSignal,
+    ) -> Result<SandboxOutcome, SandboxError> {
+        self.run_observed(request, cancel, &|_| {}).await
+    }
+}
+
+/// Removes a container (forced, with its anonymous volumes); a missing one is fine.
+async fn remove(docker: &Docker, name: &str) {
+    let options = RemoveContainerOptions {
+        force: true,
+        v: true,
+        ..Default::default()
+    };
+    if let Err(e) = docker.remove_container(name, Some(options)).await {
+        let missing = matches!(
+            e,
+            bollard::errors::Error::DockerResponseServerError {
+                status_code: 404,
+                ..
+            }
+        );
+        if !missing {
+            tracing::warn!("failed to remove sandbox container {name}: {e}");
+        }
+    }
+}
+
+/// Removes the container when a run is abandoned (future dropped, panic) before it removed it.
+struct RemovalGuard {
+    docker: Docker,
+    tracker: TaskTracker,
+    name: Option<String>,
+}
+
+impl RemovalGuard {
+    fn disarm(&mut self) {
+        self.name = None;
+    }
+}
+
+impl Drop for RemovalGuard {
+    fn drop(&mut self) {
+        let Some(name) = self.name.take() else {
+            return;
+        };
+        let docker = self.docker.clone();
+        match tokio::runtime::Handle::try_current() {
+            Ok(handle) => {
+                self.tracker
+                    .spawn_on(async move { remove(&docker, &name).await }, &handle);
+            }
+            Err(_) => tracing::warn!(
+                "sandbox container {name} may be left behind (no runtime to remove it): remove it with `docker rm -f {name}`"
+            ),
+        }
+    }
+}
+
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+fn container_workdir(dir: &Path) -> std::path::PathBuf {
+    if dir.as_os_str().is_empty() {
+        CONTAINER_WORKDIR.into()
+    } else {
+        Path::new(CONTAINER_WORKDIR).join(dir)
+    }
+}
+
+fn container_name() -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    format!(
+        "nuvira-sandbox-{}-{}-{nanos:08x}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// The workspace as an uncompressed tar (paths relative to the workspace, links kept as links).
+fn workspace_tar(root: &Path, include_ignored: bool) -> Result<Vec<u8>, SandboxError> {
+    let fail = |p: &Path, e: std::io::Error| {
+        SandboxError::Failed(format!("pack the workspace: {}: {e}", p.display()))
+    };
+    let mut builder = tar::Builder::new(Vec::new());
+    builder.follow_symlinks(false);
+    for rel in workspace_entries(root, include_ignored)? {
+        let full = root.join(&rel);
+        builder
+            .append_path_with_name(&full, &rel)
+            .map_err(|e| fail(&full, e))?;
+    }
+    builder.into_inner().map_err(|e| fail(root, e))
+}

@@ -1,0 +1,284 @@
+//! The local sandbox: a temporary copy of the workspace and a process group.
+//!
+//! The command runs in a fresh copy of the workspace (see [`super::workspace_entries`] for what
+//! is copied) so that whatever it writes (build output, caches, stray files) never touches the
+//! original. It is started as the leader of its own process group; at the timeout, on
+//! cancellation, when the run's future is dropped, and after it exits (to reap background
+//! children it left behind) the whole group gets `SIGKILL`, which a child ignoring `SIGTERM`
+//! cannot survive. Only a process that deliberately leaves the group (`setsid`) escapes.
+//!
+//! Resource limits without `unsafe`: setting rlimits in the child needs `pre_exec`, which is an
+//! `unsafe` API (the closure runs between `fork` and `exec`). Instead, when util-linux's
+//! `prlimit` is on `PATH` (it is on every Debian/Ubuntu system: util-linux is essential), the
+//! command is started as `prlimit --core=0 --data=MEMORY -- COMMAND...`: `prlimit` sets the
+//! limits on itself and `exec`s the command, so they are inherited by everything it starts.
+//! `RLIMIT_DATA` bounds each process's heap, not the group's total, and `RLIMIT_NPROC` is not set
+//! because Linux counts it per user across the whole machine, not per sandbox. For hard limits
+//! on the whole run (memory, processes, network) use the Docker sandbox.
+
+use super::{OnCreated, cap_output, check_collect_path, check_dir, workspace_entries};
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use nuvira_api::{
+    CancelSignal, Sandbox, SandboxError, SandboxInfo, SandboxOutcome, SandboxRequest, async_trait,
+};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+use tokio::io::AsyncReadExt;
+
+/// Runs commands in a temporary copy of the workspace, in their own process group.
+#[derive(Debug, Clone)]
+pub struct LocalSandbox {
+    prlimit: Option<PathBuf>,
+}
+
+impl Default for LocalSandbox {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl LocalSandbox {
+    /// A local sandbox that applies rlimits when `prlimit` is installed.
+    pub fn new() -> Self {
+        Self {
+            prlimit: find_on_path("prlimit"),
+        }
+    }
+
+    /// A local sandbox that applies no rlimits (only the timeout and the process group).
+    pub fn without_rlimits() -> Self {
+        Self { prlimit: None }
+    }
+
+    /// Whether rlimits are applied (`prlimit` was found).
+    pub fn applies_rlimits(&self) -> bool {
+        self.prlimit.is_some()
+    }
+
+    /// Runs a request, calling `on_created` once the workspace copy exists.
+    ///
+    /// # Errors
+    /// [`SandboxError::Failed`] when the copy or the spawn fails (e.g. the command is not
+    /// found), [`SandboxError::Cancelled`] when `cancel` fires (the process group is killed
+    /// first).
+    pub async fn run_observed(
+        &self,
+        request: &SandboxRequest,
+        cancel: &dyn CancelSignal,
+        on_created: OnCreated<'_>,
+    ) -> Result<SandboxOutcome, SandboxError> {
+        let started = Instant::now();
+        let Some(program) = request.command.first() else {
+            return Err(SandboxError::Failed("run an empty command".into()));
+        };
+        if cancel.is_cancelled() {
+            return Err(SandboxError::Cancelled);
+        }
+
+        let copy = tempfile::Builder::new()
+            .prefix("nuvira-sandbox-")
+            .tempdir()
+            .map_err(|e| SandboxError::Failed(format!("create a temporary folder: {e}")))?;
+        let (src, dst, include_ignored) = (
+            request.workspace.clone(),
+            copy.path().to_path_buf(),
+            request.include_ignored,
+        );
+        tokio::task::spawn_blocking(move || copy_workspace(&src, &dst, include_ignored))
+            .await
+            .map_err(|e| SandboxError::Failed(format!("copy the workspace: {e}")))??;
+
+        let mut info = SandboxInfo::default();
+        info.kind = "local".into();
+        on_created(&info);
+
+        let workdir = copy.path().join(check_dir(&request.dir)?);
+        // Resolve the program first, so that a missing one is the same clear error with or
+        // without the prlimit wrapper.
+        if !program.contains('/') {
+            let path = request
+                .env
+                .get("PATH")
+                .cloned()
+                .or_else(|| std::env::var("PATH").ok())
+                .unwrap_or_default();
+            if !std::env::split_paths(&path).any(|d| d.join(program).is_file()) {
+                return Err(SandboxError::Failed(format!(
+                    "start `{program}`: no such program on PATH; install it or give its full path"
+                )));
+            }
+        }
+        let mut cmd = match &self.prlimit {
+            Some(prlimit) => {
+                let mut c = tokio::process::Command::new(prlimit);
+                c.arg("--core=0")
+                    .arg(format!("--data={}", request.limits.memory_bytes))
+                    .arg("--")
+                    .args(&request.command);
+                c
+            }
+            None => {
+                let mut c = tokio::process::Command::new(program);
+                c.args(&request.command[1..]);
+                c
+            }
+        };
+        cmd.current_dir(&workdir)
+            .envs(&request.env)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true);
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| SandboxError::Failed(format!("start `{program}`: {e}")))?;
+        let group = GroupGuard(child.id().and_then(|id| i32::try_from(id).ok()));
+
+        let mut stdout = child.stdout.take();
+        let mut stderr = child.stderr.take();
+        let out_task = tokio::spawn(async move { read_all(stdout.as_mut()).await });
+        let err_task = tokio::spawn(async move { read_all(stderr.as_mut()).await });
+
+        let mut timed_out = false;
+        let status = tokio::select! {
+            status = child.wait() => status,
+            () = tokio::time::sleep(request.limits.timeout) => {
+                timed_out = true;
+                group.kill();
+                child.wait().await
+            }
+            () = cancel.cancelled() => {
+                group.kill();
+                let _ = child.wait().await;
+                out_task.abort();
+                err_task.abort();
+                return Err(SandboxError::Cancelled);
+            }
+        }
+        .map_err(|e| SandboxError::Failed(format!("wait for `{program}`: {e}")))?;
+        // Background children the command left behind die with it.
+        group.kill();
+
+        // A process that left the group may still hold the pipes open: stop reading after a
+        // short grace period rather than waiting for it.
+        let grace = Duration::from_secs(2);
+        let stdout = join_output(out_task, grace).await;
+        let stderr = join_output(err_task, grace).await;
+
+        let exit_code = if timed_out {
+            None
+        } else {
+            use std::os::unix::process::ExitStatusExt;
+            status
+                .code()
+                .map(i64::from)
+                .or_else(|| status.signal().map(|s| 128 + i64::from(s)))
+        };
+
+        let mut collected = BTreeMap::new();
+        for p in &request.collect {
+            let rel = check_collect_path(p)?;
+            if let Ok(bytes) = std::fs::read(copy.path().join(rel)) {
+                collected.insert(p.clone(), bytes);
+            }
+        }
+
+        info.timed_out = timed_out;
+        info.exit_code = exit_code;
+        let mut outcome = SandboxOutcome::default();
+        outcome.exit_code = exit_code;
+        outcome.stdout = cap_output(&stdout);
+        outcome.stderr = cap_output(&stderr);
+        outcome.timed_out = timed_out;
+        outcome.duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        outcome.info = info;
+        outcome.collected = collected;
+        outcome.workdir = Some(workdir);
+        Ok(outcome)
+    }
+}
+
+#[async_trait]
+impl Sandbox for LocalSandbox {
+    fn kind(&self) -> &str {
+        "local"
+    }
+
+    async fn run(
+        &self,
+        request: &SandboxRequest,
+        cancel: &dyn CancelSignal,
+    ) -> Result<SandboxOutcome, SandboxError> {
+        self.run_observed(request, cancel, &|_| {}).await
+    }
+}
+
+/// Kills the process group on drop (the run's future being dropped counts as cancellation).
+struct GroupGuard(Option<i32>);
+
+impl GroupGuard {
+    fn kill(&self) {
+        if let Some(pgid) = self.0 {
+            // ESRCH (the group is already gone) is the expected case after a clean exit.
+            let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
+        }
+    }
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+async fn read_all<R: tokio::io::AsyncRead + Unpin>(r: Option<&mut R>) -> Vec<u8> {
+    let mut buf = Vec::new();
+    if let Some(r) = r {
+        let _ = r.read_to_end(&mut buf).await;
+    }
+    buf
+}
+
+async fn join_output(task: tokio::task::JoinHandle<Vec<u8>>, grace: Duration) -> Vec<u8> {
+    let abort = task.abort_handle();
+    match tokio::time::timeout(grace, task).await {
+        Ok(Ok(bytes)) => bytes,
+        _ => {
+            abort.abort();
+            Vec::new()
+        }
+    }
+}
+
+/// Copies the workspace entries into `dst`: folders, files (with their permissions) and
+/// symbolic links (as links).
+fn copy_workspace(src: &Path, dst: &Path, include_ignored: bool) -> Result<(), SandboxError> {
+    let fail = |what: &str, p: &Path, e: std::io::Error| {
+        SandboxError::Failed(format!("copy the workspace: {what} {}: {e}", p.display()))
+    };
+    for rel in workspace_entries(src, include_ignored)? {
+        let from = src.join(&rel);
+        let to = dst.join(&rel);
+        let meta = std::fs::symlink_metadata(&from).map_err(|e| fail("read", &from, e))?;
+        if meta.is_dir() {
+            std::fs::create_dir_all(&to).map_err(|e| fail("create", &to, e))?;
+        } else if meta.file_type().is_symlink() {
+            let target = std::fs::read_link(&from).map_err(|e| fail("read link", &from, e))?;
+            std::os::unix::fs::symlink(target, &to).map_err(|e| fail("create link", &to, e))?;
+        } else if meta.is_file() {
+            std::fs::copy(&from, &to).map_err(|e| fail("copy", &from, e))?;
+        }
+    }
+    Ok(())
+}
+
+fn find_on_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
