@@ -886,3 +886,221 @@ fn every_fixture_case_with_a_nonzero_exit_is_a_failed_run() {
         );
     }
 }
+
+// ---------------------------------------------------------------- detection
+
+mod detection {
+    use super::fixtures;
+    use nuvira_api::{SandboxInfo, SandboxOutcome};
+    use nuvira_test::detect::{self, DetectOptions, Detected, Framework, NextestPolicy};
+    use nuvira_test::parse;
+    use std::fs;
+    use std::path::{Path, PathBuf};
+
+    fn copy_dir(from: &Path, to: &Path) {
+        fs::create_dir_all(to).expect("mkdir");
+        for entry in fs::read_dir(from).expect("read_dir") {
+            let entry = entry.expect("entry");
+            let target = to.join(entry.file_name());
+            if entry.file_type().expect("type").is_dir() {
+                copy_dir(&entry.path(), &target);
+            } else {
+                fs::copy(entry.path(), &target).expect("copy");
+            }
+        }
+    }
+
+    /// A monorepo made of the fixture projects: Rust at the root, Go, jest, vitest and a
+    /// pytest project in sub-folders, plus decoys that must be skipped.
+    fn monorepo() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path();
+        copy_dir(&fixtures().join("cargo/basic-default.src"), root);
+        copy_dir(
+            &fixtures().join("go/basic-default.src"),
+            &root.join("services/api"),
+        );
+        copy_dir(
+            &fixtures().join("jest/basic-default.src"),
+            &root.join("web/legacy"),
+        );
+        copy_dir(
+            &fixtures().join("vitest/basic-default.src"),
+            &root.join("web/app"),
+        );
+        copy_dir(
+            &fixtures().join("pytest/basic-default.src"),
+            &root.join("py"),
+        );
+        fs::write(root.join("py/pytest.ini"), "[pytest]\n").expect("write");
+        // Decoys: dependencies and build output are never projects of their own.
+        copy_dir(
+            &fixtures().join("jest/basic-default.src"),
+            &root.join("web/app/node_modules/jest"),
+        );
+        copy_dir(
+            &fixtures().join("go/basic-default.src"),
+            &root.join("target/debug/go"),
+        );
+        dir
+    }
+
+    #[test]
+    fn a_monorepo_yields_every_framework_with_its_reason_and_command() {
+        let repo = monorepo();
+        let found = detect::available_frameworks(repo.path()).expect("detect");
+        let summary: Vec<(Option<Framework>, PathBuf)> =
+            found.iter().map(|d| (d.framework, d.dir.clone())).collect();
+        assert_eq!(
+            summary,
+            vec![
+                (Some(Framework::Cargo), PathBuf::new()),
+                (Some(Framework::Pytest), PathBuf::from("py")),
+                (Some(Framework::Go), PathBuf::from("services/api")),
+                (Some(Framework::Vitest), PathBuf::from("web/app")),
+                (Some(Framework::Jest), PathBuf::from("web/legacy")),
+            ]
+        );
+        let by = |f: Framework| {
+            found
+                .iter()
+                .find(|d| d.framework == Some(f))
+                .expect("detected")
+        };
+        let cargo = by(Framework::Cargo);
+        assert_eq!(
+            cargo.reason,
+            "Cargo.toml: [package] name = \"fixture_basic\""
+        );
+        assert_eq!(cargo.command, ["cargo", "test", "--no-fail-fast"]);
+        let go = by(Framework::Go);
+        assert_eq!(go.reason, "services/api/go.mod: module example.com/fixture");
+        assert_eq!(go.command, ["go", "test", "-json", "./..."]);
+        let py = by(Framework::Pytest);
+        assert_eq!(py.reason, "py/pytest.ini");
+        assert_eq!(py.collect, ["py/.nuvira-pytest-junit.xml"]);
+        assert!(
+            py.command
+                .iter()
+                .any(|a| a == "--junitxml=.nuvira-pytest-junit.xml")
+        );
+        let vitest = by(Framework::Vitest);
+        assert!(
+            vitest.reason.starts_with("web/app/package.json: "),
+            "{}",
+            vitest.reason
+        );
+        assert!(vitest.command.iter().any(|a| a == "--reporter=json"));
+        assert_eq!(vitest.collect, ["web/app/.nuvira-vitest-report.json"]);
+        let jest = by(Framework::Jest);
+        assert_eq!(jest.reason, "web/legacy/package.json: dependencies.jest");
+        assert!(jest.command.iter().any(|a| a == "--json"));
+    }
+
+    #[test]
+    fn depth_limit_and_nextest_policy() {
+        let repo = monorepo();
+        let shallow =
+            detect::available_frameworks_with(repo.path(), &DetectOptions::default().max_depth(1))
+                .expect("detect");
+        let dirs: Vec<_> = shallow
+            .iter()
+            .map(|d| d.dir.to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(
+            dirs,
+            ["", "py"],
+            "services/api and web/* are two levels down"
+        );
+        let nextest = detect::available_frameworks_with(
+            repo.path(),
+            &DetectOptions::default()
+                .max_depth(0)
+                .nextest(NextestPolicy::Always),
+        )
+        .expect("detect");
+        assert_eq!(nextest.len(), 1);
+        assert_eq!(nextest[0].framework, Some(Framework::Nextest));
+        assert_eq!(
+            nextest[0].command[..4],
+            ["cargo", "nextest", "run", "--no-fail-fast"]
+        );
+        assert_eq!(
+            nextest[0]
+                .env
+                .get("NEXTEST_EXPERIMENTAL_LIBTEST_JSON")
+                .map(String::as_str),
+            Some("1")
+        );
+    }
+
+    #[test]
+    fn pyproject_and_scripts_reasons() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        fs::write(
+            dir.path().join("pyproject.toml"),
+            "[project]\nname = \"x\"\n[tool.pytest.ini_options]\naddopts = \"-q\"\n",
+        )
+        .expect("write");
+        fs::create_dir_all(dir.path().join("ui")).expect("mkdir");
+        fs::write(
+            dir.path().join("ui/package.json"),
+            r#"{"scripts":{"test":"vitest run"},"devDependencies":{"jest":"29"}}"#,
+        )
+        .expect("write");
+        let found = detect::available_frameworks(dir.path()).expect("detect");
+        let reasons: Vec<_> = found.iter().map(|d| d.reason.as_str()).collect();
+        assert_eq!(
+            reasons,
+            [
+                "pyproject.toml: [tool.pytest.ini_options]",
+                "ui/package.json: scripts.test runs vitest"
+            ]
+        );
+    }
+
+    #[test]
+    fn an_unreadable_root_is_a_clear_error() {
+        let err = detect::available_frameworks(Path::new("/nonexistent/nuvira-repo")).unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.contains("/nonexistent/nuvira-repo")
+                && text.contains("pass an existing project folder"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn explicit_commands_win_and_parse_through_parse_outcome() {
+        let d = Detected::explicit(vec!["npx".into(), "jest".into(), "basic/".into()], None, "");
+        assert_eq!(d.framework, Some(Framework::Jest));
+        assert_eq!(d.reason, "explicit command");
+        let out = super::output("jest", "basic-default");
+        let mut outcome = SandboxOutcome::default();
+        outcome.stdout = out.stdout;
+        outcome.stderr = out.stderr;
+        outcome.exit_code = out.exit_code;
+        outcome.duration_ms = 1234;
+        outcome.workdir = Some(PathBuf::from("/home/dev/projects/jest"));
+        outcome.info = SandboxInfo::default();
+        let r = parse::parse_outcome(&d, &outcome, None);
+        assert_eq!((r.passed, r.failed), (2, 2));
+        assert_eq!(r.command.as_deref(), Some("npx jest basic/"));
+        assert_eq!(r.duration_ms, 1234, "the sandbox's wall-clock time wins");
+        assert!(r.sandbox.is_some());
+        // A collected JSON report is used in place of the terminal output.
+        let json = super::output("jest", "basic-json");
+        outcome.collected.insert(
+            "web/.nuvira-jest-report.json".into(),
+            json.stdout.into_bytes(),
+        );
+        outcome.stderr.clear();
+        let r = parse::parse_outcome(&d, &outcome, None);
+        assert_eq!((r.passed, r.failed), (2, 2));
+        assert!(
+            r.failures[0].message.starts_with("SyntaxError"),
+            "from the JSON report: {:?}",
+            r.failures[0]
+        );
+    }
+}

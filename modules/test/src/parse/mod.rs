@@ -28,7 +28,7 @@ pub mod libtest;
 pub mod nextest;
 pub mod pytest;
 
-use crate::detect::Framework;
+use crate::detect::{Detected, Framework};
 use nuvira_api::{SandboxOutcome, TestFailure, TestResult};
 use regex::Regex;
 use std::borrow::Cow;
@@ -156,6 +156,17 @@ pub fn parse_output(
     output: &RunnerOutput,
     root: Option<&Path>,
 ) -> TestResult {
+    parse_output_with(framework, output, root, root.and_then(go_module_of))
+}
+
+/// [`parse_output`] with the Go module path given (`go.mod`'s `module` line), for when `root`
+/// is no longer readable (a sandbox copy that was removed).
+pub fn parse_output_with(
+    framework: Framework,
+    output: &RunnerOutput,
+    root: Option<&Path>,
+    go_module: Option<String>,
+) -> TestResult {
     let ctx = Ctx::new(root);
     let tally = match framework {
         Framework::Cargo => libtest::parse_cargo(output, &ctx),
@@ -163,10 +174,55 @@ pub fn parse_output(
         Framework::Pytest => pytest::parse(output, &ctx),
         Framework::Vitest => js::parse_vitest(output, &ctx),
         Framework::Jest => js::parse_jest(output, &ctx),
-        Framework::Go => gotest::parse(output, &ctx, root.and_then(go_module_of)),
+        Framework::Go => gotest::parse(output, &ctx, go_module),
     };
     let mut result = tally.finish(output);
     result.framework = Some(framework.as_str().to_owned());
+    result
+}
+
+/// Parses what a sandbox run of a [`Detected`] command left behind — the one call the test
+/// module needs after `Sandbox::run`.
+///
+/// Paths are made relative to `outcome.workdir` (where the command ran); `workspace` is the
+/// host workspace root, read only for `go.mod`. The result carries the framework, the command
+/// line, the sandbox info and the wall-clock duration of the run.
+pub fn parse_outcome(
+    detected: &Detected,
+    outcome: &SandboxOutcome,
+    workspace: Option<&Path>,
+) -> TestResult {
+    let output = RunnerOutput::from_outcome(outcome);
+    let root = outcome.workdir.as_deref();
+    let mut result = match detected.framework {
+        Some(framework) => {
+            let module = workspace
+                .map(|w| w.join(&detected.dir))
+                .and_then(|d| go_module_of(&d))
+                .or_else(|| root.and_then(go_module_of));
+            parse_output_with(framework, &output, root, module)
+        }
+        None => parse_any(&output, root),
+    };
+    if outcome.oom_killed {
+        result.failures.insert(
+            0,
+            TestFailure::new(
+                "test run",
+                "the test run was killed for exceeding its memory limit",
+            ),
+        );
+        if result.failed == 0 {
+            result.failed = 1;
+            result.total = result.passed + 1;
+        }
+        result.success = false;
+    }
+    result.command = Some(detected.command_line());
+    result.sandbox = Some(outcome.info.clone());
+    if outcome.duration_ms > 0 {
+        result.duration_ms = outcome.duration_ms;
+    }
     result
 }
 
