@@ -96,4 +96,45 @@ pub trait SyntaxChecker: Send + Sync {
     fn language_for(&self, path: &str) -> Option<&'static str>;
     /// Checks a file's text.
     fn check(&self, path: &str, source: &str) -> SyntaxReport;
+
+    /// Only the problems `new` introduces compared with `original`, as a report on `new`, so
+    /// that a file that was already broken can still be edited.
+    ///
+    /// The default checks both texts and drops each diagnostic of `new` that matches a
+    /// not-yet-matched diagnostic of `original` with the same node kind, message and trimmed
+    /// line text (line numbers are not compared: they shift with the edit). Checkers with a
+    /// better notion of "the same error" override it.
+    fn check_introduced(&self, path: &str, original: &str, new: &str) -> SyntaxReport {
+        let mut after = self.check(path, new);
+        if after.is_clean() {
+            return after;
+        }
+        let before = self.check(path, original);
+        let line = |text: &str, n: u32| -> String {
+            let idx = (n as usize).saturating_sub(1);
+            text.lines().nth(idx).unwrap_or("").trim().to_owned()
+        };
+        let mut old: Vec<(String, String, String)> = before
+            .diagnostics
+            .iter()
+            .map(|d| {
+                (
+                    d.node_kind.clone(),
+                    d.message.clone(),
+                    line(original, d.line),
+                )
+            })
+            .collect();
+        after.diagnostics.retain(|d| {
+            let key = (d.node_kind.clone(), d.message.clone(), line(new, d.line));
+            match old.iter().position(|k| *k == key) {
+                Some(i) => {
+                    old.swap_remove(i);
+                    false
+                }
+                None => true,
+            }
+        });
+        after
+    }
 }

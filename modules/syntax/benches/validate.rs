@@ -1,0 +1,49 @@
+//! Syntax validation throughput against plain tree-sitter parsing of the same bytes.
+//!
+//! `parse` is the baseline: a parser created once, `parser.parse(text, None)`. `validate` is
+//! what the edit module calls: `TreeSitterChecker::check` (cached per-thread parser, parse,
+//! `has_error` gate, diagnostics). `introduced` is `check_introduced` on an unchanged file.
+//! `validate-broken` checks the same file with one deleted closing brace (the error path).
+//! Target: validate ≤ 1.2 × parse.
+#![allow(clippy::expect_used, reason = "a bench without its fixture cannot run")]
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use nuvira_api::SyntaxChecker;
+use nuvira_syntax::{Language, TreeSitterChecker};
+use std::hint::black_box;
+
+const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures");
+
+fn bench(c: &mut Criterion) {
+    let files = [
+        ("rust_regex_automata_meta_regex.rs", Language::Rust),
+        ("ts_zod_v3_types.ts", Language::TypeScript),
+    ];
+    let checker = TreeSitterChecker::new();
+    for (name, lang) in files {
+        let text = std::fs::read_to_string(format!("{FIXTURES}/{name}")).expect("fixture");
+        let broken = text.replacen("\n    }\n\n", "\n\n\n", 1);
+        let mut group = c.benchmark_group(name);
+        group.throughput(Throughput::Bytes(text.len() as u64));
+        let mut parser = tree_sitter::Parser::new();
+        parser
+            .set_language(&lang.grammar().expect("grammar"))
+            .expect("abi");
+        group.bench_function("parse", |b| {
+            b.iter(|| black_box(parser.parse(black_box(&text), None)))
+        });
+        group.bench_function("validate", |b| {
+            b.iter(|| black_box(checker.check(name, black_box(&text))))
+        });
+        group.bench_function("introduced", |b| {
+            b.iter(|| black_box(checker.check_introduced(name, &text, black_box(&text))))
+        });
+        group.bench_function("validate-broken", |b| {
+            b.iter(|| black_box(checker.check(name, black_box(&broken))))
+        });
+        group.finish();
+    }
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
