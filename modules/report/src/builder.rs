@@ -1,0 +1,855 @@
+//! Folding events into an [`ExecutionReport`], and reading stored JSONL event files.
+
+use crate::ReportError;
+use nuvira_api::report::{
+    ExecutionReport, Finding, FindingKind, ReportCounts, StepRecord, TestTotals,
+    VerificationSummary,
+};
+use nuvira_api::{
+    CheckStatus, EditPreview, Event, EventKind, ExecutionPlan, RunStatus, Severity, StepOutput,
+    StepStatus, TestFailure, TestResult, VerificationCheck, VerificationResult,
+};
+use std::collections::{BTreeSet, HashMap};
+use std::io::BufRead;
+use std::path::Path;
+
+/// Folds a run's events, one at a time, into an [`ExecutionReport`].
+///
+/// Feed it every event of a run in order ([`fold`](Self::fold) for borrowed events from a live
+/// bus, [`fold_owned`](Self::fold_owned) to move payloads in without copying), then call
+/// [`finish`](Self::finish). Events of other runs are not filtered: give it one run's stream.
+/// Unknown steps (added at run time) are appended in the order they first appear.
+#[derive(Debug, Default, Clone)]
+pub struct ReportBuilder {
+    report: ExecutionReport,
+    index: HashMap<String, usize>,
+    start_ts: Option<u64>,
+    first_ts: Option<u64>,
+    last_ts: u64,
+    last_seq: Option<u64>,
+    live_failures: HashMap<usize, Vec<TestFailure>>,
+    live_checks: HashMap<usize, Vec<VerificationCheck>>,
+    completed: bool,
+}
+
+impl ReportBuilder {
+    /// An empty builder.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A builder that already knows the plan (for a report built inside a run, from upstream
+    /// step outputs rather than events).
+    pub fn with_plan(run_id: &str, plan: &ExecutionPlan) -> Self {
+        let mut b = Self::new();
+        b.report.run_id = run_id.to_owned();
+        b.apply_plan(plan);
+        b
+    }
+
+    /// A builder for a run known by id and goal (a report step inside a run).
+    pub fn for_run(run_id: &str, goal: &str, dry_run: bool) -> Self {
+        let mut b = Self::new();
+        b.report.run_id = run_id.to_owned();
+        b.report.goal = goal.to_owned();
+        b.report.dry_run = dry_run;
+        b
+    }
+
+    /// Records the output of a step that succeeded, as a report step does with its upstream
+    /// outputs (`ctx.inputs.upstream()`).
+    pub fn record_output(&mut self, step_id: &str, module: Option<&str>, output: StepOutput) {
+        let i = self.step_index(step_id, module);
+        let rec = &mut self.report.steps[i];
+        rec.status = StepStatus::Succeeded;
+        rec.attempts = rec.attempts.max(1);
+        absorb_output(rec, output);
+    }
+
+    /// Folds one event (payloads that the report keeps are cloned).
+    pub fn fold(&mut self, event: &Event) {
+        self.stamp(event);
+        match &event.kind {
+            EventKind::RunStarted { plan, dry_run, .. } => {
+                self.report.dry_run = *dry_run;
+                self.apply_plan(plan);
+            }
+            EventKind::StepSucceeded {
+                duration_ms,
+                output,
+            } => {
+                if let Some(i) = self.scoped(event) {
+                    self.succeeded(i, *duration_ms, output.clone());
+                }
+            }
+            EventKind::StepFailed {
+                category,
+                message,
+                recoverable: _,
+                evidence,
+                duration_ms,
+                output,
+            } => {
+                if let Some(i) = self.scoped(event) {
+                    self.failed(
+                        i,
+                        *category,
+                        message.clone(),
+                        evidence.clone(),
+                        *duration_ms,
+                        output.clone(),
+                    );
+                }
+            }
+            EventKind::TestFailed { failure } => {
+                if let Some(i) = self.scoped(event) {
+                    self.live_failures
+                        .entry(i)
+                        .or_default()
+                        .push(failure.clone());
+                }
+            }
+            EventKind::VerifyCheck { check } => {
+                if let Some(i) = self.scoped(event) {
+                    self.live_checks.entry(i).or_default().push(check.clone());
+                }
+            }
+            _ => self.fold_small(event),
+        }
+    }
+
+    /// Folds one event, moving its payload into the report.
+    pub fn fold_owned(&mut self, event: Event) {
+        self.stamp(&event);
+        let scoped = self.scoped(&event);
+        match (event.kind, scoped) {
+            (EventKind::RunStarted { plan, dry_run, .. }, _) => {
+                self.report.dry_run = dry_run;
+                self.apply_plan(&plan);
+            }
+            (
+                EventKind::StepSucceeded {
+                    duration_ms,
+                    output,
+                },
+                Some(i),
+            ) => self.succeeded(i, duration_ms, output),
+            (
+                EventKind::StepFailed {
+                    category,
+                    message,
+                    evidence,
+                    duration_ms,
+                    output,
+                    ..
+                },
+                Some(i),
+            ) => self.failed(i, category, message, evidence, duration_ms, output),
+            (EventKind::TestFailed { failure }, Some(i)) => {
+                self.live_failures.entry(i).or_default().push(failure);
+            }
+            (EventKind::VerifyCheck { check }, Some(i)) => {
+                self.live_checks.entry(i).or_default().push(check);
+            }
+            (kind, _) => {
+                let ev = Event {
+                    seq: event.seq,
+                    ts: event.ts,
+                    run_id: event.run_id,
+                    step_id: event.step_id,
+                    kind,
+                };
+                self.fold_small(&ev);
+            }
+        }
+    }
+
+    /// Events whose payloads are small or not kept.
+    fn fold_small(&mut self, event: &Event) {
+        match &event.kind {
+            EventKind::RunCompleted {
+                status,
+                duration_ms,
+                ..
+            } => {
+                self.report.status = Some(*status);
+                self.report.duration_ms = *duration_ms;
+                self.completed = true;
+            }
+            EventKind::RunCancelled { reason } => {
+                self.report.status = Some(RunStatus::Cancelled);
+                self.report.cancel_reason = Some(reason.clone());
+            }
+            EventKind::PlanStarted { goal, .. } if self.report.goal.is_empty() => {
+                self.report.goal.clone_from(goal);
+            }
+            EventKind::PlanStepCreated { step, module } => {
+                self.step_index(step, Some(module));
+            }
+            EventKind::StepReady => {
+                self.scoped(event);
+            }
+            EventKind::StepStarted { module, attempt } => {
+                let Some(id) = event.step_id.as_deref() else {
+                    return;
+                };
+                let i = self.step_index(id, Some(module));
+                let offset = self.offset(event.ts);
+                let rec = &mut self.report.steps[i];
+                rec.status = StepStatus::Running;
+                rec.attempts = rec.attempts.max(*attempt);
+                rec.started_ms = Some(offset);
+            }
+            EventKind::StepSkipped { reason, cause } => {
+                if let Some(i) = self.scoped(event) {
+                    let rec = &mut self.report.steps[i];
+                    rec.status = StepStatus::Skipped;
+                    rec.message = Some(reason.clone());
+                    rec.skip_cause.clone_from(cause);
+                    rec.category = cause
+                        .as_ref()
+                        .map(|_| nuvira_api::ErrorCategory::DependencyFailed);
+                }
+            }
+            EventKind::EditRolledBack { paths, .. } => {
+                if let Some(i) = self.scoped(event) {
+                    let rec = &mut self.report.steps[i];
+                    for p in paths {
+                        if !rec.rolled_back.contains(p) {
+                            rec.rolled_back.push(p.clone());
+                        }
+                    }
+                }
+            }
+            EventKind::RecoverAttempt { attempt, .. } => {
+                if let Some(i) = self.scoped(event) {
+                    let rec = &mut self.report.steps[i];
+                    rec.repair_attempts = rec.repair_attempts.max(*attempt);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn stamp(&mut self, event: &Event) {
+        if self.report.run_id.is_empty() {
+            self.report.run_id = event.run_id.to_string();
+        }
+        self.first_ts.get_or_insert(event.ts);
+        self.last_ts = self.last_ts.max(event.ts);
+        self.last_seq = Some(event.seq);
+        self.report.events += 1;
+        if matches!(event.kind, EventKind::RunStarted { .. }) {
+            self.start_ts = Some(event.ts);
+            self.report.started_at_ms = Some(event.ts);
+        }
+    }
+
+    fn offset(&self, ts: u64) -> u64 {
+        ts.saturating_sub(self.start_ts.or(self.first_ts).unwrap_or(ts))
+    }
+
+    fn scoped(&mut self, event: &Event) -> Option<usize> {
+        event.step_id.as_deref().map(|id| self.step_index(id, None))
+    }
+
+    fn step_index(&mut self, id: &str, module: Option<&str>) -> usize {
+        if let Some(&i) = self.index.get(id) {
+            if let Some(m) = module
+                && self.report.steps[i].module.is_empty()
+            {
+                m.clone_into(&mut self.report.steps[i].module);
+            }
+            return i;
+        }
+        let i = self.report.steps.len();
+        self.report.steps.push(StepRecord::pending(
+            id,
+            module.unwrap_or_default(),
+            Vec::new(),
+        ));
+        self.index.insert(id.to_owned(), i);
+        i
+    }
+
+    fn apply_plan(&mut self, plan: &ExecutionPlan) {
+        if !plan.goal.is_empty() {
+            self.report.goal.clone_from(&plan.goal);
+        }
+        for step in &plan.steps {
+            let i = self.step_index(&step.id, Some(&step.module));
+            let rec = &mut self.report.steps[i];
+            rec.depends_on.clone_from(&step.depends_on);
+            rec.description.clone_from(&step.description);
+        }
+    }
+
+    fn succeeded(&mut self, i: usize, duration_ms: u64, output: StepOutput) {
+        let live = self.take_live(i);
+        let rec = &mut self.report.steps[i];
+        rec.status = StepStatus::Succeeded;
+        rec.duration_ms = Some(duration_ms);
+        rec.attempts = rec.attempts.max(1);
+        absorb_output(rec, output);
+        absorb_live(rec, live);
+    }
+
+    fn failed(
+        &mut self,
+        i: usize,
+        category: nuvira_api::ErrorCategory,
+        message: String,
+        evidence: Vec<String>,
+        duration_ms: u64,
+        output: Option<StepOutput>,
+    ) {
+        let live = self.take_live(i);
+        let rec = &mut self.report.steps[i];
+        rec.status = StepStatus::Failed;
+        rec.duration_ms = Some(duration_ms);
+        rec.attempts = rec.attempts.max(1);
+        rec.category = Some(category);
+        rec.evidence = evidence;
+        if let Some(out) = output {
+            absorb_output(rec, out);
+        }
+        absorb_live(rec, live);
+        if !rec.findings.iter().any(|f| f.severity == Severity::Error) {
+            let mut f = Finding::new(
+                FindingKind::StepFailure,
+                Severity::Error,
+                format!("nuvira/step-failure/{}", category.as_str()),
+                format!("step `{}` failed ({category})", rec.id),
+                message.clone(),
+            );
+            if !rec.evidence.is_empty() {
+                f.detail = rec.evidence.join("\n");
+            }
+            rec.findings.push(f);
+        }
+        rec.message = Some(message);
+    }
+
+    fn take_live(&mut self, i: usize) -> (Vec<TestFailure>, Vec<VerificationCheck>) {
+        (
+            self.live_failures.remove(&i).unwrap_or_default(),
+            self.live_checks.remove(&i).unwrap_or_default(),
+        )
+    }
+
+    /// The report so far, without consuming the builder (e.g. for a progress display).
+    pub fn snapshot(&self) -> ExecutionReport {
+        self.clone().finish()
+    }
+
+    /// Finishes the report: counts, summary, follow-up suggestions, report id.
+    pub fn finish(mut self) -> ExecutionReport {
+        // Test failures and checks streamed by steps that never delivered an output (cancelled,
+        // still running when the stream ended) are still worth reporting.
+        let mut pending: Vec<usize> = self
+            .live_failures
+            .keys()
+            .chain(self.live_checks.keys())
+            .copied()
+            .collect();
+        pending.sort_unstable();
+        pending.dedup();
+        for i in pending {
+            let live = self.take_live(i);
+            absorb_live(&mut self.report.steps[i], live);
+        }
+        let mut r = self.report;
+        if !self.completed {
+            r.duration_ms = self
+                .last_ts
+                .saturating_sub(self.start_ts.or(self.first_ts).unwrap_or(self.last_ts));
+            if r.status.is_none()
+                && r.steps.iter().all(|s| is_terminal(s.status))
+                && !r.steps.is_empty()
+            {
+                // A stream without `run:completed` whose steps all ended still has an outcome.
+                r.status = Some(if r.steps.iter().any(|s| s.status == StepStatus::Failed) {
+                    RunStatus::Failed
+                } else {
+                    RunStatus::Succeeded
+                });
+            }
+        }
+        r.counts = count(&r.steps);
+        r.follow_up = follow_up(&r);
+        r.summary = summary(&r);
+        r.report_id = format!(
+            "{}-{}",
+            if r.run_id.is_empty() {
+                "report"
+            } else {
+                &r.run_id
+            },
+            &crate::stable_hash(&[
+                &r.run_id,
+                &self.last_seq.map(|s| s.to_string()).unwrap_or_default(),
+                &r.events.to_string(),
+                &self.last_ts.to_string(),
+            ])[..8]
+        );
+        r
+    }
+}
+
+fn is_terminal(s: StepStatus) -> bool {
+    matches!(
+        s,
+        StepStatus::Succeeded | StepStatus::Failed | StepStatus::Skipped
+    )
+}
+
+/// Distils a step output into the record's typed fields, and keeps the output.
+fn absorb_output(rec: &mut StepRecord, output: StepOutput) {
+    match &output {
+        StepOutput::Edit(r) => absorb_edit(rec, &r.preview),
+        StepOutput::EditPreview(p) => absorb_edit(rec, p),
+        StepOutput::Test(t) => absorb_tests(rec, t),
+        StepOutput::Verification(v) => absorb_verification(rec, v),
+        StepOutput::Repair(r) => {
+            rec.repair_attempts = rec
+                .repair_attempts
+                .max(u32::try_from(r.attempts.len()).unwrap_or(u32::MAX));
+        }
+        _ => {}
+    }
+    rec.output = Some(output);
+}
+
+fn absorb_live(
+    rec: &mut StepRecord,
+    (failures, checks): (Vec<TestFailure>, Vec<VerificationCheck>),
+) {
+    if rec.tests.is_none() && !failures.is_empty() {
+        rec.findings.extend(failures.into_iter().map(test_finding));
+    }
+    if rec.verification.is_none() && !checks.is_empty() {
+        for c in &checks {
+            check_findings(rec, c);
+        }
+    }
+}
+
+fn absorb_edit(rec: &mut StepRecord, p: &EditPreview) {
+    rec.file_changes.clone_from(&p.changes);
+    for d in &p.validation.ast_issues {
+        let f = Finding::new(
+            FindingKind::Syntax,
+            Severity::Error,
+            format!("nuvira/syntax/{}", d.node_kind.to_ascii_lowercase()),
+            format!("syntax error in {}", d.path),
+            d.message.clone(),
+        )
+        .at(d.path.clone(), Some(d.line))
+        .span(d.column, d.end_line, d.end_column);
+        rec.findings.push(f);
+    }
+    for w in &p.validation.security_warnings {
+        rec.findings.push(
+            Finding::new(
+                FindingKind::Security,
+                w.severity,
+                format!("nuvira/security/{}", w.rule),
+                format!("security: {}", w.rule),
+                w.message.clone(),
+            )
+            .at(w.path.clone(), Some(w.line)),
+        );
+    }
+}
+
+fn absorb_tests(rec: &mut StepRecord, t: &TestResult) {
+    let sandbox = t.sandbox.as_ref();
+    let mut totals = TestTotals::default();
+    totals.success = t.success;
+    totals.passed = t.passed;
+    totals.failed = t.failed;
+    totals.skipped = t.skipped;
+    totals.total = t.total;
+    totals.duration_ms = t.duration_ms;
+    totals.framework.clone_from(&t.framework);
+    totals.command.clone_from(&t.command);
+    totals.timed_out = sandbox.is_some_and(|s| s.timed_out);
+    totals.oom_killed = sandbox.is_some_and(|s| s.oom_killed);
+    rec.tests = Some(totals);
+    rec.findings
+        .extend(t.failures.iter().cloned().map(test_finding));
+}
+
+fn test_finding(t: TestFailure) -> Finding {
+    let mut f = Finding::new(
+        FindingKind::TestFailure,
+        Severity::Error,
+        "nuvira/test-failure",
+        format!("test failed: {}", t.name),
+        if t.message.trim().is_empty() {
+            format!("test `{}` failed", t.name)
+        } else {
+            t.message
+        },
+    );
+    if let Some(file) = t.file {
+        f = f.at(file, t.line);
+    }
+    f.detail = t.output;
+    f
+}
+
+fn absorb_verification(rec: &mut StepRecord, v: &VerificationResult) {
+    let mut summary = VerificationSummary::default();
+    summary.passed = v.passed;
+    summary.score = v.overall_score;
+    summary.checks = v.checks.len();
+    summary.blockers = v.blockers.len();
+    rec.verification = Some(summary);
+    for c in &v.checks {
+        check_findings(rec, c);
+    }
+}
+
+fn check_findings(rec: &mut StepRecord, c: &VerificationCheck) {
+    let severity = match (c.status, c.blocking) {
+        (CheckStatus::Failed, true) => Severity::Error,
+        (CheckStatus::Failed, false) | (CheckStatus::Warning, _) => Severity::Warning,
+        (CheckStatus::NotRun, true) => Severity::Warning,
+        (CheckStatus::Passed, _) | (CheckStatus::NotRun, false) => return,
+    };
+    let rule = format!("nuvira/verification/{}", c.name);
+    let title = if severity == Severity::Error {
+        format!("verification blocker: {}", c.name)
+    } else {
+        format!("verification: {}", c.name)
+    };
+    if c.findings.is_empty() {
+        rec.findings.push(Finding::new(
+            FindingKind::Verification,
+            severity,
+            rule,
+            title,
+            c.details.clone(),
+        ));
+        return;
+    }
+    for line in &c.findings {
+        let (path, lineno, msg) = split_location(line);
+        let mut f = Finding::new(
+            FindingKind::Verification,
+            severity,
+            rule.clone(),
+            title.clone(),
+            if msg.is_empty() {
+                c.details.clone()
+            } else {
+                msg.to_owned()
+            },
+        );
+        if let Some(p) = path {
+            f = f.at(p, lineno);
+        }
+        rec.findings.push(f);
+    }
+}
+
+/// Splits `path:line: message` (or `path: message`) into its parts.
+fn split_location(s: &str) -> (Option<String>, Option<u32>, &str) {
+    let mut parts = s.splitn(3, ':');
+    let (Some(a), Some(b)) = (parts.next(), parts.next()) else {
+        return (None, None, s.trim());
+    };
+    let looks_like_path = !a.is_empty() && !a.contains(' ') && (a.contains('.') || a.contains('/'));
+    if !looks_like_path {
+        return (None, None, s.trim());
+    }
+    match (b.trim().parse::<u32>(), parts.next()) {
+        (Ok(line), Some(rest)) => (Some(a.to_owned()), Some(line), rest.trim()),
+        (Ok(line), None) => (Some(a.to_owned()), Some(line), ""),
+        (Err(_), rest) => {
+            let msg_start = a.len() + 1;
+            let _ = rest;
+            (Some(a.to_owned()), None, s[msg_start..].trim())
+        }
+    }
+}
+
+fn count(steps: &[StepRecord]) -> ReportCounts {
+    let mut c = ReportCounts::default();
+    c.steps = steps.len();
+    let mut files = BTreeSet::new();
+    for s in steps {
+        match s.status {
+            StepStatus::Succeeded => c.succeeded += 1,
+            StepStatus::Failed => c.failed += 1,
+            StepStatus::Skipped => c.skipped += 1,
+            StepStatus::Pending | StepStatus::Running => c.unfinished += 1,
+        }
+        for ch in &s.file_changes {
+            files.insert(ch.path.as_str());
+            c.lines_added += ch.additions;
+            c.lines_removed += ch.deletions;
+        }
+        if let Some(t) = &s.tests {
+            c.tests_passed += u64::from(t.passed);
+            c.tests_failed += u64::from(t.failed);
+            c.tests_skipped += u64::from(t.skipped);
+        } else {
+            c.tests_failed += s
+                .findings
+                .iter()
+                .filter(|f| f.kind == FindingKind::TestFailure)
+                .count() as u64;
+        }
+        for f in &s.findings {
+            match f.severity {
+                Severity::Error => c.errors += 1,
+                Severity::Warning => c.warnings += 1,
+                Severity::Info => c.notices += 1,
+            }
+        }
+    }
+    c.files_changed = files.len();
+    c
+}
+
+fn summary(r: &ExecutionReport) -> String {
+    let c = &r.counts;
+    let mut s = format!(
+        "run {} {}: {} of {} step(s) succeeded",
+        if r.run_id.is_empty() { "?" } else { &r.run_id },
+        crate::run_label(r.status),
+        c.succeeded,
+        c.steps
+    );
+    if c.failed > 0 {
+        s.push_str(&format!(", {} failed", c.failed));
+    }
+    if c.skipped > 0 {
+        s.push_str(&format!(", {} skipped", c.skipped));
+    }
+    if c.unfinished > 0 {
+        s.push_str(&format!(", {} unfinished", c.unfinished));
+    }
+    if c.tests_passed + c.tests_failed > 0 {
+        s.push_str(&format!(
+            "; tests {} passed, {} failed",
+            c.tests_passed, c.tests_failed
+        ));
+    }
+    if c.files_changed > 0 {
+        s.push_str(&format!(
+            "; {} file(s) {} (+{} -{})",
+            c.files_changed,
+            if r.dry_run { "would change" } else { "changed" },
+            c.lines_added,
+            c.lines_removed
+        ));
+    }
+    s
+}
+
+fn follow_up(r: &ExecutionReport) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    if r.status == Some(RunStatus::Cancelled) {
+        out.push(format!(
+            "the run was cancelled{}: run it again to finish the remaining steps",
+            r.cancel_reason
+                .as_deref()
+                .map(|x| format!(" ({x})"))
+                .unwrap_or_default()
+        ));
+    } else if r.status.is_none() && !r.steps.is_empty() {
+        out.push(
+            "the event stream ended before `run:completed`: the run may have crashed or still be running"
+                .into(),
+        );
+    }
+    for s in &r.steps {
+        let by = |k: FindingKind| s.findings.iter().filter(move |f| f.kind == k);
+        let sec: Vec<_> = by(FindingKind::Security)
+            .filter(|f| f.severity >= Severity::Warning)
+            .collect();
+        if let Some(first) = sec.first() {
+            out.push(format!(
+                "step `{}`: review {} security warning(s) before merging (first: {} at {})",
+                s.id,
+                sec.len(),
+                first.rule_id,
+                location(first)
+            ));
+        }
+        let syn: Vec<_> = by(FindingKind::Syntax).collect();
+        if let Some(first) = syn.first() {
+            out.push(format!(
+                "step `{}`: fix {} syntax error(s) (first at {})",
+                s.id,
+                syn.len(),
+                location(first)
+            ));
+        }
+        let tests: Vec<_> = by(FindingKind::TestFailure).collect();
+        if let Some(first) = tests.first() {
+            out.push(format!(
+                "step `{}`: fix {} failing test(s) (first: {} at {})",
+                s.id,
+                tests.len(),
+                first.title.trim_start_matches("test failed: "),
+                location(first)
+            ));
+        }
+        if let Some(t) = &s.tests {
+            if t.timed_out {
+                out.push(format!(
+                    "step `{}`: the tests hit the timeout: raise the step's `timeout` or speed them up",
+                    s.id
+                ));
+            }
+            if t.oom_killed {
+                out.push(format!(
+                    "step `{}`: the tests ran out of memory: raise `memory` in the step's config",
+                    s.id
+                ));
+            }
+        }
+        if s.status == StepStatus::Failed && tests.is_empty() && syn.is_empty() {
+            if let Some(m) = &s.message {
+                out.push(format!("step `{}` failed: {m}", s.id));
+            }
+        }
+        if let Some(StepOutput::Verification(v)) = &s.output {
+            for sug in &v.suggestions {
+                out.push(format!("step `{}`: {sug}", s.id));
+            }
+        }
+    }
+    let skipped = r
+        .steps
+        .iter()
+        .filter(|s| s.status == StepStatus::Skipped)
+        .count();
+    if skipped > 0 {
+        out.push(format!(
+            "{skipped} step(s) were skipped because a dependency failed: they run once it is fixed"
+        ));
+    }
+    let mut seen = BTreeSet::new();
+    out.retain(|s| seen.insert(s.clone()));
+    out
+}
+
+/// `path:line` or `path` or `no location`.
+pub(crate) fn location(f: &Finding) -> String {
+    match (&f.path, f.line) {
+        (Some(p), Some(l)) => format!("{p}:{l}"),
+        (Some(p), None) => p.clone(),
+        _ => "no location".into(),
+    }
+}
+
+/// Reads JSONL events one line at a time into one reused buffer.
+///
+/// Blank lines are skipped. Each item is the event of one line, or an error naming the
+/// source and the 1-based line number.
+#[derive(Debug)]
+pub struct EventReader<R> {
+    reader: R,
+    path: std::path::PathBuf,
+    line: u64,
+    buf: String,
+    done: bool,
+}
+
+impl<R: BufRead> EventReader<R> {
+    /// A reader over JSONL text; `path` names the source in errors.
+    pub fn new(reader: R, path: impl Into<std::path::PathBuf>) -> Self {
+        Self {
+            reader,
+            path: path.into(),
+            line: 0,
+            buf: String::new(),
+            done: false,
+        }
+    }
+}
+
+impl<R: BufRead> Iterator for EventReader<R> {
+    type Item = Result<Event, ReportError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        while !self.done {
+            self.buf.clear();
+            self.line += 1;
+            match self.reader.read_line(&mut self.buf) {
+                Ok(0) => self.done = true,
+                Ok(_) if self.buf.trim().is_empty() => {}
+                Ok(_) => {
+                    return Some(serde_json::from_str(&self.buf).map_err(|source| {
+                        self.done = true;
+                        ReportError::Malformed {
+                            path: self.path.clone(),
+                            line: self.line,
+                            source,
+                        }
+                    }));
+                }
+                Err(source) => {
+                    self.done = true;
+                    return Some(Err(ReportError::Read {
+                        path: self.path.clone(),
+                        source,
+                    }));
+                }
+            }
+        }
+        None
+    }
+}
+
+/// Builds a report from JSONL events, streaming.
+///
+/// # Errors
+/// [`ReportError::Malformed`] for a line that is not one JSON event (with its number),
+/// [`ReportError::Read`] when reading fails.
+pub fn read_jsonl(reader: impl BufRead, path: &Path) -> Result<ExecutionReport, ReportError> {
+    let mut b = ReportBuilder::new();
+    for ev in EventReader::new(reader, path) {
+        b.fold_owned(ev?);
+    }
+    Ok(b.finish())
+}
+
+/// Builds a report from a stored JSONL event file, streaming.
+///
+/// # Errors
+/// [`ReportError::Read`] when the file cannot be opened or read, [`ReportError::Malformed`]
+/// naming the line that is not one JSON event.
+pub fn read_jsonl_file(path: &Path) -> Result<ExecutionReport, ReportError> {
+    let file = std::fs::File::open(path).map_err(|source| ReportError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    read_jsonl(std::io::BufReader::with_capacity(64 * 1024, file), path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split_location_reads_path_line_message() {
+        assert_eq!(
+            split_location("src/a.rs:12: unwrap on a None"),
+            (Some("src/a.rs".into()), Some(12), "unwrap on a None")
+        );
+        assert_eq!(
+            split_location("src/a.rs: no tests cover it"),
+            (Some("src/a.rs".into()), None, "no tests cover it")
+        );
+        assert_eq!(
+            split_location("goal not met: the function still exists"),
+            (None, None, "goal not met: the function still exists")
+        );
+    }
+}

@@ -1,0 +1,268 @@
+//! # nuvira-report — what a Nuvira run did, in every format a person or a tool reads
+//!
+//! A run's report is built from its **events** and nothing else: the scheduler's `run:started`
+//! carries the validated plan, `step:succeeded` / `step:failed` carry each step's typed output
+//! (test results, edit diffs, verification checks). [`ReportBuilder`] folds those events one at
+//! a time into an [`ExecutionReport`], so the report of a live run (the engine feeds the builder
+//! from its event bus) and the report of a stored JSONL event file ([`read_jsonl`]) are the same
+//! report, byte for byte. Folding is streaming: a stored file is read line by line into one
+//! reused buffer, each event is moved into the report and dropped, and no event's payload is
+//! ever held twice.
+//!
+//! The report is then rendered by [`render`] in one of the [`Format`]s:
+//!
+//! | format | for |
+//! |---|---|
+//! | `text` | a terminal |
+//! | `json` | machines: the [`ExecutionReport`] as JSON |
+//! | `markdown` | pull-request comments and the GitHub job summary |
+//! | `github` | GitHub Actions workflow commands (annotations), see [`github`] |
+//! | `sarif` | code scanning (SARIF 2.1.0, repo-relative URIs, stable rule ids and fingerprints) |
+//! | `junit` | CI test dashboards (JUnit XML via `quick-junit`) |
+//! | `html` | one self-contained page: the DAG coloured by status, a timeline, diffs, failures |
+//!
+//! Why it is shaped so: the event enum is the boundary (no module calls a reporter), every
+//! renderer reads only the [`ExecutionReport`], and findings (test failures, syntax issues,
+//! verification blockers, security warnings) are normalised once into
+//! [`Finding`](nuvira_api::report::Finding)s that every format shares, so the formats cannot
+//! disagree about what went wrong.
+//!
+//! ```
+//! use nuvira_report::{Format, ReportBuilder, render};
+//!
+//! let mut builder = ReportBuilder::new();
+//! for event in nuvira_report::sample::failing_run() {
+//!     builder.fold(&event);
+//! }
+//! let report = builder.finish();
+//! assert_eq!(report.counts.tests_failed, 2);
+//! let annotations = render(&report, Format::Github);
+//! assert!(annotations.contains("::error file=src/config.rs,line=42"));
+//! ```
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+mod builder;
+pub mod github;
+pub mod html;
+pub mod junit;
+pub mod markdown;
+mod module;
+pub mod sample;
+pub mod sarif;
+pub mod text;
+
+pub use builder::{EventReader, ReportBuilder, read_jsonl, read_jsonl_file};
+pub use module::{REPORT_MODULE, ReportModule, write_reports};
+pub use nuvira_api::report::{
+    ExecutionReport, Finding, FindingKind, ReportCounts, StepRecord, TestTotals,
+    VerificationSummary,
+};
+
+use std::path::PathBuf;
+
+/// An output format of a report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Format {
+    /// Plain text for a terminal.
+    Text,
+    /// The report as pretty-printed JSON.
+    Json,
+    /// GitHub-flavoured Markdown.
+    Markdown,
+    /// GitHub Actions workflow commands.
+    Github,
+    /// SARIF 2.1.0.
+    Sarif,
+    /// JUnit XML.
+    Junit,
+    /// One self-contained HTML page.
+    Html,
+}
+
+impl Format {
+    /// Every format, in the order the CLI lists them.
+    pub const ALL: [Format; 7] = [
+        Self::Text,
+        Self::Json,
+        Self::Markdown,
+        Self::Github,
+        Self::Sarif,
+        Self::Junit,
+        Self::Html,
+    ];
+
+    /// The format's name, as the CLI and plan configs spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Text => "text",
+            Self::Json => "json",
+            Self::Markdown => "markdown",
+            Self::Github => "github",
+            Self::Sarif => "sarif",
+            Self::Junit => "junit",
+            Self::Html => "html",
+        }
+    }
+
+    /// The usual file name for a report in this format (`report.sarif`, `report.html`, ...).
+    pub fn file_name(self) -> &'static str {
+        match self {
+            Self::Text => "report.txt",
+            Self::Json => "report.json",
+            Self::Markdown => "report.md",
+            Self::Github => "report.github.txt",
+            Self::Sarif => "report.sarif",
+            Self::Junit => "report.junit.xml",
+            Self::Html => "report.html",
+        }
+    }
+}
+
+impl std::fmt::Display for Format {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A format name that is not one of [`Format::ALL`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "recognise report format `{0}`: expected one of text, json, markdown, github, sarif, junit, html"
+)]
+pub struct UnknownFormat(pub String);
+
+impl std::str::FromStr for Format {
+    type Err = UnknownFormat;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let lower = s.trim().to_ascii_lowercase();
+        Self::ALL
+            .into_iter()
+            .find(|f| f.as_str() == lower || (lower == "md" && *f == Self::Markdown))
+            .ok_or_else(|| UnknownFormat(s.to_owned()))
+    }
+}
+
+/// Renders a report in a format.
+///
+/// [`Format::Github`] output uses a fresh random stop-commands token on each call; use
+/// [`github::render_with_token`] for reproducible output.
+pub fn render(report: &ExecutionReport, format: Format) -> String {
+    match format {
+        Format::Text => text::render(report),
+        Format::Json => render_json(report),
+        Format::Markdown => markdown::render(report),
+        Format::Github => github::render(report),
+        Format::Sarif => sarif::render(report),
+        Format::Junit => junit::render(report),
+        Format::Html => html::render(report),
+    }
+}
+
+fn render_json(report: &ExecutionReport) -> String {
+    // Serializing plain data with string keys cannot fail; fall back to an error object anyway
+    // rather than panicking.
+    match serde_json::to_string_pretty(report) {
+        Ok(mut s) => {
+            s.push('\n');
+            s
+        }
+        Err(e) => format!("{{\"error\": {:?}}}\n", e.to_string()),
+    }
+}
+
+/// Why a report could not be read or written.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReportError {
+    /// The events file could not be opened or read.
+    #[error("read events file {}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A line of the events file is not one JSON event.
+    #[error(
+        "parse events file {}, line {line}: {source} (each line must be one JSON event as written by `nuvira run --events`)",
+        path.display()
+    )]
+    Malformed {
+        /// The file.
+        path: PathBuf,
+        /// The 1-based line number.
+        line: u64,
+        /// The JSON error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A report file could not be written.
+    #[error("write report {}: {source}", path.display())]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// The first 12 hex digits of a stable 64-bit FNV-1a hash over the parts, for ids and
+/// fingerprints that must not change between runs, Rust versions or machines.
+pub(crate) fn stable_hash(parts: &[&str]) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for part in parts {
+        for b in part.bytes().chain(std::iter::once(0xff)) {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    format!("{h:016x}")
+}
+
+/// Formats milliseconds as `1.2s`, `340ms`, `2m05s`.
+pub(crate) fn human_ms(ms: u64) -> String {
+    if ms < 1_000 {
+        format!("{ms}ms")
+    } else if ms < 60_000 {
+        format!("{:.1}s", ms as f64 / 1000.0)
+    } else {
+        format!("{}m{:02}s", ms / 60_000, (ms % 60_000) / 1000)
+    }
+}
+
+/// The label of a step status.
+pub(crate) fn status_label(status: nuvira_api::StepStatus) -> &'static str {
+    use nuvira_api::StepStatus as S;
+    match status {
+        S::Pending => "pending",
+        S::Running => "running",
+        S::Succeeded => "succeeded",
+        S::Failed => "failed",
+        S::Skipped => "skipped",
+    }
+}
+
+/// The label of a run status (`None` means the stream ended before `run:completed`).
+pub(crate) fn run_label(status: Option<nuvira_api::RunStatus>) -> &'static str {
+    use nuvira_api::RunStatus as R;
+    match status {
+        Some(R::Succeeded) => "succeeded",
+        Some(R::Failed) => "failed",
+        Some(R::Cancelled) => "cancelled",
+        None => "incomplete",
+    }
+}
+
+/// The label of a severity.
+pub(crate) fn severity_label(s: nuvira_api::Severity) -> &'static str {
+    match s {
+        nuvira_api::Severity::Error => "error",
+        nuvira_api::Severity::Warning => "warning",
+        nuvira_api::Severity::Info => "notice",
+    }
+}

@@ -1,0 +1,272 @@
+use super::{jsonl, live};
+use nuvira_api::report::FindingKind;
+use nuvira_api::{Event, EventKind, RunStatus, Severity, StepStatus, TestFailure};
+use nuvira_report::{ReportBuilder, ReportError, read_jsonl, read_jsonl_file, sample};
+use std::io::Cursor;
+use std::path::Path;
+
+#[test]
+fn a_stored_jsonl_file_gives_the_same_report_as_the_live_run() {
+    for events in [sample::failing_run(), sample::passing_run()] {
+        let from_live = live(&events);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("events.jsonl");
+        std::fs::write(&path, jsonl(&events)).unwrap();
+        let from_file = read_jsonl_file(&path).unwrap();
+        assert_eq!(from_live, from_file);
+        // And byte for byte in every format but the randomly-tokened github one.
+        for f in nuvira_report::Format::ALL {
+            if f != nuvira_report::Format::Github {
+                assert_eq!(
+                    nuvira_report::render(&from_live, f),
+                    nuvira_report::render(&from_file, f),
+                    "{f}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn the_failing_run_is_distilled_into_steps_counts_and_findings() {
+    let r = live(&sample::failing_run());
+    assert_eq!(r.run_id, "run-7f3a");
+    assert_eq!(r.goal, "Rename parse_config to load_config");
+    assert_eq!(r.status, Some(RunStatus::Failed));
+    assert_eq!(r.duration_ms, 2065);
+    let status: Vec<_> = r.steps.iter().map(|s| (s.id.as_str(), s.status)).collect();
+    assert_eq!(
+        status,
+        [
+            ("inspect", StepStatus::Succeeded),
+            ("edit", StepStatus::Succeeded),
+            ("edit-docs", StepStatus::Failed),
+            ("test", StepStatus::Failed),
+            ("verify", StepStatus::Skipped),
+            ("report", StepStatus::Skipped),
+        ]
+    );
+    let c = &r.counts;
+    assert_eq!(
+        (c.succeeded, c.failed, c.skipped, c.unfinished),
+        (2, 2, 2, 0)
+    );
+    assert_eq!(
+        (c.tests_passed, c.tests_failed, c.tests_skipped),
+        (12, 2, 1)
+    );
+    // src/config.rs, src/main.rs (edit) and src/lib.rs (the rejected edit's preview).
+    assert_eq!(c.files_changed, 3);
+    assert_eq!((c.lines_added, c.lines_removed), (5, 4));
+    // 2 test failures + 1 syntax error are errors; the AWS key is a warning. The test step's
+    // own failure is covered by its test failures, so it adds no step-failure finding.
+    assert_eq!((c.errors, c.warnings), (3, 1));
+    let kinds: Vec<_> = r.findings().map(|(s, f)| (s.id.as_str(), f.kind)).collect();
+    assert_eq!(
+        kinds,
+        [
+            ("edit", FindingKind::Security),
+            ("edit-docs", FindingKind::Syntax),
+            ("test", FindingKind::TestFailure),
+            ("test", FindingKind::TestFailure),
+        ]
+    );
+    let syntax = &r.steps[2].findings[0];
+    assert_eq!(
+        (
+            syntax.line,
+            syntax.column,
+            syntax.end_line,
+            syntax.end_column
+        ),
+        (Some(9), Some(17), Some(9), Some(30))
+    );
+    let test = &r.steps[3];
+    assert_eq!(test.started_ms, Some(202));
+    assert_eq!(test.duration_ms, Some(1858));
+    assert!(test.findings[0].detail.contains("::set-output"));
+    assert_eq!(r.steps[4].skip_cause.as_deref(), Some("edit-docs"));
+    assert!(
+        r.follow_up
+            .iter()
+            .any(|f| f.contains("fix 2 failing test(s)"))
+    );
+    assert!(r.follow_up.iter().any(|f| f.contains("aws-access-key")));
+    assert!(
+        r.summary
+            .starts_with("run run-7f3a failed: 2 of 6 step(s) succeeded, 2 failed, 2 skipped")
+    );
+    assert_eq!(r.events, sample::failing_run().len() as u64);
+}
+
+#[test]
+fn the_report_id_is_stable_and_depends_on_the_events() {
+    let a = live(&sample::failing_run());
+    let b = live(&sample::failing_run());
+    assert_eq!(a.report_id, b.report_id);
+    assert!(a.report_id.starts_with("run-7f3a-"));
+    let mut fewer = sample::failing_run();
+    fewer.pop();
+    assert_ne!(live(&fewer).report_id, a.report_id);
+}
+
+#[test]
+fn a_malformed_line_is_named_by_file_and_line_number() {
+    let mut text = jsonl(&sample::passing_run());
+    let good_lines = text.lines().count();
+    text.push_str("\n{\"seq\": 99, \"type\": \"step:started\"\n");
+    let err = read_jsonl(Cursor::new(text), Path::new("runs/events.jsonl")).unwrap_err();
+    let msg = err.to_string();
+    match &err {
+        ReportError::Malformed { line, .. } => assert_eq!(*line, good_lines as u64 + 2),
+        other => panic!("unexpected {other}"),
+    }
+    assert!(msg.contains("runs/events.jsonl"), "{msg}");
+    assert!(msg.contains(&format!("line {}", good_lines + 2)), "{msg}");
+}
+
+#[test]
+fn an_unknown_event_type_is_a_malformed_line_not_a_panic() {
+    let text = "{\"seq\":0,\"ts\":1,\"run_id\":\"r\",\"type\":\"step:exploded\"}\n";
+    let err = read_jsonl(Cursor::new(text), Path::new("e.jsonl")).unwrap_err();
+    assert!(err.to_string().contains("line 1"), "{err}");
+}
+
+#[test]
+fn a_missing_file_is_a_read_error_naming_it() {
+    let err = read_jsonl_file(Path::new("/nonexistent/events.jsonl")).unwrap_err();
+    assert!(matches!(err, ReportError::Read { .. }));
+    assert!(err.to_string().contains("/nonexistent/events.jsonl"));
+}
+
+#[test]
+fn a_cancelled_run_keeps_streamed_test_failures_of_the_step_that_never_finished() {
+    let mut events: Vec<Event> = sample::failing_run()
+        .into_iter()
+        .take_while(|e| !matches!(e.kind, EventKind::TestCompleted { .. }))
+        .collect();
+    let seq = events.len() as u64;
+    events.push(Event {
+        seq,
+        ts: sample::T0 + 1600,
+        run_id: "run-7f3a".into(),
+        step_id: None,
+        kind: EventKind::RunCancelled {
+            reason: "interrupted (Ctrl-C)".into(),
+        },
+    });
+    let r = live(&events);
+    assert_eq!(r.status, Some(RunStatus::Cancelled));
+    let test = r.steps.iter().find(|s| s.id == "test").unwrap();
+    assert_eq!(test.status, StepStatus::Running);
+    assert_eq!(
+        test.findings.len(),
+        2,
+        "streamed test:failure events are kept"
+    );
+    assert_eq!(r.counts.tests_failed, 2);
+    assert_eq!(r.counts.unfinished, 2, "test and report never finished");
+    assert!(r.follow_up[0].contains("cancelled (interrupted (Ctrl-C))"));
+}
+
+#[test]
+fn a_stream_without_run_completed_is_incomplete_and_says_so() {
+    let events: Vec<Event> = sample::passing_run().into_iter().take(6).collect();
+    let r = live(&events);
+    assert_eq!(r.status, None);
+    assert!(r.summary.contains("incomplete"));
+    assert!(
+        r.follow_up
+            .iter()
+            .any(|f| f.contains("ended before `run:completed`"))
+    );
+}
+
+#[test]
+fn steps_added_at_run_time_are_appended_and_streamed_failures_do_not_double_count() {
+    let mut b = ReportBuilder::new();
+    for e in sample::passing_run() {
+        b.fold_owned(e);
+    }
+    let ev = |seq, step: &str, kind| Event {
+        seq,
+        ts: sample::T0 + 5000,
+        run_id: "run-0c1d".into(),
+        step_id: Some(step.into()),
+        kind,
+    };
+    b.fold(&ev(
+        100,
+        "split-1",
+        EventKind::StepStarted {
+            module: "test".into(),
+            attempt: 2,
+        },
+    ));
+    b.fold(&ev(
+        101,
+        "split-1",
+        EventKind::TestFailed {
+            failure: TestFailure::new("t", "boom").at("a.rs", Some(3)),
+        },
+    ));
+    let mut t = nuvira_api::TestResult::default();
+    t.failed = 1;
+    t.total = 1;
+    t.failures = vec![TestFailure::new("t", "boom").at("a.rs", Some(3))];
+    b.fold(&ev(
+        102,
+        "split-1",
+        EventKind::StepFailed {
+            category: nuvira_api::ErrorCategory::TestFailure,
+            message: "1 test failed".into(),
+            recoverable: true,
+            evidence: vec![],
+            duration_ms: 5,
+            output: Some(nuvira_api::StepOutput::Test(t)),
+        },
+    ));
+    let r = b.finish();
+    let s = r.steps.last().unwrap();
+    assert_eq!(
+        (s.id.as_str(), s.module.as_str(), s.attempts),
+        ("split-1", "test", 2)
+    );
+    assert_eq!(
+        s.findings.len(),
+        1,
+        "the output's failure replaces the streamed one"
+    );
+    assert_eq!(s.findings[0].severity, Severity::Error);
+}
+
+#[test]
+fn a_verification_warning_with_a_location_becomes_a_located_warning() {
+    let r = live(&sample::passing_run());
+    let (_, f) = r.findings().next().unwrap();
+    assert_eq!(f.kind, FindingKind::Verification);
+    assert_eq!(f.severity, Severity::Warning);
+    assert_eq!(
+        (f.path.as_deref(), f.line),
+        (Some("src/config.rs"), Some(12))
+    );
+    assert_eq!(f.rule_id, "nuvira/verification/lint");
+    assert!(
+        r.follow_up
+            .iter()
+            .any(|s| s.contains("add a test for a missing config file"))
+    );
+}
+
+#[test]
+fn folding_a_large_stream_from_a_reader_is_streaming() {
+    // 20,000 events through the JSONL reader: the report holds one record per step, not the
+    // events (the report's size is independent of the number of progress events).
+    let text: String = sample::large_run(20_000)
+        .map(|e| serde_json::to_string(&e).unwrap() + "\n")
+        .collect();
+    let r = read_jsonl(Cursor::new(text), Path::new("big.jsonl")).unwrap();
+    assert_eq!(r.counts.steps, 3333);
+    assert_eq!(r.events, 3333 * 6 + 2);
+    assert_eq!(r.counts.tests_failed, 1667 * 2);
+}

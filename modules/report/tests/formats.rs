@@ -1,0 +1,109 @@
+use super::live;
+use nuvira_report::{Format, github, render, sample};
+
+fn snap(name: &str, text: &str) {
+    insta::with_settings!({ snapshot_path => "snapshots", prepend_module_to_snapshot => false }, {
+        insta::assert_snapshot!(name, text);
+    });
+}
+
+#[test]
+fn every_format_of_the_failing_run_matches_its_snapshot() {
+    let r = live(&sample::failing_run());
+    for f in Format::ALL {
+        let text = if f == Format::Github {
+            github::render_with_token(&r, "TOKEN0123456789")
+        } else {
+            render(&r, f)
+        };
+        snap(&format!("failing_run.{}", f.as_str()), &text);
+    }
+}
+
+#[test]
+fn every_format_of_the_passing_run_matches_its_snapshot() {
+    let r = live(&sample::passing_run());
+    for f in Format::ALL {
+        let text = if f == Format::Github {
+            github::render_with_token(&r, "TOKEN0123456789")
+        } else {
+            render(&r, f)
+        };
+        snap(&format!("passing_run.{}", f.as_str()), &text);
+    }
+}
+
+#[test]
+fn format_names_parse_and_unknown_ones_are_listed() {
+    for f in Format::ALL {
+        assert_eq!(f.as_str().parse::<Format>().unwrap(), f);
+    }
+    assert_eq!("MD".parse::<Format>().unwrap(), Format::Markdown);
+    let err = "pdf".parse::<Format>().unwrap_err().to_string();
+    assert!(err.contains("`pdf`") && err.contains("sarif"), "{err}");
+}
+
+#[test]
+fn json_round_trips_into_the_same_report() {
+    let r = live(&sample::failing_run());
+    let back: nuvira_report::ExecutionReport =
+        serde_json::from_str(&render(&r, Format::Json)).unwrap();
+    assert_eq!(back, r);
+}
+
+#[test]
+fn junit_is_well_formed_xml_with_one_failure_per_failing_test() {
+    let r = live(&sample::failing_run());
+    let xml = render(&r, Format::Junit);
+    let mut reader = quick_xml::Reader::from_str(&xml);
+    let (mut failures, mut cases, mut skipped) = (0, 0, 0);
+    loop {
+        match reader.read_event().unwrap() {
+            quick_xml::events::Event::Eof => break,
+            quick_xml::events::Event::Start(e) | quick_xml::events::Event::Empty(e) => {
+                match e.name().as_ref() {
+                    b"failure" => failures += 1,
+                    b"testcase" => cases += 1,
+                    b"skipped" => skipped += 1,
+                    _ => {}
+                }
+            }
+            _ => {}
+        }
+    }
+    // 6 step cases + 2 failing tests + 1 syntax finding.
+    assert_eq!(cases, 9);
+    // edit-docs and test steps, 2 tests, 1 syntax error.
+    assert_eq!(failures, 5);
+    assert_eq!(skipped, 2);
+}
+
+#[test]
+fn markdown_escapes_untrusted_text() {
+    let mut events = sample::failing_run();
+    if let nuvira_api::EventKind::RunStarted { plan, .. } = &mut events[0].kind {
+        plan.goal = "<img src=x onerror=alert(1)> | [click](http://evil) `x`".into();
+    }
+    let md = render(&live(&events), Format::Markdown);
+    assert!(!md.contains("<img"), "{md}");
+    assert!(md.contains("&lt;img src=x onerror=alert(1)&gt; \\| \\[click\\](http://evil) \\`x\\`"));
+}
+
+#[test]
+fn markdown_fences_outlast_backticks_in_the_output() {
+    let mut events = sample::failing_run();
+    for e in &mut events {
+        if let nuvira_api::EventKind::StepFailed {
+            output: Some(nuvira_api::StepOutput::Test(t)),
+            ..
+        } = &mut e.kind
+        {
+            t.failures[0].output = "```\n## not a heading\n````\n".into();
+        }
+    }
+    let md = render(&live(&events), Format::Markdown);
+    assert!(
+        md.contains("`````text\n```\n## not a heading\n````\n`````"),
+        "{md}"
+    );
+}

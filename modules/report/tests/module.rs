@@ -1,0 +1,180 @@
+use nuvira_api::{
+    EventKind, EventSink, Module, ModuleKind, PlanStep, StepContext, StepInputs, StepOutput,
+    WriteSet,
+};
+use nuvira_report::{Format, ReportModule, sample};
+use std::sync::{Arc, Mutex};
+
+/// The outputs of the steps upstream of the report step, as the engine hands them over.
+struct Upstream(Vec<(String, Arc<StepOutput>)>);
+
+impl StepInputs for Upstream {
+    fn dependency(&self, id: &str) -> Option<Arc<StepOutput>> {
+        self.0.iter().find(|(i, _)| i == id).map(|(_, o)| o.clone())
+    }
+    fn upstream(&self) -> Vec<(String, Arc<StepOutput>)> {
+        self.0.clone()
+    }
+}
+
+#[derive(Default)]
+struct Collect(Mutex<Vec<(Option<String>, EventKind)>>);
+
+impl EventSink for Collect {
+    fn emit(&self, step: Option<&str>, kind: EventKind) {
+        self.0.lock().unwrap().push((step.map(str::to_owned), kind));
+    }
+}
+
+/// The successful step outputs of the passing sample run, in order.
+fn upstream() -> Upstream {
+    Upstream(
+        sample::passing_run()
+            .into_iter()
+            .filter_map(|e| match e.kind {
+                EventKind::StepSucceeded { output, .. }
+                    if e.step_id.as_deref() != Some("report") =>
+                {
+                    Some((e.step_id.unwrap().to_string(), Arc::new(output)))
+                }
+                _ => None,
+            })
+            .collect(),
+    )
+}
+
+fn ctx(root: &std::path::Path, sink: Arc<Collect>, dry_run: bool) -> StepContext {
+    StepContext::standalone(root)
+        .with_identity("run-9", "report", "Rename parse_config")
+        .with_inputs(Arc::new(upstream()))
+        .with_events(sink)
+        .with_execution(dry_run, 1, Arc::new(nuvira_api::NeverCancelled), None, None)
+}
+
+fn step(config: serde_json::Value) -> PlanStep {
+    PlanStep::new("report", "report")
+        .depends_on(["verify"])
+        .with_config(config)
+}
+
+#[tokio::test]
+async fn a_report_step_writes_each_format_and_emits_report_generated() {
+    let dir = tempfile::tempdir().unwrap();
+    let sink = Arc::new(Collect::default());
+    let m = ReportModule;
+    assert_eq!((m.name(), m.kind()), ("report", ModuleKind::Report));
+    let st = step(
+        serde_json::json!({ "formats": ["html", "sarif", "json"], "output_dir": "out/reports" }),
+    );
+    assert_eq!(m.write_set(&st), WriteSet::ReadOnly);
+    m.validate(&st).unwrap();
+    let out = m
+        .run(&st, &ctx(dir.path(), sink.clone(), false))
+        .await
+        .unwrap();
+    let StepOutput::Report(report) = out else {
+        panic!("not a report")
+    };
+    assert_eq!(report.run_id, "run-9");
+    assert_eq!(report.goal, "Rename parse_config");
+    assert_eq!(report.counts.steps, 4);
+    assert_eq!(report.counts.tests_passed, 14);
+    for f in [Format::Html, Format::Sarif, Format::Json] {
+        let path = dir.path().join("out/reports").join(f.file_name());
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(
+            text,
+            nuvira_report::render(&report, f),
+            "{}",
+            path.display()
+        );
+    }
+    let events = sink.0.lock().unwrap();
+    let generated: Vec<_> = events
+        .iter()
+        .filter_map(|(s, k)| match k {
+            EventKind::ReportGenerated {
+                report_id,
+                format,
+                path,
+            } => {
+                assert_eq!(s.as_deref(), Some("report"));
+                assert_eq!(report_id, &report.report_id);
+                Some((format.clone(), path.clone().unwrap()))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        generated,
+        [
+            ("html".into(), "out/reports/report.html".into()),
+            ("sarif".into(), "out/reports/report.sarif".into()),
+            ("json".into(), "out/reports/report.json".into()),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn the_default_is_json_under_dot_nuvira_and_a_dry_run_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let sink = Arc::new(Collect::default());
+    ReportModule
+        .run(
+            &step(serde_json::Value::Null),
+            &ctx(dir.path(), sink.clone(), false),
+        )
+        .await
+        .unwrap();
+    assert!(
+        dir.path()
+            .join(".nuvira/reports/run-9/report.json")
+            .is_file()
+    );
+
+    let dry = tempfile::tempdir().unwrap();
+    let out = ReportModule
+        .run(&step(serde_json::Value::Null), &ctx(dry.path(), sink, true))
+        .await
+        .unwrap();
+    assert!(matches!(out, StepOutput::Report(_)));
+    assert_eq!(std::fs::read_dir(dry.path()).unwrap().count(), 0);
+}
+
+#[test]
+fn bad_config_is_rejected_before_the_run_with_the_key_named() {
+    let m = ReportModule;
+    let err = m
+        .validate(&step(serde_json::json!({ "formats": ["pdf"] })))
+        .unwrap_err();
+    assert!(err.contains("formats[0]") && err.contains("`pdf`"), "{err}");
+    let err = m
+        .validate(&step(serde_json::json!({ "output_dir": "../elsewhere" })))
+        .unwrap_err();
+    assert!(err.contains("leaves the workspace"), "{err}");
+    let err = m
+        .validate(&step(serde_json::json!({ "output_dir": "/tmp/x" })))
+        .unwrap_err();
+    assert!(err.contains("absolute"), "{err}");
+    let err = m
+        .validate(&step(serde_json::json!({ "format": ["json"] })))
+        .unwrap_err();
+    assert!(err.contains("unknown config key `format`"), "{err}");
+}
+
+#[cfg(unix)]
+#[tokio::test]
+async fn a_symlinked_output_dir_leading_outside_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(outside.path(), dir.path().join("link")).unwrap();
+    let err = ReportModule
+        .run(
+            &step(serde_json::json!({ "output_dir": "link" })),
+            &ctx(dir.path(), Arc::new(Collect::default()), false),
+        )
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("outside the workspace"), "{err}");
+    assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
+}
