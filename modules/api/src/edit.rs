@@ -346,6 +346,24 @@ pub struct EditPreview {
     pub estimated_impact: EstimatedImpact,
     /// The validation.
     pub validation: EditValidation,
+    /// Entries that did not apply (search text not found, path outside the workspace, ...).
+    /// Any entry here rejects the whole batch.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub errors: Vec<EditError>,
+}
+
+impl EditPreview {
+    /// Whether the batch may be written: every entry applied, no new syntax errors, and no
+    /// security finding of [`Severity::Error`] (a blocking secret).
+    pub fn is_valid(&self) -> bool {
+        self.errors.is_empty()
+            && self.validation.syntax_valid
+            && !self
+                .validation
+                .security_warnings
+                .iter()
+                .any(|w| w.severity == Severity::Error)
+    }
 }
 
 /// A change that was previewed but not written, and why.
@@ -356,6 +374,9 @@ pub struct SkippedChange {
     pub path: String,
     /// Why it was not written.
     pub reason: String,
+    /// The 1-based line the reason points at, where known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
 }
 
 impl SkippedChange {
@@ -364,7 +385,15 @@ impl SkippedChange {
         Self {
             path: path.into(),
             reason: reason.into(),
+            line: None,
         }
+    }
+
+    /// Builder-style: sets the line.
+    #[must_use]
+    pub fn at_line(mut self, line: Option<u32>) -> Self {
+        self.line = line;
+        self
     }
 }
 

@@ -1,0 +1,680 @@
+//! # nuvira-edit — validated, all-or-nothing edit batches
+//!
+//! An edit batch is a list of [`EditEntry`]s (search-replace, unified diff, regex, whole file,
+//! delete, rename, AST replace, or any registered [`EditStrategy`]). The [`Editor`] applies
+//! them in order to an in-memory overlay of the workspace, then validates the result as a whole
+//! before a single byte is written:
+//!
+//! - every entry must apply (a search text that is missing or ambiguous rejects the batch);
+//! - no edited file may gain syntax errors it did not have (a [`SyntaxChecker`] compares the
+//!   original and the new text, so a file that was already broken stays editable);
+//! - lines the batch adds are scanned for secrets (private keys, cloud and API tokens); a
+//!   finding is a warning, or blocks the batch when `block_on_secrets` is set.
+//!
+//! [`Editor::dry_run`] stops there and returns the [`EditPreview`] (unified diffs, warnings,
+//! impact, validation). [`Editor::edit`] goes on to write everything through a
+//! [`nuvira_workspace::Journal`] transaction: originals are recorded durably first, each file is
+//! replaced atomically, and a crash in between is rolled back at the next start.
+//!
+//! [`EditModule`] is the `edit` step of a plan ([`nuvira_api::Module`]).
+//!
+//! Why the split: strategies only compute new text (they see a [`nuvira_api::FileView`], never
+//! the disk), the workspace crate owns every rule about touching files, and this crate only
+//! decides *whether* a batch may be written. Each piece is testable alone.
+//!
+//! ```
+//! use nuvira_api::{EditEntry, EditError, EditStrategy, FileView};
+//! use nuvira_edit::{Editor, Emit};
+//! use nuvira_workspace::Workspace;
+//! use std::sync::Arc;
+//!
+//! struct Append;
+//! impl EditStrategy for Append {
+//!     fn name(&self) -> &str { "append" }
+//!     fn apply(&self, e: &EditEntry, files: &mut dyn FileView) -> Result<(), EditError> {
+//!         let path = e.require_path()?;
+//!         let mut text = files.read(path)?.unwrap_or_default();
+//!         text.push_str(e.require("content", &e.content)?);
+//!         files.write(path, text)
+//!     }
+//! }
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let dir = tempfile::tempdir()?;
+//! std::fs::write(dir.path().join("notes.txt"), "one\n")?;
+//! let ws = Workspace::open(dir.path())?;
+//! let editor = Editor::new().with_strategy(Arc::new(Append));
+//! let entry = EditEntry {
+//!     strategy: "append".into(),
+//!     path: Some("notes.txt".into()),
+//!     content: Some("two\n".into()),
+//!     ..EditEntry::default()
+//! };
+//! let preview = editor.dry_run(&ws, &[entry.clone()], &Emit::none());
+//! assert!(preview.is_valid());
+//! assert!(preview.changes[0].diff.contains("+two"));
+//! let result = editor.edit(&ws, &[entry], "run-1", &Emit::none())?;
+//! assert_eq!(result.applied_count, 1);
+//! assert_eq!(std::fs::read_to_string(dir.path().join("notes.txt"))?, "one\ntwo\n");
+//! # Ok(()) }
+//! ```
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+mod format;
+mod module;
+mod overlay;
+mod secrets;
+
+pub use module::{EditModule, EditStepConfig, InstructionEditor, parse_entries};
+pub use nuvira_workspace;
+
+use nuvira_api::{
+    ChangeKind, EditEntry, EditError, EditPreview, EditResult, EditStrategy, EventKind, EventSink,
+    FileChange, SecurityWarning, Severity, SkippedChange, SyntaxChecker, SyntaxDiagnostic,
+};
+use nuvira_workspace::{FileOp, Journal, JournalError, Workspace};
+use overlay::{FileState, Overlay};
+use similar::{ChangeTag, TextDiff};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+/// Where the editor's events go: a sink and the step they belong to.
+#[derive(Clone, Copy)]
+pub struct Emit<'a> {
+    sink: Option<&'a dyn EventSink>,
+    step_id: Option<&'a str>,
+}
+
+impl<'a> Emit<'a> {
+    /// Events are dropped.
+    pub fn none() -> Self {
+        Self {
+            sink: None,
+            step_id: None,
+        }
+    }
+
+    /// Events go to `sink`, scoped to `step_id`.
+    pub fn to(sink: &'a dyn EventSink, step_id: Option<&'a str>) -> Self {
+        Self {
+            sink: Some(sink),
+            step_id,
+        }
+    }
+
+    fn emit(&self, kind: EventKind) {
+        if let Some(sink) = self.sink {
+            sink.emit(self.step_id, kind);
+        }
+    }
+}
+
+/// Batch-wide switches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct EditOptions {
+    /// Secrets found in added lines reject the batch (otherwise they are warnings).
+    pub block_on_secrets: bool,
+    /// Run the file type's formatter (rustfmt, ruff, prettier) on written files, when installed.
+    pub format: bool,
+}
+
+/// Why [`Editor::edit`] wrote nothing (or undid what it wrote).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum EditFailure {
+    /// The batch did not validate; nothing was written. The result lists every reason in
+    /// `skipped_changes`.
+    #[error("apply the edit batch: {} problem(s) found, nothing was written", .0.skipped_changes.len())]
+    Rejected(Box<EditResult>),
+    /// A write failed; the files already written were restored from the journal.
+    #[error("write the edit batch")]
+    Write(#[source] JournalError),
+}
+
+/// Applies edit batches: strategies by name, an optional syntax checker, and options.
+/// Cheap to clone.
+#[derive(Clone, Default)]
+pub struct Editor {
+    strategies: BTreeMap<String, Arc<dyn EditStrategy>>,
+    checker: Option<Arc<dyn SyntaxChecker>>,
+    compare: Option<SyntaxCompare>,
+    options: EditOptions,
+}
+
+/// Finds the syntax errors `new` introduces compared with `original` (`None`: a new file) for
+/// `path`. Plugged in with [`Editor::with_syntax_compare`] when a checker crate has a sharper
+/// comparison than [`new_diagnostics`] (e.g. `nuvira_syntax::compare`).
+pub type SyntaxCompare =
+    Arc<dyn Fn(&str, Option<&str>, &str) -> Vec<SyntaxDiagnostic> + Send + Sync>;
+
+impl std::fmt::Debug for Editor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Editor")
+            .field("strategies", &self.strategies.keys().collect::<Vec<_>>())
+            .field("checker", &self.checker.is_some())
+            .field("compare", &self.compare.is_some())
+            .field("options", &self.options)
+            .finish()
+    }
+}
+
+impl Editor {
+    /// An editor with no strategies and no syntax checker.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Builder-style: registers a strategy (replacing one of the same name).
+    #[must_use]
+    pub fn with_strategy(mut self, strategy: Arc<dyn EditStrategy>) -> Self {
+        self.strategies.insert(strategy.name().to_owned(), strategy);
+        self
+    }
+
+    /// Builder-style: registers several strategies.
+    #[must_use]
+    pub fn with_strategies(
+        mut self,
+        strategies: impl IntoIterator<Item = Arc<dyn EditStrategy>>,
+    ) -> Self {
+        for s in strategies {
+            self = self.with_strategy(s);
+        }
+        self
+    }
+
+    /// Builder-style: sets the syntax checker.
+    #[must_use]
+    pub fn with_checker(mut self, checker: Option<Arc<dyn SyntaxChecker>>) -> Self {
+        self.checker = checker;
+        self
+    }
+
+    /// Builder-style: sets how introduced syntax errors are found (used for files the checker
+    /// has a language for). Without it, the checker's diagnostics of the original and the new
+    /// text are compared with [`new_diagnostics`].
+    #[must_use]
+    pub fn with_syntax_compare(mut self, compare: SyntaxCompare) -> Self {
+        self.compare = Some(compare);
+        self
+    }
+
+    /// Builder-style: sets the options.
+    #[must_use]
+    pub fn with_options(mut self, options: EditOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// The options.
+    pub fn options(&self) -> EditOptions {
+        self.options
+    }
+
+    /// A strategy by name.
+    pub fn strategy(&self, name: &str) -> Option<&Arc<dyn EditStrategy>> {
+        self.strategies.get(name)
+    }
+
+    /// The registered strategy names, sorted.
+    pub fn strategy_names(&self) -> Vec<&str> {
+        self.strategies.keys().map(String::as_str).collect()
+    }
+
+    /// Applies the batch in memory and validates it. Touches nothing on disk.
+    pub fn dry_run(&self, ws: &Workspace, entries: &[EditEntry], emit: &Emit<'_>) -> EditPreview {
+        self.prepare(ws, entries, emit).preview
+    }
+
+    /// Validates the batch, then writes all of it or nothing, recording the originals in the
+    /// workspace's journal under `run_id` (and the emitter's step) first.
+    ///
+    /// # Errors
+    /// [`EditFailure::Rejected`] when the batch does not validate (nothing written), or
+    /// [`EditFailure::Write`] when a write fails (the written files are restored).
+    pub fn edit(
+        &self,
+        ws: &Workspace,
+        entries: &[EditEntry],
+        run_id: &str,
+        emit: &Emit<'_>,
+    ) -> Result<EditResult, EditFailure> {
+        let Prepared {
+            mut preview,
+            mut ops,
+        } = self.prepare(ws, entries, emit);
+        if !preview.is_valid() {
+            let reasons = rejection_reasons(&preview);
+            for r in &reasons {
+                emit.emit(EventKind::EditSkipped {
+                    path: Some(r.path.clone()).filter(|p| !p.is_empty()),
+                    reason: r.reason.clone(),
+                });
+            }
+            let mut result = EditResult::default();
+            result.preview = preview;
+            result.skipped_changes = reasons;
+            return Err(EditFailure::Rejected(Box::new(result)));
+        }
+        if self.options.format {
+            self.format_ops(ws, &mut ops, &mut preview);
+        }
+        let journal = Journal::new(ws);
+        let mut txn = journal.begin(run_id, emit.step_id);
+        let written = match txn.apply(&ops) {
+            Ok(w) => w,
+            Err(e) => {
+                // `apply` restored what it had written before failing.
+                emit.emit(EventKind::EditRolledBack {
+                    paths: ops.iter().map(|o| o.path().to_owned()).collect(),
+                    reason: e.to_string(),
+                });
+                return Err(EditFailure::Write(e));
+            }
+        };
+        txn.commit().map_err(EditFailure::Write)?;
+        for (op, bytes) in ops.iter().zip(written) {
+            emit.emit(EventKind::EditWritten {
+                path: op.path().to_owned(),
+                bytes,
+            });
+        }
+        let mut result = EditResult::default();
+        result.applied_count = preview.changes.len();
+        result.preview = preview;
+        Ok(result)
+    }
+
+    fn prepare(&self, ws: &Workspace, entries: &[EditEntry], emit: &Emit<'_>) -> Prepared {
+        let mut overlay = Overlay::new(ws);
+        let mut preview = EditPreview::default();
+        for (i, entry) in entries.iter().enumerate() {
+            if let Some(path) = &entry.path {
+                emit.emit(EventKind::EditGenerating {
+                    path: path.clone(),
+                    language: self
+                        .checker
+                        .as_ref()
+                        .and_then(|c| c.language_for(path))
+                        .map(str::to_owned),
+                });
+            }
+            let Some(strategy) = self.strategies.get(&entry.strategy) else {
+                preview.errors.push(EditError::new(
+                    entry.path.clone(),
+                    format!(
+                        "edit {} uses unknown strategy `{}`; use one of: {}",
+                        i + 1,
+                        entry.strategy,
+                        self.strategy_names().join(", ")
+                    ),
+                ));
+                continue;
+            };
+            // Entries are atomic on the overlay too: a failing entry leaves no half-change for
+            // the entries after it.
+            let snapshot = overlay.current.clone();
+            let renames = overlay.renamed_from.clone();
+            if let Err(mut e) = strategy.apply(entry, &mut overlay) {
+                overlay.current = snapshot;
+                overlay.renamed_from = renames;
+                if e.path.is_none() {
+                    e.path.clone_from(&entry.path);
+                }
+                e.message = format!("edit {} ({}): {}", i + 1, entry.strategy, e.message);
+                preview.errors.push(e);
+            }
+        }
+
+        let changes = collect_changes(&overlay);
+        let severity = if self.options.block_on_secrets {
+            Severity::Error
+        } else {
+            Severity::Warning
+        };
+        let mut ops_write = Vec::new();
+        let mut ops_delete = Vec::new();
+        let (mut files, mut added, mut removed) = (0, 0, 0);
+        for change in &changes {
+            let diff = diff_of(change);
+            files += 1;
+            added += diff.additions;
+            removed += diff.deletions;
+            // Syntax: only NEW errors count.
+            if let Some(new_text) = change.new.text() {
+                let new_issues = self.new_syntax_errors(change, new_text);
+                if let Some(checker) = &self.checker
+                    && checker.language_for(&change.path).is_some()
+                {
+                    emit.emit(EventKind::EditValidating {
+                        path: change.path.clone(),
+                        syntax_valid: new_issues.is_empty(),
+                        issues: new_issues.len(),
+                    });
+                }
+                preview.validation.ast_issues.extend(new_issues);
+                preview
+                    .validation
+                    .security_warnings
+                    .extend(secrets::scan_added_lines(
+                        &change.path,
+                        diff.added_lines.iter().map(|(n, s)| (*n, s.as_str())),
+                        severity,
+                    ));
+                ops_write.push(FileOp::Write {
+                    path: change.path.clone(),
+                    content: new_text.as_bytes().to_vec(),
+                    mode: overlay.modes.get(&change.path).copied(),
+                });
+            } else {
+                ops_delete.push(FileOp::Delete {
+                    path: change.path.clone(),
+                });
+            }
+            if let ChangeKind::Rename { from } = &change.kind {
+                ops_delete.push(FileOp::Delete { path: from.clone() });
+            }
+            preview.changes.push(FileChange::new(
+                change.path.clone(),
+                change.kind.clone(),
+                diff.text,
+                diff.additions,
+                diff.deletions,
+            ));
+        }
+        preview.validation.syntax_valid = preview.validation.ast_issues.is_empty();
+        if self.checker.is_none() && !preview.changes.is_empty() {
+            preview
+                .warnings
+                .push("no syntax checker is configured: syntax was not validated".into());
+        }
+        if entries.is_empty() {
+            preview.warnings.push("the batch has no edits".into());
+        }
+        preview.estimated_impact.files = files;
+        preview.estimated_impact.lines_added = added;
+        preview.estimated_impact.lines_removed = removed;
+        preview.estimated_impact.level = impact_level(files, added + removed).into();
+        ops_write.extend(ops_delete);
+        Prepared {
+            preview,
+            ops: ops_write,
+        }
+    }
+
+    fn new_syntax_errors(&self, change: &Change, new_text: &str) -> Vec<SyntaxDiagnostic> {
+        let Some(checker) = &self.checker else {
+            return Vec::new();
+        };
+        if checker.language_for(&change.path).is_none() {
+            return Vec::new();
+        }
+        if let Some(compare) = &self.compare {
+            return compare(&change.path, change.old.text(), new_text);
+        }
+        let after = checker.check(&change.path, new_text);
+        if after.diagnostics.is_empty() {
+            return Vec::new();
+        }
+        let before = change
+            .old
+            .text()
+            .map(|t| checker.check(&change.old_path, t).diagnostics)
+            .unwrap_or_default();
+        new_diagnostics(&before, after.diagnostics)
+    }
+
+    fn format_ops(&self, ws: &Workspace, ops: &mut [FileOp], preview: &mut EditPreview) {
+        for op in ops.iter_mut() {
+            let FileOp::Write { path, content, .. } = op else {
+                continue;
+            };
+            let Ok(text) = std::str::from_utf8(content) else {
+                continue;
+            };
+            match format::format(ws.root(), path, text) {
+                format::Formatted::NotApplicable => {}
+                format::Formatted::Skipped(why) => preview.warnings.push(why),
+                format::Formatted::Text(formatted) if formatted != text => {
+                    // Never let a formatter introduce syntax errors of its own.
+                    if let Some(checker) = &self.checker
+                        && checker.language_for(path).is_some()
+                        && checker.check(path, &formatted).diagnostics.len()
+                            > checker.check(path, text).diagnostics.len()
+                    {
+                        preview.warnings.push(format!(
+                            "{path}: formatter output discarded, it broke syntax"
+                        ));
+                        continue;
+                    }
+                    if let Some(change) = preview.changes.iter_mut().find(|c| &c.path == path) {
+                        let old_path = match &change.kind {
+                            ChangeKind::Rename { from } => from.clone(),
+                            _ => path.clone(),
+                        };
+                        let old = ws.read_text(&old_path).ok().flatten().unwrap_or_default();
+                        let d = unified(&old, &formatted, &old_path, path, &change.kind);
+                        change.diff = d.text;
+                        change.additions = d.additions;
+                        change.deletions = d.deletions;
+                    }
+                    *content = formatted.into_bytes();
+                }
+                format::Formatted::Text(_) => {}
+            }
+        }
+    }
+}
+
+struct Prepared {
+    preview: EditPreview,
+    ops: Vec<FileOp>,
+}
+
+/// One changed file, before diffing.
+struct Change {
+    path: String,
+    old_path: String,
+    kind: ChangeKind,
+    old: FileState,
+    new: FileState,
+}
+
+fn collect_changes(overlay: &Overlay<'_>) -> Vec<Change> {
+    let absent = FileState::Absent;
+    let orig = |p: &str| overlay.original.get(p).unwrap_or(&absent);
+    let cur = |p: &str| overlay.current.get(p).unwrap_or(&absent);
+    let mut consumed = BTreeSet::new();
+    let mut renames = BTreeMap::new();
+    for (to, from) in &overlay.renamed_from {
+        if orig(from).exists() && !cur(from).exists() && !orig(to).exists() && cur(to).exists() {
+            renames.insert(to.clone(), from.clone());
+            consumed.insert(from.clone());
+        }
+    }
+    let mut out = Vec::new();
+    for path in &overlay.order {
+        if consumed.contains(path) {
+            continue;
+        }
+        if let Some(from) = renames.get(path) {
+            out.push(Change {
+                path: path.clone(),
+                old_path: from.clone(),
+                kind: ChangeKind::Rename { from: from.clone() },
+                old: orig(from).clone(),
+                new: cur(path).clone(),
+            });
+            continue;
+        }
+        let (old, new) = (orig(path), cur(path));
+        if old == new {
+            continue;
+        }
+        let kind = match (old.exists(), new.exists()) {
+            (false, true) => ChangeKind::Create,
+            (true, false) => ChangeKind::Delete,
+            _ => ChangeKind::Modify,
+        };
+        out.push(Change {
+            path: path.clone(),
+            old_path: path.clone(),
+            kind,
+            old: old.clone(),
+            new: new.clone(),
+        });
+    }
+    out
+}
+
+struct Diff {
+    text: String,
+    additions: usize,
+    deletions: usize,
+    added_lines: Vec<(u32, String)>,
+}
+
+fn diff_of(change: &Change) -> Diff {
+    match (&change.old, &change.new) {
+        (FileState::Opaque(_), _) => Diff {
+            text: format!("Binary file a/{} deleted\n", change.old_path),
+            additions: 0,
+            deletions: 0,
+            added_lines: Vec::new(),
+        },
+        (old, new) => unified(
+            old.text().unwrap_or_default(),
+            new.text().unwrap_or_default(),
+            &change.old_path,
+            &change.path,
+            &change.kind,
+        ),
+    }
+}
+
+fn unified(old: &str, new: &str, old_path: &str, new_path: &str, kind: &ChangeKind) -> Diff {
+    let diff = TextDiff::from_lines(old, new);
+    let (mut additions, mut deletions) = (0, 0);
+    let mut added_lines = Vec::new();
+    for change in diff.iter_all_changes() {
+        match change.tag() {
+            ChangeTag::Insert => {
+                additions += 1;
+                let line = change.new_index().map_or(0, |i| i + 1);
+                added_lines.push((
+                    u32::try_from(line).unwrap_or(u32::MAX),
+                    change.value().trim_end_matches(['\n', '\r']).to_owned(),
+                ));
+            }
+            ChangeTag::Delete => deletions += 1,
+            ChangeTag::Equal => {}
+        }
+    }
+    let a = match kind {
+        ChangeKind::Create => "/dev/null".to_owned(),
+        _ => format!("a/{old_path}"),
+    };
+    let b = match kind {
+        ChangeKind::Delete => "/dev/null".to_owned(),
+        _ => format!("b/{new_path}"),
+    };
+    let mut text = diff
+        .unified_diff()
+        .context_radius(3)
+        .missing_newline_hint(true)
+        .header(&a, &b)
+        .to_string();
+    if text.is_empty() && old_path != new_path {
+        text = format!("rename from {old_path}\nrename to {new_path}\n");
+    }
+    Diff {
+        text,
+        additions,
+        deletions,
+        added_lines,
+    }
+}
+
+fn impact_level(files: usize, lines: usize) -> &'static str {
+    if files <= 1 && lines <= 20 {
+        "low"
+    } else if files <= 5 && lines <= 200 {
+        "medium"
+    } else {
+        "high"
+    }
+}
+
+/// The diagnostics of `after` that have no counterpart in `before`. Positions are ignored (an
+/// edit above a pre-existing error moves it); a diagnostic matches one of the same node kind
+/// and message (digits, which carry positions, removed), each counterpart used once.
+pub fn new_diagnostics(
+    before: &[SyntaxDiagnostic],
+    after: Vec<SyntaxDiagnostic>,
+) -> Vec<SyntaxDiagnostic> {
+    fn key(d: &SyntaxDiagnostic) -> (String, String) {
+        (
+            d.node_kind.clone(),
+            d.message.chars().filter(|c| !c.is_ascii_digit()).collect(),
+        )
+    }
+    let mut pool: BTreeMap<(String, String), usize> = BTreeMap::new();
+    for d in before {
+        *pool.entry(key(d)).or_default() += 1;
+    }
+    after
+        .into_iter()
+        .filter(|d| match pool.get_mut(&key(d)) {
+            Some(n) if *n > 0 => {
+                *n -= 1;
+                false
+            }
+            _ => true,
+        })
+        .collect()
+}
+
+/// Every reason a preview is not valid, as skipped changes naming path and line.
+pub fn rejection_reasons(preview: &EditPreview) -> Vec<SkippedChange> {
+    let mut out = Vec::new();
+    for e in &preview.errors {
+        let mut reason = e.message.clone();
+        if let Some(c) = &e.candidate {
+            reason.push_str(&format!("; closest match: {c}"));
+        }
+        out.push(SkippedChange::new(e.path.clone().unwrap_or_default(), reason).at_line(e.line));
+    }
+    for d in &preview.validation.ast_issues {
+        out.push(
+            SkippedChange::new(
+                d.path.clone(),
+                format!(
+                    "the edit introduces a syntax error at {}:{}: {}",
+                    d.line, d.column, d.message
+                ),
+            )
+            .at_line(Some(d.line)),
+        );
+    }
+    for w in &preview.validation.security_warnings {
+        if w.severity == Severity::Error {
+            out.push(
+                SkippedChange::new(
+                    w.path.clone(),
+                    format!(
+                        "{} [{}] (blocked: `block_on_secrets` is on)",
+                        w.message, w.rule
+                    ),
+                )
+                .at_line(Some(w.line)),
+            );
+        }
+    }
+    out
+}
+
+/// Whether a security warning blocks (for callers that print them).
+pub fn is_blocking(w: &SecurityWarning) -> bool {
+    w.severity == Severity::Error
+}

@@ -1,0 +1,401 @@
+//! The `edit` step: [`EditModule`] implements [`nuvira_api::Module`].
+
+use crate::{EditFailure, EditOptions, Editor, Emit, rejection_reasons};
+use nuvira_api::{
+    EditEntry, ErrorCategory, Failure, Module, ModuleError, ModuleKind, PlanStep, StepContext,
+    StepOutput, WriteSet, async_trait,
+};
+use nuvira_workspace::Workspace;
+use serde::Deserialize;
+use serde_json::Value;
+use std::sync::Arc;
+
+/// The config of an `edit` step (and the shape of the file `nuvira apply` reads).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EditStepConfig {
+    /// The entries, in order.
+    #[serde(default)]
+    pub edits: Option<Vec<Value>>,
+    /// Text for a model to turn into entries (needs a configured model).
+    #[serde(default)]
+    pub instructions: Option<String>,
+    /// Secrets in added lines reject the batch.
+    #[serde(default)]
+    pub block_on_secrets: Option<bool>,
+    /// Format written files when the formatter is installed.
+    #[serde(default)]
+    pub format: Option<bool>,
+    /// Size cap per file in bytes (default 1 MiB).
+    #[serde(default)]
+    pub max_file_size: Option<u64>,
+}
+
+/// Turns an edit step's `instructions` into entries (the hook for model-written edits).
+#[async_trait]
+pub trait InstructionEditor: Send + Sync {
+    /// The entries for these instructions.
+    ///
+    /// # Errors
+    /// A [`ModuleError`] (e.g. the model answered something unusable).
+    async fn edits_for(
+        &self,
+        instructions: &str,
+        ctx: &StepContext,
+    ) -> Result<Vec<EditEntry>, ModuleError>;
+}
+
+/// The fields each built-in strategy needs (beyond `strategy`).
+fn required_fields(strategy: &str) -> Option<&'static [&'static str]> {
+    Some(match strategy {
+        "search-replace" => &["path", "search", "replace"],
+        "unified-diff" => &["patch"],
+        "regex" => &["path", "pattern", "replace"],
+        "whole-file" => &["path", "content"],
+        "delete-file" => &["path"],
+        "rename-file" => &["path", "to"],
+        "ast-replace" => &["path", "symbol", "content"],
+        _ => return None,
+    })
+}
+
+fn field<'a>(e: &'a EditEntry, name: &str) -> Option<&'a String> {
+    match name {
+        "path" => e.path.as_ref(),
+        "search" => e.search.as_ref(),
+        "replace" => e.replace.as_ref(),
+        "patch" => e.patch.as_ref(),
+        "pattern" => e.pattern.as_ref(),
+        "content" => e.content.as_ref(),
+        "to" => e.to.as_ref(),
+        "symbol" => e.symbol.as_ref(),
+        _ => None,
+    }
+}
+
+/// Parses and checks raw entries: each must be an edit entry, name a strategy `editor` knows,
+/// and carry the fields a built-in strategy needs. Every problem is reported, each naming the
+/// entry index (`edits[2]`) and the field.
+///
+/// # Errors
+/// The list of problems.
+pub fn parse_entries(values: &[Value], editor: &Editor) -> Result<Vec<EditEntry>, Vec<String>> {
+    let mut out = Vec::with_capacity(values.len());
+    let mut problems = Vec::new();
+    for (i, v) in values.iter().enumerate() {
+        let Some(obj) = v.as_object() else {
+            problems.push(format!(
+                "edits[{i}]: expected a mapping with a `strategy` field, found {}",
+                kind_of(v)
+            ));
+            continue;
+        };
+        match obj.get("strategy") {
+            Some(Value::String(_)) => {}
+            Some(other) => {
+                problems.push(format!(
+                    "edits[{i}].strategy: expected a string, found {}",
+                    kind_of(other)
+                ));
+                continue;
+            }
+            None => {
+                problems.push(format!(
+                    "edits[{i}].strategy: missing; use one of: {}",
+                    editor.strategy_names().join(", ")
+                ));
+                continue;
+            }
+        }
+        let entry: EditEntry = match serde_json::from_value(v.clone()) {
+            Ok(e) => e,
+            Err(e) => {
+                problems.push(format!("edits[{i}]: {e}"));
+                continue;
+            }
+        };
+        if editor.strategy(&entry.strategy).is_none() {
+            problems.push(format!(
+                "edits[{i}].strategy: unknown strategy `{}`; use one of: {}",
+                entry.strategy,
+                editor.strategy_names().join(", ")
+            ));
+            continue;
+        }
+        if let Some(fields) = required_fields(&entry.strategy) {
+            for f in fields {
+                if field(&entry, f).is_none() {
+                    problems.push(format!(
+                        "edits[{i}].{f}: missing; a `{}` edit needs {}",
+                        entry.strategy,
+                        fields
+                            .iter()
+                            .map(|f| format!("`{f}`"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ));
+                }
+            }
+        }
+        out.push(entry);
+    }
+    if problems.is_empty() {
+        Ok(out)
+    } else {
+        Err(problems)
+    }
+}
+
+fn kind_of(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "nothing",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "a mapping",
+    }
+}
+
+/// The paths a unified diff names in its `---`/`+++` headers (without `a/`/`b/`).
+fn patch_paths(patch: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for line in patch.lines() {
+        let Some(rest) = line
+            .strip_prefix("+++ ")
+            .or_else(|| line.strip_prefix("--- "))
+        else {
+            continue;
+        };
+        let name = rest.split('\t').next().unwrap_or(rest).trim();
+        if name == "/dev/null" || name.is_empty() {
+            continue;
+        }
+        let name = name
+            .strip_prefix("a/")
+            .or_else(|| name.strip_prefix("b/"))
+            .unwrap_or(name);
+        if !out.iter().any(|p| p == name) {
+            out.push(name.to_owned());
+        }
+    }
+    out
+}
+
+/// The `edit` module: runs a step's `edits` as one validated, all-or-nothing batch.
+///
+/// Config (see [`EditStepConfig`]): `edits: [...]` in the edit-entry schema,
+/// `block_on_secrets: bool`, `format: bool`, `max_file_size: bytes`. In a dry run it returns
+/// [`StepOutput::EditPreview`]; otherwise [`StepOutput::Edit`]. A rejected batch is a
+/// recoverable [`ErrorCategory::EditRejected`] failure carrying every reason as evidence. Written
+/// files are journaled under the run id, so the engine can undo a failed or cancelled run with
+/// [`nuvira_workspace::Journal::rollback_run`].
+#[derive(Clone, Default)]
+pub struct EditModule {
+    editor: Editor,
+    instructions: Option<Arc<dyn InstructionEditor>>,
+}
+
+impl std::fmt::Debug for EditModule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EditModule")
+            .field("editor", &self.editor)
+            .field("instructions", &self.instructions.is_some())
+            .finish()
+    }
+}
+
+impl EditModule {
+    /// A module that applies batches with this editor (its strategies, checker and default
+    /// options; a step's config overrides the options).
+    pub fn new(editor: Editor) -> Self {
+        Self {
+            editor,
+            instructions: None,
+        }
+    }
+
+    /// Builder-style: sets the hook that turns `instructions` into entries when a model is
+    /// configured.
+    #[must_use]
+    pub fn with_instructions(mut self, hook: Arc<dyn InstructionEditor>) -> Self {
+        self.instructions = Some(hook);
+        self
+    }
+
+    /// The editor.
+    pub fn editor(&self) -> &Editor {
+        &self.editor
+    }
+
+    fn config(step: &PlanStep) -> Result<EditStepConfig, String> {
+        if step.config.is_null() {
+            return Err(format!(
+                "step `{}`: an edit step needs `config.edits` (a list of edit entries) or `config.instructions`",
+                step.id
+            ));
+        }
+        serde_json::from_value(step.config.clone())
+            .map_err(|e| format!("step `{}`: config: {e}", step.id))
+    }
+}
+
+#[async_trait]
+impl Module for EditModule {
+    fn name(&self) -> &str {
+        "edit"
+    }
+
+    fn kind(&self) -> ModuleKind {
+        ModuleKind::Edit
+    }
+
+    fn write_set(&self, step: &PlanStep) -> WriteSet {
+        let Ok(cfg) = Self::config(step) else {
+            return WriteSet::Exclusive;
+        };
+        let Some(values) = cfg.edits else {
+            return WriteSet::Exclusive;
+        };
+        let mut paths: Vec<String> = step.writes.clone();
+        for v in &values {
+            let Ok(entry) = serde_json::from_value::<EditEntry>(v.clone()) else {
+                return WriteSet::Exclusive;
+            };
+            let mut p = match self.editor.strategy(&entry.strategy) {
+                Some(s) => s.paths(&entry),
+                None => entry.path.iter().chain(entry.to.iter()).cloned().collect(),
+            };
+            if p.is_empty()
+                && let Some(patch) = &entry.patch
+            {
+                p = patch_paths(patch);
+            }
+            if p.is_empty() {
+                return WriteSet::Exclusive;
+            }
+            paths.extend(p);
+        }
+        WriteSet::paths(paths)
+    }
+
+    fn validate(&self, step: &PlanStep) -> Result<(), String> {
+        let cfg = Self::config(step)?;
+        match (&cfg.edits, &cfg.instructions) {
+            (Some(values), _) => parse_entries(values, &self.editor)
+                .map(|_| ())
+                .map_err(|p| format!("step `{}`: {}", step.id, p.join("; "))),
+            (None, Some(_)) => Ok(()),
+            (None, None) => Err(format!(
+                "step `{}`: an edit step needs `config.edits` (a list of edit entries) or `config.instructions`",
+                step.id
+            )),
+        }
+    }
+
+    async fn run(&self, step: &PlanStep, ctx: &StepContext) -> Result<StepOutput, ModuleError> {
+        let cfg = Self::config(step).map_err(ModuleError::invalid_config)?;
+        let entries = match (&cfg.edits, &cfg.instructions) {
+            (Some(values), _) => parse_entries(values, &self.editor).map_err(|p| {
+                ModuleError::invalid_config(format!("step `{}`: {}", step.id, p.join("; ")))
+            })?,
+            (None, Some(text)) => match (&self.instructions, &ctx.llm) {
+                (Some(hook), Some(_)) => hook.edits_for(text, ctx).await?,
+                (_, None) => {
+                    return Err(ModuleError::invalid_config(format!(
+                        "step `{}`: `instructions` need a model to write the edits; configure one (NUVIRA_MODEL) or give `edits` instead",
+                        step.id
+                    )));
+                }
+                (None, Some(_)) => {
+                    return Err(ModuleError::invalid_config(format!(
+                        "step `{}`: model-written edits (`instructions`) are not available in this build; give `edits` instead",
+                        step.id
+                    )));
+                }
+            },
+            (None, None) => {
+                return Err(ModuleError::invalid_config(format!(
+                    "step `{}`: an edit step needs `config.edits` or `config.instructions`",
+                    step.id
+                )));
+            }
+        };
+        let defaults = self.editor.options();
+        let editor = self.editor.clone().with_options(EditOptions {
+            block_on_secrets: cfg.block_on_secrets.unwrap_or(defaults.block_on_secrets),
+            format: cfg.format.unwrap_or(defaults.format),
+        });
+        let mut ws = Workspace::open(&ctx.workspace_root).map_err(|e| {
+            ModuleError::fatal(ErrorCategory::Io, format!("step `{}`: {e}", step.id))
+        })?;
+        if let Some(cap) = cfg.max_file_size {
+            ws = ws.with_max_file_size(cap);
+        }
+        if ctx.cancel.is_cancelled() {
+            return Err(ModuleError::Cancelled);
+        }
+        let events = Arc::clone(&ctx.events);
+        let step_id = ctx.step_id.clone();
+        let run_id = ctx.run_id.clone();
+        let dry_run = ctx.dry_run;
+        let work = tokio::task::spawn_blocking(move || {
+            let emit = Emit::to(events.as_ref(), Some(&step_id));
+            if dry_run {
+                let preview = editor.dry_run(&ws, &entries, &emit);
+                if preview.is_valid() {
+                    Ok(StepOutput::EditPreview(preview))
+                } else {
+                    let reasons = rejection_reasons(&preview);
+                    Err(rejected(reasons, StepOutput::EditPreview(preview)))
+                }
+            } else {
+                match editor.edit(&ws, &entries, &run_id, &emit) {
+                    Ok(result) => Ok(StepOutput::Edit(result)),
+                    Err(EditFailure::Rejected(result)) => {
+                        let reasons = result.skipped_changes.clone();
+                        Err(rejected(reasons, StepOutput::Edit(*result)))
+                    }
+                    Err(EditFailure::Write(e)) => Err(ModuleError::fatal(
+                        ErrorCategory::Io,
+                        format!("write the edits: {e}"),
+                    )),
+                }
+            }
+        });
+        work.await.map_err(|e| {
+            ModuleError::fatal(ErrorCategory::Unknown, format!("run the edit batch: {e}"))
+        })?
+    }
+}
+
+fn rejected(reasons: Vec<nuvira_api::SkippedChange>, output: StepOutput) -> ModuleError {
+    let evidence = reasons.iter().map(|r| match (r.path.is_empty(), r.line) {
+        (true, _) => r.reason.clone(),
+        (false, Some(l)) => format!("{}:{l}: {}", r.path, r.reason),
+        (false, None) => format!("{}: {}", r.path, r.reason),
+    });
+    ModuleError::Recoverable(
+        Failure::new(
+            ErrorCategory::EditRejected,
+            format!(
+                "edit batch rejected ({} problem(s)); nothing was written",
+                reasons.len()
+            ),
+        )
+        .with_evidence(evidence)
+        .with_output(output),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn patch_paths_reads_git_and_plain_headers() {
+        let patch = "--- a/src/x.rs\n+++ b/src/x.rs\n@@ -1 +1 @@\n-a\n+b\n--- /dev/null\n+++ b/new.txt\t2024\n";
+        assert_eq!(patch_paths(patch), vec!["src/x.rs", "new.txt"]);
+    }
+}

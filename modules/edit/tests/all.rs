@@ -1,0 +1,7 @@
+//! Integration tests of nuvira-edit: one binary, one module per area.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+mod support;
+
+mod editor;
+mod module;
