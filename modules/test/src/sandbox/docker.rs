@@ -157,23 +157,38 @@ impl DockerSandbox {
             .await
             .map_err(|e| SandboxError::Failed(format!("pack the workspace: {e}")))??;
 
+        let body = self.container_body(request, &image)?;
         let name = container_name();
+        // The create call runs in its own task, so that it completes even when this future is
+        // dropped; the guard's removal waits for it (a removal sent while the engine is still
+        // creating would find nothing and leave the container behind).
+        let (created_tx, created_rx) = tokio::sync::oneshot::channel::<()>();
+        let create = {
+            let docker = self.docker.clone();
+            let name = name.clone();
+            self.cleanup.spawn(async move {
+                let r = docker
+                    .create_container(
+                        Some(CreateContainerOptions {
+                            name: Some(name),
+                            ..Default::default()
+                        }),
+                        body,
+                    )
+                    .await;
+                let _ = created_tx.send(());
+                r
+            })
+        };
         let mut guard = RemovalGuard {
             docker: self.docker.clone(),
             tracker: self.cleanup.clone(),
             name: Some(name.clone()),
+            created: Some(created_rx),
         };
-        let body = self.container_body(request, &image)?;
-        let created = self
-            .docker
-            .create_container(
-                Some(CreateContainerOptions {
-                    name: Some(name.clone()),
-                    ..Default::default()
-                }),
-                body,
-            )
+        let created = create
             .await
+            .map_err(|e| SandboxError::Failed(format!("create a container from {image}: {e}")))?
             .map_err(|e| self.engine_error(&format!("create a container from {image}"), e))?;
         let id = created.id;
         let mut info = SandboxInfo::default();
@@ -196,9 +211,10 @@ impl DockerSandbox {
                 )
                 .await;
         }
-        // Removal is awaited here on every path the future survives; the guard covers the rest.
-        guard.disarm();
+        // Removal is awaited here on every path the future survives; the guard covers the rest
+        // (including this removal being dropped half-way).
         remove(&self.docker, &id).await;
+        guard.disarm();
         result
     }
 
@@ -528,6 +544,8 @@ struct RemovalGuard {
     docker: Docker,
     tracker: TaskTracker,
     name: Option<String>,
+    /// Resolves (or closes) once the create call has finished.
+    created: Option<tokio::sync::oneshot::Receiver<()>>,
 }
 
 impl RemovalGuard {
@@ -542,10 +560,18 @@ impl Drop for RemovalGuard {
             return;
         };
         let docker = self.docker.clone();
+        let created = self.created.take();
         match tokio::runtime::Handle::try_current() {
             Ok(handle) => {
-                self.tracker
-                    .spawn_on(async move { remove(&docker, &name).await }, &handle);
+                self.tracker.spawn_on(
+                    async move {
+                        if let Some(created) = created {
+                            let _ = created.await;
+                        }
+                        remove(&docker, &name).await;
+                    },
+                    &handle,
+                );
             }
             Err(_) => tracing::warn!(
                 "sandbox container {name} may be left behind (no runtime to remove it): remove it with `docker rm -f {name}`"
