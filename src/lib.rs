@@ -5,4 +5,17 @@ pub use nuvira_api as api;
 
 #[cfg(feature = "cli")]
 pub mod cli;
+pub mod defaults;
+pub mod engine;
+pub mod events;
 pub mod exit;
+pub mod graph;
+pub mod registry;
+pub mod scheduler;
+pub mod validate;
+
+pub use engine::{Engine, EngineBuilder, RunSettings};
+pub use events::EventBus;
+pub use registry::ModuleRegistry;
+pub use scheduler::{RunOptions, RunSummary, StepOutcome};
+pub use validate::{Problem, ProblemKind, ValidatedPlan, ValidationErrors};

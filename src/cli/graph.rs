@@ -1,11 +1,46 @@
-//! `nuvira graph` (being built; see the issue tracker).
+//! `nuvira graph PLAN [--format dot|mermaid|json]`.
+
+use clap::ValueEnum;
+use std::path::PathBuf;
 
 /// Arguments of `nuvira graph`.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// The plan file (.yaml, .yml, .json or .toml).
+    pub plan: PathBuf,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Dot)]
+    pub format: Format,
+}
 
-/// Runs the command.
-pub fn execute(_args: Args) -> u8 {
-    eprintln!("error: `nuvira graph` is not available in this build yet");
-    crate::exit::INVALID
+/// Output formats of `nuvira graph`.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum Format {
+    /// Graphviz DOT (`nuvira graph plan.yaml | dot -Tsvg > plan.svg`).
+    Dot,
+    /// A Mermaid flowchart.
+    Mermaid,
+    /// Steps, edges, outputs and a topological order as JSON.
+    Json,
+}
+
+/// Runs the command: prints the graph of a valid plan, or the plan's problems (exit 2).
+pub fn execute(args: Args) -> u8 {
+    match super::validate::check(&args.plan) {
+        Ok(plan) => {
+            let text = match args.format {
+                Format::Dot => crate::graph::to_dot(&plan),
+                Format::Mermaid => crate::graph::to_mermaid(&plan),
+                Format::Json => format!("{:#}\n", crate::graph::to_json(&plan)),
+            };
+            print!("{text}");
+            crate::exit::SUCCESS
+        }
+        Err((_, problems)) => {
+            for p in &problems {
+                eprintln!("{p}");
+            }
+            crate::exit::INVALID
+        }
+    }
 }

@@ -1,11 +1,99 @@
-//! `nuvira validate` (being built; see the issue tracker).
+//! `nuvira validate PLAN [--format text|json]`.
+
+use crate::validate::{Problem, ProblemKind};
+use clap::ValueEnum;
+use serde_json::json;
+use std::path::PathBuf;
 
 /// Arguments of `nuvira validate`.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// The plan file (.yaml, .yml, .json or .toml).
+    pub plan: PathBuf,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+}
+
+/// Output formats of `nuvira validate`.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum Format {
+    /// `error[KIND]: message` lines on stderr.
+    Text,
+    /// `{"valid", "steps", "errors": [{"kind", "steps", "message"}]}` on stdout.
+    Json,
+}
+
+/// Loads and validates a plan file against the built-in modules. On failure returns the
+/// number of steps parsed (0 when the file does not parse) and every problem, located.
+pub(crate) fn check(path: &std::path::Path) -> Result<crate::ValidatedPlan, (usize, Vec<Problem>)> {
+    let loaded = match nuvira_plan::load_file(path) {
+        Ok(l) => l,
+        Err(e) => {
+            return Err((
+                0,
+                vec![Problem {
+                    kind: ProblemKind::Parse,
+                    steps: vec![],
+                    message: e.to_string(),
+                    line: e.line,
+                    column: e.column,
+                }],
+            ));
+        }
+    };
+    let registry = crate::defaults::registry();
+    crate::validate::validate(&loaded.plan, Some(&registry)).map_err(|errs| {
+        let problems = errs
+            .problems
+            .into_iter()
+            .map(|mut p| {
+                if p.line.is_none() {
+                    p.line = p.steps.first().and_then(|id| loaded.line_of_step(id));
+                }
+                let location = match p.line {
+                    Some(l) => format!("{}:{l}", loaded.source_name),
+                    None => loaded.source_name.clone(),
+                };
+                p.message = format!("{location}: {}", p.message);
+                p
+            })
+            .collect();
+        (loaded.plan.steps.len(), problems)
+    })
+}
 
 /// Runs the command.
-pub fn execute(_args: Args) -> u8 {
-    eprintln!("error: `nuvira validate` is not available in this build yet");
-    crate::exit::INVALID
+pub fn execute(args: Args) -> u8 {
+    let result = check(&args.plan);
+    match (args.format, result) {
+        (Format::Text, Ok(plan)) => {
+            println!(
+                "{}: valid, {} step(s)",
+                args.plan.display(),
+                plan.plan.steps.len()
+            );
+            crate::exit::SUCCESS
+        }
+        (Format::Text, Err((_, problems))) => {
+            for p in &problems {
+                eprintln!("{p}");
+            }
+            crate::exit::INVALID
+        }
+        (Format::Json, Ok(plan)) => {
+            println!(
+                "{}",
+                json!({ "valid": true, "steps": plan.plan.steps.len(), "errors": [] })
+            );
+            crate::exit::SUCCESS
+        }
+        (Format::Json, Err((steps, problems))) => {
+            println!(
+                "{}",
+                json!({ "valid": false, "steps": steps, "errors": problems })
+            );
+            crate::exit::INVALID
+        }
+    }
 }

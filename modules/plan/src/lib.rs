@@ -1,0 +1,18 @@
+//! # nuvira-plan — where plans come from
+//!
+//! A plan is read from a file ([`load_file`], [`FilePlanner`]) or produced by a planner. This
+//! crate owns the file formats: YAML, JSON and TOML, chosen by extension, all deserialized into
+//! the same [`ExecutionPlan`](nuvira_api::ExecutionPlan). Every parse error names the file, the
+//! line and the column, and a [`LoadedPlan`] keeps the source text so that later validation
+//! errors can point at the line where a step is defined.
+//!
+//! YAML is read with `serde_yaml_ng`, a maintained fork of the deprecated `serde_yaml` with the
+//! same data model and error locations; we chose it over `serde_yml` (unmaintained, unsound
+//! releases) and over the younger `serde-saphyr` because it is a drop-in with a long track record.
+#![forbid(unsafe_code)]
+
+mod file;
+mod template;
+
+pub use file::{FilePlanner, LoadError, LoadedPlan, PlanFormat, load_file, parse_str};
+pub use template::TemplatePlanner;

@@ -1,0 +1,304 @@
+//! The event bus: stamps events, keeps a history, and fans them out to independent consumers.
+//!
+//! Emitting never blocks the run: each consumer reads from its own unbounded channel, so a slow
+//! JSONL writer delays nothing but itself. Events are shared as `Arc<Event>`, so ten consumers
+//! cost ten pointer copies, not ten deep copies. Sequence numbers are assigned under the same
+//! lock that appends to the history and sends to consumers, so every consumer sees the same
+//! order without gaps.
+
+use nuvira_api::{Event, EventKind, EventSink};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{SystemTime, UNIX_EPOCH};
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
+use tokio::task::JoinHandle;
+
+/// The bus of one run. Cheap to clone (all clones are the same bus).
+#[derive(Clone)]
+pub struct EventBus {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    run_id: Arc<str>,
+    state: Mutex<State>,
+}
+
+struct State {
+    seq: u64,
+    history: Option<Vec<Arc<Event>>>,
+    consumers: Vec<UnboundedSender<Arc<Event>>>,
+}
+
+impl std::fmt::Debug for EventBus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EventBus")
+            .field("run_id", &self.inner.run_id)
+            .finish_non_exhaustive()
+    }
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+impl EventBus {
+    /// A bus for a run that keeps its history in memory.
+    pub fn new(run_id: impl Into<Arc<str>>) -> Self {
+        Self::with_history(run_id, true)
+    }
+
+    /// A bus that keeps (or does not keep) the history. Without history, only subscribers see
+    /// events.
+    pub fn with_history(run_id: impl Into<Arc<str>>, keep_history: bool) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                run_id: run_id.into(),
+                state: Mutex::new(State {
+                    seq: 0,
+                    history: keep_history.then(Vec::new),
+                    consumers: Vec::new(),
+                }),
+            }),
+        }
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        // A consumer cannot panic while holding the lock (we only push and send under it), so
+        // a poisoned lock still holds consistent data.
+        self.inner.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The run id stamped on every event.
+    pub fn run_id(&self) -> &Arc<str> {
+        &self.inner.run_id
+    }
+
+    /// A new consumer: receives every event emitted from now on, in order. The channel closes
+    /// when the bus is [closed](Self::close) or dropped.
+    pub fn subscribe(&self) -> UnboundedReceiver<Arc<Event>> {
+        let (tx, rx) = unbounded_channel();
+        self.state().consumers.push(tx);
+        rx
+    }
+
+    /// Emits an event for a step (or the run, with `None`) and returns its sequence number.
+    pub fn publish(&self, step_id: Option<Arc<str>>, kind: EventKind) -> u64 {
+        let ts = now_ms();
+        let mut st = self.state();
+        let seq = st.seq;
+        st.seq += 1;
+        if st.history.is_none() && st.consumers.is_empty() {
+            return seq;
+        }
+        let event = Arc::new(Event {
+            seq,
+            ts,
+            run_id: self.inner.run_id.clone(),
+            step_id,
+            kind,
+        });
+        st.consumers.retain(|c| c.send(event.clone()).is_ok());
+        if let Some(h) = st.history.as_mut() {
+            h.push(event);
+        }
+        seq
+    }
+
+    /// The events emitted so far (empty without history).
+    pub fn history(&self) -> Vec<Arc<Event>> {
+        self.state().history.clone().unwrap_or_default()
+    }
+
+    /// Number of events emitted so far.
+    pub fn len(&self) -> u64 {
+        self.state().seq
+    }
+
+    /// Whether nothing was emitted yet.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Closes every consumer channel (consumers finish after draining what they have).
+    pub fn close(&self) {
+        self.state().consumers.clear();
+    }
+}
+
+impl EventSink for EventBus {
+    fn emit(&self, step_id: Option<&str>, kind: EventKind) {
+        self.publish(step_id.map(Arc::from), kind);
+    }
+}
+
+/// Writes every event of a bus as one JSON line to a file, coalescing writes: it flushes
+/// when its channel is momentarily empty, so a burst of events costs one write.
+#[derive(Debug)]
+pub struct JsonlStore {
+    handle: JoinHandle<std::io::Result<u64>>,
+    path: PathBuf,
+}
+
+impl JsonlStore {
+    /// Creates (truncates) the file and starts writing events to it.
+    ///
+    /// # Errors
+    /// When the file cannot be created.
+    pub fn spawn(bus: &EventBus, path: &Path) -> std::io::Result<Self> {
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent)?;
+        }
+        let file = std::fs::File::create(path)?;
+        let mut rx = bus.subscribe();
+        let handle = tokio::spawn(async move {
+            let mut out = std::io::BufWriter::new(file);
+            let mut written = 0u64;
+            while let Some(ev) = rx.recv().await {
+                write_line(&mut out, &ev)?;
+                written += 1;
+                while let Ok(ev) = rx.try_recv() {
+                    write_line(&mut out, &ev)?;
+                    written += 1;
+                }
+                out.flush()?;
+            }
+            out.flush()?;
+            out.get_ref().sync_data()?;
+            Ok(written)
+        });
+        Ok(Self {
+            handle,
+            path: path.to_owned(),
+        })
+    }
+
+    /// Waits until every event has been written (call after [`EventBus::close`]); returns the
+    /// number of events written.
+    ///
+    /// # Errors
+    /// When writing failed.
+    pub async fn finish(self) -> std::io::Result<u64> {
+        match self.handle.await {
+            Ok(r) => r,
+            Err(e) => Err(std::io::Error::other(format!(
+                "the event writer for {} stopped: {e}",
+                self.path.display()
+            ))),
+        }
+    }
+}
+
+fn write_line(out: &mut impl Write, ev: &Event) -> std::io::Result<()> {
+    serde_json::to_writer(&mut *out, ev).map_err(std::io::Error::other)?;
+    out.write_all(b"\n")
+}
+
+/// Reads a JSONL event file.
+///
+/// # Errors
+/// A message naming the file and the 1-based line that is not a valid event.
+pub fn read_jsonl(path: &Path) -> Result<Vec<Event>, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("{}: cannot read it: {e}", path.display()))?;
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(n, line)| {
+            serde_json::from_str(line)
+                .map_err(|e| format!("{}:{}: not a Nuvira event: {e}", path.display(), n + 1))
+        })
+        .collect()
+}
+
+/// Logs every event of a bus through `tracing` (run and step events at info, module events at
+/// debug) until the bus closes.
+pub fn spawn_tracing_consumer(bus: &EventBus) -> JoinHandle<()> {
+    let mut rx = bus.subscribe();
+    tokio::spawn(async move {
+        while let Some(ev) = rx.recv().await {
+            let name = ev.kind.name();
+            let step = ev.step_id.as_deref().unwrap_or("-");
+            if name.starts_with("run:") || name.starts_with("step:") {
+                tracing::info!(target: "nuvira::events", seq = ev.seq, step, "{name}");
+            } else {
+                tracing::debug!(target: "nuvira::events", seq = ev.seq, step, "{name}");
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn every_consumer_sees_every_event_in_order_and_history_matches() {
+        let bus = EventBus::new("r1");
+        let mut a = bus.subscribe();
+        let mut b = bus.subscribe();
+        for i in 0..100 {
+            bus.publish(
+                Some(Arc::from(format!("s{i}"))),
+                EventKind::StepReady,
+            );
+        }
+        bus.close();
+        let mut seen_a = vec![];
+        while let Some(e) = a.recv().await {
+            seen_a.push(e.seq);
+        }
+        let mut seen_b = vec![];
+        while let Some(e) = b.recv().await {
+            seen_b.push(e.seq);
+        }
+        let expected: Vec<u64> = (0..100).collect();
+        assert_eq!(seen_a, expected);
+        assert_eq!(seen_b, expected);
+        let hist: Vec<u64> = bus.history().iter().map(|e| e.seq).collect();
+        assert_eq!(hist, expected);
+        assert_eq!(bus.history()[7].step_id.as_deref(), Some("s7"));
+    }
+
+    #[tokio::test]
+    async fn a_dropped_consumer_does_not_stop_the_others() {
+        let bus = EventBus::with_history("r", false);
+        let a = bus.subscribe();
+        let mut b = bus.subscribe();
+        drop(a);
+        bus.emit(None, EventKind::StepReady);
+        bus.close();
+        assert!(b.recv().await.is_some());
+        assert!(b.recv().await.is_none());
+        assert!(bus.history().is_empty());
+    }
+
+    #[tokio::test]
+    async fn jsonl_store_writes_every_event_and_reads_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sub/events.jsonl");
+        let bus = EventBus::new("r");
+        let store = JsonlStore::spawn(&bus, &path).unwrap();
+        for _ in 0..50 {
+            bus.emit(Some("x"), EventKind::StepReady);
+        }
+        bus.close();
+        assert_eq!(store.finish().await.unwrap(), 50);
+        let back = read_jsonl(&path).unwrap();
+        assert_eq!(back.len(), 50);
+        assert_eq!(back[49].seq, 49);
+        assert_eq!(back[0].run_id.as_ref(), "r");
+    }
+
+    #[test]
+    fn malformed_jsonl_names_file_and_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("e.jsonl");
+        std::fs::write(&path, "{\"seq\":0,\"ts\":0,\"run_id\":\"r\",\"type\":\"step:ready\"}\nnot json\n").unwrap();
+        let err = read_jsonl(&path).unwrap_err();
+        assert!(err.contains("e.jsonl:2:"), "{err}");
+    }
+}

@@ -1,0 +1,490 @@
+//! Plan validation: every problem of a plan, found before anything runs.
+//!
+//! The checks, each reported with a [`ProblemKind`] and the step ids involved:
+//! - `empty-plan`: no steps;
+//! - `invalid-id`: an id that is not `[A-Za-z0-9_.-]+`;
+//! - `duplicate-id`: two steps with the same id;
+//! - `unknown-module`: a module name that is not registered;
+//! - `invalid-config`: a module rejected the step's config;
+//! - `dangling`: a `depends_on` names a step that does not exist (`steps` = `[step, missing]`);
+//! - `unknown-output`: `outputs` names a step that does not exist;
+//! - `cycle`: each strongly connected component with a cycle, named as a path
+//!   `a -> b -> a` (`steps` = the path, ending with its first id repeated). Arrows follow the
+//!   graph's edges as `nuvira graph` draws them, from a dependency to its dependent: in
+//!   `a -> b`, `b` depends on `a`;
+//! - `ambiguous-goal`: no `outputs`, no verify/report step, and more than one sink;
+//! - `orphan`: a step from which no path leads to an output.
+//!
+//! Cost is linear in steps + edges: one hash map of ids, one pass over the edges, Tarjan's
+//! strongly connected components (petgraph), one reverse breadth-first search from the
+//! outputs.
+
+use crate::registry::ModuleRegistry;
+use nuvira_api::{ExecutionPlan, ModuleKind};
+use petgraph::graph::{DiGraph, NodeIndex};
+use serde::Serialize;
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::fmt;
+
+/// The kind of a validation problem; serialized in kebab-case (`duplicate-id`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum ProblemKind {
+    /// The plan file does not parse.
+    Parse,
+    /// The plan has no steps.
+    EmptyPlan,
+    /// Two steps share an id.
+    DuplicateId,
+    /// An id has characters outside `[A-Za-z0-9_.-]`.
+    InvalidId,
+    /// No module of that name is registered.
+    UnknownModule,
+    /// The module rejected the step's config.
+    InvalidConfig,
+    /// A dependency names a missing step.
+    Dangling,
+    /// `outputs` names a missing step.
+    UnknownOutput,
+    /// Steps depend on each other in a cycle.
+    Cycle,
+    /// No path leads from the step to an output.
+    Orphan,
+    /// The plan's outputs cannot be determined.
+    AmbiguousGoal,
+}
+
+impl ProblemKind {
+    /// The kebab-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Parse => "parse",
+            Self::EmptyPlan => "empty-plan",
+            Self::DuplicateId => "duplicate-id",
+            Self::InvalidId => "invalid-id",
+            Self::UnknownModule => "unknown-module",
+            Self::InvalidConfig => "invalid-config",
+            Self::Dangling => "dangling",
+            Self::UnknownOutput => "unknown-output",
+            Self::Cycle => "cycle",
+            Self::Orphan => "orphan",
+            Self::AmbiguousGoal => "ambiguous-goal",
+        }
+    }
+}
+
+impl fmt::Display for ProblemKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One validation problem.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Problem {
+    /// What kind.
+    pub kind: ProblemKind,
+    /// The step ids involved (see [`ProblemKind`] for the order).
+    pub steps: Vec<String>,
+    /// A sentence saying what is wrong and what to do.
+    pub message: String,
+    /// The line in the plan file, when known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
+    /// The column in the plan file, when known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub column: Option<u32>,
+}
+
+impl Problem {
+    fn new(kind: ProblemKind, steps: Vec<String>, message: String) -> Self {
+        Self {
+            kind,
+            steps,
+            message,
+            line: None,
+            column: None,
+        }
+    }
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "error[{}]: {}", self.kind, self.message)
+    }
+}
+
+/// Every problem of a plan.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ValidationErrors {
+    /// The problems, in check order.
+    pub problems: Vec<Problem>,
+}
+
+impl fmt::Display for ValidationErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "the plan is invalid ({} problem(s))", self.problems.len())?;
+        for p in &self.problems {
+            write!(f, "\n  {p}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ValidationErrors {}
+
+/// A plan that passed validation, with its graph precomputed for the scheduler.
+#[derive(Debug, Clone)]
+pub struct ValidatedPlan {
+    /// The plan.
+    pub plan: ExecutionPlan,
+    /// For each step (by index), the indices of its dependencies.
+    pub parents: Vec<Vec<usize>>,
+    /// For each step, the indices of the steps that depend on it.
+    pub children: Vec<Vec<usize>>,
+    /// Indices of the plan's outputs.
+    pub outputs: Vec<usize>,
+}
+
+impl ValidatedPlan {
+    /// The index of a step id.
+    pub fn index_of(&self, id: &str) -> Option<usize> {
+        self.plan.steps.iter().position(|s| s.id == id)
+    }
+
+    /// Step indices in a topological order (dependencies first, plan order among equals).
+    pub fn topological_order(&self) -> Vec<usize> {
+        let mut indeg: Vec<usize> = self.parents.iter().map(Vec::len).collect();
+        let mut queue: VecDeque<usize> = (0..indeg.len()).filter(|&i| indeg[i] == 0).collect();
+        let mut order = Vec::with_capacity(indeg.len());
+        while let Some(i) = queue.pop_front() {
+            order.push(i);
+            for &c in &self.children[i] {
+                indeg[c] -= 1;
+                if indeg[c] == 0 {
+                    queue.push_back(c);
+                }
+            }
+        }
+        order
+    }
+
+    /// The length (in steps) of the longest dependency chain.
+    pub fn critical_path_len(&self) -> usize {
+        let mut depth = vec![0usize; self.parents.len()];
+        for i in self.topological_order() {
+            depth[i] = 1 + self.parents[i].iter().map(|&p| depth[p]).max().unwrap_or(0);
+        }
+        depth.into_iter().max().unwrap_or(0)
+    }
+}
+
+/// Whether an id is made of `[A-Za-z0-9_.-]` only (and is not empty).
+pub fn is_valid_id(id: &str) -> bool {
+    !id.is_empty()
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+}
+
+/// Validates a plan against a registry, reporting every problem.
+///
+/// `registry: None` skips the module checks (`unknown-module`, `invalid-config`) and
+/// treats steps named `verify`/`report` as outputs by name.
+///
+/// # Errors
+/// [`ValidationErrors`] listing every problem found.
+pub fn validate(
+    plan: &ExecutionPlan,
+    registry: Option<&ModuleRegistry>,
+) -> Result<ValidatedPlan, ValidationErrors> {
+    let mut problems = Vec::new();
+    let steps = &plan.steps;
+    if steps.is_empty() {
+        problems.push(Problem::new(
+            ProblemKind::EmptyPlan,
+            vec![],
+            "the plan has no steps: add at least one under `steps:`".into(),
+        ));
+        return Err(ValidationErrors { problems });
+    }
+
+    // Ids: invalid and duplicate. The first step with an id owns it.
+    let mut index: HashMap<&str, usize> = HashMap::with_capacity(steps.len());
+    let mut reported_dup: HashSet<&str> = HashSet::new();
+    for (i, step) in steps.iter().enumerate() {
+        if !is_valid_id(&step.id) {
+            problems.push(Problem::new(
+                ProblemKind::InvalidId,
+                vec![step.id.clone()],
+                format!(
+                    "step id `{}` is invalid: use only letters, digits, `_`, `.` and `-`",
+                    step.id
+                ),
+            ));
+        }
+        if index.contains_key(step.id.as_str()) {
+            if reported_dup.insert(step.id.as_str()) {
+                let count = steps.iter().filter(|s| s.id == step.id).count();
+                problems.push(Problem::new(
+                    ProblemKind::DuplicateId,
+                    vec![step.id.clone()],
+                    format!(
+                        "step id `{}` is used by {count} steps: give each step its own id",
+                        step.id
+                    ),
+                ));
+            }
+        } else {
+            index.insert(step.id.as_str(), i);
+        }
+    }
+
+    // Modules.
+    let mut output_by_kind: Vec<bool> = vec![false; steps.len()];
+    for (i, step) in steps.iter().enumerate() {
+        match registry {
+            Some(reg) => match reg.get(&step.module) {
+                Some(module) => {
+                    output_by_kind[i] =
+                        matches!(module.kind(), ModuleKind::Verify | ModuleKind::Report);
+                    if let Err(msg) = module.validate(step) {
+                        problems.push(Problem::new(
+                            ProblemKind::InvalidConfig,
+                            vec![step.id.clone()],
+                            format!("step `{}` ({}): {msg}", step.id, step.module),
+                        ));
+                    }
+                }
+                None => {
+                    let known = reg.names().join(", ");
+                    problems.push(Problem::new(
+                        ProblemKind::UnknownModule,
+                        vec![step.id.clone()],
+                        format!(
+                            "step `{}` uses module `{}`, which is not registered (known: {known})",
+                            step.id, step.module
+                        ),
+                    ));
+                }
+            },
+            None => {
+                output_by_kind[i] = matches!(step.module.as_str(), "verify" | "report");
+            }
+        }
+    }
+
+    // Edges: dangling references; build the graph over first-occurrence ids.
+    let n = steps.len();
+    let mut graph: DiGraph<(), ()> = DiGraph::with_capacity(n, n);
+    for _ in 0..n {
+        graph.add_node(());
+    }
+    let mut parents: Vec<Vec<usize>> = vec![Vec::new(); n];
+    let mut children: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (i, step) in steps.iter().enumerate() {
+        if index.get(step.id.as_str()) != Some(&i) {
+            continue; // a duplicate: already reported, keep it out of the graph
+        }
+        let mut seen: HashSet<usize> = HashSet::new();
+        for dep in &step.depends_on {
+            match index.get(dep.as_str()) {
+                Some(&d) => {
+                    if seen.insert(d) {
+                        parents[i].push(d);
+                        children[d].push(i);
+                        graph.add_edge(NodeIndex::new(d), NodeIndex::new(i), ());
+                    }
+                }
+                None => problems.push(Problem::new(
+                    ProblemKind::Dangling,
+                    vec![step.id.clone(), dep.clone()],
+                    format!(
+                        "step `{}` depends on `{dep}`, which does not exist{}",
+                        step.id,
+                        suggestion(dep, index.keys().copied())
+                    ),
+                )),
+            }
+        }
+    }
+
+    // Cycles: one path per strongly connected component that has one.
+    let mut in_cycle = vec![false; n];
+    for scc in petgraph::algo::tarjan_scc(&graph) {
+        let is_cycle = scc.len() > 1
+            || scc
+                .first()
+                .is_some_and(|&v| graph.contains_edge(v, v));
+        if !is_cycle {
+            continue;
+        }
+        for v in &scc {
+            in_cycle[v.index()] = true;
+        }
+        let members: HashSet<usize> = scc.iter().map(|v| v.index()).collect();
+        let start = scc.iter().map(|v| v.index()).min().unwrap_or(0);
+        let path = cycle_path(start, &members, &children);
+        let ids: Vec<String> = path.iter().map(|&i| steps[i].id.clone()).collect();
+        problems.push(Problem::new(
+            ProblemKind::Cycle,
+            ids.clone(),
+            format!(
+                "steps depend on each other in a cycle: {} (each step waits for the one before it; remove one of these dependencies)",
+                ids.join(" -> ")
+            ),
+        ));
+    }
+
+    // Outputs.
+    let mut outputs: Vec<usize> = Vec::new();
+    let mut outputs_known = true;
+    if let Some(named) = &plan.outputs {
+        for id in named {
+            match index.get(id.as_str()) {
+                Some(&i) => outputs.push(i),
+                None => problems.push(Problem::new(
+                    ProblemKind::UnknownOutput,
+                    vec![id.clone()],
+                    format!(
+                        "`outputs` names `{id}`, which is not a step{}",
+                        suggestion(id, index.keys().copied())
+                    ),
+                )),
+            }
+        }
+        if named.is_empty() {
+            problems.push(Problem::new(
+                ProblemKind::AmbiguousGoal,
+                vec![],
+                "`outputs` is empty: name the steps the goal is about, or remove `outputs`".into(),
+            ));
+            outputs_known = false;
+        }
+    } else {
+        outputs = (0..n)
+            .filter(|&i| output_by_kind[i] && index.get(steps[i].id.as_str()) == Some(&i))
+            .collect();
+        if outputs.is_empty() {
+            let sinks: Vec<usize> = (0..n)
+                .filter(|&i| children[i].is_empty() && index.get(steps[i].id.as_str()) == Some(&i))
+                .collect();
+            if sinks.len() == 1 {
+                outputs = sinks;
+            } else {
+                outputs_known = false;
+                let ids: Vec<String> = sinks.iter().map(|&i| steps[i].id.clone()).collect();
+                problems.push(Problem::new(
+                    ProblemKind::AmbiguousGoal,
+                    ids.clone(),
+                    if ids.is_empty() {
+                        "the plan has no final step (every step has a dependent): add `outputs` naming the steps the goal is about".into()
+                    } else {
+                        format!(
+                            "the plan has no verify or report step and {} final steps ({}): add `outputs` naming the steps the goal is about, or a report step depending on them",
+                            ids.len(),
+                            ids.join(", ")
+                        )
+                    },
+                ));
+            }
+        }
+    }
+
+    // Orphans: steps from which no output is reachable (reverse BFS from the outputs).
+    if outputs_known {
+        let mut reaches = vec![false; n];
+        let mut queue: VecDeque<usize> = outputs.iter().copied().collect();
+        for &o in &outputs {
+            reaches[o] = true;
+        }
+        while let Some(i) = queue.pop_front() {
+            for &p in &parents[i] {
+                if !reaches[p] {
+                    reaches[p] = true;
+                    queue.push_back(p);
+                }
+            }
+        }
+        for i in 0..n {
+            if !reaches[i] && index.get(steps[i].id.as_str()) == Some(&i) && !in_cycle[i] {
+                let out_ids: Vec<&str> = outputs.iter().map(|&o| steps[o].id.as_str()).collect();
+                problems.push(Problem::new(
+                    ProblemKind::Orphan,
+                    vec![steps[i].id.clone()],
+                    format!(
+                        "step `{}` is orphaned: no output depends on it (outputs: {}); make an output depend on it or remove it",
+                        steps[i].id,
+                        out_ids.join(", ")
+                    ),
+                ));
+            }
+        }
+    }
+
+    if problems.is_empty() {
+        Ok(ValidatedPlan {
+            plan: plan.clone(),
+            parents,
+            children,
+            outputs,
+        })
+    } else {
+        Err(ValidationErrors { problems })
+    }
+}
+
+/// A shortest cycle through `start` inside one strongly connected component, following the
+/// graph's edges (a dependency -> its dependent, the direction `nuvira graph` draws), as a path
+/// ending with `start` again.
+fn cycle_path(start: usize, members: &HashSet<usize>, next: &[Vec<usize>]) -> Vec<usize> {
+    let mut prev: HashMap<usize, usize> = HashMap::new();
+    let mut queue = VecDeque::from([start]);
+    let mut visited: HashSet<usize> = HashSet::from([start]);
+    while let Some(v) = queue.pop_front() {
+        for &d in &next[v] {
+            if d == start {
+                let mut path = vec![v];
+                let mut cur = v;
+                while cur != start {
+                    cur = prev[&cur];
+                    path.push(cur);
+                }
+                path.reverse();
+                path.push(start);
+                return path;
+            }
+            if members.contains(&d) && visited.insert(d) {
+                prev.insert(d, v);
+                queue.push_back(d);
+            }
+        }
+    }
+    vec![start, start]
+}
+
+/// " (did you mean `x`?)" when a known id is close to the unknown one.
+fn suggestion<'a>(unknown: &str, known: impl Iterator<Item = &'a str>) -> String {
+    known
+        .map(|k| (edit_distance(unknown, k), k))
+        .filter(|(d, k)| *d <= 2.max(k.len() / 4))
+        .min()
+        .map(|(_, k)| format!(" (did you mean `{k}`?)"))
+        .unwrap_or_default()
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(cur + 1);
+            prev = cur;
+        }
+    }
+    row[b.len()]
+}

@@ -1,0 +1,488 @@
+//! Scheduler behaviour with a scripted module: ordering, parallelism, skipping, write sets,
+//! timeouts, cancellation, retries and panics. Synchronisation is by barriers and notifications,
+//! never by sleeping; clocks are paused where timeouts are involved.
+
+use nuvira::scheduler::{RecoveryDecision, RecoveryPolicy};
+use nuvira::{Engine, EventBus, RunSettings};
+use nuvira_api::{
+    ErrorCategory, EventKind, ExecutionPlan, Failure, Module, ModuleError, PlanStep, RunStatus,
+    StepContext, StepOutput, WriteSet, async_trait, report::StepStatus,
+};
+use serde_json::json;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{Barrier, Notify};
+
+/// What happened, in order.
+#[derive(Debug, Clone, PartialEq)]
+enum Mark {
+    Start(String),
+    End(String),
+}
+
+/// A module whose behaviour each step's config scripts:
+/// `{"do": "ok" | "fail" | "fatal" | "hang" | "panic" | "barrier" | "flaky", "fails": N}`.
+#[derive(Default)]
+struct Scripted {
+    log: Mutex<Vec<Mark>>,
+    running: AtomicUsize,
+    max_running: AtomicUsize,
+    started: AtomicUsize,
+    started_notify: Notify,
+    dropped: AtomicUsize,
+    barrier: Mutex<Option<Arc<Barrier>>>,
+    attempts: Mutex<HashMap<String, u32>>,
+    writes_running: Mutex<HashMap<String, usize>>,
+    write_overlap: AtomicUsize,
+}
+
+struct RunningGuard<'a> {
+    m: &'a Scripted,
+    id: String,
+    writes: Vec<String>,
+}
+
+impl Drop for RunningGuard<'_> {
+    fn drop(&mut self) {
+        self.m.running.fetch_sub(1, Ordering::SeqCst);
+        self.m.dropped.fetch_add(1, Ordering::SeqCst);
+        let mut w = self.m.writes_running.lock().unwrap();
+        for p in &self.writes {
+            *w.get_mut(p).unwrap() -= 1;
+        }
+        self.m.log.lock().unwrap().push(Mark::End(self.id.clone()));
+    }
+}
+
+#[async_trait]
+impl Module for Scripted {
+    fn name(&self) -> &str {
+        "scripted"
+    }
+    fn write_set(&self, step: &PlanStep) -> WriteSet {
+        if step.writes.is_empty() {
+            WriteSet::ReadOnly
+        } else {
+            WriteSet::paths(&step.writes)
+        }
+    }
+    async fn run(&self, step: &PlanStep, _ctx: &StepContext) -> Result<StepOutput, ModuleError> {
+        self.log.lock().unwrap().push(Mark::Start(step.id.clone()));
+        let now = self.running.fetch_add(1, Ordering::SeqCst) + 1;
+        self.max_running.fetch_max(now, Ordering::SeqCst);
+        {
+            let mut w = self.writes_running.lock().unwrap();
+            for p in &step.writes {
+                let c = w.entry(p.clone()).or_default();
+                *c += 1;
+                if *c > 1 {
+                    self.write_overlap.fetch_add(1, Ordering::SeqCst);
+                }
+            }
+        }
+        let _guard = RunningGuard {
+            m: self,
+            id: step.id.clone(),
+            writes: step.writes.clone(),
+        };
+        self.started.fetch_add(1, Ordering::SeqCst);
+        self.started_notify.notify_waiters();
+        // Let other ready steps start before this one ends, so overlap would show.
+        tokio::task::yield_now().await;
+        match step.config_str("do").unwrap_or("ok") {
+            "ok" => Ok(StepOutput::Value(json!(step.id))),
+            "fail" => Err(ModuleError::recoverable(
+                ErrorCategory::TestFailure,
+                format!("{} failed", step.id),
+            )),
+            "fatal" => Err(ModuleError::fatal(
+                ErrorCategory::SandboxUnavailable,
+                "no engine",
+            )),
+            "hang" => {
+                std::future::pending::<()>().await;
+                unreachable!()
+            }
+            "panic" => panic!("scripted panic in {}", step.id),
+            "barrier" => {
+                let b = self.barrier.lock().unwrap().clone().unwrap();
+                b.wait().await;
+                Ok(StepOutput::Empty)
+            }
+            "flaky" => {
+                let fails = step.config_value("fails").and_then(|v| v.as_u64()).unwrap_or(1) as u32;
+                let mut a = self.attempts.lock().unwrap();
+                let n = a.entry(step.id.clone()).or_default();
+                *n += 1;
+                if *n <= fails {
+                    Err(ModuleError::recoverable(ErrorCategory::TestFailure, format!("attempt {n} failed")))
+                } else {
+                    Ok(StepOutput::Value(json!(*n)))
+                }
+            }
+            other => Err(ModuleError::invalid_config(format!("unknown do {other}"))),
+        }
+    }
+}
+
+fn step(id: &str, deps: &[&str], what: &str) -> PlanStep {
+    PlanStep::new(id, "scripted")
+        .depends_on(deps.iter().copied())
+        .with_config(json!({ "do": what }))
+}
+
+fn plan(steps: Vec<PlanStep>) -> ExecutionPlan {
+    let outputs = steps.iter().map(|s| s.id.clone()).collect();
+    ExecutionPlan {
+        goal: "test".into(),
+        outputs: Some(outputs),
+        steps,
+        ..Default::default()
+    }
+}
+
+fn engine(m: &Arc<Scripted>, max_parallel: usize) -> Engine {
+    Engine::builder()
+        .module(m.clone())
+        .max_parallel(max_parallel)
+        .build()
+}
+
+async fn within<T>(fut: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(20), fut)
+        .await
+        .expect("the run did not finish: the scheduler is stuck")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_parallelism_is_reached_and_never_exceeded() {
+    let m = Arc::new(Scripted::default());
+    // 12 independent steps, 3 at a time, each waiting at a barrier of 3: the run can only
+    // finish if the scheduler really runs 3 at once.
+    *m.barrier.lock().unwrap() = Some(Arc::new(Barrier::new(3)));
+    let steps: Vec<_> = (0..12).map(|i| step(&format!("s{i}"), &[], "barrier")).collect();
+    let summary = within(engine(&m, 3).run(plan(steps), EventBus::new("r"), RunSettings::default()))
+        .await
+        .unwrap();
+    assert_eq!(summary.status, RunStatus::Succeeded);
+    assert_eq!(m.max_running.load(Ordering::SeqCst), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dependents_never_start_before_their_dependencies_end() {
+    let m = Arc::new(Scripted::default());
+    // A diamond lattice: layer k depends on two steps of layer k-1.
+    let mut steps = vec![];
+    for layer in 0..6 {
+        for j in 0..4 {
+            let id = format!("l{layer}_{j}");
+            let deps: Vec<String> = if layer == 0 {
+                vec![]
+            } else {
+                vec![format!("l{}_{}", layer - 1, j), format!("l{}_{}", layer - 1, (j + 1) % 4)]
+            };
+            steps.push(PlanStep::new(id, "scripted").depends_on(deps));
+        }
+    }
+    let p = plan(steps.clone());
+    let summary = within(engine(&m, 4).run(p, EventBus::new("r"), RunSettings::default()))
+        .await
+        .unwrap();
+    assert_eq!(summary.status, RunStatus::Succeeded);
+    let log = m.log.lock().unwrap().clone();
+    let pos = |mark: &Mark| log.iter().position(|x| x == mark).unwrap();
+    for s in &steps {
+        for d in &s.depends_on {
+            assert!(
+                pos(&Mark::End(d.clone())) < pos(&Mark::Start(s.id.clone())),
+                "{} started before {d} ended",
+                s.id
+            );
+        }
+    }
+    assert!(m.max_running.load(Ordering::SeqCst) <= 4);
+}
+
+#[tokio::test]
+async fn a_failure_skips_exactly_its_transitive_dependents() {
+    let m = Arc::new(Scripted::default());
+    let steps = vec![
+        step("a", &[], "fail"),
+        step("b", &["a"], "ok"),
+        step("c", &["b"], "ok"),
+        step("d", &["a", "x"], "ok"),
+        step("x", &[], "ok"),
+        step("y", &["x"], "ok"),
+    ];
+    let bus = EventBus::new("r");
+    let summary = within(engine(&m, 2).run(plan(steps), bus.clone(), RunSettings::default()))
+        .await
+        .unwrap();
+    assert_eq!(summary.status, RunStatus::Failed);
+    assert_eq!(summary.exit_code(), nuvira::exit::FAILED);
+    let status = |id: &str| summary.step(id).unwrap().status;
+    assert_eq!(status("a"), StepStatus::Failed);
+    for id in ["b", "c", "d"] {
+        assert_eq!(status(id), StepStatus::Skipped, "{id}");
+        assert!(summary.step(id).unwrap().skip_reason.as_ref().unwrap().contains("`a`"));
+    }
+    assert_eq!(status("x"), StepStatus::Succeeded);
+    assert_eq!(status("y"), StepStatus::Succeeded);
+    let started: Vec<String> = m
+        .log
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|mk| match mk {
+            Mark::Start(s) => Some(s.clone()),
+            Mark::End(_) => None,
+        })
+        .collect();
+    assert!(!started.iter().any(|s| s == "b" || s == "c" || s == "d"));
+    // Events: one skipped event per skipped step, naming its cause.
+    let skipped: Vec<_> = bus
+        .history()
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::StepSkipped { cause, .. } => Some((e.step_id.clone().unwrap().to_string(), cause.clone().unwrap())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(skipped.len(), 3);
+    assert!(skipped.contains(&("c".into(), "b".into())));
+}
+
+#[tokio::test]
+async fn fatal_environment_failures_map_to_exit_code_3() {
+    let m = Arc::new(Scripted::default());
+    let summary = engine(&m, 2)
+        .run(plan(vec![step("t", &[], "fatal")]), EventBus::new("r"), RunSettings::default())
+        .await
+        .unwrap();
+    assert_eq!(summary.exit_code(), nuvira::exit::ENVIRONMENT);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn steps_with_overlapping_write_sets_never_run_together() {
+    let m = Arc::new(Scripted::default());
+    let mut steps = vec![];
+    for i in 0..8 {
+        let mut s = step(&format!("w{i}"), &[], "ok");
+        s.writes = vec![if i % 2 == 0 { "src/lib.rs".into() } else { "src".into() }];
+        steps.push(s);
+    }
+    for i in 0..8 {
+        steps.push(step(&format!("r{i}"), &[], "ok"));
+    }
+    let summary = within(engine(&m, 8).run(plan(steps), EventBus::new("r"), RunSettings::default()))
+        .await
+        .unwrap();
+    assert_eq!(summary.status, RunStatus::Succeeded);
+    assert_eq!(m.write_overlap.load(Ordering::SeqCst), 0);
+    // Writers ran one at a time: each writer's end precedes the next writer's start.
+    let log = m.log.lock().unwrap().clone();
+    let mut open = 0i32;
+    for mark in &log {
+        match mark {
+            Mark::Start(s) if s.starts_with('w') => {
+                open += 1;
+                assert_eq!(open, 1, "two writers overlapped: {log:?}");
+            }
+            Mark::End(s) if s.starts_with('w') => open -= 1,
+            _ => {}
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_step_that_hangs_fails_at_its_timeout_and_others_go_on() {
+    let m = Arc::new(Scripted::default());
+    let slow = step("slow", &[], "hang").with_timeout(Duration::from_secs(30));
+    let after = step("after", &["slow"], "ok");
+    let other = step("other", &[], "ok");
+    let summary = engine(&m, 2)
+        .run(plan(vec![slow, after, other]), EventBus::new("r"), RunSettings::default())
+        .await
+        .unwrap();
+    let s = summary.step("slow").unwrap();
+    assert_eq!(s.status, StepStatus::Failed);
+    let err = s.error.as_ref().unwrap();
+    assert_eq!(err.category(), ErrorCategory::Timeout);
+    assert!(err.to_string().contains("30s"), "{err}");
+    assert_eq!(summary.step("after").unwrap().status, StepStatus::Skipped);
+    assert_eq!(summary.step("other").unwrap().status, StepStatus::Succeeded);
+    // The hanging future was dropped, not leaked.
+    assert_eq!(m.running.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancellation_stops_every_running_step_before_run_returns() {
+    let m = Arc::new(Scripted::default());
+    let mut steps: Vec<_> = (0..4).map(|i| step(&format!("h{i}"), &[], "hang")).collect();
+    steps.push(step("later", &["h0"], "ok"));
+    let settings = RunSettings::default();
+    let cancel = settings.cancel.clone();
+    let eng = engine(&m, 4);
+    let bus = EventBus::new("r");
+    let m2 = m.clone();
+    let trigger = tokio::spawn(async move {
+        loop {
+            let notified = m2.started_notify.notified();
+            if m2.started.load(Ordering::SeqCst) >= 4 {
+                break;
+            }
+            notified.await;
+        }
+        cancel.cancel();
+    });
+    let summary = within(eng.run(plan(steps), bus.clone(), settings)).await.unwrap();
+    trigger.await.unwrap();
+    assert_eq!(summary.status, RunStatus::Cancelled);
+    assert_eq!(summary.exit_code(), nuvira::exit::CANCELLED);
+    // Every hanging step's future was dropped by the time run() returned.
+    assert_eq!(m.running.load(Ordering::SeqCst), 0);
+    assert_eq!(m.dropped.load(Ordering::SeqCst), 4);
+    assert_eq!(summary.step("later").unwrap().status, StepStatus::Skipped);
+    let names: Vec<&str> = bus.history().iter().map(|e| e.kind.name()).collect();
+    assert!(names.contains(&"run:cancelled"));
+    assert_eq!(names.last(), Some(&"run:completed"));
+}
+
+struct RetryTwice;
+
+#[async_trait]
+impl RecoveryPolicy for RetryTwice {
+    async fn on_failure(&self, _s: &PlanStep, _c: &StepContext, attempt: u32, _f: &Failure) -> RecoveryDecision {
+        if attempt < 3 {
+            RecoveryDecision::Retry { delay: Duration::ZERO, feedback: None }
+        } else {
+            RecoveryDecision::GiveUp
+        }
+    }
+}
+
+#[tokio::test]
+async fn recoverable_failures_are_retried_under_the_policy_and_fatal_ones_are_not() {
+    let m = Arc::new(Scripted::default());
+    let mut flaky = step("flaky", &[], "flaky");
+    flaky.config = json!({"do": "flaky", "fails": 2});
+    let mut hopeless = step("hopeless", &[], "flaky");
+    hopeless.config = json!({"do": "flaky", "fails": 10});
+    let fatal = step("fatal", &[], "fatal");
+    let eng = Engine::builder()
+        .module(m.clone())
+        .recovery(Arc::new(RetryTwice))
+        .build();
+    let bus = EventBus::new("r");
+    let summary = eng
+        .run(plan(vec![flaky, hopeless, fatal]), bus.clone(), RunSettings::default())
+        .await
+        .unwrap();
+    assert_eq!(summary.step("flaky").unwrap().status, StepStatus::Succeeded);
+    assert_eq!(summary.step("flaky").unwrap().attempts, 3);
+    assert_eq!(summary.step("hopeless").unwrap().status, StepStatus::Failed);
+    assert_eq!(summary.step("hopeless").unwrap().attempts, 3);
+    assert_eq!(summary.step("fatal").unwrap().attempts, 1);
+    let retries = bus
+        .history()
+        .iter()
+        .filter(|e| matches!(e.kind, EventKind::StepRetrying { .. }))
+        .count();
+    assert_eq!(retries, 4);
+}
+
+#[tokio::test]
+async fn a_panicking_module_fails_its_step_without_taking_the_run_down() {
+    let m = Arc::new(Scripted::default());
+    let summary = engine(&m, 2)
+        .run(
+            plan(vec![step("boom", &[], "panic"), step("fine", &[], "ok")]),
+            EventBus::new("r"),
+            RunSettings::default(),
+        )
+        .await
+        .unwrap();
+    let boom = summary.step("boom").unwrap();
+    assert_eq!(boom.status, StepStatus::Failed);
+    assert!(boom.error.as_ref().unwrap().to_string().contains("panicked"));
+    assert_eq!(summary.step("fine").unwrap().status, StepStatus::Succeeded);
+}
+
+#[tokio::test]
+async fn events_follow_the_lifecycle_and_carry_outputs() {
+    let m = Arc::new(Scripted::default());
+    let bus = EventBus::new("run-7");
+    engine(&m, 1)
+        .run(plan(vec![step("a", &[], "ok"), step("b", &["a"], "ok")]), bus.clone(), RunSettings::default())
+        .await
+        .unwrap();
+    let h = bus.history();
+    let seq: Vec<(Option<&str>, &str)> = h.iter().map(|e| (e.step_id.as_deref(), e.kind.name())).collect();
+    assert_eq!(
+        seq,
+        vec![
+            (None, "run:started"),
+            (Some("a"), "step:ready"),
+            (Some("a"), "step:started"),
+            (Some("a"), "step:succeeded"),
+            (Some("b"), "step:ready"),
+            (Some("b"), "step:started"),
+            (Some("b"), "step:succeeded"),
+            (None, "run:completed"),
+        ]
+    );
+    assert!(h.iter().enumerate().all(|(i, e)| e.seq == i as u64 && &*e.run_id == "run-7"));
+    match &h[3].kind {
+        EventKind::StepSucceeded { output, .. } => assert_eq!(output, &StepOutput::Value(json!("a"))),
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+/// Dependencies' outputs reach dependents through the context.
+struct Summer;
+
+#[async_trait]
+impl Module for Summer {
+    fn name(&self) -> &str {
+        "sum"
+    }
+    fn write_set(&self, _s: &PlanStep) -> WriteSet {
+        WriteSet::ReadOnly
+    }
+    async fn run(&self, step: &PlanStep, ctx: &StepContext) -> Result<StepOutput, ModuleError> {
+        let own = step.config_value("n").and_then(|v| v.as_i64()).unwrap_or(0);
+        let upstream: i64 = ctx
+            .inputs
+            .upstream()
+            .iter()
+            .filter_map(|(_, o)| match &**o {
+                StepOutput::Value(v) => v.get("own").and_then(|x| x.as_i64()),
+                _ => None,
+            })
+            .sum();
+        let direct = step
+            .depends_on
+            .iter()
+            .filter(|d| ctx.inputs.dependency(d).is_some())
+            .count();
+        Ok(StepOutput::Value(json!({"own": own, "upstream": upstream, "direct": direct})))
+    }
+}
+
+#[tokio::test]
+async fn steps_see_direct_and_transitive_upstream_outputs() {
+    let eng = Engine::builder().module(Arc::new(Summer)).build();
+    let s = |id: &str, n: i64, deps: &[&str]| {
+        PlanStep::new(id, "sum").depends_on(deps.iter().copied()).with_config(json!({"n": n}))
+    };
+    let p = ExecutionPlan {
+        outputs: Some(vec!["d".into()]),
+        steps: vec![s("a", 1, &[]), s("b", 10, &["a"]), s("c", 100, &["a"]), s("d", 0, &["b", "c"]), ],
+        ..Default::default()
+    };
+    let summary = eng.run(p, EventBus::new("r"), RunSettings::default()).await.unwrap();
+    let out = summary.step("d").unwrap().output.clone().unwrap();
+    assert_eq!(*out, StepOutput::Value(json!({"own": 0, "upstream": 111, "direct": 2})));
+}
