@@ -1,3 +1,4 @@
 //! Integration tests of the engine and the `nuvira` CLI: one binary, one module per area.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod cli_report;

@@ -1,11 +1,73 @@
-//! `nuvira report` (being built; see the issue tracker).
+//! `nuvira report EVENTS [--format text|json|markdown|github|sarif|junit|html] [--output PATH]`.
+//!
+//! Builds a report from a stored JSONL event file (as written by `nuvira run --events FILE`),
+//! streaming it line by line. Inside GitHub Actions (`GITHUB_ACTIONS=true`) the default format
+//! is `github` (workflow-command annotations); in that mode the Markdown summary is also
+//! appended to `$GITHUB_STEP_SUMMARY` when it is set.
+
+use nuvira_report::{Format, github};
+use std::path::PathBuf;
 
 /// Arguments of `nuvira report`.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// The JSONL event file (one event per line, as `nuvira run --events` writes it).
+    pub events: PathBuf,
+    /// Output format [default: text, or github when GITHUB_ACTIONS=true].
+    #[arg(long, value_parser = ["text", "json", "markdown", "github", "sarif", "junit", "html"])]
+    pub format: Option<String>,
+    /// Write the report to this file instead of standard output.
+    #[arg(long, short)]
+    pub output: Option<PathBuf>,
+}
 
-/// Runs the command.
-pub fn execute(_args: Args) -> u8 {
-    eprintln!("error: `nuvira report` is not available in this build yet");
-    crate::exit::INVALID
+/// Runs the command: 0 when the report was produced, 2 when the events file is unreadable
+/// or malformed or the output cannot be written.
+pub fn execute(args: Args) -> u8 {
+    let format = match args.format.as_deref().map(str::parse::<Format>) {
+        Some(Ok(f)) => f,
+        Some(Err(e)) => {
+            eprintln!("error: failed to {e}");
+            return crate::exit::INVALID;
+        }
+        None if github::is_actions() => Format::Github,
+        None => Format::Text,
+    };
+    let report = match nuvira_report::read_jsonl_file(&args.events) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: failed to {e}");
+            return crate::exit::INVALID;
+        }
+    };
+    let text = nuvira_report::render(&report, format);
+    match &args.output {
+        Some(path) => {
+            if let Err(e) = std::fs::write(path, &text) {
+                eprintln!(
+                    "error: failed to write report {}: {e} (check that its folder exists and is writable)",
+                    path.display()
+                );
+                return crate::exit::INVALID;
+            }
+        }
+        None => {
+            use std::io::Write;
+            let mut out = std::io::stdout().lock();
+            if out
+                .write_all(text.as_bytes())
+                .and_then(|()| out.flush())
+                .is_err()
+            {
+                // A closed pipe (`| head`) is not an error of ours.
+                return crate::exit::SUCCESS;
+            }
+        }
+    }
+    if format == Format::Github
+        && let Err(e) = github::write_step_summary(&report)
+    {
+        eprintln!("warning: failed to {e}");
+    }
+    crate::exit::SUCCESS
 }
