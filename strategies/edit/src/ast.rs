@@ -1,0 +1,439 @@
+//! `ast-replace`: replace a named item found with tree-sitter.
+
+use crate::text::read_existing;
+use nuvira_api::{EditEntry, EditError, EditStrategy, FileView};
+use nuvira_syntax::Language;
+use tree_sitter::Node;
+
+/// Most symbols listed in a "not found" message.
+const MAX_LISTED: usize = 40;
+
+/// `ast-replace`: replaces the item named `symbol` in `path` with `content`.
+///
+/// Symbols are found by walking the tree-sitter tree (declarations only, so a name in a
+/// comment or a string never matches):
+///
+/// - Rust: functions, `Type::method` (in `impl Type` and `impl Trait for Type` blocks),
+///   `Trait::method`, structs, enums, unions, traits, type aliases, consts, statics, macros;
+///   items in inline modules are also reachable as `module::item`.
+/// - TypeScript / TSX / JavaScript: functions, `const f = () => …`, classes,
+///   `Class::method` (or `Class.method`), interfaces, type aliases, enums, namespaces.
+/// - Python: functions, classes, `Class::method` (or `Class.method`).
+///
+/// A bare name never matches a method. No match is an error listing the available symbols; more
+/// than one match is an error listing them with their lines. The replaced range is the item
+/// itself; it grows to include a preceding `export`, attributes and doc comments (Rust) or
+/// decorators when `content` starts with them. `content` is re-indented to the item's
+/// indentation, so a method can be written at column 0.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AstReplace;
+
+/// A named item of a file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Symbol {
+    /// Qualified name: `name`, `Type::method`, `module::name`.
+    pub name: String,
+    /// What it is: `fn`, `method`, `struct`, `class`, ...
+    pub kind: &'static str,
+    /// Whether it is a member (method) of a type.
+    pub member: bool,
+    /// 1-based line of the item.
+    pub line: u32,
+    /// Byte range of the item.
+    pub range: std::ops::Range<usize>,
+    /// Byte range including a leading `export`, attributes, doc comments or decorators.
+    pub outer: std::ops::Range<usize>,
+}
+
+/// The named items of a file, or `None` when no grammar covers its path.
+pub fn symbols(path: &str, text: &str) -> Option<Vec<Symbol>> {
+    let lang = Language::for_path(path)?;
+    let tree = nuvira_syntax::parse(lang, text).ok()?;
+    let mut out = Vec::new();
+    walk(lang, tree.root_node(), text, &[], None, &mut out);
+    Some(out)
+}
+
+fn name_of<'a>(node: Node<'_>, text: &'a str) -> Option<&'a str> {
+    node.child_by_field_name("name")
+        .and_then(|n| text.get(n.byte_range()))
+}
+
+/// The base name of an `impl` target: `Foo` for `Foo<T>`, `a::Foo`, `&Foo`.
+fn type_name<'a>(node: Node<'_>, text: &'a str) -> Option<&'a str> {
+    match node.kind() {
+        "generic_type" => node
+            .child_by_field_name("type")
+            .and_then(|t| type_name(t, text)),
+        "scoped_type_identifier" => node
+            .child_by_field_name("name")
+            .and_then(|t| text.get(t.byte_range())),
+        "reference_type" | "pointer_type" => node
+            .child_by_field_name("type")
+            .and_then(|t| type_name(t, text)),
+        _ => text.get(node.byte_range()),
+    }
+}
+
+fn walk(
+    lang: Language,
+    node: Node<'_>,
+    text: &str,
+    scope: &[String],
+    owner: Option<&str>,
+    out: &mut Vec<Symbol>,
+) {
+    let mut cursor = node.walk();
+    for child in node.named_children(&mut cursor) {
+        visit(lang, child, child, text, scope, owner, out);
+    }
+}
+
+#[allow(
+    clippy::too_many_lines,
+    reason = "one flat table of node kinds per language"
+)]
+fn visit(
+    lang: Language,
+    node: Node<'_>,
+    outer: Node<'_>,
+    text: &str,
+    scope: &[String],
+    owner: Option<&str>,
+    out: &mut Vec<Symbol>,
+) {
+    let push =
+        |out: &mut Vec<Symbol>, name: &str, kind: &'static str, node: Node<'_>, outer: Node<'_>| {
+            let mut parts: Vec<&str> = scope.iter().map(String::as_str).collect();
+            parts.extend(owner);
+            parts.push(name);
+            out.push(Symbol {
+                name: parts.join("::"),
+                kind,
+                member: owner.is_some(),
+                line: u32::try_from(node.start_position().row + 1).unwrap_or(u32::MAX),
+                range: node.byte_range(),
+                outer: outer.byte_range(),
+            });
+        };
+    let kind = node.kind();
+    match lang {
+        Language::Rust => {
+            let label = match kind {
+                "function_item" | "function_signature_item" => {
+                    if owner.is_some() {
+                        "method"
+                    } else {
+                        "fn"
+                    }
+                }
+                "struct_item" => "struct",
+                "enum_item" => "enum",
+                "union_item" => "union",
+                "trait_item" => "trait",
+                "type_item" => "type",
+                "const_item" => "const",
+                "static_item" => "static",
+                "macro_definition" => "macro",
+                "mod_item" => "mod",
+                "impl_item" => {
+                    let target = node
+                        .child_by_field_name("type")
+                        .and_then(|t| type_name(t, text));
+                    if let (Some(target), Some(body)) = (target, node.child_by_field_name("body")) {
+                        walk(lang, body, text, scope, Some(target), out);
+                    }
+                    return;
+                }
+                _ => return,
+            };
+            let Some(name) = name_of(node, text) else {
+                return;
+            };
+            let outer = rust_outer(node, text);
+            push(out, name, label, node, outer);
+            let body = node.child_by_field_name("body");
+            match (kind, body) {
+                ("trait_item", Some(body)) => walk(lang, body, text, scope, Some(name), out),
+                ("mod_item", Some(body)) => {
+                    let mut inner = scope.to_vec();
+                    inner.push(name.to_owned());
+                    walk(lang, body, text, &inner, None, out);
+                }
+                _ => {}
+            }
+        }
+        Language::TypeScript | Language::Tsx | Language::JavaScript => {
+            let label = match kind {
+                "export_statement" => {
+                    if let Some(decl) = node.child_by_field_name("declaration") {
+                        visit(lang, decl, node, text, scope, owner, out);
+                    }
+                    return;
+                }
+                "expression_statement" => {
+                    let mut c = node.walk();
+                    for inner in node.named_children(&mut c) {
+                        if inner.kind() == "internal_module" {
+                            visit(lang, inner, outer, text, scope, owner, out);
+                        }
+                    }
+                    return;
+                }
+                "lexical_declaration" | "variable_declaration" => {
+                    let mut c = node.walk();
+                    let declarators: Vec<Node<'_>> = node.named_children(&mut c).collect();
+                    if let [decl] = declarators.as_slice() {
+                        let is_fn = decl.child_by_field_name("value").is_some_and(|v| {
+                            matches!(
+                                v.kind(),
+                                "arrow_function" | "function_expression" | "function"
+                            )
+                        });
+                        if let (true, Some(name)) = (is_fn, name_of(*decl, text)) {
+                            push(out, name, "fn", node, outer);
+                        }
+                    }
+                    return;
+                }
+                "function_declaration"
+                | "generator_function_declaration"
+                | "function_signature" => "fn",
+                "class_declaration" | "abstract_class_declaration" => "class",
+                "interface_declaration" => "interface",
+                "type_alias_declaration" => "type",
+                "enum_declaration" => "enum",
+                "internal_module" | "module" => "namespace",
+                "method_definition" | "method_signature" | "abstract_method_signature" => "method",
+                _ => return,
+            };
+            let Some(name) = name_of(node, text) else {
+                return;
+            };
+            let outer = if label == "method" {
+                decorated(node)
+            } else {
+                outer
+            };
+            push(out, name, label, node, outer);
+            if let Some(body) = node.child_by_field_name("body") {
+                match label {
+                    "class" | "interface" => walk(lang, body, text, scope, Some(name), out),
+                    "namespace" => {
+                        let mut inner = scope.to_vec();
+                        inner.push(name.to_owned());
+                        walk(lang, body, text, &inner, None, out);
+                    }
+                    _ => {}
+                }
+            }
+        }
+        Language::Python => {
+            let (def, outer) = if kind == "decorated_definition" {
+                match node.child_by_field_name("definition") {
+                    Some(d) => (d, node),
+                    None => return,
+                }
+            } else {
+                (node, outer)
+            };
+            let label = match def.kind() {
+                "function_definition" if owner.is_some() => "method",
+                "function_definition" => "fn",
+                "class_definition" => "class",
+                _ => return,
+            };
+            let Some(name) = name_of(def, text) else {
+                return;
+            };
+            push(out, name, label, def, outer);
+            if let ("class", Some(body)) = (label, def.child_by_field_name("body")) {
+                walk(lang, body, text, scope, Some(name), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// A TS method with its preceding decorators (siblings in the class body).
+fn decorated(node: Node<'_>) -> Node<'_> {
+    let mut first = node;
+    while let Some(prev) = first.prev_named_sibling() {
+        if prev.kind() != "decorator" {
+            break;
+        }
+        first = prev;
+    }
+    first
+}
+
+/// A Rust item with its preceding attributes and doc comments.
+fn rust_outer<'t>(node: Node<'t>, text: &str) -> Node<'t> {
+    let mut first = node;
+    while let Some(prev) = first.prev_sibling() {
+        let t = text.get(prev.byte_range()).unwrap_or("");
+        let doc = matches!(prev.kind(), "line_comment" | "block_comment")
+            && (t.starts_with("///") || t.starts_with("/**"));
+        if prev.kind() != "attribute_item" && !doc {
+            break;
+        }
+        first = prev;
+    }
+    first
+}
+
+/// Whether a requested symbol names a found one.
+fn matches(requested: &str, symbol: &Symbol) -> bool {
+    if symbol.name == requested {
+        return true;
+    }
+    let qualified = requested.contains("::");
+    symbol.name.ends_with(&format!("::{requested}")) && (qualified || !symbol.member)
+}
+
+/// The indentation of the line a byte offset is on.
+fn indentation_at(text: &str, byte: usize) -> &str {
+    let start = text
+        .get(..byte)
+        .and_then(|s| s.rfind('\n'))
+        .map_or(0, |i| i + 1);
+    let line = text.get(start..).unwrap_or("");
+    let len = line.len() - line.trim_start_matches([' ', '\t']).len();
+    &line[..len]
+}
+
+/// `content` dedented, with every line after the first indented by `indent`.
+fn reindent(content: &str, indent: &str) -> String {
+    let body = content.trim_end().trim_start_matches('\n');
+    let common = body
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| l.len() - l.trim_start_matches([' ', '\t']).len())
+        .min()
+        .unwrap_or(0);
+    body.lines()
+        .enumerate()
+        .map(|(i, l)| {
+            let l = if l.trim().is_empty() {
+                ""
+            } else {
+                l.get(common..).unwrap_or(l.trim_start())
+            };
+            if i == 0 || l.is_empty() {
+                l.to_owned()
+            } else {
+                format!("{indent}{l}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+impl EditStrategy for AstReplace {
+    fn name(&self) -> &str {
+        "ast-replace"
+    }
+
+    fn apply(&self, entry: &EditEntry, files: &mut dyn FileView) -> Result<(), EditError> {
+        let path = entry.require_path()?;
+        let requested = entry
+            .require("symbol", &entry.symbol)?
+            .trim()
+            .replace('.', "::");
+        let content = entry.require("content", &entry.content)?;
+        let err = |msg: String| EditError::new(Some(path.to_owned()), msg);
+        let text = read_existing(files, entry, path)?;
+        let Some(found) = symbols(path, &text) else {
+            return Err(err(
+                "ast-replace: no grammar for this file type (supported: .rs, .ts, .tsx, .js, .jsx, .py); use `search-replace` or `whole-file`"
+                    .into(),
+            ));
+        };
+        let hits: Vec<&Symbol> = found.iter().filter(|s| matches(&requested, s)).collect();
+        let symbol = match hits.as_slice() {
+            [one] => *one,
+            [] => {
+                let mut names: Vec<&str> = found.iter().map(|s| s.name.as_str()).collect();
+                names.dedup();
+                let more = names.len().saturating_sub(MAX_LISTED);
+                names.truncate(MAX_LISTED);
+                let listed = if names.is_empty() {
+                    "none".to_owned()
+                } else {
+                    names.join(", ")
+                };
+                let more = if more > 0 {
+                    format!(" and {more} more")
+                } else {
+                    String::new()
+                };
+                return Err(err(format!(
+                    "ast-replace: symbol `{requested}` not found; available symbols: {listed}{more}; methods are named `Type::method`"
+                )));
+            }
+            many => {
+                let list: Vec<String> = many
+                    .iter()
+                    .map(|s| format!("{} `{}` at line {}", s.kind, s.name, s.line))
+                    .collect();
+                return Err(err(format!(
+                    "ast-replace: symbol `{requested}` is ambiguous, it matches {}: {}; qualify it (`Type::method`, `module::item`) or use `search-replace`",
+                    many.len(),
+                    list.join(", ")
+                ))
+                .at_line(many[0].line));
+            }
+        };
+        let head = content.trim_start();
+        let wants_outer = ["export", "#[", "///", "/**", "@"]
+            .iter()
+            .any(|p| head.starts_with(p));
+        let range = if wants_outer {
+            symbol.outer.clone()
+        } else {
+            symbol.range.clone()
+        };
+        let indent = indentation_at(&text, range.start);
+        let mut new = String::with_capacity(text.len() + content.len());
+        new.push_str(&text[..range.start]);
+        new.push_str(&reindent(content, indent));
+        new.push_str(&text[range.end..]);
+        files.write(path, new)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rust_symbols_are_qualified() {
+        let src = "mod m { pub fn f() {} }\nstruct S;\nimpl<T> S<T> { fn new() {} }\ntrait T { fn d(&self) {} }\n";
+        let names: Vec<String> = symbols("a.rs", src)
+            .unwrap()
+            .into_iter()
+            .map(|s| s.name)
+            .collect();
+        assert_eq!(names, ["m", "m::f", "S", "S::new", "T", "T::d"]);
+    }
+
+    #[test]
+    fn bare_names_do_not_match_methods() {
+        let s = &symbols("a.ts", "class A { run() {} }\n").unwrap()[1];
+        assert_eq!(s.name, "A::run");
+        assert!(!matches("run", s));
+        assert!(matches("A::run", s));
+    }
+
+    #[test]
+    fn reindent_dedents_then_indents() {
+        assert_eq!(
+            reindent("fn a() {\n    x\n}\n", "    "),
+            "fn a() {\n        x\n    }"
+        );
+        assert_eq!(
+            reindent("    fn a() {\n        x\n    }", "    "),
+            "fn a() {\n        x\n    }"
+        );
+    }
+}

@@ -1,0 +1,135 @@
+//! `search-replace`: exact text replacement with near-miss reporting.
+
+use crate::text::{line_list, line_of, quote, read_existing};
+use nuvira_api::{EditEntry, EditError, EditStrategy, FileView};
+
+/// Candidates scoring below this similarity (0..1) are not worth showing.
+const MIN_SIMILARITY: f32 = 0.5;
+
+/// `search-replace`: replaces the exact text `search` with `replace`.
+///
+/// `search` must occur exactly once unless `all: true`. When it does not occur, the error names
+/// the closest candidate lines (whitespace and indentation differences are the usual cause)
+/// with their line number; when it occurs several times, the error gives the count and lines.
+/// A file with CRLF line endings also matches a `search` written with LF.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SearchReplace;
+
+impl EditStrategy for SearchReplace {
+    fn name(&self) -> &str {
+        "search-replace"
+    }
+
+    fn apply(&self, entry: &EditEntry, files: &mut dyn FileView) -> Result<(), EditError> {
+        let path = entry.require_path()?;
+        let search = entry.require("search", &entry.search)?;
+        let replace = entry.require("replace", &entry.replace)?;
+        let err = |msg: String| EditError::new(Some(path.to_owned()), msg);
+        if search.is_empty() {
+            return Err(err(
+                "search-replace: `search` is empty; give the exact text to replace".into(),
+            ));
+        }
+        let text = read_existing(files, entry, path)?;
+        let (search, replace) = match (text.contains(search), text.contains("\r\n")) {
+            (false, true) if !search.contains('\r') => {
+                (search.replace('\n', "\r\n"), replace.replace('\n', "\r\n"))
+            }
+            _ => (search.to_owned(), replace.to_owned()),
+        };
+        let starts: Vec<usize> = text.match_indices(&search).map(|(i, _)| i).collect();
+        match starts.len() {
+            0 => Err(not_found(path, &text, &search)),
+            1 => files.write(path, text.replacen(&search, &replace, 1)),
+            n if entry.all => {
+                debug_assert!(n > 1);
+                files.write(path, text.replace(&search, &replace))
+            }
+            n => {
+                let lines: Vec<u32> = starts.iter().map(|&i| line_of(&text, i)).collect();
+                Err(err(format!(
+                    "search-replace: `search` occurs {n} times (lines {}); add surrounding lines to make it unique, or set `all: true` to replace every occurrence",
+                    line_list(&lines)
+                ))
+                .at_line(lines[0]))
+            }
+        }
+    }
+}
+
+fn not_found(path: &str, text: &str, search: &str) -> EditError {
+    let base = format!(
+        "search-replace: `search` text `{}` was not found; copy the exact current text of the file (whitespace and indentation included)",
+        quote(search, 60)
+    );
+    let err = EditError::new(Some(path.to_owned()), base.clone());
+    match closest(text, search) {
+        Some(c) => {
+            let how = if c.same_ignoring_whitespace {
+                "differs only in whitespace/indentation"
+            } else {
+                "is the most similar text"
+            };
+            let mut e = EditError::new(
+                Some(path.to_owned()),
+                format!("{base}; line {} {how}", c.line),
+            )
+            .at_line(c.line)
+            .with_candidate(c.text);
+            e.line = Some(c.line);
+            e
+        }
+        None => err,
+    }
+}
+
+struct Candidate {
+    line: u32,
+    text: String,
+    same_ignoring_whitespace: bool,
+}
+
+fn squash(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// The window of lines (as many as `search` has) most similar to `search`.
+fn closest(text: &str, search: &str) -> Option<Candidate> {
+    let lines: Vec<&str> = text.lines().collect();
+    let want: Vec<&str> = search.trim_matches('\n').lines().collect();
+    let n = want.len().max(1);
+    if lines.is_empty() {
+        return None;
+    }
+    let target = squash(search);
+    let mut best: Option<(f32, usize)> = None;
+    for start in 0..lines.len().saturating_sub(n - 1).max(1) {
+        let end = (start + n).min(lines.len());
+        let window = lines[start..end].join("\n");
+        let squashed = squash(&window);
+        if squashed == target {
+            return Some(Candidate {
+                line: u32::try_from(start + 1).unwrap_or(u32::MAX),
+                text: window,
+                same_ignoring_whitespace: true,
+            });
+        }
+        // Cheap length filter before the character diff.
+        let (a, b) = (squashed.len() as f32, target.len() as f32);
+        if a.min(b) / a.max(b).max(1.0) < MIN_SIMILARITY {
+            continue;
+        }
+        let score = similar::TextDiff::configure()
+            .timeout(std::time::Duration::from_millis(5))
+            .diff_chars(squashed.as_str(), target.as_str())
+            .ratio();
+        if score >= MIN_SIMILARITY && best.is_none_or(|(s, _)| score > s) {
+            best = Some((score, start));
+        }
+    }
+    best.map(|(_, start)| Candidate {
+        line: u32::try_from(start + 1).unwrap_or(u32::MAX),
+        text: lines[start..(start + n).min(lines.len())].join("\n"),
+        same_ignoring_whitespace: false,
+    })
+}
