@@ -1,6 +1,11 @@
 //! Parser tests on real runner output (copied from /work/shared/fixtures, see
 //! tests/fixtures/README.md for how each case was captured and what it must report).
 
+#![expect(
+    clippy::expect_used,
+    reason = "test helpers outside #[test] fns: a missing fixture must fail the test loudly"
+)]
+
 use nuvira_api::TestResult;
 use nuvira_test::detect::Framework;
 use nuvira_test::parse::{self, RunnerOutput};
