@@ -1,11 +1,302 @@
-//! `nuvira apply` (being built; see the issue tracker).
+//! `nuvira apply EDITS_FILE`: a validated, all-or-nothing edit batch (or its preview).
+
+use crate::exit;
+use anyhow::anyhow;
+use nuvira_api::{ChangeKind, EditPreview, EditResult, Severity};
+use nuvira_edit::nuvira_workspace::{Journal, Workspace};
+use nuvira_edit::{EditFailure, EditOptions, EditStepConfig, Editor, Emit, parse_entries};
+use std::path::{Path, PathBuf};
 
 /// Arguments of `nuvira apply`.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// The edits file (YAML, JSON or TOML, by extension) with an `edits:` list.
+    pub edits_file: PathBuf,
+    /// The repository (workspace root) to edit.
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    pub repo: PathBuf,
+    /// Validate and show the diffs; write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+}
+
+/// Output formats of `nuvira apply`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// Readable text.
+    Text,
+    /// The `EditResult` (or `EditPreview` with `--dry-run`) as JSON on stdout.
+    Json,
+}
 
 /// Runs the command.
-pub fn execute(_args: Args) -> u8 {
-    eprintln!("error: `nuvira apply` is not available in this build yet");
-    crate::exit::INVALID
+pub fn execute(args: Args) -> u8 {
+    let (cfg, entries) = match load(&args.edits_file) {
+        Ok(v) => v,
+        Err(msg) => {
+            eprintln!("error: {msg}");
+            return exit::INVALID;
+        }
+    };
+    let ws = match Workspace::open(&args.repo) {
+        Ok(ws) => ws,
+        Err(e) => {
+            crate::cli::print_error(&anyhow!(e).context("open the repository"));
+            return exit::INVALID;
+        }
+    };
+    let ws = match cfg.max_file_size {
+        Some(cap) => ws.with_max_file_size(cap),
+        None => ws,
+    };
+    // A batch a crash interrupted is undone before anything else touches the workspace.
+    if let Err(code) = recover(&ws) {
+        return code;
+    }
+    let editor = Editor::standard().with_options(EditOptions {
+        block_on_secrets: cfg.block_on_secrets.unwrap_or(false),
+        format: cfg.format.unwrap_or(false),
+    });
+    let entries = match parse_entries(&entries, &editor) {
+        Ok(e) => e,
+        Err(problems) => {
+            eprintln!(
+                "error: `{}` has {} invalid edit(s):",
+                args.edits_file.display(),
+                problems.len()
+            );
+            for p in problems {
+                eprintln!("  {p}");
+            }
+            return exit::INVALID;
+        }
+    };
+
+    if args.dry_run {
+        let preview = editor.dry_run(&ws, &entries, &Emit::none());
+        let valid = preview.is_valid();
+        match args.format {
+            Format::Json => print_json(&preview),
+            Format::Text => print_preview(&preview),
+        }
+        if !valid {
+            print_reasons(&nuvira_edit::rejection_reasons(&preview), true);
+            return exit::FAILED;
+        }
+        return exit::SUCCESS;
+    }
+
+    let run_id = format!("apply-{}", now_ms());
+    match editor.edit(&ws, &entries, &run_id, &Emit::none()) {
+        Ok(result) => {
+            match args.format {
+                Format::Json => print_json(&result),
+                Format::Text => print_result(&result),
+            }
+            exit::SUCCESS
+        }
+        Err(EditFailure::Rejected(result)) => {
+            if args.format == Format::Json {
+                print_json(&result);
+            }
+            print_reasons(&result.skipped_changes, false);
+            exit::FAILED
+        }
+        Err(e) => {
+            crate::cli::print_error(&anyhow!(e));
+            exit::FAILED
+        }
+    }
+}
+
+/// Rolls back batches a crash left half-written; prints what it did.
+pub(crate) fn recover(ws: &Workspace) -> Result<usize, u8> {
+    match Journal::new(ws).recover_incomplete() {
+        Ok(done) => {
+            for r in &done {
+                eprintln!(
+                    "note: rolled back an interrupted batch of run `{}` ({} file(s): {})",
+                    r.run_id,
+                    r.paths.len(),
+                    r.paths.join(", ")
+                );
+            }
+            Ok(done.len())
+        }
+        Err(e) => {
+            crate::cli::print_error(
+                &anyhow!(e).context("roll back the batch an earlier crash interrupted"),
+            );
+            Err(exit::FAILED)
+        }
+    }
+}
+
+/// Reads and parses the edits file. Errors name the file, and the line and column where the
+/// parser knows them.
+fn load(path: &Path) -> Result<(EditStepConfig, Vec<serde_json::Value>), String> {
+    let shown = path.display();
+    let text =
+        std::fs::read_to_string(path).map_err(|e| format!("read edits file `{shown}`: {e}"))?;
+    let ext = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase)
+        .unwrap_or_default();
+    let cfg: EditStepConfig = match ext.as_str() {
+        "yaml" | "yml" => serde_yaml_ng::from_str(&text).map_err(|e| match e.location() {
+            Some(loc) => format!(
+                "parse `{shown}` at line {}, column {}: {}",
+                loc.line(),
+                loc.column(),
+                strip_location(&e.to_string())
+            ),
+            None => format!("parse `{shown}`: {e}"),
+        })?,
+        "json" => serde_json::from_str(&text).map_err(|e| {
+            format!(
+                "parse `{shown}` at line {}, column {}: {}",
+                e.line(),
+                e.column(),
+                strip_location(&e.to_string())
+            )
+        })?,
+        "toml" => toml::from_str(&text).map_err(|e| match e.span() {
+            Some(span) => {
+                let (line, column) = line_col(&text, span.start);
+                format!(
+                    "parse `{shown}` at line {line}, column {column}: {}",
+                    e.message()
+                )
+            }
+            None => format!("parse `{shown}`: {}", e.message()),
+        })?,
+        _ => {
+            return Err(format!(
+                "read edits file `{shown}`: unknown extension; use .yaml, .yml, .json or .toml"
+            ));
+        }
+    };
+    if cfg.instructions.is_some() && cfg.edits.is_none() {
+        return Err(format!(
+            "`{shown}`: `nuvira apply` applies `edits`; `instructions` for a model need `nuvira run`"
+        ));
+    }
+    let Some(edits) = cfg.edits.clone() else {
+        return Err(format!(
+            "`{shown}`: no `edits` list; write `edits: [{{ strategy: search-replace, path: ..., search: ..., replace: ... }}]`"
+        ));
+    };
+    Ok((cfg, edits))
+}
+
+/// Drops the " at line X column Y" suffix serde puts in messages (we print our own).
+fn strip_location(msg: &str) -> &str {
+    msg.find(" at line ").map_or(msg, |i| &msg[..i])
+}
+
+fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, column)
+}
+
+fn print_json<T: serde::Serialize>(value: &T) {
+    match serde_json::to_string_pretty(value) {
+        Ok(s) => println!("{s}"),
+        Err(e) => eprintln!("error: serialize the output: {e}"),
+    }
+}
+
+fn kind_word(kind: &ChangeKind) -> String {
+    match kind {
+        ChangeKind::Create => "create".into(),
+        ChangeKind::Modify => "modify".into(),
+        ChangeKind::Delete => "delete".into(),
+        ChangeKind::Rename { from } => format!("rename from {from} to"),
+    }
+}
+
+fn print_changes(preview: &EditPreview) {
+    for c in &preview.changes {
+        println!(
+            "  {} {} (+{} -{})",
+            kind_word(&c.kind),
+            c.path,
+            c.additions,
+            c.deletions
+        );
+    }
+}
+
+fn print_notes(preview: &EditPreview) {
+    for w in &preview.warnings {
+        println!("warning: {w}");
+    }
+    for w in &preview.validation.security_warnings {
+        if w.severity != Severity::Error {
+            println!("warning: {}:{}: {} [{}]", w.path, w.line, w.message, w.rule);
+        }
+    }
+}
+
+fn print_result(result: &EditResult) {
+    let p = &result.preview;
+    println!(
+        "applied {} change(s): +{} -{} line(s) ({} impact)",
+        result.applied_count,
+        p.estimated_impact.lines_added,
+        p.estimated_impact.lines_removed,
+        p.estimated_impact.level
+    );
+    print_changes(p);
+    print_notes(p);
+    println!("undo with `nuvira rollback`");
+}
+
+fn print_preview(preview: &EditPreview) {
+    for c in &preview.changes {
+        print!("{}", c.diff);
+        if !c.diff.ends_with('\n') {
+            println!();
+        }
+    }
+    println!(
+        "dry run: {} change(s), +{} -{} line(s) ({} impact); nothing was written",
+        preview.changes.len(),
+        preview.estimated_impact.lines_added,
+        preview.estimated_impact.lines_removed,
+        preview.estimated_impact.level
+    );
+    print_changes(preview);
+    print_notes(preview);
+}
+
+fn print_reasons(reasons: &[nuvira_api::SkippedChange], dry_run: bool) {
+    eprintln!(
+        "error: edits rejected ({} problem(s)); {}",
+        reasons.len(),
+        if dry_run {
+            "they would not be applied"
+        } else {
+            "nothing was written"
+        }
+    );
+    for r in reasons {
+        match (r.path.is_empty(), r.line) {
+            (true, _) => eprintln!("  {}", r.reason),
+            (false, Some(line)) => eprintln!("  {}:{line}: {}", r.path, r.reason),
+            (false, None) => eprintln!("  {}: {}", r.path, r.reason),
+        }
+    }
+}
+
+fn now_ms() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis())
 }

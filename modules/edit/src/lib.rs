@@ -322,7 +322,9 @@ impl Editor {
                 if e.path.is_none() {
                     e.path.clone_from(&entry.path);
                 }
-                e.message = format!("edit {} ({}): {}", i + 1, entry.strategy, e.message);
+                let own_prefix = format!("{}: ", entry.strategy);
+                let message = e.message.strip_prefix(&own_prefix).unwrap_or(&e.message);
+                e.message = format!("edit {} ({}): {message}", i + 1, entry.strategy);
                 preview.errors.push(e);
             }
         }
@@ -464,6 +466,21 @@ impl Editor {
                 format::Formatted::Text(_) => {}
             }
         }
+    }
+}
+
+#[cfg(feature = "standard")]
+impl Editor {
+    /// The editor Nuvira uses by default: every built-in strategy
+    /// (`nuvira_edit_strategies::builtin`), the tree-sitter syntax checker, and its comparison
+    /// of original and new text for introduced errors.
+    pub fn standard() -> Self {
+        Self::new()
+            .with_strategies(nuvira_edit_strategies::builtin())
+            .with_checker(Some(Arc::new(nuvira_syntax::TreeSitterChecker::new())))
+            .with_syntax_compare(Arc::new(|path, original, new| {
+                nuvira_syntax::compare(path, original, new).introduced
+            }))
     }
 }
 

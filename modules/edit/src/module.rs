@@ -215,6 +215,12 @@ impl EditModule {
         }
     }
 
+    /// The module with [`Editor::standard`]: built-in strategies and tree-sitter checks.
+    #[cfg(feature = "standard")]
+    pub fn standard() -> Self {
+        Self::new(Editor::standard())
+    }
+
     /// Builder-style: sets the hook that turns `instructions` into entries when a model is
     /// configured.
     #[must_use]

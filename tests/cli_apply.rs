@@ -1,0 +1,548 @@
+//! `nuvira apply` and `nuvira rollback` end to end: the real binary, the real strategies and
+//! tree-sitter grammars, on repositories copied into temp folders.
+//!
+//! Scenario folders (`tests/scenarios/NNN_name/`) hold `input/` (the repository), `edits.yaml`
+//! (the batch) and either `expected/` (the whole tree after a successful apply) or
+//! `rejected.txt` (lines that must appear on stderr; the tree must stay byte-identical to
+//! `input/`). An optional `stdout.txt` lists lines that must appear on stdout (warnings).
+//! Every applied scenario is then rolled back with `nuvira rollback`, which must restore
+//! `input/` exactly.
+
+use assert_cmd::Command;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+fn nuvira() -> Command {
+    Command::cargo_bin("nuvira").unwrap()
+}
+
+fn scenarios_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/scenarios")
+}
+
+/// Every file below `dir` (skipping `.nuvira/`) with its bytes, by `/`-separated relative path.
+fn tree(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    fn walk(base: &Path, dir: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
+        let Ok(read) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for e in read {
+            let p = e.unwrap().path();
+            let rel = p
+                .strip_prefix(base)
+                .unwrap()
+                .components()
+                .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                .collect::<Vec<_>>()
+                .join("/");
+            if rel == ".nuvira" {
+                continue;
+            }
+            if p.is_dir() {
+                walk(base, &p, out);
+            } else {
+                out.insert(rel, std::fs::read(&p).unwrap());
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk(dir, dir, &mut out);
+    out
+}
+
+/// Folders below `dir` (skipping `.nuvira/`), to check that a rollback removes created ones.
+fn folders(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for e in walk_dirs(dir) {
+        let rel = e.strip_prefix(dir).unwrap().to_string_lossy().into_owned();
+        if !rel.starts_with(".nuvira") {
+            out.push(rel);
+        }
+    }
+    out.sort();
+    out
+}
+
+fn walk_dirs(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            out.push(p.clone());
+            out.extend(walk_dirs(&p));
+        }
+    }
+    out
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    for (rel, bytes) in tree(from) {
+        let p = to.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, bytes).unwrap();
+    }
+}
+
+fn show(t: &BTreeMap<String, Vec<u8>>) -> String {
+    t.iter()
+        .map(|(k, v)| format!("== {k}\n{}", String::from_utf8_lossy(v)))
+        .collect()
+}
+
+fn lines_of(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn scenarios_apply_as_expected_and_roll_back_exactly() {
+    let mut seen = 0;
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(scenarios_dir())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .collect();
+    dirs.sort();
+    for dir in dirs {
+        let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+        let input = dir.join("input");
+        let work = tempfile::tempdir().unwrap();
+        copy_tree(&input, work.path());
+        let before = tree(work.path());
+        let before_dirs = folders(work.path());
+        let out = nuvira()
+            .arg("apply")
+            .arg(dir.join("edits.yaml"))
+            .arg("--repo")
+            .arg(work.path())
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let ctx = format!("scenario {name}\nstdout:\n{stdout}\nstderr:\n{stderr}");
+        let expected = dir.join("expected");
+        if expected.is_dir() {
+            assert_eq!(out.status.code(), Some(0), "{ctx}");
+            let got = tree(work.path());
+            let want = tree(&expected);
+            assert!(
+                got == want,
+                "{ctx}\ngot:\n{}\nwant:\n{}",
+                show(&got),
+                show(&want)
+            );
+            // Every applied batch is undone byte for byte, created folders included.
+            nuvira()
+                .arg("rollback")
+                .arg("--repo")
+                .arg(work.path())
+                .assert()
+                .code(0);
+            assert!(
+                tree(work.path()) == before,
+                "{ctx}\nrollback did not restore input/"
+            );
+            assert_eq!(folders(work.path()), before_dirs, "{ctx}");
+        } else {
+            let marker = dir.join("rejected.txt");
+            assert!(marker.is_file(), "{name}: needs expected/ or rejected.txt");
+            assert_eq!(out.status.code(), Some(1), "{ctx}");
+            assert!(
+                tree(work.path()) == before,
+                "{ctx}\na rejected batch wrote something"
+            );
+            for line in lines_of(&marker) {
+                assert!(stderr.contains(&line), "{ctx}\nmissing on stderr: {line}");
+            }
+            assert!(!work.path().join(".nuvira/journal").exists(), "{ctx}");
+        }
+        if dir.join("stdout.txt").is_file() {
+            for line in lines_of(&dir.join("stdout.txt")) {
+                assert!(stdout.contains(&line), "{ctx}\nmissing on stdout: {line}");
+            }
+        }
+        seen += 1;
+    }
+    assert!(seen >= 15, "only {seen} scenarios found");
+}
+
+fn repo(files: &[(&str, &str)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for (rel, text) in files {
+        let p = dir.path().join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+    dir
+}
+
+fn edits_file(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+const RENAME_YAML: &str =
+    "edits:\n  - strategy: search-replace\n    path: a.txt\n    search: one\n    replace: two\n";
+
+#[test]
+fn json_output_is_the_edit_result_and_dry_run_json_is_the_preview() {
+    let r = repo(&[("a.txt", "one\n")]);
+    let f = tempfile::tempdir().unwrap();
+    let edits = edits_file(f.path(), "e.yaml", RENAME_YAML);
+
+    let out = nuvira()
+        .args(["apply", "--dry-run", "--format", "json", "--repo"])
+        .arg(r.path())
+        .arg(&edits)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["changes"][0]["path"], "a.txt");
+    assert_eq!(v["changes"][0]["kind"], "modify");
+    assert!(
+        v["changes"][0]["diff"]
+            .as_str()
+            .unwrap()
+            .contains("-one\n+two\n")
+    );
+    assert_eq!(v["validation"]["syntax_valid"], true);
+    assert_eq!(v["estimated_impact"]["files"], 1);
+    assert_eq!(
+        std::fs::read_to_string(r.path().join("a.txt")).unwrap(),
+        "one\n"
+    );
+
+    let out = nuvira()
+        .args(["apply", "--format", "json", "--repo"])
+        .arg(r.path())
+        .arg(&edits)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["applied_count"], 1);
+    assert_eq!(v["skipped_changes"], serde_json::json!([]));
+    assert_eq!(v["preview"]["changes"][0]["path"], "a.txt");
+    assert_eq!(
+        std::fs::read_to_string(r.path().join("a.txt")).unwrap(),
+        "two\n"
+    );
+}
+
+#[test]
+fn a_rejected_batch_in_json_lists_every_reason_with_path_and_line() {
+    let r = repo(&[("a.txt", "one\n"), ("b.rs", "fn b() {}\n")]);
+    let f = tempfile::tempdir().unwrap();
+    let edits = edits_file(
+        f.path(),
+        "e.json",
+        r#"{"edits": [
+            {"strategy": "search-replace", "path": "a.txt", "search": "zero", "replace": "x"},
+            {"strategy": "search-replace", "path": "b.rs", "search": "fn b() {}", "replace": "fn b() {"}
+        ]}"#,
+    );
+    let out = nuvira()
+        .args(["apply", "--format", "json", "--repo"])
+        .arg(r.path())
+        .arg(&edits)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["applied_count"], 0);
+    let skipped = v["skipped_changes"].as_array().unwrap();
+    assert_eq!(skipped.len(), 2, "{v}");
+    assert_eq!(skipped[0]["path"], "a.txt");
+    assert_eq!(skipped[1]["path"], "b.rs");
+    assert_eq!(skipped[1]["line"], 1);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("nothing was written"), "{stderr}");
+    assert!(
+        stderr.contains("b.rs:1: the edit introduces a syntax error"),
+        "{stderr}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(r.path().join("b.rs")).unwrap(),
+        "fn b() {}\n"
+    );
+}
+
+#[test]
+fn a_dry_run_of_an_invalid_batch_exits_1_and_writes_nothing() {
+    let r = repo(&[("a.txt", "one\n")]);
+    let f = tempfile::tempdir().unwrap();
+    let edits = edits_file(
+        f.path(),
+        "e.toml",
+        "[[edits]]\nstrategy = \"search-replace\"\npath = \"a.txt\"\nsearch = \"zero\"\nreplace = \"x\"\n",
+    );
+    let out = nuvira()
+        .args(["apply", "--dry-run", "--repo"])
+        .arg(r.path())
+        .arg(&edits)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("a.txt"));
+    assert!(!r.path().join(".nuvira").exists());
+}
+
+#[test]
+fn malformed_edits_files_exit_2_naming_file_line_and_column() {
+    let r = repo(&[("a.txt", "one\n")]);
+    let f = tempfile::tempdir().unwrap();
+    let cases = [
+        (
+            "bad.yaml",
+            "edits:\n  - strategy: search-replace\n    path: a: b\n",
+            "line 3, column 12",
+        ),
+        (
+            "bad.json",
+            "{\"edits\": [\n  {\"strategy\": }\n]}",
+            "line 2, column 16",
+        ),
+        ("bad.toml", "[[edits]]\nstrategy = \n", "line 2"),
+        (
+            "unknown.yaml",
+            "edits: []\ncolour: red\n",
+            "unknown field `colour`",
+        ),
+        ("noedits.yaml", "format: true\n", "no `edits` list"),
+        (
+            "fields.yaml",
+            "edits:\n  - strategy: search-replace\n    path: a.txt\n  - strategy: teleport\n",
+            "edits[0].search: missing",
+        ),
+        ("notes.txt", "edits: []\n", "unknown extension"),
+    ];
+    for (name, text, needle) in cases {
+        let p = edits_file(f.path(), name, text);
+        let out = nuvira()
+            .args(["apply", "--repo"])
+            .arg(r.path())
+            .arg(&p)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{name}: {stderr}");
+        assert!(
+            stderr.contains(name),
+            "{name}: the file is not named: {stderr}"
+        );
+        assert!(
+            stderr.contains(needle),
+            "{name}: expected `{needle}` in: {stderr}"
+        );
+    }
+    let out = nuvira()
+        .args(["apply", "--repo"])
+        .arg(r.path())
+        .arg(f.path().join("missing.yaml"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("missing.yaml"));
+    assert_eq!(
+        std::fs::read_to_string(r.path().join("a.txt")).unwrap(),
+        "one\n"
+    );
+}
+
+#[test]
+fn rollback_with_nothing_to_roll_back_exits_1_with_a_clear_message() {
+    let r = repo(&[("a.txt", "one\n")]);
+    let out = nuvira()
+        .args(["rollback", "--repo"])
+        .arg(r.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("nothing to roll back"));
+
+    // After an apply and its rollback there is again nothing to roll back.
+    let f = tempfile::tempdir().unwrap();
+    let edits = edits_file(f.path(), "e.yaml", RENAME_YAML);
+    nuvira()
+        .args(["apply", "--repo"])
+        .arg(r.path())
+        .arg(&edits)
+        .assert()
+        .code(0);
+    let out = nuvira()
+        .args(["rollback", "--repo"])
+        .arg(r.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("a.txt"));
+    assert_eq!(
+        std::fs::read_to_string(r.path().join("a.txt")).unwrap(),
+        "one\n"
+    );
+    nuvira()
+        .args(["rollback", "--repo"])
+        .arg(r.path())
+        .assert()
+        .code(1);
+}
+
+#[test]
+fn rollback_undoes_only_the_last_apply() {
+    let r = repo(&[("a.txt", "one\n")]);
+    let f = tempfile::tempdir().unwrap();
+    let first = edits_file(f.path(), "1.yaml", RENAME_YAML);
+    let second = edits_file(
+        f.path(),
+        "2.yaml",
+        "edits:\n  - strategy: search-replace\n    path: a.txt\n    search: two\n    replace: three\n",
+    );
+    nuvira()
+        .args(["apply", "--repo"])
+        .arg(r.path())
+        .arg(&first)
+        .assert()
+        .code(0);
+    nuvira()
+        .args(["apply", "--repo"])
+        .arg(r.path())
+        .arg(&second)
+        .assert()
+        .code(0);
+    assert_eq!(
+        std::fs::read_to_string(r.path().join("a.txt")).unwrap(),
+        "three\n"
+    );
+    nuvira()
+        .args(["rollback", "--repo"])
+        .arg(r.path())
+        .assert()
+        .code(0);
+    assert_eq!(
+        std::fs::read_to_string(r.path().join("a.txt")).unwrap(),
+        "two\n"
+    );
+    nuvira()
+        .args(["rollback", "--repo"])
+        .arg(r.path())
+        .assert()
+        .code(0);
+    assert_eq!(
+        std::fs::read_to_string(r.path().join("a.txt")).unwrap(),
+        "one\n"
+    );
+}
+
+/// A three-file batch whose process is killed (the documented fault-injection hook aborts it
+/// like a kill) after its second durable file write.
+fn crash_mid_batch() -> (tempfile::TempDir, BTreeMap<String, Vec<u8>>) {
+    let r = repo(&[
+        ("src/a.rs", "pub fn a() -> u8 {\n    1\n}\n"),
+        ("src/b.rs", "pub fn b() -> u8 {\n    2\n}\n"),
+        ("docs/c.md", "# c\n"),
+    ]);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(
+            r.path().join("src/b.rs"),
+            std::fs::Permissions::from_mode(0o640),
+        )
+        .unwrap();
+    }
+    let before = tree(r.path());
+    let f = tempfile::tempdir().unwrap();
+    let edits = edits_file(
+        f.path(),
+        "e.yaml",
+        "edits:\n  - {strategy: search-replace, path: src/a.rs, search: '    1', replace: '    10'}\n  - {strategy: search-replace, path: src/b.rs, search: '    2', replace: '    20'}\n  - {strategy: whole-file, path: docs/new/c2.md, content: \"# c2\\n\"}\n  - {strategy: delete-file, path: docs/c.md}\n",
+    );
+    let out = nuvira()
+        .env(
+            nuvira_edit::nuvira_workspace::FAULT_CRASH_AFTER_WRITES_ENV,
+            "2",
+        )
+        .args(["apply", "--repo"])
+        .arg(r.path())
+        .arg(&edits)
+        .output()
+        .unwrap();
+    assert!(
+        !out.status.success(),
+        "the process was meant to die mid-batch"
+    );
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(out.status.signal(), Some(6), "expected SIGABRT: {out:?}");
+    }
+    // The crash really happened between writes: two files changed, the rest not.
+    let mid = tree(r.path());
+    assert_ne!(mid, before);
+    assert_eq!(mid["src/a.rs"], b"pub fn a() -> u8 {\n    10\n}\n");
+    assert_eq!(mid["src/b.rs"], b"pub fn b() -> u8 {\n    20\n}\n");
+    assert!(mid.contains_key("docs/c.md"));
+    assert!(!mid.contains_key("docs/new/c2.md"));
+    (r, before)
+}
+
+#[cfg(unix)]
+fn mode(p: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p).unwrap().permissions().mode() & 0o777
+}
+
+#[test]
+fn a_crash_between_writes_is_undone_by_nuvira_rollback() {
+    let (r, before) = crash_mid_batch();
+    let out = nuvira()
+        .args(["rollback", "--repo"])
+        .arg(r.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("interrupted batch"));
+    assert!(
+        tree(r.path()) == before,
+        "not every original byte was restored"
+    );
+    #[cfg(unix)]
+    assert_eq!(mode(&r.path().join("src/b.rs")), 0o640);
+    assert!(!r.path().join("docs/new").exists());
+}
+
+#[test]
+fn a_crash_between_writes_is_undone_by_the_next_start() {
+    let (r, before) = crash_mid_batch();
+    // The next command to touch the workspace (here a dry run of anything) recovers first.
+    let f = tempfile::tempdir().unwrap();
+    let edits = edits_file(
+        f.path(),
+        "e.yaml",
+        "edits:\n  - {strategy: search-replace, path: docs/c.md, search: '# c', replace: '# C'}\n",
+    );
+    let out = nuvira()
+        .args(["apply", "--dry-run", "--repo"])
+        .arg(r.path())
+        .arg(&edits)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("rolled back an interrupted batch"));
+    assert!(
+        tree(r.path()) == before,
+        "not every original byte was restored"
+    );
+    // The crashed batch is gone from the journal: nothing left to roll back.
+    nuvira()
+        .args(["rollback", "--repo"])
+        .arg(r.path())
+        .assert()
+        .code(1);
+}

@@ -1,0 +1,5 @@
+def greet(name):
+    return f'hello {name}'
+
+
+print(greet('x'))

@@ -1,0 +1,5 @@
+def greet(name):
+    return 'hello ' + name
+
+
+print(greet('x'))

@@ -1,0 +1,3 @@
+pub fn nested() -> u8 {
+    7
+}

@@ -1,0 +1,1 @@
+export const sum = (a: number, b: number): number => a + b;
