@@ -500,6 +500,28 @@ mod tests {
     }
 
     #[test]
+    fn the_config_file_table_reads_durations_and_rejects_unknown_keys() {
+        let file: LlmSettings = toml::from_str(
+            r#"
+model = "anthropic:claude-sonnet-4-5"
+api_key_env = "WORK_ANTHROPIC_KEY"
+timeout = "90s"
+retry_max_delay = 20
+breaker_cool_down = "1m"
+fallback_models = ["openai:gpt-4.1"]
+"#,
+        )
+        .unwrap();
+        assert_eq!(file.timeout, Some(Duration::from_secs(90)));
+        assert_eq!(file.retry_max_delay, Some(Duration::from_secs(20)));
+        assert_eq!(file.breaker_cool_down, Some(Duration::from_secs(60)));
+        let e = toml::from_str::<LlmSettings>("modle = \"x\"")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("unknown field `modle`"), "{e}");
+    }
+
+    #[test]
     fn key_order_and_missing_key_message() {
         let s = LlmSettings {
             model: Some("openai:gpt-4.1".into()),

@@ -26,6 +26,24 @@ async fn a_429_waits_the_retry_after_seconds_then_retries() {
 }
 
 #[tokio::test]
+async fn a_retry_after_http_date_is_honoured() {
+    let when = std::time::SystemTime::now() + Duration::from_secs(2);
+    let server = Server::start(vec![
+        Reply::status(429, fixture("openai_429.json"))
+            .header("retry-after", &httpdate::fmt_http_date(when)),
+        Reply::ok(fixture("openai_chat.json")),
+    ])
+    .await;
+    let llm = HttpLlm::new(openai_config(&server)).unwrap();
+    llm.complete(&ask("hi")).await.unwrap();
+    let seen = server.requests();
+    assert_eq!(seen.len(), 2);
+    // The date has whole seconds: the wait is between 1 and 2 seconds.
+    let gap = seen[1].at - seen[0].at;
+    assert!(gap >= Duration::from_millis(990), "waited only {gap:?}");
+}
+
+#[tokio::test]
 async fn retry_after_is_capped_by_the_max_delay() {
     let server = Server::start(vec![
         Reply::status(429, fixture("openai_429.json")).header("retry-after", "3600"),
