@@ -1109,3 +1109,168 @@ mod detection {
         );
     }
 }
+
+// ---------------------------------------------------------------- real runners, end to end
+
+/// Runs the detected command for real (in its folder, with its env) and parses what it left.
+mod live {
+    use super::fixtures;
+    use nuvira_api::TestResult;
+    use nuvira_test::detect::{self, DetectOptions, Detected, Framework, NextestPolicy};
+    use nuvira_test::parse::{self, RunnerOutput};
+    use std::collections::BTreeMap;
+    use std::fs;
+    use std::path::Path;
+    use std::process::Command;
+
+    fn on_path(program: &str) -> bool {
+        std::env::var_os("PATH")
+            .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(program).is_file()))
+    }
+
+    /// Runs `d` under `root` and returns what the sandbox would have handed back.
+    fn execute(root: &Path, d: &Detected) -> (RunnerOutput, BTreeMap<String, Vec<u8>>) {
+        let out = Command::new(&d.command[0])
+            .args(&d.command[1..])
+            .current_dir(root.join(&d.dir))
+            .envs(&d.env)
+            .env("CARGO_TARGET_DIR", root.join("target"))
+            .output()
+            .expect("runner starts");
+        let mut collected = BTreeMap::new();
+        for path in &d.collect {
+            if let Ok(bytes) = fs::read(root.join(path)) {
+                collected.insert(path.clone(), bytes);
+            }
+        }
+        let output = RunnerOutput::from_parts(
+            &String::from_utf8_lossy(&out.stdout),
+            &String::from_utf8_lossy(&out.stderr),
+            out.status.code().map(i64::from),
+            false,
+            &collected,
+        );
+        (output, collected)
+    }
+
+    fn parse_in(root: &Path, d: &Detected, output: &RunnerOutput) -> TestResult {
+        parse::parse_output(
+            d.framework.expect("framework"),
+            output,
+            Some(&root.join(&d.dir)),
+        )
+    }
+
+    #[test]
+    fn pytest_skips_xfails_xpasses_and_fixture_errors_are_counted_per_design() {
+        if !on_path("pytest") {
+            eprintln!("pytest is not installed: skipped");
+            return;
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path();
+        fs::create_dir_all(root.join("py")).expect("mkdir");
+        fs::write(root.join("py/pytest.ini"), "[pytest]\n").expect("write");
+        fs::write(
+            root.join("py/test_mix.py"),
+            include_str!("fixtures/live/test_mix.py"),
+        )
+        .expect("write");
+        let found = detect::available_frameworks(root).expect("detect");
+        assert_eq!(found.len(), 1);
+        let d = &found[0];
+        let (output, collected) = execute(root, d);
+        assert!(
+            collected.contains_key("py/.nuvira-pytest-junit.xml"),
+            "the JUnit report was written where collect says"
+        );
+        // passed: test_ok + xpassed; failed: test_fails + the fixture error;
+        // skipped: skip + xfail.
+        let with_junit = parse_in(root, d, &output);
+        let mut terminal_only = output.clone();
+        terminal_only.junit_xml = None;
+        let terminal = parse_in(root, d, &terminal_only);
+        for r in [&with_junit, &terminal] {
+            assert_eq!(
+                (r.passed, r.failed, r.skipped, r.total),
+                (2, 2, 2, 4),
+                "{r:#?}"
+            );
+            assert!(!r.success);
+            let fails = r
+                .failures
+                .iter()
+                .find(|f| f.name.ends_with("test_fails"))
+                .expect("test_fails");
+            assert_eq!(
+                (fails.file.as_deref(), fails.line),
+                (Some("test_mix.py"), Some(24))
+            );
+            assert!(
+                r.failures
+                    .iter()
+                    .any(|f| f.name.contains("test_fixture_error")
+                        && f.message.contains("fixture broke")),
+                "{:#?}",
+                r.failures
+            );
+        }
+    }
+
+    /// cargo test and nextest on a tiny crate with an ignored test and doctests (a few
+    /// seconds: it compiles; `NUVIRA_SKIP_CARGO_LIVE=1` skips it).
+    #[test]
+    fn cargo_and_nextest_count_ignored_tests_and_doctests() {
+        if std::env::var_os("NUVIRA_SKIP_CARGO_LIVE").is_some() {
+            return;
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path();
+        let src = fixtures().join("live/crate");
+        for file in ["Cargo.toml", "src/lib.rs", "tests/it.rs"] {
+            fs::create_dir_all(root.join(file).parent().expect("parent")).expect("mkdir");
+            fs::copy(
+                src.join(file.replace("Cargo.toml", "Cargo.toml.txt")),
+                root.join(file),
+            )
+            .expect("copy");
+        }
+        let found = detect::available_frameworks(root).expect("detect");
+        let (output, _) = execute(root, &found[0]);
+        let r = parse_in(root, &found[0], &output);
+        // lib: 1 pass, 1 fail, 1 ignored; it.rs: 1 pass; doctests: 1 pass, 1 fail.
+        assert_eq!(
+            (r.passed, r.failed, r.skipped),
+            (3, 2, 1),
+            "{r:#?}\n{}",
+            r.log
+        );
+        let f = r
+            .failures
+            .iter()
+            .find(|f| f.name == "tests::fails")
+            .expect("tests::fails");
+        assert_eq!((f.file.as_deref(), f.line), (Some("src/lib.rs"), Some(18)));
+        assert!(
+            r.failures
+                .iter()
+                .any(|f| f.name.contains("src/lib.rs - double (line")),
+            "{:#?}",
+            r.failures
+        );
+        if on_path("cargo-nextest") {
+            let opts = DetectOptions::default().nextest(NextestPolicy::IfInstalled);
+            let found = detect::available_frameworks_with(root, &opts).expect("detect");
+            assert_eq!(found[0].framework, Some(Framework::Nextest));
+            let (output, _) = execute(root, &found[0]);
+            let r = parse_in(root, &found[0], &output);
+            // nextest does not run doctests.
+            assert_eq!(
+                (r.passed, r.failed, r.skipped),
+                (2, 1, 1),
+                "{r:#?}\n{}",
+                r.log
+            );
+        }
+    }
+}
