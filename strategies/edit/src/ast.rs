@@ -113,7 +113,8 @@ fn visit(
                 member: owner.is_some(),
                 line: u32::try_from(node.start_position().row + 1).unwrap_or(u32::MAX),
                 range: node.byte_range(),
-                outer: outer.byte_range(),
+                outer: outer.start_byte().min(node.start_byte())
+                    ..outer.end_byte().max(node.end_byte()),
             });
         };
     let kind = node.kind();

@@ -31,7 +31,7 @@ impl EditStrategy for RegexReplace {
             .map_err(|e| {
                 err(format!(
                     "regex: compile `pattern`: {}; fix the expression (regex crate syntax, no look-around)",
-                    first_line(&e.to_string())
+                    last_line(&e.to_string())
                 ))
             })?;
         check_references(&re, replace).map_err(err)?;
@@ -59,10 +59,9 @@ impl EditStrategy for RegexReplace {
     }
 }
 
-fn first_line(s: &str) -> String {
+fn last_line(s: &str) -> String {
     s.lines()
-        .filter(|l| !l.trim().is_empty())
-        .last()
+        .rfind(|l| !l.trim().is_empty())
         .unwrap_or(s)
         .trim()
         .to_owned()

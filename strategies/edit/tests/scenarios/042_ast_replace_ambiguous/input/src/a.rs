@@ -1,0 +1,11 @@
+struct A;
+
+#[cfg(unix)]
+impl A {
+    fn new() -> A { A }
+}
+
+#[cfg(windows)]
+impl A {
+    fn new() -> A { A }
+}
