@@ -9,7 +9,8 @@
 //!   a [`CircuitBreaker`] per model and a request size cap checked before sending;
 //! - [`FallbackClient`]: a router over a primary model and its `fallback_models`, which knows
 //!   which breakers are open (for the switch-model repair);
-//! - [`ScriptedLlm`]: replays a recorded transcript for tests and offline demos;
+//! - [`ScriptedLlm`]: replays a recorded transcript for tests and offline demos, and
+//!   [`RecordingLlm`] records one from a real model;
 //! - [`guard`]: wraps repository text as untrusted, delimited data for prompts;
 //! - [`context`]: packs inspected files into a token budget, most relevant first.
 //!
@@ -53,7 +54,7 @@ pub use config::{
 pub use fallback::FallbackClient;
 pub use http::HttpLlm;
 pub use retry::{RetryPolicy, parse_retry_after};
-pub use scripted::{ScriptEntry, ScriptedLlm};
+pub use scripted::{RecordingLlm, ScriptEntry, ScriptedLlm};
 pub use secret::ApiKey;
 
 use nuvira_api::{LlmClient, LlmError};

@@ -21,8 +21,8 @@
 
 use nuvira_api::{LlmClient, LlmError, LlmRequest, LlmResponse, Role, TokenUsage, async_trait};
 use serde::{Deserialize, Serialize};
-use std::path::Path;
-use std::sync::{Mutex, PoisonError};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 /// What a request must look like; every field set must hold.
@@ -472,6 +472,123 @@ impl LlmClient for ScriptedLlm {
             r.model.unwrap_or_else(|| self.model.clone()),
             r.usage,
         ))
+    }
+}
+
+/// Wraps a client and appends every exchange to a JSON Lines script that [`ScriptedLlm`]
+/// replays: record a session against a real model once, replay it offline.
+///
+/// Each entry matches on the request's schema name and the first line of its last user message
+/// (at most 80 characters), and holds the answer or the error.
+pub struct RecordingLlm {
+    inner: Arc<dyn LlmClient>,
+    path: PathBuf,
+    write: Mutex<()>,
+}
+
+impl std::fmt::Debug for RecordingLlm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RecordingLlm")
+            .field("model", &self.inner.model())
+            .field("path", &self.path)
+            .finish()
+    }
+}
+
+impl RecordingLlm {
+    /// Records `inner`'s exchanges into `path` (appending).
+    pub fn new(inner: Arc<dyn LlmClient>, path: impl Into<PathBuf>) -> Self {
+        Self {
+            inner,
+            path: path.into(),
+            write: Mutex::new(()),
+        }
+    }
+
+    fn entry(request: &LlmRequest, outcome: &Result<LlmResponse, LlmError>) -> ScriptEntry {
+        let last_user = request
+            .messages
+            .iter()
+            .rev()
+            .find(|m| m.role == Role::User)
+            .map(|m| {
+                let line = m.content.lines().next().unwrap_or_default();
+                let mut end = line.len().min(80);
+                while !line.is_char_boundary(end) {
+                    end -= 1;
+                }
+                line[..end].to_owned()
+            })
+            .filter(|l| !l.trim().is_empty());
+        let matcher = RequestMatcher {
+            last_user_contains: last_user,
+            schema: Some(
+                request
+                    .json_schema
+                    .as_ref()
+                    .map_or_else(|| "none".to_owned(), |(n, _)| n.clone()),
+            ),
+            ..RequestMatcher::default()
+        };
+        let mut entry = ScriptEntry {
+            matcher,
+            ..ScriptEntry::default()
+        };
+        match outcome {
+            Ok(r) => {
+                entry.response = Some(ScriptedResponse {
+                    text: Some(r.text.clone()),
+                    json: r.json.clone(),
+                    model: Some(r.model.clone()),
+                    usage: r.usage,
+                });
+            }
+            Err(e) => entry.error = Some(ScriptedError::from_error(e)),
+        }
+        entry
+    }
+
+    fn append(&self, entry: &ScriptEntry) -> Result<(), LlmError> {
+        use std::io::Write as _;
+        let fail = |e: &dyn std::fmt::Display| {
+            LlmError::Config(format!(
+                "could not record the model exchange to {}: {e}",
+                self.path.display()
+            ))
+        };
+        let mut line = serde_json::to_string(entry).map_err(|e| fail(&e))?;
+        line.push('\n');
+        let _guard = self.write.lock().unwrap_or_else(PoisonError::into_inner);
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.path)
+            .and_then(|mut f| f.write_all(line.as_bytes()))
+            .map_err(|e| fail(&e))
+    }
+}
+
+#[async_trait]
+impl LlmClient for RecordingLlm {
+    fn model(&self) -> &str {
+        self.inner.model()
+    }
+
+    /// # Errors
+    /// The inner client's error, or [`LlmError::Config`] when the script cannot be written
+    /// (a recording with holes would fail later, far from the cause).
+    async fn complete(&self, request: &LlmRequest) -> Result<LlmResponse, LlmError> {
+        let outcome = self.inner.complete(request).await;
+        self.append(&Self::entry(request, &outcome))?;
+        outcome
+    }
+
+    fn models(&self) -> Vec<String> {
+        self.inner.models()
+    }
+
+    fn open_circuits(&self) -> Vec<String> {
+        self.inner.open_circuits()
     }
 }
 

@@ -21,8 +21,8 @@ async fn a_429_waits_the_retry_after_seconds_then_retries() {
     assert_eq!(seen.len(), 2, "retried once");
     let gap = seen[1].at - seen[0].at;
     assert!(gap >= Duration::from_millis(990), "waited only {gap:?}");
-    // Backoff alone would have waited at most 10 ms: the header was honoured.
-    assert!(started.elapsed() < Duration::from_secs(3));
+    // Backoff alone would have waited at most 10 ms: the header was honoured, and no more.
+    assert!(started.elapsed() < Duration::from_secs(8));
 }
 
 #[tokio::test]
@@ -58,7 +58,10 @@ async fn retry_after_is_capped_by_the_max_delay() {
     llm.complete(&ask("hi")).await.unwrap();
     let elapsed = started.elapsed();
     assert!(elapsed >= Duration::from_millis(190), "{elapsed:?}");
-    assert!(elapsed < Duration::from_secs(2), "{elapsed:?}");
+    assert!(
+        elapsed < Duration::from_secs(8),
+        "3600 s were not capped: {elapsed:?}"
+    );
 }
 
 #[tokio::test]
@@ -113,7 +116,8 @@ async fn a_server_that_never_answers_times_out_within_the_bound() {
     let elapsed = started.elapsed();
     assert_eq!(e, LlmError::Timeout);
     assert!(elapsed >= Duration::from_millis(300), "{elapsed:?}");
-    assert!(elapsed < Duration::from_millis(1500), "{elapsed:?}");
+    // The configured bound, plus slack for a loaded machine.
+    assert!(elapsed < Duration::from_millis(300 + 2000), "{elapsed:?}");
     assert_eq!(
         server.requests().len(),
         1,
@@ -153,7 +157,8 @@ async fn an_oversized_request_is_refused_before_sending() {
 
 #[tokio::test]
 async fn the_breaker_opens_fails_fast_then_half_opens_after_the_cool_down() {
-    let cool_down = Duration::from_millis(250);
+    // Long enough that a stall of the test machine does not end it before the asserts.
+    let cool_down = Duration::from_millis(800);
     let server = Server::start(vec![
         Reply::status(500, fixture("openai_500.json")),
         Reply::status(503, fixture("openai_500.json")),
