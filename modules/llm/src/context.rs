@@ -1,7 +1,7 @@
 //! Packing inspected files into a prompt's token budget, most relevant first.
 //!
 //! [`reduce`] takes the [`Artifact`]s of an inspection (files with their text and a relevance
-//! score), orders them by score, and wraps each one as an [`untrusted`](crate::guard::untrusted)
+//! score), orders them by score, and wraps each one as an [`guard::untrusted`](crate::guard::untrusted)
 //! block until the budget is spent; the file that does not fit is cut at a line boundary, and
 //! the rest are listed as omitted. Tokens are approximated as bytes / 4 (close enough for code
 //! with any current tokenizer, and free to compute), including the block delimiters.
