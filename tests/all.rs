@@ -1,5 +1,6 @@
 //! Integration tests of the engine and the `nuvira` CLI: one binary, one module per area.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod cli_inspect;
 mod cli_report;
 mod cli_apply;

@@ -1,11 +1,119 @@
-//! `nuvira inspect` (being built; see the issue tracker).
+//! `nuvira inspect`: find the files of a repository that matter for a goal.
+//!
+//! Exit codes: 0 when the inspection ran (even if nothing matched), 2 for a bad repository
+//! path or bad arguments.
+
+use crate::exit;
+use nuvira_api::InspectionResult;
+use nuvira_inspect::{Hooks, InspectOptions, inspect};
+use std::io::Write;
+use std::path::PathBuf;
+
+/// Output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// Ranked files with scores and top symbols, then stats.
+    Text,
+    /// The `InspectionResult` as JSON.
+    Json,
+}
 
 /// Arguments of `nuvira inspect`.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// The repository to inspect.
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    repo: PathBuf,
+    /// What the work is about; its identifiers and words are matched against the files.
+    #[arg(long, value_name = "TEXT")]
+    goal: String,
+    /// How many of the most relevant files to describe.
+    #[arg(long, value_name = "N", default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..))]
+    max_files: u32,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    format: Format,
+}
+
+/// Symbols shown per file in text output.
+const TOP_SYMBOLS: usize = 5;
 
 /// Runs the command.
-pub fn execute(_args: Args) -> u8 {
-    eprintln!("error: `nuvira inspect` is not available in this build yet");
-    crate::exit::INVALID
+pub fn execute(args: Args) -> u8 {
+    if args.goal.trim().is_empty() {
+        eprintln!("error: failed to inspect: `--goal` is empty; say what the work is about");
+        return exit::INVALID;
+    }
+    if !args.repo.is_dir() {
+        eprintln!(
+            "error: failed to inspect: repository folder {} does not exist or is not a folder; pass an existing folder with --repo",
+            args.repo.display()
+        );
+        return exit::INVALID;
+    }
+    let options = InspectOptions::default().with_max_files(usize::try_from(args.max_files).unwrap_or(usize::MAX));
+    let result = match inspect(&args.repo, &args.goal, &options, &Hooks::none()) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: failed to {e}");
+            return exit::INVALID;
+        }
+    };
+    let text = match args.format {
+        Format::Json => match serde_json::to_string_pretty(&result) {
+            Ok(mut t) => {
+                t.push('\n');
+                t
+            }
+            Err(e) => {
+                eprintln!("error: failed to write the result as JSON: {e}");
+                return exit::FAILED;
+            }
+        },
+        Format::Text => render_text(&result),
+    };
+    // A closed pipe (`| head`) is not an error worth reporting.
+    let _ = std::io::stdout().lock().write_all(text.as_bytes());
+    exit::SUCCESS
+}
+
+fn render_text(r: &InspectionResult) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    if r.artifacts.is_empty() {
+        out.push_str("no relevant files found for the goal\n");
+    } else {
+        let _ = writeln!(out, "relevant files (most relevant first):");
+        let width = r.artifacts.iter().map(|a| a.path.len()).max().unwrap_or(0);
+        for (i, a) in r.artifacts.iter().enumerate() {
+            let _ = writeln!(out, "{:>3}. {:<width$}  score {:>6.2}", i + 1, a.path, a.score);
+            if !a.symbols.is_empty() {
+                let shown: Vec<String> = a
+                    .symbols
+                    .iter()
+                    .take(TOP_SYMBOLS)
+                    .map(|s| format!("{} {} (line {})", s.kind, s.name, s.line))
+                    .collect();
+                let more = a.symbols.len().saturating_sub(TOP_SYMBOLS);
+                let _ = write!(out, "       symbols: {}", shown.join(", "));
+                if more > 0 {
+                    let _ = write!(out, ", +{more} more");
+                }
+                out.push('\n');
+            }
+            if !a.test_files.is_empty() {
+                let _ = writeln!(out, "       tests: {}", a.test_files.join(", "));
+            }
+        }
+    }
+    let s = &r.stats;
+    let _ = writeln!(
+        out,
+        "\n{} files walked, {} inspected, {} unreadable; ranked by keywords{}",
+        s.total_files,
+        s.inspected_files,
+        s.errors,
+        if s.llm_fallback_used { " (no model used)" } else { "" }
+    );
+    out
 }

@@ -89,6 +89,43 @@ impl Default for InspectOptions {
     }
 }
 
+impl InspectOptions {
+    /// Builder-style: extra keywords.
+    #[must_use]
+    pub fn with_keywords(mut self, keywords: Vec<String>) -> Self {
+        self.keywords = keywords;
+        self
+    }
+
+    /// Builder-style: how many artifacts.
+    #[must_use]
+    pub fn with_max_files(mut self, max_files: usize) -> Self {
+        self.max_files = max_files;
+        self
+    }
+
+    /// Builder-style: restrict the walk to these workspace-relative files or folders.
+    #[must_use]
+    pub fn with_paths(mut self, paths: Vec<String>) -> Self {
+        self.paths = paths;
+        self
+    }
+
+    /// Builder-style: the per-file read cap.
+    #[must_use]
+    pub fn with_max_file_bytes(mut self, max_file_bytes: u64) -> Self {
+        self.max_file_bytes = max_file_bytes;
+        self
+    }
+
+    /// Builder-style: walker and reader threads (0: one per CPU).
+    #[must_use]
+    pub fn with_threads(mut self, threads: usize) -> Self {
+        self.threads = threads;
+        self
+    }
+}
+
 /// Why an inspection could not run.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

@@ -16,10 +16,7 @@ thread_local! {
 /// The outline of Rust source text; empty if the grammar cannot be loaded.
 pub fn outline(source: &str) -> Outline {
     let tree = PARSER.with(|p| p.borrow_mut().as_mut().and_then(|p| p.parse(source, None)));
-    let mut out = Outline {
-        has_inline_tests: source.contains("#[cfg(test)]"),
-        ..Outline::default()
-    };
+    let mut out = Outline::default();
     if let Some(tree) = tree {
         visit(tree.root_node(), source.as_bytes(), None, &mut out);
     }
@@ -103,6 +100,12 @@ fn visit(node: Node<'_>, src: &[u8], owner: Option<&str>, out: &mut Outline) {
             "mod_item" => {
                 if let Some(body) = child.child_by_field_name("body") {
                     visit(body, src, None, out);
+                }
+            }
+            "attribute_item" => {
+                let t = text(child, src);
+                if t.contains("cfg(test)") && !t.contains("not(test)") {
+                    out.has_inline_tests = true;
                 }
             }
             "use_declaration" => {
