@@ -4,3 +4,4 @@
 mod cli_inspect;
 mod cli_report;
 mod cli_apply;
+mod cli_test;

@@ -1,11 +1,460 @@
-//! `nuvira test` (being built; see the issue tracker).
+//! `nuvira test [--repo DIR] [--framework ..] [--command CMD] [--sandbox auto|local|docker]
+//! [--image IMAGE] [--mount HOST:CONTAINER[:ro]]... [--memory SIZE] [--cpus N] [--pids N]
+//! [--timeout DURATION] [--network none|host|bridge] [--format text|json|github|junit]`.
+//!
+//! Runs the `test` module on its own: the same config, detection, sandboxes and parsers as a
+//! plan's `test` step. Exit codes: 0 all passed; 1 tests failed, timed out or were OOM-killed;
+//! 2 bad arguments; 3 the requested sandbox is unavailable; 130 interrupted.
+
+use crate::exit;
+use clap::ValueEnum;
+use nuvira_api::{
+    CancelSignal, ErrorCategory, EventKind, EventSink, ModuleError, StepContext, StepOutput,
+    TestResult, async_trait,
+};
+use nuvira_report::github::{escape_data, escape_property};
+use nuvira_test::{SANDBOX_SELECTED, TestConfig, TestModule};
+use serde_json::{Map, Value, json};
+use std::path::PathBuf;
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
 
 /// Arguments of `nuvira test`.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// The repository to test.
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    pub repo: PathBuf,
+    /// The framework to run (auto: every one detected).
+    #[arg(long, value_enum, default_value_t = FrameworkArg::Auto)]
+    pub framework: FrameworkArg,
+    /// A command to run instead of the detected ones (run with `sh -c`).
+    #[arg(long, value_name = "CMD")]
+    pub command: Option<String>,
+    /// Where to run: docker when an engine answers and the image exists (auto), a temporary
+    /// local copy (local), or a container (docker).
+    #[arg(long, value_enum, default_value_t = SandboxArg::Auto)]
+    pub sandbox: SandboxArg,
+    /// The Docker image (default nuvira-host:latest, which runs the host's toolchains).
+    #[arg(long, value_name = "IMAGE")]
+    pub image: Option<String>,
+    /// An extra bind mount for Docker, read-only unless `:rw` (repeatable).
+    #[arg(long = "mount", value_name = "HOST:CONTAINER[:ro]", value_parser = check_mount)]
+    pub mounts: Vec<String>,
+    /// Memory limit, e.g. 512m, 1g, 256MiB (default 512m).
+    #[arg(long, value_name = "SIZE", value_parser = check_size)]
+    pub memory: Option<String>,
+    /// CPUs, fractions allowed (default 1).
+    #[arg(long, value_name = "N", value_parser = check_cpus)]
+    pub cpus: Option<f64>,
+    /// Maximum number of processes (default 256).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub pids: Option<u32>,
+    /// Wall-clock limit, e.g. 90s, 5m, 1h30m (default 300s).
+    #[arg(long, value_name = "DURATION", value_parser = check_duration)]
+    pub timeout: Option<String>,
+    /// Network inside the sandbox (default none).
+    #[arg(long, value_enum)]
+    pub network: Option<NetworkArg>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+}
+
+/// `--framework` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FrameworkArg {
+    /// Every detected framework.
+    Auto,
+    /// `cargo test`.
+    Cargo,
+    /// `cargo nextest run`.
+    Nextest,
+    /// pytest.
+    Pytest,
+    /// vitest.
+    Vitest,
+    /// jest.
+    Jest,
+    /// `go test`.
+    Go,
+}
+
+/// `--sandbox` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SandboxArg {
+    /// Docker when available, else local.
+    Auto,
+    /// A temporary local copy.
+    Local,
+    /// A Docker container.
+    Docker,
+}
+
+/// `--network` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum NetworkArg {
+    /// No network.
+    None,
+    /// The host's network.
+    Host,
+    /// Docker's bridge.
+    Bridge,
+}
+
+/// `--format` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// Failures and a summary line, for people.
+    Text,
+    /// The test result with its `sandbox` object.
+    Json,
+    /// `::error file=..,line=..::` workflow commands, one per failure.
+    Github,
+    /// JUnit XML.
+    Junit,
+}
+
+fn check_mount(s: &str) -> Result<String, String> {
+    nuvira_test::sandbox::parse_mount(s).map(|_| s.to_owned())
+}
+
+fn check_size(s: &str) -> Result<String, String> {
+    nuvira_test::sandbox::parse_size(s).map(|_| s.to_owned())
+}
+
+fn check_duration(s: &str) -> Result<String, String> {
+    match nuvira_api::duration::parse(s) {
+        Ok(d) if d.is_zero() => Err("the timeout must be more than 0".into()),
+        Ok(_) => Ok(s.to_owned()),
+        Err(e) => Err(e),
+    }
+}
+
+fn check_cpus(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(n) if n.is_finite() && n > 0.0 => Ok(n),
+        _ => Err(format!(
+            "`{s}` is not a positive number of CPUs (e.g. 1, 0.5, 2)"
+        )),
+    }
+}
+
+impl Args {
+    /// The step config these flags stand for (the same keys a plan's `test` step takes).
+    fn config(&self) -> Value {
+        let mut c = Map::new();
+        let name = |v: &dyn ValueEnumName| v.name();
+        c.insert("framework".into(), json!(name(&self.framework)));
+        c.insert("sandbox".into(), json!(name(&self.sandbox)));
+        if let Some(cmd) = &self.command {
+            c.insert("command".into(), json!(cmd));
+        }
+        if let Some(image) = &self.image {
+            c.insert("image".into(), json!(image));
+        }
+        if !self.mounts.is_empty() {
+            c.insert("mounts".into(), json!(self.mounts));
+        }
+        if let Some(m) = &self.memory {
+            c.insert("memory".into(), json!(m));
+        }
+        if let Some(n) = self.cpus {
+            c.insert("cpus".into(), json!(n));
+        }
+        if let Some(n) = self.pids {
+            c.insert("pids".into(), json!(n));
+        }
+        if let Some(t) = &self.timeout {
+            c.insert("timeout".into(), json!(t));
+        }
+        if let Some(n) = &self.network {
+            c.insert("network".into(), json!(name(n)));
+        }
+        Value::Object(c)
+    }
+}
+
+trait ValueEnumName {
+    fn name(&self) -> String;
+}
+
+impl<T: ValueEnum> ValueEnumName for T {
+    fn name(&self) -> String {
+        self.to_possible_value()
+            .map(|v| v.get_name().to_owned())
+            .unwrap_or_default()
+    }
+}
 
 /// Runs the command.
-pub fn execute(_args: Args) -> u8 {
-    eprintln!("error: `nuvira test` is not available in this build yet");
-    crate::exit::INVALID
+pub fn execute(args: Args) -> u8 {
+    if !args.repo.is_dir() {
+        eprintln!(
+            "error: test {}: no such folder; pass the repository with --repo DIR",
+            args.repo.display()
+        );
+        return exit::INVALID;
+    }
+    let repo = std::fs::canonicalize(&args.repo).unwrap_or_else(|_| args.repo.clone());
+    let config = match TestConfig::from_value(&args.config()) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return exit::INVALID;
+        }
+    };
+    let rt = match super::runtime() {
+        Ok(rt) => rt,
+        Err(e) => {
+            super::print_error(&e);
+            return exit::FAILED;
+        }
+    };
+    let format = args.format;
+    rt.block_on(async move {
+        let token = CancellationToken::new();
+        let interrupt = token.clone();
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                interrupt.cancel();
+            }
+        });
+        let ctx = StepContext::standalone(&repo)
+            .with_identity("test", "test", "")
+            .with_events(Arc::new(Progress {
+                verbose: format == Format::Text,
+            }))
+            .with_execution(false, 1, Arc::new(Token(token)), None, None);
+        let outcome = TestModule::new().run_config(&config, &ctx).await;
+        report(outcome, format)
+    })
+}
+
+/// Maps the module's outcome to output and an exit code.
+fn report(outcome: Result<TestResult, ModuleError>, format: Format) -> u8 {
+    let result = match outcome {
+        Ok(result) => result,
+        Err(ModuleError::Recoverable(failure)) => match failure.output.as_deref() {
+            Some(StepOutput::Test(result)) => result.clone(),
+            _ => {
+                eprintln!("error: {}", failure.message);
+                return exit::FAILED;
+            }
+        },
+        Err(ModuleError::Fatal(failure)) => {
+            eprintln!("error: {}", failure.message);
+            return if failure.category == ErrorCategory::InvalidConfig {
+                exit::INVALID
+            } else if failure.category.is_environment() {
+                exit::ENVIRONMENT
+            } else {
+                exit::FAILED
+            };
+        }
+        Err(ModuleError::Cancelled) => {
+            eprintln!("error: interrupted: the test run was cancelled and its sandbox removed");
+            return exit::CANCELLED;
+        }
+        Err(other) => {
+            eprintln!("error: {other}");
+            return exit::FAILED;
+        }
+    };
+    let text = match format {
+        Format::Text => render_text(&result),
+        Format::Json => render_json(&result) + "\n",
+        Format::Github => render_github(&result),
+        Format::Junit => match render_junit(&result) {
+            Ok(xml) => xml + "\n",
+            Err(e) => {
+                eprintln!("error: write the JUnit report: {e}");
+                return exit::FAILED;
+            }
+        },
+    };
+    // A closed pipe (`| head`) is not an error worth a panic.
+    let mut stdout = std::io::stdout().lock();
+    let _ = std::io::Write::write_all(&mut stdout, text.as_bytes())
+        .and_then(|()| std::io::Write::flush(&mut stdout));
+    if result.success {
+        exit::SUCCESS
+    } else {
+        exit::FAILED
+    }
+}
+
+/// Failures, then `N passed, N failed, N skipped`, then how the sandbox ended when it matters.
+pub fn render_text(r: &TestResult) -> String {
+    let mut out = String::new();
+    for f in &r.failures {
+        let at = match (&f.file, f.line) {
+            (Some(file), Some(line)) => format!(" ({file}:{line})"),
+            (Some(file), None) => format!(" ({file})"),
+            _ => String::new(),
+        };
+        out.push_str(&format!("FAIL {}{at}\n", f.name));
+        for line in f.message.lines().take(20) {
+            out.push_str(&format!("    {line}\n"));
+        }
+    }
+    if let Some(s) = &r.sandbox {
+        if s.oom_killed {
+            out.push_str("the tests were killed for exceeding the memory limit (raise --memory)\n");
+        } else if s.timed_out {
+            out.push_str("the tests were killed at the timeout (raise --timeout)\n");
+        }
+    }
+    let framework = r.framework.as_deref().unwrap_or("tests");
+    let sandbox = r.sandbox.as_ref().map_or("", |s| s.kind.as_str());
+    out.push_str(&format!(
+        "{framework} in {sandbox} sandbox, {:.1}s\n",
+        r.duration_ms as f64 / 1000.0
+    ));
+    out.push_str(&format!(
+        "{} passed, {} failed, {} skipped\n",
+        r.passed, r.failed, r.skipped
+    ));
+    out
+}
+
+/// The test result as JSON, always with a `sandbox` object
+/// (`kind`, `image`, `container_id`, `timed_out`, `oom_killed`, `exit_code`).
+pub fn render_json(r: &TestResult) -> String {
+    let mut v = serde_json::to_value(r).unwrap_or(Value::Null);
+    if let Value::Object(map) = &mut v {
+        let info = r.sandbox.clone().unwrap_or_default();
+        map.insert(
+            "sandbox".into(),
+            json!({
+                "kind": info.kind,
+                "image": info.image,
+                "container_id": info.container_id,
+                "timed_out": info.timed_out,
+                "oom_killed": info.oom_killed,
+                "exit_code": info.exit_code,
+            }),
+        );
+    }
+    serde_json::to_string_pretty(&v).unwrap_or_default()
+}
+
+/// One `::error` workflow command per failure (file and line as properties where known), then
+/// the summary line.
+pub fn render_github(r: &TestResult) -> String {
+    let mut out = String::new();
+    for f in &r.failures {
+        let mut props = Vec::new();
+        if let Some(file) = &f.file {
+            props.push(format!("file={}", escape_property(file)));
+            if let Some(line) = f.line {
+                props.push(format!("line={line}"));
+            }
+        }
+        props.push(format!("title={}", escape_property(&f.name)));
+        out.push_str(&format!(
+            "::error {}::{}\n",
+            props.join(","),
+            escape_data(&format!("{}: {}", f.name, f.message))
+        ));
+    }
+    out.push_str(&format!(
+        "{} passed, {} failed, {} skipped\n",
+        r.passed, r.failed, r.skipped
+    ));
+    out
+}
+
+/// A JUnit report: one suite per run, a failing case per failure, and a passing or skipped case
+/// for each test counted as such (runners do not name those, so the cases are numbered).
+///
+/// # Errors
+/// When the XML cannot be written.
+pub fn render_junit(r: &TestResult) -> Result<String, quick_junit::SerializeError> {
+    use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
+    use std::time::Duration;
+    let framework = r.framework.clone().unwrap_or_else(|| "tests".into());
+    let mut suite = TestSuite::new(framework.clone());
+    suite.set_time(Duration::from_millis(r.duration_ms));
+    if let Some(command) = &r.command {
+        suite.add_property(("command", command.as_str()));
+    }
+    if let Some(s) = &r.sandbox {
+        suite.add_property(("sandbox", s.kind.as_str()));
+        if s.timed_out {
+            suite.add_property(("timed_out", "true"));
+        }
+        if s.oom_killed {
+            suite.add_property(("oom_killed", "true"));
+        }
+    }
+    for f in &r.failures {
+        let mut status = TestCaseStatus::non_success(NonSuccessKind::Failure);
+        status.set_message(f.message.lines().next().unwrap_or_default());
+        let mut description = f.message.clone();
+        if let Some(file) = &f.file {
+            description.push_str(&format!(
+                "\nat {file}{}",
+                f.line.map(|l| format!(":{l}")).unwrap_or_default()
+            ));
+        }
+        status.set_description(description);
+        let mut case = TestCase::new(f.name.clone(), status);
+        case.set_classname(framework.clone());
+        if !f.output.is_empty() {
+            case.set_system_out(f.output.clone());
+        }
+        suite.add_test_case(case);
+    }
+    for i in 1..=r.passed {
+        let mut case = TestCase::new(format!("passed test {i}"), TestCaseStatus::success());
+        case.set_classname(framework.clone());
+        suite.add_test_case(case);
+    }
+    for i in 1..=r.skipped {
+        let mut case = TestCase::new(format!("skipped test {i}"), TestCaseStatus::skipped());
+        case.set_classname(framework.clone());
+        suite.add_test_case(case);
+    }
+    let mut report = Report::new("nuvira test");
+    report.set_time(Duration::from_millis(r.duration_ms));
+    report.add_test_suite(suite);
+    report.to_string()
+}
+
+/// Prints which sandbox was picked, and each run's start, on stderr.
+struct Progress {
+    verbose: bool,
+}
+
+impl EventSink for Progress {
+    fn emit(&self, _step_id: Option<&str>, kind: EventKind) {
+        match kind {
+            EventKind::Custom { name, data } if name == SANDBOX_SELECTED => {
+                if let Some(reason) = data.get("reason").and_then(Value::as_str) {
+                    eprintln!("sandbox: {reason}");
+                }
+            }
+            EventKind::TestStarted {
+                framework, command, ..
+            } if self.verbose => eprintln!("running {framework}: {command}"),
+            EventKind::TestSandboxCreated {
+                container_id: Some(id),
+                ..
+            } if self.verbose => eprintln!("container {}", &id[..id.len().min(12)]),
+            _ => {}
+        }
+    }
+}
+
+struct Token(CancellationToken);
+
+#[async_trait]
+impl CancelSignal for Token {
+    fn is_cancelled(&self) -> bool {
+        self.0.is_cancelled()
+    }
+    async fn cancelled(&self) {
+        self.0.cancelled().await;
+    }
 }

@@ -1,0 +1,324 @@
+//! `nuvira test` end to end: the real binary on the small real projects of nuvira-test, in the
+//! local sandbox and (when an engine answers, or always with NUVIRA_REQUIRE_DOCKER=1) in Docker.
+
+use assert_cmd::Command;
+use serde_json::Value;
+use std::path::PathBuf;
+
+fn project(name: &str) -> PathBuf {
+    PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/modules/test/tests/projects"
+    ))
+    .join(name)
+}
+
+fn nuvira() -> Command {
+    let mut c = Command::cargo_bin("nuvira").unwrap();
+    // The cargo project must not build into the shared target folder of this test run.
+    c.env("CARGO_TARGET_DIR", "target");
+    c
+}
+
+/// Whether the Docker sandbox can run here; prints why not (and fails under
+/// NUVIRA_REQUIRE_DOCKER=1).
+fn docker_ready() -> bool {
+    let ok = std::process::Command::new("docker")
+        .args([
+            "image",
+            "inspect",
+            "nuvira-busybox:latest",
+            "nuvira-host:latest",
+        ])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        assert!(
+            std::env::var("NUVIRA_REQUIRE_DOCKER").as_deref() != Ok("1"),
+            "NUVIRA_REQUIRE_DOCKER=1 but no Docker engine with the nuvira images answers (run scripts/docker-up.sh)"
+        );
+        eprintln!("SKIPPED: no Docker engine with the nuvira images (run scripts/docker-up.sh)");
+    }
+    ok
+}
+
+fn json_of(out: &std::process::Output) -> Value {
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)))
+}
+
+#[test]
+fn json_on_a_failing_pytest_project_in_the_local_sandbox_exits_1() {
+    let out = nuvira()
+        .args(["test", "--sandbox", "local", "--format", "json", "--repo"])
+        .arg(project("pytest-basic"))
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v = json_of(&out);
+    assert_eq!(v["passed"], 1);
+    assert_eq!(v["failed"], 1);
+    assert_eq!(v["total"], 2);
+    assert_eq!(v["success"], false);
+    assert_eq!(v["failures"][0]["file"], "test_math.py");
+    assert_eq!(v["failures"][0]["line"], 13);
+    let s = &v["sandbox"];
+    assert_eq!(s["kind"], "local");
+    assert_eq!(s["exit_code"], 1);
+    assert_eq!(s["timed_out"], false);
+    assert_eq!(s["oom_killed"], false);
+    assert!(
+        s.get("image").is_some() && s.get("container_id").is_some(),
+        "{s}"
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("sandbox: local: requested"), "{stderr}");
+}
+
+#[test]
+fn text_lists_failures_and_ends_with_the_counts() {
+    let out = nuvira()
+        .args([
+            "test",
+            "--sandbox",
+            "local",
+            "--framework",
+            "cargo",
+            "--repo",
+        ])
+        .arg(project("cargo-basic"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("FAIL tests::fails_on_purpose (src/lib.rs:18)"),
+        "{stdout}"
+    );
+    assert_eq!(
+        stdout.lines().last(),
+        Some("1 passed, 1 failed, 0 skipped"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn github_format_annotates_each_failure_with_escaped_data() {
+    let out = nuvira()
+        .args(["test", "--sandbox", "local", "--format", "github", "--repo"])
+        .arg(project("cargo-basic"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("::error "))
+        .unwrap_or_else(|| panic!("no annotation in {stdout}"));
+    assert!(
+        line.starts_with("::error file=src/lib.rs,line=18,title=tests%3A%3Afails_on_purpose::"),
+        "{line}"
+    );
+    // The multi-line assertion message stays on one line, newlines escaped.
+    assert!(line.contains("%0A  left: 4%0A right: 5"), "{line}");
+}
+
+#[test]
+fn junit_format_is_valid_xml_with_the_counts() {
+    let out = nuvira()
+        .args(["test", "--sandbox", "local", "--format", "junit", "--repo"])
+        .arg(project("pytest-basic"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let xml = String::from_utf8(out.stdout).unwrap();
+    let report =
+        quick_junit::Report::deserialize_from_str(&xml).unwrap_or_else(|e| panic!("{e}: {xml}"));
+    assert_eq!(report.tests, 2);
+    assert_eq!(report.failures, 1);
+    let suite = &report.test_suites[0];
+    assert_eq!(suite.name.as_str(), "pytest");
+    assert!(
+        suite
+            .test_cases
+            .iter()
+            .any(|c| c.name.as_str() == "test_math.py::test_fails_on_purpose")
+    );
+}
+
+#[test]
+fn an_explicit_passing_command_exits_0() {
+    let out = nuvira()
+        .args([
+            "test",
+            "--sandbox",
+            "local",
+            "--command",
+            "pytest -k adds",
+            "--repo",
+        ])
+        .arg(project("pytest-basic"))
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("1 passed, 0 failed"));
+}
+
+#[test]
+fn a_timeout_exits_1_and_says_so() {
+    let out = nuvira()
+        .args([
+            "test",
+            "--sandbox",
+            "local",
+            "--command",
+            "sleep 60",
+            "--timeout",
+            "1s",
+        ])
+        .args(["--format", "json", "--repo"])
+        .arg(project("pytest-basic"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let v = json_of(&out);
+    assert_eq!(v["sandbox"]["timed_out"], true);
+    assert_eq!(v["sandbox"]["exit_code"], Value::Null);
+}
+
+#[test]
+fn docker_without_an_engine_exits_3_and_says_how_to_start_one() {
+    let out = nuvira()
+        .env("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+        .args(["test", "--sandbox", "docker", "--repo"])
+        .arg(project("pytest-basic"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("no Docker engine answers"), "{stderr}");
+    assert!(stderr.contains("scripts/docker-up.sh"), "{stderr}");
+}
+
+#[test]
+fn auto_without_an_engine_falls_back_to_local_and_says_why() {
+    let out = nuvira()
+        .env("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+        .args(["test", "--format", "json", "--repo"])
+        .arg(project("pytest-basic"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(json_of(&out)["sandbox"]["kind"], "local");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("sandbox: local (auto): no Docker engine answers"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn bad_arguments_exit_2() {
+    for args in [
+        vec!["--memory", "lots"],
+        vec!["--framework", "mocha"],
+        vec!["--sandbox", "vm"],
+        vec!["--timeout", "soon"],
+        vec!["--mount", "relative"],
+        vec!["--cpus", "-1"],
+        vec!["--network", "wifi"],
+        vec!["--repo", "/nonexistent/nuvira-repo"],
+    ] {
+        let out = nuvira().arg("test").args(&args).output().unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+#[test]
+fn docker_json_reports_the_container_and_an_oom_kill() {
+    if !docker_ready() {
+        return;
+    }
+    let out = nuvira()
+        .args([
+            "test",
+            "--sandbox",
+            "docker",
+            "--image",
+            "nuvira-busybox:latest",
+        ])
+        .args([
+            "--memory",
+            "32m",
+            "--command",
+            "x=a; while true; do x=\"$x$x\"; done",
+        ])
+        .args(["--format", "json", "--repo"])
+        .arg(project("pytest-basic"))
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s = json_of(&out)["sandbox"].clone();
+    assert_eq!(s["kind"], "docker");
+    assert_eq!(s["image"], "nuvira-busybox:latest");
+    assert_eq!(s["oom_killed"], true);
+    assert_eq!(s["exit_code"], 137);
+    assert_eq!(s["container_id"].as_str().map(str::len), Some(64), "{s}");
+}
+
+#[test]
+fn docker_runs_the_cargo_project_with_the_host_toolchain() {
+    if !docker_ready() {
+        return;
+    }
+    let out = nuvira()
+        .args([
+            "test",
+            "--sandbox",
+            "docker",
+            "--memory",
+            "1g",
+            "--cpus",
+            "2",
+        ])
+        .args(["--format", "json", "--repo"])
+        .arg(project("cargo-basic"))
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v = json_of(&out);
+    assert_eq!(
+        (v["passed"].as_u64(), v["failed"].as_u64()),
+        (Some(1), Some(1)),
+        "{v}"
+    );
+    assert_eq!(v["failures"][0]["file"], "src/lib.rs");
+    assert_eq!(v["failures"][0]["line"], 18);
+    assert_eq!(v["sandbox"]["kind"], "docker");
+    assert_eq!(v["sandbox"]["image"], "nuvira-host:latest");
+}
