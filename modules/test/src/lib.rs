@@ -19,4 +19,4 @@ pub mod sandbox;
 
 mod module;
 
-pub use module::{ExecuteModule, SandboxConfig, TestConfig, TestModule};
+pub use module::{ExecuteModule, SANDBOX_SELECTED, SandboxConfig, TestConfig, TestModule};

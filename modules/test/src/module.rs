@@ -39,6 +39,10 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+/// The name of the custom event saying which sandbox `test` picked and why
+/// (`data: {"kind", "reason"}`), emitted before `test:started`.
+pub const SANDBOX_SELECTED: &str = "test:sandbox-selected";
+
 /// The sandbox part of a step's config (shared by `test` and `execute`).
 #[derive(Debug, Clone, PartialEq, Default)]
 #[non_exhaustive]
@@ -266,6 +270,13 @@ impl TestModule {
         let runs = plan_runs(root, config)?;
         let selection = select(&config.sandbox, ctx).await?;
         tracing::info!("sandbox {}", selection.reason);
+        ctx.emit(EventKind::Custom {
+            name: SANDBOX_SELECTED.into(),
+            data: serde_json::json!({
+                "kind": selection.sandbox_kind(),
+                "reason": selection.reason,
+            }),
+        });
 
         let started = Instant::now();
         let mut merged: Option<TestResult> = None;

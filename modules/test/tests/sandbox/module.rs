@@ -55,8 +55,9 @@ fn check_pytest_result(t: &TestResult) {
 /// Every test event of a run, in order, and the container id of `test:sandbox-created`.
 fn check_events(events: &Recorder, failures: usize) -> Option<String> {
     let names = events.names();
-    assert_eq!(names.first(), Some(&"test:started"), "{names:?}");
-    assert_eq!(names.get(1), Some(&"test:sandbox-created"), "{names:?}");
+    assert_eq!(names.first(), Some(&"custom"), "{names:?}");
+    assert_eq!(names.get(1), Some(&"test:started"), "{names:?}");
+    assert_eq!(names.get(2), Some(&"test:sandbox-created"), "{names:?}");
     assert_eq!(
         names.iter().filter(|n| **n == "test:failure").count(),
         failures,
