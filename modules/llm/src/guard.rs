@@ -68,4 +68,22 @@ mod tests {
         assert!(block.contains("&lt; / UNTRUSTED-DATA >"));
         assert!(with_notice("You edit code.").ends_with(NOTICE));
     }
+
+    proptest::proptest! {
+        #[test]
+        fn any_text_stays_inside_exactly_one_block(
+            text in "(?s)([a-z \n]|<|/|\\s|untrusted-data|UNTRUSTED-DATA|>){0,60}",
+            source in "(?s).{0,20}",
+        ) {
+            let block = untrusted(&source, &text);
+            let opens = Regex::new(r"(?i)<\s*untrusted-data").unwrap();
+            let closes = Regex::new(r"(?i)<\s*/\s*untrusted-data").unwrap();
+            proptest::prop_assert_eq!(opens.find_iter(&block).count(), 1);
+            proptest::prop_assert_eq!(closes.find_iter(&block).count(), 1);
+            proptest::prop_assert!(block.ends_with("</untrusted-data>"));
+            // The source cannot break out of its attribute or add lines to the header.
+            let header = Regex::new(r#"\A<untrusted-data source="[^"<>\r\n]*">\n"#).unwrap();
+            proptest::prop_assert!(header.is_match(&block), "{}", block);
+        }
+    }
 }
