@@ -71,11 +71,26 @@ impl CancelSignal for Trigger {
 }
 
 /// Whether a process is gone (or a zombie waiting to be reaped: dead either way).
-pub fn process_is_dead(pid: i32) -> bool {
+fn is_dead(pid: i32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         Err(_) => true,
         Ok(stat) => stat
             .rsplit_once(')')
             .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
+    }
+}
+
+/// Whether a process that was sent SIGKILL is dead within 5 s (a signal is delivered
+/// asynchronously: right after `kill` returns the target may not have exited yet).
+pub fn process_is_dead(pid: i32) -> bool {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        if is_dead(pid) {
+            return true;
+        }
+        if std::time::Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
     }
 }
