@@ -33,7 +33,12 @@ fn trees() -> Vec<PathBuf> {
 
 fn rg_files(root: &std::path::Path) -> usize {
     let out = Command::new("rg")
-        .args(["--files", "--no-require-git", "--no-ignore-parent", "--no-ignore-global"])
+        .args([
+            "--files",
+            "--no-require-git",
+            "--no-ignore-parent",
+            "--no-ignore-global",
+        ])
         .arg(root)
         .stdin(Stdio::null())
         .stderr(Stdio::null())

@@ -21,8 +21,16 @@ fn demo_repo() -> (tempfile::TempDir, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let outside = tempfile::tempdir().unwrap();
     let r = dir.path();
-    write(r, "Cargo.toml", "[package]\nname = \"demo-app\"\nversion = \"0.1.0\"\n");
-    write(r, "src/lib.rs", "//! Demo.\npub mod config;\npub mod server;\n");
+    write(
+        r,
+        "Cargo.toml",
+        "[package]\nname = \"demo-app\"\nversion = \"0.1.0\"\n",
+    );
+    write(
+        r,
+        "src/lib.rs",
+        "//! Demo.\npub mod config;\npub mod server;\n",
+    );
     write(
         r,
         "src/config.rs",
@@ -67,9 +75,15 @@ mod tests {
     write(
         r,
         "tests/config_test.rs",
-        format!("use demo_app::config::parse_config;\n\n#[test]\nfn parse_config_works() {{\n{many_calls}}}\n"),
+        format!(
+            "use demo_app::config::parse_config;\n\n#[test]\nfn parse_config_works() {{\n{many_calls}}}\n"
+        ),
     );
-    write(r, "tests/server_test.rs", "#[test]\nfn starts() { demo_app::server::start(\"\"); }\n");
+    write(
+        r,
+        "tests/server_test.rs",
+        "#[test]\nfn starts() { demo_app::server::start(\"\"); }\n",
+    );
     write(
         r,
         "web/src/api.ts",
@@ -80,19 +94,39 @@ mod tests {
         "web/src/api.test.ts",
         "import { parseConfig } from './api';\n\ntest('parses', () => {\n  expect(parseConfig('a=1')).toEqual({ a: '1' });\n});\n",
     );
-    write(r, "web/src/http.ts", "export const request = (url: string) => fetch(url).then((r) => r.json());\n");
-    write(r, "README.md", "# demo\n\nSettings are read by parse_config.\n");
+    write(
+        r,
+        "web/src/http.ts",
+        "export const request = (url: string) => fetch(url).then((r) => r.json());\n",
+    );
+    write(
+        r,
+        "README.md",
+        "# demo\n\nSettings are read by parse_config.\n",
+    );
     // Ignored by .gitignore: must not be listed or read.
     write(r, ".gitignore", "ignored/\n*.log\n");
-    write(r, "ignored/secret.rs", "pub fn parse_config() {}\n".repeat(20));
+    write(
+        r,
+        "ignored/secret.rs",
+        "pub fn parse_config() {}\n".repeat(20),
+    );
     write(r, "debug.log", "parse_config parse_config parse_config\n");
     // Oversized (over the 100 KB cap) and binary files: listed but never ranked.
-    write(r, "src/generated.rs", "pub fn parse_config_generated() {}\n".repeat(4000));
+    write(
+        r,
+        "src/generated.rs",
+        "pub fn parse_config_generated() {}\n".repeat(4000),
+    );
     let mut bin = b"parse_config\0\0\x01\x02".to_vec();
     bin.extend(std::iter::repeat_n(0u8, 64));
     write(r, "assets/parse_config.bin", bin);
     // Symlinks leaving the root: a file and a folder.
-    write(outside.path(), "leak.rs", "pub fn parse_config() {} // outside\n");
+    write(
+        outside.path(),
+        "leak.rs",
+        "pub fn parse_config() {} // outside\n",
+    );
     write(outside.path(), "dir/leak2.rs", "pub fn parse_config() {}\n");
     #[cfg(unix)]
     {
@@ -115,8 +149,16 @@ fn run(root: &Path, goal: &str, options: &InspectOptions) -> nuvira_api::Inspect
 #[test]
 fn the_file_defining_the_goal_identifier_ranks_first() {
     let (dir, _outside) = demo_repo();
-    let r = run(dir.path(), "Rename parse_config to load_config", &InspectOptions::default());
-    assert_eq!(r.relevant_paths[0], "src/config.rs", "{:?}", r.relevant_paths);
+    let r = run(
+        dir.path(),
+        "Rename parse_config to load_config",
+        &InspectOptions::default(),
+    );
+    assert_eq!(
+        r.relevant_paths[0], "src/config.rs",
+        "{:?}",
+        r.relevant_paths
+    );
     // The test file calls it twelve times but defines nothing: it must rank below.
     let pos = |p: &str| r.relevant_paths.iter().position(|x| x == p);
     assert!(pos("tests/config_test.rs").unwrap() > 0);
@@ -124,14 +166,27 @@ fn the_file_defining_the_goal_identifier_ranks_first() {
 
     let top = &r.artifacts[0];
     assert_eq!(top.language.as_deref(), Some("rust"));
-    let syms: Vec<(&str, &str)> = top.symbols.iter().map(|s| (s.name.as_str(), s.kind.as_str())).collect();
-    for want in [("Config", "struct"), ("Config::validate", "method"), ("parse_config", "function")] {
+    let syms: Vec<(&str, &str)> = top
+        .symbols
+        .iter()
+        .map(|s| (s.name.as_str(), s.kind.as_str()))
+        .collect();
+    for want in [
+        ("Config", "struct"),
+        ("Config::validate", "method"),
+        ("parse_config", "function"),
+    ] {
         assert!(syms.contains(&want), "{want:?} missing from {syms:?}");
     }
     assert_eq!(top.imports, ["std::collections::BTreeMap"]);
     // In-file #[cfg(test)] and the tests/ file naming the module; not the unrelated one.
     assert_eq!(top.test_files, ["src/config.rs", "tests/config_test.rs"]);
-    assert!(top.content.as_deref().unwrap().contains("pub fn parse_config"));
+    assert!(
+        top.content
+            .as_deref()
+            .unwrap()
+            .contains("pub fn parse_config")
+    );
     assert!(r.artifacts.iter().all(|a| a.score > 0.0));
     assert!(r.artifacts.windows(2).all(|w| w[0].score >= w[1].score));
 }
@@ -139,11 +194,23 @@ fn the_file_defining_the_goal_identifier_ranks_first() {
 #[test]
 fn typescript_goal_ranks_the_defining_module_and_finds_its_test() {
     let (dir, _outside) = demo_repo();
-    let r = run(dir.path(), "make parseConfig in the api client trim values", &InspectOptions::default());
-    assert_eq!(r.relevant_paths[0], "web/src/api.ts", "{:?}", r.relevant_paths);
+    let r = run(
+        dir.path(),
+        "make parseConfig in the api client trim values",
+        &InspectOptions::default(),
+    );
+    assert_eq!(
+        r.relevant_paths[0], "web/src/api.ts",
+        "{:?}",
+        r.relevant_paths
+    );
     let top = &r.artifacts[0];
     assert_eq!(top.test_files, ["web/src/api.test.ts"]);
-    assert!(top.symbols.iter().any(|s| s.name == "ApiClient::fetchUser" && s.kind == "method"));
+    assert!(
+        top.symbols
+            .iter()
+            .any(|s| s.name == "ApiClient::fetchUser" && s.kind == "method")
+    );
     assert_eq!(top.imports, ["./http"]);
 }
 
@@ -160,11 +227,26 @@ fn ignored_binary_oversized_and_escaping_files_are_never_ranked() {
         "outside_dir/leak2.rs",
         ".nuvira/journal.json",
     ] {
-        assert!(!r.relevant_paths.iter().any(|p| p == bad), "{bad} ranked: {:?}", r.relevant_paths);
+        assert!(
+            !r.relevant_paths.iter().any(|p| p == bad),
+            "{bad} ranked: {:?}",
+            r.relevant_paths
+        );
     }
     // .gitignore'd files and escaping symlinks are not even listed.
-    for unlisted in ["ignored/", "debug.log", "leak.rs", "leak2.rs", ".nuvira", ".git/"] {
-        assert!(!r.file_tree.contains(unlisted), "{unlisted} in tree:\n{}", r.file_tree);
+    for unlisted in [
+        "ignored/",
+        "debug.log",
+        "leak.rs",
+        "leak2.rs",
+        ".nuvira",
+        ".git/",
+    ] {
+        assert!(
+            !r.file_tree.contains(unlisted),
+            "{unlisted} in tree:\n{}",
+            r.file_tree
+        );
     }
     // Oversized and binary files are listed (they exist) but not read.
     assert!(r.file_tree.contains("generated.rs"), "{}", r.file_tree);
@@ -173,7 +255,11 @@ fn ignored_binary_oversized_and_escaping_files_are_never_ranked() {
     assert_eq!(r.stats.errors, 0);
     // A symlink to a file inside the root is followed.
     #[cfg(unix)]
-    assert!(r.relevant_paths.iter().any(|p| p == "server_link.rs"), "{:?}", r.relevant_paths);
+    assert!(
+        r.relevant_paths.iter().any(|p| p == "server_link.rs"),
+        "{:?}",
+        r.relevant_paths
+    );
 }
 
 #[test]
@@ -188,11 +274,23 @@ fn the_read_cap_is_configurable() {
 fn walk_skips_git_and_nuvira_even_with_hidden_files_on() {
     let (dir, _outside) = demo_repo();
     let root = std::fs::canonicalize(dir.path()).unwrap();
-    let out = walk(&root, &WalkOptions { hidden: true, ..WalkOptions::default() }, &|| false);
+    let out = walk(
+        &root,
+        &WalkOptions {
+            hidden: true,
+            ..WalkOptions::default()
+        },
+        &|| false,
+    );
     let rels: Vec<&str> = out.files.iter().map(|f| f.rel.as_str()).collect();
     assert!(rels.contains(&".github/workflows/ci.yml"), "{rels:?}");
     assert!(rels.contains(&".gitignore"));
-    assert!(!rels.iter().any(|r| r.starts_with(".git/") || r.starts_with(".nuvira/")), "{rels:?}");
+    assert!(
+        !rels
+            .iter()
+            .any(|r| r.starts_with(".git/") || r.starts_with(".nuvira/")),
+        "{rels:?}"
+    );
     assert!(rels.windows(2).all(|w| w[0] < w[1]), "sorted and unique");
     // Stopping early is reported.
     let stopped = walk(&root, &WalkOptions::default(), &|| true);
@@ -205,7 +303,11 @@ fn restricting_paths_limits_the_walk_and_rejects_escapes() {
     let options = InspectOptions::default().with_paths(vec!["web".into()]);
     let r = run(dir.path(), "parse_config parseConfig", &options);
     assert!(!r.relevant_paths.is_empty());
-    assert!(r.relevant_paths.iter().all(|p| p.starts_with("web/")), "{:?}", r.relevant_paths);
+    assert!(
+        r.relevant_paths.iter().all(|p| p.starts_with("web/")),
+        "{:?}",
+        r.relevant_paths
+    );
     assert_eq!(r.stats.total_files, 3);
 
     for (bad, why) in [
@@ -218,10 +320,18 @@ fn restricting_paths_limits_the_walk_and_rejects_escapes() {
         let options = InspectOptions::default().with_paths(vec![bad.into()]);
         let err = inspect(dir.path(), "x", &options, &Hooks::none()).unwrap_err();
         assert!(matches!(err, InspectError::Path { .. }), "{bad}: {err}");
-        assert!(err.to_string().contains(why) && err.to_string().contains(bad), "{bad}: {err}");
+        assert!(
+            err.to_string().contains(why) && err.to_string().contains(bad),
+            "{bad}: {err}"
+        );
     }
-    let err = inspect(&dir.path().join("missing"), "x", &InspectOptions::default(), &Hooks::none())
-        .unwrap_err();
+    let err = inspect(
+        &dir.path().join("missing"),
+        "x",
+        &InspectOptions::default(),
+        &Hooks::none(),
+    )
+    .unwrap_err();
     assert!(err.to_string().contains("missing"), "{err}");
 }
 
@@ -230,7 +340,10 @@ fn events_report_scanning_found_files_and_completion() {
     let (dir, _outside) = demo_repo();
     let seen = Mutex::new(Vec::new());
     let emit = |k: EventKind| seen.lock().unwrap().push(k);
-    let hooks = Hooks { emit: &emit, stop: &|| false };
+    let hooks = Hooks {
+        emit: &emit,
+        stop: &|| false,
+    };
     let options = InspectOptions::default().with_max_files(3);
     let r = inspect(dir.path(), "parse_config", &options, &hooks).unwrap();
     let seen = seen.into_inner().unwrap();
@@ -245,7 +358,10 @@ fn events_report_scanning_found_files_and_completion() {
     assert_eq!(found, r.relevant_paths);
     assert_eq!(found.len(), 3);
     match seen.last().unwrap() {
-        EventKind::InspectCompleted { artifacts, total_bytes } => {
+        EventKind::InspectCompleted {
+            artifacts,
+            total_bytes,
+        } => {
             assert_eq!(*artifacts, 3);
             assert!(*total_bytes > 1000);
         }
@@ -258,7 +374,10 @@ struct Collect(Mutex<Vec<(Option<String>, String)>>);
 
 impl nuvira_api::EventSink for Collect {
     fn emit(&self, step: Option<&str>, kind: EventKind) {
-        self.0.lock().unwrap().push((step.map(str::to_owned), kind.name().to_owned()));
+        self.0
+            .lock()
+            .unwrap()
+            .push((step.map(str::to_owned), kind.name().to_owned()));
     }
 }
 
@@ -278,7 +397,9 @@ fn the_module_runs_a_step_with_its_config_and_rejects_bad_config() {
         .with_identity("run-1", "inspect", "change the api client")
         .with_events(sink.clone());
     let out = futures::executor::block_on(module.run(&step, &ctx)).unwrap();
-    let StepOutput::Inspection(r) = out else { panic!("not an inspection") };
+    let StepOutput::Inspection(r) = out else {
+        panic!("not an inspection")
+    };
     assert_eq!(r.relevant_paths[0], "web/src/api.ts");
     assert!(r.artifacts.len() <= 2);
     assert!(r.stats.llm_fallback_used);
@@ -291,7 +412,8 @@ fn the_module_runs_a_step_with_its_config_and_rejects_bad_config() {
     assert!(err.contains("i2") && err.contains("max_file"), "{err}");
     let zero = PlanStep::new("i3", "inspect").with_config(serde_json::json!({ "max_files": 0 }));
     assert!(module.validate(&zero).unwrap_err().contains("max_files"));
-    let escape = PlanStep::new("i4", "inspect").with_config(serde_json::json!({ "paths": ["../x"] }));
+    let escape =
+        PlanStep::new("i4", "inspect").with_config(serde_json::json!({ "paths": ["../x"] }));
     let err = futures::executor::block_on(module.run(&escape, &ctx)).unwrap_err();
     assert_eq!(err.category(), nuvira_api::ErrorCategory::InvalidConfig);
     assert!(err.to_string().contains("i4"), "{err}");
@@ -303,12 +425,35 @@ fn this_repo() -> PathBuf {
 
 #[test]
 fn inspecting_this_repository_finds_the_keyword_splitter() {
-    let r = run(&this_repo(), "split_identifier splits snake_case and camelCase keywords", &InspectOptions::default());
-    assert_eq!(r.relevant_paths[0], "modules/inspect/src/keywords.rs", "{:?}", r.relevant_paths);
-    assert!(r.artifacts[0].symbols.iter().any(|s| s.name == "split_identifier" && s.kind == "function"));
-    assert!(r.artifacts[0].test_files.contains(&"modules/inspect/src/keywords.rs".to_owned()));
+    let r = run(
+        &this_repo(),
+        "split_identifier splits snake_case and camelCase keywords",
+        &InspectOptions::default(),
+    );
+    assert_eq!(
+        r.relevant_paths[0], "modules/inspect/src/keywords.rs",
+        "{:?}",
+        r.relevant_paths
+    );
+    assert!(
+        r.artifacts[0]
+            .symbols
+            .iter()
+            .any(|s| s.name == "split_identifier" && s.kind == "function")
+    );
+    assert!(
+        r.artifacts[0]
+            .test_files
+            .contains(&"modules/inspect/src/keywords.rs".to_owned())
+    );
     // target/ is .gitignore'd: nothing from it is listed.
-    assert!(!r.file_tree.lines().any(|l| l.trim_start().starts_with("target/")), "{}", r.file_tree);
+    assert!(
+        !r.file_tree
+            .lines()
+            .any(|l| l.trim_start().starts_with("target/")),
+        "{}",
+        r.file_tree
+    );
     assert!(r.stats.total_files > 50);
     assert!(r.file_tree.lines().count() <= 200);
 }

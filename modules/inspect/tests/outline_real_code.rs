@@ -31,7 +31,11 @@ fn rust_symbols_of_this_crate_include_functions_types_and_methods() {
     let f = o.symbols.iter().find(|s| s.name == "inspect").unwrap();
     let line = src.lines().nth(f.line as usize - 1).unwrap();
     assert!(line.starts_with("pub fn inspect("), "{line}");
-    assert!(o.imports.iter().any(|i| i.starts_with("std::path::")), "{:?}", o.imports);
+    assert!(
+        o.imports.iter().any(|i| i.starts_with("std::path::")),
+        "{:?}",
+        o.imports
+    );
 }
 
 #[test]
@@ -52,7 +56,14 @@ fn typescript_symbols_of_a_real_library_file() {
             "{want:?} missing from {n:?}"
         );
     }
-    let class = o.symbols.iter().find(|s| s.name == "MutationCache").unwrap();
+    let class = o
+        .symbols
+        .iter()
+        .find(|s| s.name == "MutationCache")
+        .unwrap();
     assert_eq!(class.line, 123);
-    assert_eq!(&o.imports[..3], ["./mutation", "./notifyManager", "./subscribable"]);
+    assert_eq!(
+        &o.imports[..3],
+        ["./mutation", "./notifyManager", "./subscribable"]
+    );
 }
