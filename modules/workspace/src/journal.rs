@@ -36,6 +36,9 @@ pub const FAULT_CRASH_AFTER_WRITES_ENV: &str = "NUVIRA_FAULT_CRASH_AFTER_WRITES"
 const MANIFEST: &str = "txn.json";
 const MANIFEST_VERSION: u32 = 1;
 
+/// How many transactions the journal keeps after a commit (older ones are pruned).
+pub const KEEP_TRANSACTIONS: usize = 200;
+
 /// What a journal operation failed at.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -127,6 +130,9 @@ struct Manifest {
     run_id: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     step_id: Option<String>,
+    /// The process that wrote it: a pending transaction of a live process is not recovered.
+    #[serde(default)]
+    pid: u32,
     created_ms: u64,
     state: TxnState,
     entries: Vec<Entry>,
@@ -206,6 +212,7 @@ impl Journal {
                 id,
                 run_id: run_id.to_owned(),
                 step_id: step_id.map(str::to_owned),
+                pid: std::process::id(),
                 created_ms,
                 state: TxnState::Pending,
                 entries: Vec::new(),
@@ -231,6 +238,8 @@ impl Journal {
                 None => {
                     std::fs::remove_dir_all(&dir).map_err(jio("remove", &dir))?;
                 }
+                // Another live process is mid-batch: its transaction is not ours to undo.
+                Some(m) if m.state == TxnState::Pending && is_other_live_process(m.pid) => {}
                 Some(m) if m.state == TxnState::Pending => {
                     out.push(self.restore(&dir, m)?);
                 }
@@ -283,6 +292,25 @@ impl Journal {
         };
         let done = self.rollback_run(&run)?;
         Ok(Some((run, done)))
+    }
+
+    /// Deletes the records of all but the newest `keep` transactions (pending ones are always
+    /// kept). Older changes can then no longer be rolled back. Returns how many were removed.
+    ///
+    /// # Errors
+    /// When the journal cannot be listed or a folder cannot be removed.
+    pub fn prune(&self, keep: usize) -> Result<usize, JournalError> {
+        let all = self.transactions()?;
+        let excess = all.len().saturating_sub(keep);
+        let mut removed = 0;
+        for (dir, m) in all.into_iter().take(excess) {
+            if m.is_some_and(|m| m.state == TxnState::Pending) {
+                continue;
+            }
+            std::fs::remove_dir_all(&dir).map_err(jio("remove", &dir))?;
+            removed += 1;
+        }
+        Ok(removed)
     }
 
     /// Every transaction folder, oldest first, with its manifest (`None` when it has none).
@@ -503,7 +531,10 @@ impl Transaction<'_> {
             return Ok(());
         }
         self.manifest.state = TxnState::Committed;
-        write_manifest(&self.dir, &self.manifest)
+        write_manifest(&self.dir, &self.manifest)?;
+        // Bound the journal; failing to prune never fails a committed batch.
+        let _ = self.journal.prune(KEEP_TRANSACTIONS);
+        Ok(())
     }
 
     /// Restores every file this transaction wrote.
@@ -606,6 +637,15 @@ fn create_parents(abs: &Path) -> io::Result<()> {
         sync_dir(dir)?;
     }
     Ok(())
+}
+
+/// Whether `pid` is another process that is still running (Linux: `/proc/<pid>` exists;
+/// elsewhere the writer is assumed gone).
+fn is_other_live_process(pid: u32) -> bool {
+    if pid == 0 || pid == std::process::id() {
+        return false;
+    }
+    cfg!(target_os = "linux") && Path::new(&format!("/proc/{pid}")).exists()
 }
 
 fn now_ms() -> u64 {

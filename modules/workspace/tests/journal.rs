@@ -161,3 +161,40 @@ fn a_batch_with_a_refused_op_writes_nothing() {
     assert!(err.to_string().contains("off limits"), "{err}");
     assert_eq!(read(dir.path(), "a.txt").as_deref(), Some("alpha\n"));
 }
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_pending_transaction_of_another_live_process_is_left_alone() {
+    let (dir, ws) = repo();
+    let journal = Journal::new(&ws);
+    let mut txn = journal.begin("run-live", None);
+    txn.apply(&[op("a.txt", "in progress\n")]).unwrap();
+    let manifest = dir
+        .path()
+        .join(".nuvira/journal")
+        .join(txn.id())
+        .join("txn.json");
+    std::mem::forget(txn);
+    // Pretend the writer is pid 1, which is always alive.
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    let ours = format!("\"pid\": {}", std::process::id());
+    assert!(text.contains(&ours), "{text}");
+    std::fs::write(&manifest, text.replace(&ours, "\"pid\": 1")).unwrap();
+    assert!(journal.recover_incomplete().unwrap().is_empty());
+    assert_eq!(read(dir.path(), "a.txt").as_deref(), Some("in progress\n"));
+}
+
+#[test]
+fn prune_keeps_the_newest_transactions_and_every_pending_one() {
+    let (dir, ws) = repo();
+    let journal = Journal::new(&ws);
+    for i in 0..5 {
+        let mut txn = journal.begin(&format!("run-{i}"), None);
+        txn.apply(&[op("a.txt", &format!("v{i}\n"))]).unwrap();
+        txn.commit().unwrap();
+    }
+    assert_eq!(journal.prune(2).unwrap(), 3);
+    assert!(journal.rollback_run("run-0").unwrap().is_empty(), "pruned");
+    assert_eq!(journal.rollback_run("run-4").unwrap().len(), 1);
+    assert_eq!(read(dir.path(), "a.txt").as_deref(), Some("v3\n"));
+}
