@@ -95,6 +95,9 @@ pub struct Problem {
     /// The column in the plan file, when known.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub column: Option<u32>,
+    /// The index in `steps` of the step the problem is about, when it is about one.
+    #[serde(skip)]
+    pub step_index: Option<usize>,
 }
 
 impl Problem {
@@ -105,7 +108,13 @@ impl Problem {
             message,
             line: None,
             column: None,
+            step_index: None,
         }
+    }
+
+    fn at(mut self, index: usize) -> Self {
+        self.step_index = Some(index);
+        self
     }
 }
 
@@ -222,7 +231,7 @@ pub fn validate(
                     "step id `{}` is invalid: use only letters, digits, `_`, `.` and `-`",
                     step.id
                 ),
-            ));
+            ).at(i));
         }
         if index.contains_key(step.id.as_str()) {
             if reported_dup.insert(step.id.as_str()) {
@@ -234,7 +243,7 @@ pub fn validate(
                         "step id `{}` is used by {count} steps: give each step its own id",
                         step.id
                     ),
-                ));
+                ).at(i));
             }
         } else {
             index.insert(step.id.as_str(), i);
@@ -250,11 +259,16 @@ pub fn validate(
                     output_by_kind[i] =
                         matches!(module.kind(), ModuleKind::Verify | ModuleKind::Report);
                     if let Err(msg) = module.validate(step) {
+                        let prefix = format!("step `{}`", step.id);
+                        let msg = msg
+                            .strip_prefix(&prefix)
+                            .map(|m| m.trim_start_matches(':').trim_start())
+                            .unwrap_or(&msg);
                         problems.push(Problem::new(
                             ProblemKind::InvalidConfig,
                             vec![step.id.clone()],
                             format!("step `{}` ({}): {msg}", step.id, step.module),
-                        ));
+                        ).at(i));
                     }
                 }
                 None => {
@@ -266,7 +280,7 @@ pub fn validate(
                             "step `{}` uses module `{}`, which is not registered (known: {known})",
                             step.id, step.module
                         ),
-                    ));
+                    ).at(i));
                 }
             },
             None => {
@@ -305,7 +319,7 @@ pub fn validate(
                         step.id,
                         suggestion(dep, index.keys().copied())
                     ),
-                )),
+                ).at(i)),
             }
         }
     }
@@ -418,7 +432,7 @@ pub fn validate(
                         steps[i].id,
                         out_ids.join(", ")
                     ),
-                ));
+                ).at(i));
             }
         }
     }

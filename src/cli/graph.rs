@@ -37,9 +37,7 @@ pub fn execute(args: Args) -> u8 {
             crate::exit::SUCCESS
         }
         Err((_, problems)) => {
-            for p in &problems {
-                eprintln!("{p}");
-            }
+            super::validate::print_problems(&args.plan, &problems);
             crate::exit::INVALID
         }
     }

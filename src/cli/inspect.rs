@@ -51,7 +51,8 @@ pub fn execute(args: Args) -> u8 {
         );
         return exit::INVALID;
     }
-    let options = InspectOptions::default().with_max_files(usize::try_from(args.max_files).unwrap_or(usize::MAX));
+    let options = InspectOptions::default()
+        .with_max_files(usize::try_from(args.max_files).unwrap_or(usize::MAX));
     let result = match inspect(&args.repo, &args.goal, &options, &Hooks::none()) {
         Ok(r) => r,
         Err(e) => {
@@ -86,7 +87,13 @@ fn render_text(r: &InspectionResult) -> String {
         let _ = writeln!(out, "relevant files (most relevant first):");
         let width = r.artifacts.iter().map(|a| a.path.len()).max().unwrap_or(0);
         for (i, a) in r.artifacts.iter().enumerate() {
-            let _ = writeln!(out, "{:>3}. {:<width$}  score {:>6.2}", i + 1, a.path, a.score);
+            let _ = writeln!(
+                out,
+                "{:>3}. {:<width$}  score {:>6.2}",
+                i + 1,
+                a.path,
+                a.score
+            );
             if !a.symbols.is_empty() {
                 let shown: Vec<String> = a
                     .symbols
@@ -113,7 +120,11 @@ fn render_text(r: &InspectionResult) -> String {
         s.total_files,
         s.inspected_files,
         s.errors,
-        if s.llm_fallback_used { " (no model used)" } else { "" }
+        if s.llm_fallback_used {
+            " (no model used)"
+        } else {
+            ""
+        }
     );
     out
 }

@@ -35,9 +35,10 @@ pub(crate) fn check(path: &std::path::Path) -> Result<crate::ValidatedPlan, (usi
                 vec![Problem {
                     kind: ProblemKind::Parse,
                     steps: vec![],
-                    message: e.to_string(),
+                    message: e.message.clone(),
                     line: e.line,
                     column: e.column,
+                    step_index: None,
                 }],
             ));
         }
@@ -49,13 +50,11 @@ pub(crate) fn check(path: &std::path::Path) -> Result<crate::ValidatedPlan, (usi
             .into_iter()
             .map(|mut p| {
                 if p.line.is_none() {
-                    p.line = p.steps.first().and_then(|id| loaded.line_of_step(id));
+                    p.line = match p.step_index {
+                        Some(i) => loaded.line_of_step_index(i),
+                        None => p.steps.first().and_then(|id| loaded.line_of_step(id)),
+                    };
                 }
-                let location = match p.line {
-                    Some(l) => format!("{}:{l}", loaded.source_name),
-                    None => loaded.source_name.clone(),
-                };
-                p.message = format!("{location}: {}", p.message);
                 p
             })
             .collect();
@@ -76,9 +75,7 @@ pub fn execute(args: Args) -> u8 {
             crate::exit::SUCCESS
         }
         (Format::Text, Err((_, problems))) => {
-            for p in &problems {
-                eprintln!("{p}");
-            }
+            print_problems(&args.plan, &problems);
             crate::exit::INVALID
         }
         (Format::Json, Ok(plan)) => {
@@ -89,11 +86,39 @@ pub fn execute(args: Args) -> u8 {
             crate::exit::SUCCESS
         }
         (Format::Json, Err((steps, problems))) => {
+            let file = args.plan.display().to_string();
+            let errors: Vec<_> = problems
+                .iter()
+                .map(|p| {
+                    let mut v = json!({ "kind": p.kind, "steps": p.steps, "message": p.message, "file": file });
+                    if let Some(l) = p.line {
+                        v["line"] = json!(l);
+                    }
+                    if let Some(c) = p.column {
+                        v["column"] = json!(c);
+                    }
+                    v
+                })
+                .collect();
             println!(
                 "{}",
-                json!({ "valid": false, "steps": steps, "errors": problems })
+                json!({ "valid": false, "steps": steps, "errors": errors })
             );
             crate::exit::INVALID
         }
+    }
+}
+
+/// One `error[KIND]: FILE:LINE[:COL]: message` line per problem on stderr.
+pub(crate) fn print_problems(file: &std::path::Path, problems: &[Problem]) {
+    for p in problems {
+        let mut location = file.display().to_string();
+        if let Some(l) = p.line {
+            location.push_str(&format!(":{l}"));
+            if let Some(c) = p.column {
+                location.push_str(&format!(":{c}"));
+            }
+        }
+        eprintln!("error[{}]: {location}: {}", p.kind, p.message);
     }
 }

@@ -91,12 +91,29 @@ static ID_KEY: LazyLock<Regex> = LazyLock::new(|| {
 impl LoadedPlan {
     /// The 1-based line where the step with this id is defined, if it can be found.
     pub fn line_of_step(&self, id: &str) -> Option<u32> {
-        self.source.lines().enumerate().find_map(|(n, line)| {
-            ID_KEY
-                .captures_iter(line)
-                .any(|c| c.get(1).is_some_and(|m| m.as_str() == id))
-                .then(|| u32::try_from(n + 1).unwrap_or(u32::MAX))
-        })
+        self.line_of_step_nth(id, 0)
+    }
+
+    /// The 1-based line of the `nth` (from 0) definition of a step id, for duplicates.
+    pub fn line_of_step_nth(&self, id: &str, nth: usize) -> Option<u32> {
+        self.source
+            .lines()
+            .enumerate()
+            .flat_map(|(n, line)| {
+                ID_KEY
+                    .captures_iter(line)
+                    .filter(|c| c.get(1).is_some_and(|m| m.as_str() == id))
+                    .map(move |_| u32::try_from(n + 1).unwrap_or(u32::MAX))
+                    .collect::<Vec<_>>()
+            })
+            .nth(nth)
+    }
+
+    /// The 1-based line where the step at `index` of `plan.steps` is defined.
+    pub fn line_of_step_index(&self, index: usize) -> Option<u32> {
+        let id = &self.plan.steps.get(index)?.id;
+        let nth = self.plan.steps[..index].iter().filter(|s| &s.id == id).count();
+        self.line_of_step_nth(id, nth)
     }
 }
 
