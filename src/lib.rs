@@ -12,6 +12,7 @@ pub mod exit;
 pub mod graph;
 pub mod registry;
 pub mod scheduler;
+pub mod scratch;
 pub mod validate;
 
 pub use engine::{Engine, EngineBuilder, RunSettings};

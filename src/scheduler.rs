@@ -13,6 +13,8 @@
 //! - a step that fails (after any retries) marks exactly its transitive dependents `skipped`,
 //!   with the reason; independent branches go on;
 //! - a per-step timeout stops the step's future at its deadline;
+//! - in a dry run, steps of kind `test` and `execute` are not run (they succeed with a note):
+//!   edits are only previewed, so they would test the unchanged workspace;
 //! - on cancellation every running step task is aborted and awaited before [`run`] returns, so
 //!   no step task outlives the run (work a module moved to a blocking thread cannot be
 //!   interrupted: modules must do blocking work in bounded pieces or check the cancel signal).
@@ -24,6 +26,7 @@ use crate::events::EventBus;
 use crate::validate::ValidatedPlan;
 use nuvira_api::{
     CancelSignal, ErrorCategory, EventKind, EventSink, Failure, LlmClient, Module, ModuleError,
+    ModuleKind,
     PlanStep, RunStatus, StepContext, StepInputs, StepOutput, WriteSet, async_trait,
     report::StepStatus,
 };
@@ -675,6 +678,21 @@ async fn run_step(shared: Arc<Shared>, idx: usize) -> Done {
         shared: shared.clone(),
         idx,
     });
+    if shared.opts.dry_run && matches!(module.kind(), ModuleKind::Test | ModuleKind::Execute) {
+        // A dry run changes nothing and runs nothing: tests and commands would only see the
+        // unchanged workspace.
+        let output = Arc::new(StepOutput::Value(serde_json::json!({
+            "dry_run": true,
+            "note": format!("`{}` steps are not run in a dry run", step.module),
+        })));
+        let _ = shared.outputs[idx].set(output.clone());
+        return Done {
+            idx,
+            result: Ok(output),
+            attempts: 0,
+            duration: started.elapsed(),
+        };
+    }
     let mut attempt = 1u32;
     let mut feedback: Option<String> = None;
     loop {

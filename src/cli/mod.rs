@@ -7,6 +7,7 @@ use std::process::ExitCode;
 mod apply;
 mod graph;
 mod inspect;
+mod progress;
 mod report;
 mod rollback;
 mod run;

@@ -1,11 +1,436 @@
-//! `nuvira run` (being built; see the issue tracker).
+//! `nuvira run PLAN | --goal TEXT [--repo DIR] [--planner template] [--model ..]
+//! [--sandbox auto|local|docker] [--image IMAGE] [--max-parallel N] [--dry-run] [--events FILE]
+//! [--format text|json|markdown|github] [--report FORMAT=PATH]... [--scratch]`.
+//!
+//! The whole pipeline: load (or plan) and validate, run every step on the scheduler with the
+//! built-in modules, follow progress on stderr, print the report on stdout, write report files.
+//! Ctrl-C cancels: running steps are stopped and the run's edits are rolled back.
+//!
+//! Exit codes: 0 success, 1 the pipeline failed, 2 invalid plan or arguments, 3 the
+//! environment lacks something (Docker engine, model key), 130 cancelled.
+
+use crate::exit;
+use clap::ValueEnum;
+use nuvira_api::{EventKind, EventSink, ExecutionPlan, PlanRequest, Planner, RunStatus};
+use nuvira_edit::nuvira_workspace::{Journal, Workspace};
+use nuvira_report::{Format, ReportBuilder, github};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// Arguments of `nuvira run`.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// The plan file (.yaml, .yml, .json or .toml). Give this or --goal.
+    #[arg(required_unless_present = "goal", conflicts_with = "goal")]
+    pub plan: Option<PathBuf>,
+    /// Plan the run from a goal in words instead of a file.
+    #[arg(long, value_name = "TEXT")]
+    pub goal: Option<String>,
+    /// The repository to work on.
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    pub repo: PathBuf,
+    /// How a --goal becomes a plan.
+    #[arg(long, value_enum, default_value_t = PlannerArg::Template)]
+    pub planner: PlannerArg,
+    /// The model (`provider:model`, e.g. `openai:gpt-4.1`); default from NUVIRA_MODEL.
+    #[arg(long, value_name = "PROVIDER:MODEL")]
+    pub model: Option<String>,
+    /// Where test and execute steps run; overrides the plan's `sandbox` settings.
+    #[arg(long, value_enum)]
+    pub sandbox: Option<SandboxArg>,
+    /// The Docker image for test and execute steps; overrides the plan's `image` settings.
+    #[arg(long, value_name = "IMAGE")]
+    pub image: Option<String>,
+    /// At most this many steps at once (default: the number of CPUs).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_parallel: Option<u32>,
+    /// Preview: edits are shown, not written; tests and commands are not run.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Write every event of the run to this JSONL file (`nuvira report FILE` rebuilds the report).
+    #[arg(long, value_name = "FILE")]
+    pub events: Option<PathBuf>,
+    /// The report printed on stdout [default: text, or github when GITHUB_ACTIONS=true].
+    #[arg(long, value_enum)]
+    pub format: Option<FormatArg>,
+    /// Also write the report in FORMAT to PATH (repeatable; formats: text, json, markdown,
+    /// github, sarif, junit, html).
+    #[arg(long = "report", value_name = "FORMAT=PATH", value_parser = parse_report_target)]
+    pub reports: Vec<(Format, PathBuf)>,
+    /// Work on a temporary copy of the repository (printed), leaving the original untouched.
+    #[arg(long)]
+    pub scratch: bool,
+    /// Timeout for steps whose plan sets none (e.g. 10m).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub step_timeout: Option<std::time::Duration>,
+    /// No progress lines on stderr.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+/// Planners for `--goal`.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum PlannerArg {
+    /// inspect → edit (from the goal, by the model) → test → verify → report.
+    Template,
+    /// Ask the model for a plan.
+    Llm,
+}
+
+/// Sandboxes.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum SandboxArg {
+    /// Docker when an engine answers and the image exists, else local.
+    Auto,
+    /// A temporary local copy.
+    Local,
+    /// A Docker container.
+    Docker,
+}
+
+/// Formats of the report on stdout.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum FormatArg {
+    /// For people.
+    Text,
+    /// The ExecutionReport as JSON.
+    Json,
+    /// GitHub-flavoured Markdown.
+    Markdown,
+    /// GitHub Actions annotations (and the job summary when GITHUB_STEP_SUMMARY is set).
+    Github,
+}
+
+fn parse_report_target(s: &str) -> Result<(Format, PathBuf), String> {
+    let (format, path) = s
+        .split_once('=')
+        .ok_or_else(|| format!("`{s}` is not FORMAT=PATH (e.g. html=report.html)"))?;
+    let format: Format = format.parse().map_err(|e: nuvira_report::UnknownFormat| e.to_string())?;
+    if path.is_empty() {
+        return Err(format!("`{s}` has no path after `=`"));
+    }
+    Ok((format, PathBuf::from(path)))
+}
+
+fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    nuvira_api::duration::parse(s)
+}
+
+fn new_run_id() -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    format!("run-{}-{:04x}", now.as_secs(), (now.subsec_nanos() ^ std::process::id()) & 0xffff)
+}
 
 /// Runs the command.
-pub fn execute(_args: Args) -> u8 {
-    eprintln!("error: `nuvira run` is not available in this build yet");
-    crate::exit::INVALID
+pub fn execute(args: Args) -> u8 {
+    match crate::cli::runtime() {
+        Ok(rt) => rt.block_on(run(args)),
+        Err(e) => {
+            eprintln!("error: failed to start the async runtime: {e}");
+            exit::ENVIRONMENT
+        }
+    }
+}
+
+async fn run(args: Args) -> u8 {
+    // The repository.
+    if !args.repo.is_dir() {
+        eprintln!(
+            "error: failed to open repository {}: not a directory (pass --repo DIR)",
+            args.repo.display()
+        );
+        return exit::INVALID;
+    }
+    let repo = if args.scratch {
+        match crate::scratch::copy_to_temp(&args.repo) {
+            Ok(dir) => {
+                eprintln!("working on a scratch copy of {}: {}", args.repo.display(), dir.display());
+                dir
+            }
+            Err(e) => {
+                eprintln!("error: failed to make a scratch copy: {e}");
+                return exit::ENVIRONMENT;
+            }
+        }
+    } else {
+        args.repo.clone()
+    };
+
+    // The model, when one is configured.
+    let llm = match model_client(args.model.as_deref()) {
+        Ok(llm) => llm,
+        Err(code) => return code,
+    };
+
+    // The plan.
+    let (mut plan, loaded) = match (&args.plan, &args.goal) {
+        (Some(path), _) => match nuvira_plan::load_file(path) {
+            Ok(l) => (l.plan.clone(), Some(l)),
+            Err(e) => {
+                eprintln!("error[parse]: {e}");
+                return exit::INVALID;
+            }
+        },
+        (None, Some(goal)) => match plan_from_goal(goal, args.planner, llm.clone()).await {
+            Ok(p) => (p, None),
+            Err(code) => return code,
+        },
+        (None, None) => {
+            eprintln!("error: give a plan file or --goal TEXT");
+            return exit::INVALID;
+        }
+    };
+    apply_overrides(&mut plan, &args);
+
+    // The engine and validation.
+    let mut builder = crate::defaults::engine().workspace(&repo);
+    if let Some(n) = args.max_parallel {
+        builder = builder.max_parallel(n as usize);
+    }
+    if let Some(t) = args.step_timeout {
+        builder = builder.default_timeout(t);
+    }
+    if let Some(llm) = &llm {
+        builder = builder.llm(llm.clone());
+    }
+    let engine = builder.build();
+    let validated = match engine.validate(&plan) {
+        Ok(v) => Arc::new(v),
+        Err(errs) => {
+            let name = args.plan.clone().unwrap_or_else(|| PathBuf::from("<planned from --goal>"));
+            let problems: Vec<_> = errs
+                .problems
+                .into_iter()
+                .map(|mut p| {
+                    if let (None, Some(l)) = (p.line, &loaded) {
+                        p.line = p.step_index.and_then(|i| l.line_of_step_index(i));
+                    }
+                    p
+                })
+                .collect();
+            super::validate::print_problems(&name, &problems);
+            return exit::INVALID;
+        }
+    };
+
+    // Finish any transaction a crashed earlier run left half-done.
+    let journal = match Workspace::open(&repo) {
+        Ok(ws) => Some(Journal::new(&ws)),
+        Err(e) => {
+            eprintln!("warning: failed to open the workspace journal: {e}");
+            None
+        }
+    };
+    if let Some(j) = &journal {
+        match j.recover_incomplete() {
+            Ok(restored) => {
+                for r in restored {
+                    eprintln!(
+                        "restored {} file(s) of an interrupted earlier run ({}): {}",
+                        r.paths.len(),
+                        r.run_id,
+                        r.paths.join(", ")
+                    );
+                }
+            }
+            Err(e) => eprintln!("warning: failed to check for interrupted earlier runs: {e}"),
+        }
+    }
+
+    // Events and their consumers.
+    let run_id = new_run_id();
+    let bus = crate::EventBus::new(run_id.as_str());
+    let store = match &args.events {
+        Some(path) => match crate::events::JsonlStore::spawn(&bus, path) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                eprintln!("error: failed to create the event file {}: {e}", path.display());
+                return exit::INVALID;
+            }
+        },
+        None => None,
+    };
+    let tracer = crate::events::spawn_tracing_consumer(&bus);
+    let progress = tokio::spawn(super::progress::follow(bus.subscribe(), args.quiet, repo.clone()));
+    let mut report_rx = bus.subscribe();
+    let reporter = tokio::spawn(async move {
+        let mut b = ReportBuilder::new();
+        while let Some(ev) = report_rx.recv().await {
+            b.fold(&ev);
+        }
+        b.finish()
+    });
+
+    // Run, with Ctrl-C as cancellation.
+    let settings = crate::RunSettings {
+        dry_run: args.dry_run,
+        ..Default::default()
+    };
+    let cancel = settings.cancel.clone();
+    let ctrl_c = tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            cancel.cancel();
+        }
+    });
+    let summary = engine.run_validated(validated, bus.clone(), settings).await;
+    ctrl_c.abort();
+
+    if summary.status == RunStatus::Cancelled
+        && let Some(j) = &journal
+    {
+        match j.rollback_run(&run_id) {
+            Ok(restored) => {
+                let paths: Vec<String> = restored.into_iter().flat_map(|r| r.paths).collect();
+                if !paths.is_empty() {
+                    eprintln!("rolled back {} file(s) changed by the cancelled run", paths.len());
+                }
+                bus.emit(
+                    None,
+                    EventKind::EditRolledBack {
+                        paths,
+                        reason: "the run was cancelled".into(),
+                    },
+                );
+            }
+            Err(e) => eprintln!(
+                "error: failed to roll back the cancelled run's edits: {e} (run `nuvira rollback --repo {}`)",
+                repo.display()
+            ),
+        }
+    }
+    bus.close();
+    let _ = progress.await;
+    let _ = tracer.await;
+    if let Some(store) = store
+        && let Err(e) = store.finish().await
+    {
+        eprintln!("error: failed to write the event file: {e}");
+    }
+    let report = match reporter.await {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: failed to build the report: {e}");
+            return exit::FAILED.max(summary.exit_code());
+        }
+    };
+
+    // Output.
+    let format = match args.format {
+        Some(FormatArg::Text) => Format::Text,
+        Some(FormatArg::Json) => Format::Json,
+        Some(FormatArg::Markdown) => Format::Markdown,
+        Some(FormatArg::Github) => Format::Github,
+        None if github::is_actions() => Format::Github,
+        None => Format::Text,
+    };
+    print_stdout(&nuvira_report::render(&report, format));
+    if format == Format::Github
+        && let Err(e) = github::write_step_summary(&report)
+    {
+        eprintln!("warning: failed to {e}");
+    }
+    let mut code = summary.exit_code();
+    for (f, path) in &args.reports {
+        if let Err(e) = write_report(path, &nuvira_report::render(&report, *f)) {
+            eprintln!("error: failed to write the {f} report to {}: {e}", path.display());
+            code = code.max(exit::FAILED);
+        }
+    }
+    code
+}
+
+fn write_report(path: &Path, text: &str) -> std::io::Result<()> {
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent)?;
+    }
+    std::fs::write(path, text)
+}
+
+fn print_stdout(text: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    // A closed pipe (`| head`) is not our error.
+    let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
+}
+
+/// Points test and execute steps at the sandbox and image given on the command line.
+fn apply_overrides(plan: &mut ExecutionPlan, args: &Args) {
+    if args.sandbox.is_none() && args.image.is_none() {
+        return;
+    }
+    for step in &mut plan.steps {
+        if !matches!(step.module.as_str(), "test" | "execute") {
+            continue;
+        }
+        if step.config.is_null() {
+            step.config = Value::Object(serde_json::Map::new());
+        }
+        if let Some(obj) = step.config.as_object_mut() {
+            if let Some(sb) = args.sandbox {
+                let name = match sb {
+                    SandboxArg::Auto => "auto",
+                    SandboxArg::Local => "local",
+                    SandboxArg::Docker => "docker",
+                };
+                obj.insert("sandbox".into(), Value::from(name));
+            }
+            if let Some(image) = &args.image {
+                obj.insert("image".into(), Value::from(image.clone()));
+            }
+        }
+    }
+}
+
+/// The configured model client, if a model is configured (flag or NUVIRA_MODEL).
+fn model_client(model: Option<&str>) -> Result<Option<Arc<dyn nuvira_api::LlmClient>>, u8> {
+    let configured = model.is_some() || std::env::var_os("NUVIRA_MODEL").is_some();
+    if !configured {
+        return Ok(None);
+    }
+    let mut settings = match nuvira_llm::LlmSettings::from_env() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: failed to configure the model: {e}");
+            return Err(exit::ENVIRONMENT);
+        }
+    };
+    if let Some(m) = model {
+        settings.model = Some(m.to_owned());
+    }
+    match nuvira_llm::client_from_settings(&settings) {
+        Ok(c) => Ok(Some(c)),
+        Err(e) => {
+            eprintln!("error: failed to configure the model: {e}");
+            Err(exit::ENVIRONMENT)
+        }
+    }
+}
+
+async fn plan_from_goal(
+    goal: &str,
+    planner: PlannerArg,
+    llm: Option<Arc<dyn nuvira_api::LlmClient>>,
+) -> Result<ExecutionPlan, u8> {
+    match planner {
+        PlannerArg::Template => nuvira_plan::TemplatePlanner::new()
+            .plan(&PlanRequest::new(goal))
+            .await
+            .map_err(|e| {
+                eprintln!("error: failed to plan: {e}");
+                exit::INVALID
+            }),
+        PlannerArg::Llm => {
+            let Some(_llm) = llm else {
+                eprintln!(
+                    "error: failed to plan with the model: no model is configured (set NUVIRA_MODEL=provider:model and the key in NUVIRA_LLM_API_KEY, or pass --model)"
+                );
+                return Err(exit::ENVIRONMENT);
+            };
+            eprintln!("error: failed to plan: the llm planner is not available in this build yet; use --planner template or a plan file");
+            Err(exit::INVALID)
+        }
+    }
 }
