@@ -12,13 +12,21 @@ fn write(root: &Path, rel: &str, content: &str) {
 fn repo() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     let r = dir.path();
-    write(r, "Cargo.toml", "[package]\nname = \"demo\"\nversion = \"0.1.0\"\n");
+    write(
+        r,
+        "Cargo.toml",
+        "[package]\nname = \"demo\"\nversion = \"0.1.0\"\n",
+    );
     write(
         r,
         "src/config.rs",
         "pub struct Config;\n\nimpl Config {\n    pub fn reload(&self) {}\n}\n\npub fn parse_config(t: &str) -> Config {\n    let _ = t;\n    Config\n}\n",
     );
-    write(r, "src/main.rs", "mod config;\nfn main() {\n    config::parse_config(\"\");\n}\n");
+    write(
+        r,
+        "src/main.rs",
+        "mod config;\nfn main() {\n    config::parse_config(\"\");\n}\n",
+    );
     write(r, "src/unrelated.rs", "pub fn other() {}\n");
     dir
 }
@@ -35,24 +43,47 @@ fn text_output_ranks_files_with_scores_symbols_and_stats() {
         .arg(dir.path())
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = String::from_utf8(out.stdout).unwrap();
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines[0], "relevant files (most relevant first):");
-    assert!(lines[1].starts_with("  1. src/config.rs") && lines[1].contains("score"), "{text}");
     assert!(
-        lines[2].contains("function parse_config (line 7)") && lines[2].contains("method Config::reload"),
+        lines[1].starts_with("  1. src/config.rs") && lines[1].contains("score"),
+        "{text}"
+    );
+    // The symbol the goal names comes first, then the others in source order.
+    assert!(
+        lines[2]
+            .starts_with("       symbols: function parse_config (line 7), struct Config (line 1)")
+            && lines[2].contains("method Config::reload"),
         "{text}"
     );
     assert!(!text.contains("unrelated.rs"), "{text}");
-    assert!(text.contains("4 files walked, 4 inspected, 0 unreadable"), "{text}");
+    assert!(
+        text.contains("4 files walked, 4 inspected, 0 unreadable"),
+        "{text}"
+    );
 }
 
 #[test]
 fn json_output_is_the_inspection_result() {
     let dir = repo();
     let out = nuvira()
-        .args(["inspect", "--goal", "parse_config", "--max-files", "1", "--format", "json", "--repo"])
+        .args([
+            "inspect",
+            "--goal",
+            "parse_config",
+            "--max-files",
+            "1",
+            "--format",
+            "json",
+            "--repo",
+        ])
         .arg(dir.path())
         .output()
         .unwrap();
@@ -79,9 +110,15 @@ fn a_missing_repository_or_bad_arguments_exit_2_with_a_clear_message() {
 
     let out = nuvira().args(["inspect", "--repo", "."]).output().unwrap();
     assert_eq!(out.status.code(), Some(2), "missing --goal");
-    let out = nuvira().args(["inspect", "--goal", "x", "--max-files", "0"]).output().unwrap();
+    let out = nuvira()
+        .args(["inspect", "--goal", "x", "--max-files", "0"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2), "zero max files");
-    let out = nuvira().args(["inspect", "--goal", "x", "--format", "yaml"]).output().unwrap();
+    let out = nuvira()
+        .args(["inspect", "--goal", "x", "--format", "yaml"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2), "unknown format");
     let out = nuvira().args(["inspect", "--goal", "  "]).output().unwrap();
     assert_eq!(out.status.code(), Some(2), "empty goal");

@@ -71,14 +71,42 @@ pub fn execute(args: Args) -> u8 {
                 return exit::FAILED;
             }
         },
-        Format::Text => render_text(&result),
+        Format::Text => render_text(&result, &args.goal),
     };
     // A closed pipe (`| head`) is not an error worth reporting.
     let _ = std::io::stdout().lock().write_all(text.as_bytes());
     exit::SUCCESS
 }
 
-fn render_text(r: &InspectionResult) -> String {
+/// Symbols the goal names first (identifiers, then words, then partial matches), then the
+/// rest in source order.
+fn top_symbols<'a>(symbols: &'a [nuvira_api::Symbol], goal: &str) -> Vec<&'a nuvira_api::Symbol> {
+    let keywords = nuvira_inspect::keywords::keywords(goal, &[]);
+    let rank = |s: &nuvira_api::Symbol| {
+        let name = s.name.to_lowercase();
+        let last = name.rsplit("::").next().unwrap_or(&name).to_owned();
+        let exact = keywords
+            .iter()
+            .filter(|k| k.text == last || k.text == name)
+            .map(|k| k.weight)
+            .fold(0.0, f64::max);
+        if exact >= nuvira_inspect::keywords::IDENT_WEIGHT {
+            0
+        } else if exact > 0.0 {
+            1
+        } else if keywords.iter().any(|k| name.contains(k.text.as_str())) {
+            2
+        } else {
+            3
+        }
+    };
+    let mut sorted: Vec<&nuvira_api::Symbol> = symbols.iter().collect();
+    sorted.sort_by_key(|s| rank(s));
+    sorted.truncate(TOP_SYMBOLS);
+    sorted
+}
+
+fn render_text(r: &InspectionResult, goal: &str) -> String {
     use std::fmt::Write as _;
     let mut out = String::new();
     if r.artifacts.is_empty() {
@@ -95,10 +123,8 @@ fn render_text(r: &InspectionResult) -> String {
                 a.score
             );
             if !a.symbols.is_empty() {
-                let shown: Vec<String> = a
-                    .symbols
-                    .iter()
-                    .take(TOP_SYMBOLS)
+                let shown: Vec<String> = top_symbols(&a.symbols, goal)
+                    .into_iter()
                     .map(|s| format!("{} {} (line {})", s.kind, s.name, s.line))
                     .collect();
                 let more = a.symbols.len().saturating_sub(TOP_SYMBOLS);
