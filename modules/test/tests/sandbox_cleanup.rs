@@ -77,11 +77,22 @@ async fn no_container_is_left_after_fifty_mixed_runs() {
                         assert!(out.unwrap().timed_out);
                     }
                     3 => {
-                        // Cancelled as soon as the container exists.
+                        // Cancelled as soon as the container exists, or after a delay that
+                        // falls in a different phase each time (create, upload, start, wait).
                         let cancel = Trigger::default();
-                        let out = sandbox
-                            .run_observed(&sh("sleep 60", 30_000), &cancel, &|_| cancel.fire())
-                            .await;
+                        let req = sh("sleep 60", 30_000);
+                        let out = if (case / 5) % 2 == 0 {
+                            sandbox
+                                .run_observed(&req, &cancel, &|_| cancel.fire())
+                                .await
+                        } else {
+                            let after = Duration::from_millis(((case * 53) % 400) as u64);
+                            let fire = async {
+                                tokio::time::sleep(after).await;
+                                cancel.fire();
+                            };
+                            tokio::join!(sandbox.run(&req, &cancel), fire).0
+                        };
                         assert!(matches!(out, Err(SandboxError::Cancelled)), "{out:?}");
                     }
                     _ => {

@@ -19,7 +19,7 @@
 //! [`super::host_toolchain`]) unless the request mounts something at the same path.
 
 use super::{
-    CONTAINER_LABEL, CONTAINER_WORKDIR, DEFAULT_IMAGE, DOCKER_HINT, OnCreated, cap_output,
+    CONTAINER_LABEL, CONTAINER_WORKDIR, DEFAULT_IMAGE, DOCKER_HINT, OnCreated, Tail,
     check_collect_path, check_dir, host_toolchain, is_host_image, workspace_entries,
 };
 use bollard::Docker;
@@ -186,10 +186,19 @@ impl DockerSandbox {
             name: Some(name.clone()),
             created: Some(created_rx),
         };
-        let created = create
-            .await
-            .map_err(|e| SandboxError::Failed(format!("create a container from {image}: {e}")))?
-            .map_err(|e| self.engine_error(&format!("create a container from {image}"), e))?;
+        let mut create = create;
+        let created = tokio::select! {
+            r = &mut create => r
+                .map_err(|e| SandboxError::Failed(format!("create a container from {image}: {e}")))?
+                .map_err(|e| self.engine_error(&format!("create a container from {image}"), e))?,
+            () = cancel.cancelled() => {
+                if let Ok(Ok(c)) = create.await {
+                    remove(&self.docker, &c.id).await;
+                }
+                guard.disarm();
+                return Err(SandboxError::Cancelled);
+            }
+        };
         let id = created.id;
         let mut info = SandboxInfo::default();
         info.kind = "docker".into();
@@ -197,9 +206,11 @@ impl DockerSandbox {
         info.container_id = Some(id.clone());
         on_created(&info);
 
-        let result = self
-            .drive(&id, request, tar, cancel, &collect, &info, started)
-            .await;
+        // Cancellation is honoured in every phase (upload, start, wait, collect).
+        let result = tokio::select! {
+            r = self.drive(&id, request, tar, cancel, &collect, &info, started) => r,
+            () = cancel.cancelled() => Err(SandboxError::Cancelled),
+        };
         if matches!(result, Err(SandboxError::Cancelled)) {
             let _ = self
                 .docker
@@ -259,12 +270,12 @@ impl DockerSandbox {
             .map_err(|e| self.engine_error("attach to the container", e))?;
         let mut output = attached.output;
         let reader = tokio::spawn(async move {
-            let (mut out, mut err) = (Vec::new(), Vec::new());
+            let (mut out, mut err) = (Tail::default(), Tail::default());
             while let Some(Ok(chunk)) = output.next().await {
                 match chunk {
-                    LogOutput::StdErr { message } => err.extend_from_slice(&message),
+                    LogOutput::StdErr { message } => err.push(&message),
                     LogOutput::StdOut { message } | LogOutput::Console { message } => {
-                        out.extend_from_slice(&message);
+                        out.push(&message);
                     }
                     LogOutput::StdIn { .. } => {}
                 }
@@ -333,7 +344,7 @@ impl DockerSandbox {
             Ok(Ok(pair)) => pair,
             _ => {
                 reader_abort.abort();
-                (Vec::new(), Vec::new())
+                (Tail::default(), Tail::default())
             }
         };
 
@@ -351,8 +362,8 @@ impl DockerSandbox {
         info.exit_code = exit_code;
         let mut outcome = SandboxOutcome::default();
         outcome.exit_code = exit_code;
-        outcome.stdout = cap_output(&stdout);
-        outcome.stderr = cap_output(&stderr);
+        outcome.stdout = stdout.into_text();
+        outcome.stderr = stderr.into_text();
         outcome.timed_out = timed_out;
         outcome.oom_killed = oom_killed;
         outcome.duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);

@@ -16,7 +16,7 @@
 //! because Linux counts it per user across the whole machine, not per sandbox. For hard limits
 //! on the whole run (memory, processes, network) use the Docker sandbox.
 
-use super::{OnCreated, cap_output, check_collect_path, check_dir, workspace_entries};
+use super::{OnCreated, Tail, check_collect_path, check_dir, workspace_entries};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use nuvira_api::{
@@ -191,8 +191,8 @@ impl LocalSandbox {
         info.exit_code = exit_code;
         let mut outcome = SandboxOutcome::default();
         outcome.exit_code = exit_code;
-        outcome.stdout = cap_output(&stdout);
-        outcome.stderr = cap_output(&stderr);
+        outcome.stdout = stdout.into_text();
+        outcome.stderr = stderr.into_text();
         outcome.timed_out = timed_out;
         outcome.duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         outcome.info = info;
@@ -235,21 +235,27 @@ impl Drop for GroupGuard {
     }
 }
 
-async fn read_all<R: tokio::io::AsyncRead + Unpin>(r: Option<&mut R>) -> Vec<u8> {
-    let mut buf = Vec::new();
+async fn read_all<R: tokio::io::AsyncRead + Unpin>(r: Option<&mut R>) -> Tail {
+    let mut tail = Tail::default();
+    let mut chunk = vec![0u8; 64 * 1024];
     if let Some(r) = r {
-        let _ = r.read_to_end(&mut buf).await;
+        while let Ok(n) = r.read(&mut chunk).await {
+            if n == 0 {
+                break;
+            }
+            tail.push(&chunk[..n]);
+        }
     }
-    buf
+    tail
 }
 
-async fn join_output(task: tokio::task::JoinHandle<Vec<u8>>, grace: Duration) -> Vec<u8> {
+async fn join_output(task: tokio::task::JoinHandle<Tail>, grace: Duration) -> Tail {
     let abort = task.abort_handle();
     match tokio::time::timeout(grace, task).await {
-        Ok(Ok(bytes)) => bytes,
+        Ok(Ok(tail)) => tail,
         _ => {
             abort.abort();
-            Vec::new()
+            Tail::default()
         }
     }
 }

@@ -427,16 +427,39 @@ pub(crate) fn workspace_entries(
     Ok(out)
 }
 
-/// Keeps the last [`OUTPUT_CAP`] bytes of `bytes` as text, marking the cut.
-pub(crate) fn cap_output(bytes: &[u8]) -> String {
-    if bytes.len() <= OUTPUT_CAP {
-        return String::from_utf8_lossy(bytes).into_owned();
+/// Collects a stream's bytes, keeping only the last [`OUTPUT_CAP`] (runners print their
+/// summaries last), so a command printing without end cannot exhaust memory.
+#[derive(Debug, Default)]
+pub(crate) struct Tail {
+    buf: Vec<u8>,
+    cut: u64,
+}
+
+impl Tail {
+    pub(crate) fn push(&mut self, bytes: &[u8]) {
+        self.buf.extend_from_slice(bytes);
+        if self.buf.len() > 2 * OUTPUT_CAP {
+            let excess = self.buf.len() - OUTPUT_CAP;
+            self.buf.drain(..excess);
+            self.cut += excess as u64;
+        }
     }
-    let cut = bytes.len() - OUTPUT_CAP;
-    format!(
-        "[... {cut} bytes cut ...]\n{}",
-        String::from_utf8_lossy(&bytes[cut..])
-    )
+
+    /// The kept bytes as text, starting with `[... N bytes cut ...]` when some were dropped.
+    pub(crate) fn into_text(self) -> String {
+        let mut cut = self.cut;
+        let mut kept = self.buf.as_slice();
+        if kept.len() > OUTPUT_CAP {
+            cut += (kept.len() - OUTPUT_CAP) as u64;
+            kept = &kept[kept.len() - OUTPUT_CAP..];
+        }
+        let text = String::from_utf8_lossy(kept);
+        if cut == 0 {
+            text.into_owned()
+        } else {
+            format!("[... {cut} bytes cut ...]\n{text}")
+        }
+    }
 }
 
 /// Checks that the folder to run in is workspace-relative and stays inside (empty is the root).
@@ -542,10 +565,21 @@ mod tests {
     }
 
     #[test]
-    fn output_cap_keeps_the_end() {
-        let big = vec![b'a'; OUTPUT_CAP + 10];
-        let s = cap_output(&big);
-        assert!(s.starts_with("[... 10 bytes cut ...]"));
-        assert_eq!(cap_output(b"short"), "short");
+    fn output_tail_keeps_the_end() {
+        let mut t = Tail::default();
+        for _ in 0..5 {
+            t.push(&vec![b'a'; OUTPUT_CAP / 2]);
+        }
+        t.push(b"END");
+        let s = t.into_text();
+        assert!(
+            s.starts_with(&format!("[... {} bytes cut ...]", OUTPUT_CAP * 3 / 2 + 3)),
+            "{}",
+            &s[..40]
+        );
+        assert!(s.ends_with("END"));
+        let mut short = Tail::default();
+        short.push(b"short");
+        assert_eq!(short.into_text(), "short");
     }
 }
