@@ -264,3 +264,70 @@ async fn execute_in_docker_is_oom_aware() {
         other => panic!("{other:?}"),
     }
 }
+
+/// Installs the vitest project's locked dependencies once (`npm ci`, from the npm registry) when
+/// they are missing; `None` after printing why the vitest tests are skipped.
+fn vitest_project() -> Option<std::path::PathBuf> {
+    static READY: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+    let dir = project("vitest-basic");
+    let ready = READY.get_or_init(|| {
+        if dir.join("node_modules/.bin/vitest").exists() {
+            return Ok(());
+        }
+        let out = std::process::Command::new("npm")
+            .args(["ci", "--no-audit", "--no-fund"])
+            .current_dir(&dir)
+            .output()
+            .map_err(|e| format!("npm is not available: {e}"))?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(format!(
+                "`npm ci` failed in {}: {}",
+                dir.display(),
+                String::from_utf8_lossy(&out.stderr)
+            ))
+        }
+    });
+    match ready {
+        Ok(()) => Some(dir),
+        Err(e) => {
+            assert!(
+                std::env::var("NUVIRA_REQUIRE_NODE").as_deref() != Ok("1"),
+                "NUVIRA_REQUIRE_NODE=1 but the vitest project cannot be installed: {e}"
+            );
+            eprintln!("SKIPPED (vitest): {e}");
+            None
+        }
+    }
+}
+
+fn check_vitest_result(t: &TestResult) {
+    assert_eq!((t.passed, t.failed, t.total), (1, 1, 2), "{}", t.log);
+    assert_eq!(t.framework.as_deref(), Some("vitest"));
+    let f = &t.failures[0];
+    assert!(f.name.ends_with("fails on purpose"), "{f:?}");
+    assert_eq!(f.file.as_deref(), Some("math.test.js"), "{f:?}");
+    assert_eq!(f.line, Some(10), "{f:?}");
+}
+
+#[tokio::test]
+async fn vitest_project_in_the_local_sandbox() {
+    let Some(dir) = vitest_project() else { return };
+    let (r, events) = run_test_step(&dir, json!({"sandbox": "local"})).await;
+    check_vitest_result(&failed_result(r, ErrorCategory::TestFailure));
+    check_events(&events, 1);
+}
+
+#[tokio::test]
+async fn vitest_project_in_docker() {
+    let Some(dir) = vitest_project() else { return };
+    if docker("nuvira-host:latest").await.is_none() {
+        return;
+    }
+    let (r, events) = run_test_step(&dir, json!({"sandbox": "docker", "memory": "1g"})).await;
+    let t = failed_result(r, ErrorCategory::TestFailure);
+    check_vitest_result(&t);
+    assert_eq!(t.sandbox.unwrap().kind, "docker");
+    assert!(check_events(&events, 1).is_some());
+}
