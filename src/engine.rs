@@ -207,6 +207,9 @@ impl Engine {
         opts.cancel = settings.cancel;
         opts.llm.clone_from(&self.llm);
         opts.recovery.clone_from(&self.recovery);
+        if opts.recovery.is_some() {
+            opts.registry = Some(self.registry.clone());
+        }
         scheduler::run(plan, modules, write_sets, bus, opts).await
     }
 }

@@ -25,8 +25,7 @@
 use crate::events::EventBus;
 use crate::validate::ValidatedPlan;
 use nuvira_api::{
-    CancelSignal, ErrorCategory, EventKind, EventSink, Failure, LlmClient, Module, ModuleError,
-    ModuleKind,
+    CancelSignal, ErrorCategory, EventKind, EventSink, LlmClient, Module, ModuleError, ModuleKind,
     PlanStep, RunStatus, StepContext, StepInputs, StepOutput, WriteSet, async_trait,
     report::StepStatus,
 };
@@ -37,33 +36,7 @@ use std::time::{Duration, Instant};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-/// What to do after a recoverable failure.
-#[derive(Debug, Clone, PartialEq)]
-pub enum RecoveryDecision {
-    /// Stop: the step fails.
-    GiveUp,
-    /// Run the step again after `delay`, with `feedback` in its context.
-    Retry {
-        /// Wait this long first.
-        delay: Duration,
-        /// Given to the next attempt as [`StepContext::feedback`].
-        feedback: Option<String>,
-    },
-}
-
-/// Decides whether a step that failed recoverably is tried again. The recover stage plugs in
-/// here; only [`ModuleError::Recoverable`] failures are ever passed to it.
-#[async_trait]
-pub trait RecoveryPolicy: Send + Sync {
-    /// Called after attempt `attempt` (from 1) of `step` failed with `failure`.
-    async fn on_failure(
-        &self,
-        step: &PlanStep,
-        ctx: &StepContext,
-        attempt: u32,
-        failure: &Failure,
-    ) -> RecoveryDecision;
-}
+pub use nuvira_api::{RecoveryDecision, RecoveryPolicy};
 
 /// Options of one run.
 #[derive(Clone)]
@@ -82,6 +55,8 @@ pub struct RunOptions {
     pub llm: Option<Arc<dyn LlmClient>>,
     /// Retries for recoverable failures; `None` never retries.
     pub recovery: Option<Arc<dyn RecoveryPolicy>>,
+    /// Modules for steps a recovery policy adds at run time (split-task).
+    pub registry: Option<crate::ModuleRegistry>,
 }
 
 impl RunOptions {
@@ -96,6 +71,7 @@ impl RunOptions {
             cancel: CancellationToken::new(),
             llm: None,
             recovery: None,
+            registry: None,
         }
     }
 }
@@ -248,6 +224,8 @@ struct Done {
     result: Result<Arc<StepOutput>, ModuleError>,
     attempts: u32,
     duration: Duration,
+    /// Failed, but a recovery policy chose graceful degradation: dependents still run.
+    bypassed: Option<String>,
 }
 
 /// Runs a validated plan. `modules[i]` and `write_sets[i]` belong to `plan.plan.steps[i]`.
@@ -262,7 +240,12 @@ pub async fn run(
     opts: RunOptions,
 ) -> RunSummary {
     let n = plan.plan.steps.len();
-    let ids: Vec<Arc<str>> = plan.plan.steps.iter().map(|s| Arc::from(s.id.as_str())).collect();
+    let ids: Vec<Arc<str>> = plan
+        .plan
+        .steps
+        .iter()
+        .map(|s| Arc::from(s.id.as_str()))
+        .collect();
     let run_id = bus.run_id().clone();
     let started = Instant::now();
     let mut topo_rank = vec![0; n];
@@ -512,17 +495,35 @@ impl Dispatcher {
                 for c in 0..self.shared.plan.children[idx].len() {
                     let child = self.shared.plan.children[idx][c];
                     self.remaining[child] -= 1;
-                    if self.remaining[child] == 0 && self.outcomes[child].status == StepStatus::Pending
+                    if self.remaining[child] == 0
+                        && self.outcomes[child].status == StepStatus::Pending
                     {
                         self.make_ready(child);
                     }
                 }
             }
-            Err(err) => self.fail(idx, err, done.duration),
+            Err(err) => {
+                let bypassed = done.bypassed.is_some();
+                self.fail(idx, err, done.duration, !bypassed);
+                if bypassed {
+                    self.release_children(idx);
+                }
+            }
         }
     }
 
-    fn fail(&mut self, idx: usize, err: ModuleError, duration: Duration) {
+    /// Lets a bypassed step's dependents run as if it had succeeded.
+    fn release_children(&mut self, idx: usize) {
+        for c in 0..self.shared.plan.children[idx].len() {
+            let child = self.shared.plan.children[idx][c];
+            self.remaining[child] -= 1;
+            if self.remaining[child] == 0 && self.outcomes[child].status == StepStatus::Pending {
+                self.make_ready(child);
+            }
+        }
+    }
+
+    fn fail(&mut self, idx: usize, err: ModuleError, duration: Duration, skip_dependents: bool) {
         let id = self.shared.ids[idx].clone();
         let outcome = &mut self.outcomes[idx];
         outcome.status = StepStatus::Failed;
@@ -554,7 +555,9 @@ impl Dispatcher {
                 output,
             },
         );
-        self.skip_dependents(idx);
+        if skip_dependents {
+            self.skip_dependents(idx);
+        }
     }
 
     /// Marks every transitive dependent of a failed step as skipped.
@@ -618,6 +621,7 @@ impl Dispatcher {
                 format!("module `{module}` panicked: {what} (this is a bug in the module)"),
             ),
             Duration::ZERO,
+            true,
         );
     }
 
@@ -671,7 +675,7 @@ impl Dispatcher {
 
 async fn run_step(shared: Arc<Shared>, idx: usize) -> Done {
     let started = Instant::now();
-    let step = shared.steps[idx].clone();
+    let mut step = shared.steps[idx].clone();
     let module = shared.modules[idx].clone();
     let timeout = step.timeout.or(shared.opts.default_timeout);
     let inputs: Arc<dyn StepInputs> = Arc::new(StepView {
@@ -686,19 +690,18 @@ async fn run_step(shared: Arc<Shared>, idx: usize) -> Done {
             "note": format!("`{}` steps are not run in a dry run", step.module),
         })));
         let _ = shared.outputs[idx].set(output.clone());
-        return Done {
-            idx,
-            result: Ok(output),
-            attempts: 0,
-            duration: started.elapsed(),
-        };
+        return done(idx, Ok(output), 0, started, None);
     }
     let mut attempt = 1u32;
     let mut feedback: Option<String> = None;
     loop {
         let deadline = timeout.map(|t| Instant::now() + t);
         let ctx = StepContext::standalone(shared.opts.workspace_root.to_path_buf())
-            .with_identity(shared.run_id.clone(), shared.ids[idx].clone(), shared.goal.clone())
+            .with_identity(
+                shared.run_id.clone(),
+                shared.ids[idx].clone(),
+                shared.goal.clone(),
+            )
             .with_inputs(inputs.clone())
             .with_events(shared.events.clone())
             .with_llm(shared.opts.llm.clone())
@@ -727,12 +730,7 @@ async fn run_step(shared: Arc<Shared>, idx: usize) -> Done {
             Ok(output) => {
                 let output = Arc::new(output);
                 let _ = shared.outputs[idx].set(output.clone());
-                return Done {
-                    idx,
-                    result: Ok(output),
-                    attempts: attempt,
-                    duration: started.elapsed(),
-                };
+                return done(idx, Ok(output), attempt, started, None);
             }
             Err(ModuleError::Recoverable(failure)) if shared.opts.recovery.is_some() => {
                 let decision = match &shared.opts.recovery {
@@ -740,17 +738,10 @@ async fn run_step(shared: Arc<Shared>, idx: usize) -> Done {
                     None => RecoveryDecision::GiveUp,
                 };
                 match decision {
-                    RecoveryDecision::GiveUp => {
-                        return Done {
-                            idx,
-                            result: Err(ModuleError::Recoverable(failure)),
-                            attempts: attempt,
-                            duration: started.elapsed(),
-                        };
-                    }
                     RecoveryDecision::Retry {
                         delay,
                         feedback: next,
+                        step: changed,
                     } => {
                         attempt += 1;
                         shared.events.emit(
@@ -764,18 +755,171 @@ async fn run_step(shared: Arc<Shared>, idx: usize) -> Done {
                         if !delay.is_zero() {
                             tokio::time::sleep(delay).await;
                         }
+                        if let Some(changed) = changed {
+                            step = Arc::new(PlanStep {
+                                id: step.id.clone(),
+                                ..*changed
+                            });
+                        }
                         feedback = next.or(Some(failure.message));
+                    }
+                    RecoveryDecision::Split { steps } => {
+                        let result = run_split(&shared, idx, &ctx, steps).await;
+                        if let Ok(output) = &result {
+                            let _ = shared.outputs[idx].set(output.clone());
+                        }
+                        return done(idx, result, attempt + 1, started, None);
+                    }
+                    RecoveryDecision::Bypass { reason } => {
+                        let mut failure = failure;
+                        failure.message =
+                            format!("bypassed: {reason} (after: {})", failure.message);
+                        return done(
+                            idx,
+                            Err(ModuleError::Recoverable(failure)),
+                            attempt,
+                            started,
+                            Some(reason),
+                        );
+                    }
+                    _ => {
+                        return done(
+                            idx,
+                            Err(ModuleError::Recoverable(failure)),
+                            attempt,
+                            started,
+                            None,
+                        );
                     }
                 }
             }
+            Err(err) => return done(idx, Err(err), attempt, started, None),
+        }
+    }
+}
+
+fn done(
+    idx: usize,
+    result: Result<Arc<StepOutput>, ModuleError>,
+    attempts: u32,
+    started: Instant,
+    bypassed: Option<String>,
+) -> Done {
+    Done {
+        idx,
+        result,
+        attempts,
+        duration: started.elapsed(),
+        bypassed,
+    }
+}
+
+/// Runs the sub-steps a split-task decision put in place of step `idx`, in dependency order,
+/// after validating them. Returns the last sub-step's output.
+async fn run_split(
+    shared: &Arc<Shared>,
+    idx: usize,
+    parent_ctx: &StepContext,
+    steps: Vec<PlanStep>,
+) -> Result<Arc<StepOutput>, ModuleError> {
+    let parent = &shared.steps[idx];
+    let invalid = |msg: String| {
+        ModuleError::fatal(
+            ErrorCategory::InvalidConfig,
+            format!("step `{}` could not be split: {msg}", parent.id),
+        )
+    };
+    if steps.is_empty() {
+        return Err(invalid("no sub-steps were given".into()));
+    }
+    let Some(registry) = &shared.opts.registry else {
+        return Err(invalid(
+            "the engine has no module registry for new steps".into(),
+        ));
+    };
+    // Validate the sub-steps as a plan of their own, whose only outside dependencies may be the
+    // parent's own dependencies.
+    let mut sub_ids: std::collections::HashSet<&str> = std::collections::HashSet::new();
+    for s in &steps {
+        if !crate::validate::is_valid_id(&s.id) {
+            return Err(invalid(format!("sub-step id `{}` is invalid", s.id)));
+        }
+        if shared.ids.iter().any(|id| **id == *s.id) || !sub_ids.insert(s.id.as_str()) {
+            return Err(invalid(format!("sub-step id `{}` is already used", s.id)));
+        }
+    }
+    let mut sub_plan = steps.clone();
+    for s in &mut sub_plan {
+        s.depends_on.retain(|d| !parent.depends_on.contains(d));
+        if let Some(d) = s.depends_on.iter().find(|d| !sub_ids.contains(d.as_str())) {
+            return Err(invalid(format!(
+                "sub-step `{}` depends on `{d}`, which is neither a sub-step nor a dependency of `{}`",
+                s.id, parent.id
+            )));
+        }
+    }
+    let plan = nuvira_api::ExecutionPlan {
+        goal: shared.goal.to_string(),
+        outputs: Some(sub_plan.iter().map(|s| s.id.clone()).collect()),
+        steps: sub_plan,
+        ..Default::default()
+    };
+    let validated =
+        crate::validate::validate(&plan, Some(registry)).map_err(|e| invalid(e.to_string()))?;
+    for s in &plan.steps {
+        shared.events.emit(
+            Some(&s.id),
+            EventKind::PlanStepCreated {
+                step: s.id.clone(),
+                module: s.module.clone(),
+            },
+        );
+    }
+    let mut last = None;
+    for i in validated.topological_order() {
+        let sub = &steps[i];
+        let Some(module) = registry.get(&sub.module) else {
+            return Err(invalid(format!("no module `{}`", sub.module)));
+        };
+        let sub_id: Arc<str> = Arc::from(sub.id.as_str());
+        shared.events.emit(
+            Some(&sub.id),
+            EventKind::StepStarted {
+                module: sub.module.clone(),
+                attempt: 1,
+            },
+        );
+        let started = Instant::now();
+        let ctx =
+            parent_ctx
+                .clone()
+                .with_identity(shared.run_id.clone(), sub_id, shared.goal.clone());
+        match module.run(sub, &ctx).await {
+            Ok(out) => {
+                shared.events.emit(
+                    Some(&sub.id),
+                    EventKind::StepSucceeded {
+                        duration_ms: millis(started.elapsed()),
+                        output: out.clone(),
+                    },
+                );
+                last = Some(Arc::new(out));
+            }
             Err(err) => {
-                return Done {
-                    idx,
-                    result: Err(err),
-                    attempts: attempt,
-                    duration: started.elapsed(),
-                };
+                shared.events.emit(
+                    Some(&sub.id),
+                    EventKind::StepFailed {
+                        category: err.category(),
+                        message: err.to_string(),
+                        recoverable: err.is_recoverable(),
+                        evidence: Vec::new(),
+                        duration_ms: millis(started.elapsed()),
+                        output: None,
+                    },
+                );
+                return Err(err);
             }
         }
     }
+    last.ok_or_else(|| invalid("no sub-step ran".into()))
 }

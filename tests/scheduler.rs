@@ -112,12 +112,18 @@ impl Module for Scripted {
                 Ok(StepOutput::Empty)
             }
             "flaky" => {
-                let fails = step.config_value("fails").and_then(|v| v.as_u64()).unwrap_or(1) as u32;
+                let fails = step
+                    .config_value("fails")
+                    .and_then(|v| v.as_u64())
+                    .unwrap_or(1) as u32;
                 let mut a = self.attempts.lock().unwrap();
                 let n = a.entry(step.id.clone()).or_default();
                 *n += 1;
                 if *n <= fails {
-                    Err(ModuleError::recoverable(ErrorCategory::TestFailure, format!("attempt {n} failed")))
+                    Err(ModuleError::recoverable(
+                        ErrorCategory::TestFailure,
+                        format!("attempt {n} failed"),
+                    ))
                 } else {
                     Ok(StepOutput::Value(json!(*n)))
                 }
@@ -162,10 +168,13 @@ async fn max_parallelism_is_reached_and_never_exceeded() {
     // 12 independent steps, 3 at a time, each waiting at a barrier of 3: the run can only
     // finish if the scheduler really runs 3 at once.
     *m.barrier.lock().unwrap() = Some(Arc::new(Barrier::new(3)));
-    let steps: Vec<_> = (0..12).map(|i| step(&format!("s{i}"), &[], "barrier")).collect();
-    let summary = within(engine(&m, 3).run(plan(steps), EventBus::new("r"), RunSettings::default()))
-        .await
-        .unwrap();
+    let steps: Vec<_> = (0..12)
+        .map(|i| step(&format!("s{i}"), &[], "barrier"))
+        .collect();
+    let summary =
+        within(engine(&m, 3).run(plan(steps), EventBus::new("r"), RunSettings::default()))
+            .await
+            .unwrap();
     assert_eq!(summary.status, RunStatus::Succeeded);
     assert_eq!(m.max_running.load(Ordering::SeqCst), 3);
 }
@@ -181,7 +190,10 @@ async fn dependents_never_start_before_their_dependencies_end() {
             let deps: Vec<String> = if layer == 0 {
                 vec![]
             } else {
-                vec![format!("l{}_{}", layer - 1, j), format!("l{}_{}", layer - 1, (j + 1) % 4)]
+                vec![
+                    format!("l{}_{}", layer - 1, j),
+                    format!("l{}_{}", layer - 1, (j + 1) % 4),
+                ]
             };
             steps.push(PlanStep::new(id, "scripted").depends_on(deps));
         }
@@ -226,7 +238,15 @@ async fn a_failure_skips_exactly_its_transitive_dependents() {
     assert_eq!(status("a"), StepStatus::Failed);
     for id in ["b", "c", "d"] {
         assert_eq!(status(id), StepStatus::Skipped, "{id}");
-        assert!(summary.step(id).unwrap().skip_reason.as_ref().unwrap().contains("`a`"));
+        assert!(
+            summary
+                .step(id)
+                .unwrap()
+                .skip_reason
+                .as_ref()
+                .unwrap()
+                .contains("`a`")
+        );
     }
     assert_eq!(status("x"), StepStatus::Succeeded);
     assert_eq!(status("y"), StepStatus::Succeeded);
@@ -246,7 +266,10 @@ async fn a_failure_skips_exactly_its_transitive_dependents() {
         .history()
         .iter()
         .filter_map(|e| match &e.kind {
-            EventKind::StepSkipped { cause, .. } => Some((e.step_id.clone().unwrap().to_string(), cause.clone().unwrap())),
+            EventKind::StepSkipped { cause, .. } => Some((
+                e.step_id.clone().unwrap().to_string(),
+                cause.clone().unwrap(),
+            )),
             _ => None,
         })
         .collect();
@@ -258,7 +281,11 @@ async fn a_failure_skips_exactly_its_transitive_dependents() {
 async fn fatal_environment_failures_map_to_exit_code_3() {
     let m = Arc::new(Scripted::default());
     let summary = engine(&m, 2)
-        .run(plan(vec![step("t", &[], "fatal")]), EventBus::new("r"), RunSettings::default())
+        .run(
+            plan(vec![step("t", &[], "fatal")]),
+            EventBus::new("r"),
+            RunSettings::default(),
+        )
         .await
         .unwrap();
     assert_eq!(summary.exit_code(), nuvira::exit::ENVIRONMENT);
@@ -270,15 +297,20 @@ async fn steps_with_overlapping_write_sets_never_run_together() {
     let mut steps = vec![];
     for i in 0..8 {
         let mut s = step(&format!("w{i}"), &[], "ok");
-        s.writes = vec![if i % 2 == 0 { "src/lib.rs".into() } else { "src".into() }];
+        s.writes = vec![if i % 2 == 0 {
+            "src/lib.rs".into()
+        } else {
+            "src".into()
+        }];
         steps.push(s);
     }
     for i in 0..8 {
         steps.push(step(&format!("r{i}"), &[], "ok"));
     }
-    let summary = within(engine(&m, 8).run(plan(steps), EventBus::new("r"), RunSettings::default()))
-        .await
-        .unwrap();
+    let summary =
+        within(engine(&m, 8).run(plan(steps), EventBus::new("r"), RunSettings::default()))
+            .await
+            .unwrap();
     assert_eq!(summary.status, RunStatus::Succeeded);
     assert_eq!(m.write_overlap.load(Ordering::SeqCst), 0);
     // Writers ran one at a time: each writer's end precedes the next writer's start.
@@ -303,7 +335,11 @@ async fn a_step_that_hangs_fails_at_its_timeout_and_others_go_on() {
     let after = step("after", &["slow"], "ok");
     let other = step("other", &[], "ok");
     let summary = engine(&m, 2)
-        .run(plan(vec![slow, after, other]), EventBus::new("r"), RunSettings::default())
+        .run(
+            plan(vec![slow, after, other]),
+            EventBus::new("r"),
+            RunSettings::default(),
+        )
         .await
         .unwrap();
     let s = summary.step("slow").unwrap();
@@ -320,7 +356,9 @@ async fn a_step_that_hangs_fails_at_its_timeout_and_others_go_on() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancellation_stops_every_running_step_before_run_returns() {
     let m = Arc::new(Scripted::default());
-    let mut steps: Vec<_> = (0..4).map(|i| step(&format!("h{i}"), &[], "hang")).collect();
+    let mut steps: Vec<_> = (0..4)
+        .map(|i| step(&format!("h{i}"), &[], "hang"))
+        .collect();
     steps.push(step("later", &["h0"], "ok"));
     let settings = RunSettings::default();
     let cancel = settings.cancel.clone();
@@ -337,7 +375,9 @@ async fn cancellation_stops_every_running_step_before_run_returns() {
         }
         cancel.cancel();
     });
-    let summary = within(eng.run(plan(steps), bus.clone(), settings)).await.unwrap();
+    let summary = within(eng.run(plan(steps), bus.clone(), settings))
+        .await
+        .unwrap();
     trigger.await.unwrap();
     assert_eq!(summary.status, RunStatus::Cancelled);
     assert_eq!(summary.exit_code(), nuvira::exit::CANCELLED);
@@ -354,9 +394,19 @@ struct RetryTwice;
 
 #[async_trait]
 impl RecoveryPolicy for RetryTwice {
-    async fn on_failure(&self, _s: &PlanStep, _c: &StepContext, attempt: u32, _f: &Failure) -> RecoveryDecision {
+    async fn on_failure(
+        &self,
+        _s: &PlanStep,
+        _c: &StepContext,
+        attempt: u32,
+        _f: &Failure,
+    ) -> RecoveryDecision {
         if attempt < 3 {
-            RecoveryDecision::Retry { delay: Duration::ZERO, feedback: None }
+            RecoveryDecision::Retry {
+                delay: Duration::ZERO,
+                feedback: None,
+                step: None,
+            }
         } else {
             RecoveryDecision::GiveUp
         }
@@ -377,7 +427,11 @@ async fn recoverable_failures_are_retried_under_the_policy_and_fatal_ones_are_no
         .build();
     let bus = EventBus::new("r");
     let summary = eng
-        .run(plan(vec![flaky, hopeless, fatal]), bus.clone(), RunSettings::default())
+        .run(
+            plan(vec![flaky, hopeless, fatal]),
+            bus.clone(),
+            RunSettings::default(),
+        )
         .await
         .unwrap();
     assert_eq!(summary.step("flaky").unwrap().status, StepStatus::Succeeded);
@@ -406,7 +460,13 @@ async fn a_panicking_module_fails_its_step_without_taking_the_run_down() {
         .unwrap();
     let boom = summary.step("boom").unwrap();
     assert_eq!(boom.status, StepStatus::Failed);
-    assert!(boom.error.as_ref().unwrap().to_string().contains("panicked"));
+    assert!(
+        boom.error
+            .as_ref()
+            .unwrap()
+            .to_string()
+            .contains("panicked")
+    );
     assert_eq!(summary.step("fine").unwrap().status, StepStatus::Succeeded);
 }
 
@@ -415,11 +475,18 @@ async fn events_follow_the_lifecycle_and_carry_outputs() {
     let m = Arc::new(Scripted::default());
     let bus = EventBus::new("run-7");
     engine(&m, 1)
-        .run(plan(vec![step("a", &[], "ok"), step("b", &["a"], "ok")]), bus.clone(), RunSettings::default())
+        .run(
+            plan(vec![step("a", &[], "ok"), step("b", &["a"], "ok")]),
+            bus.clone(),
+            RunSettings::default(),
+        )
         .await
         .unwrap();
     let h = bus.history();
-    let seq: Vec<(Option<&str>, &str)> = h.iter().map(|e| (e.step_id.as_deref(), e.kind.name())).collect();
+    let seq: Vec<(Option<&str>, &str)> = h
+        .iter()
+        .map(|e| (e.step_id.as_deref(), e.kind.name()))
+        .collect();
     assert_eq!(
         seq,
         vec![
@@ -433,9 +500,15 @@ async fn events_follow_the_lifecycle_and_carry_outputs() {
             (None, "run:completed"),
         ]
     );
-    assert!(h.iter().enumerate().all(|(i, e)| e.seq == i as u64 && &*e.run_id == "run-7"));
+    assert!(
+        h.iter()
+            .enumerate()
+            .all(|(i, e)| e.seq == i as u64 && &*e.run_id == "run-7")
+    );
     match &h[3].kind {
-        EventKind::StepSucceeded { output, .. } => assert_eq!(output, &StepOutput::Value(json!("a"))),
+        EventKind::StepSucceeded { output, .. } => {
+            assert_eq!(output, &StepOutput::Value(json!("a")))
+        }
         other => panic!("unexpected {other:?}"),
     }
 }
@@ -467,7 +540,9 @@ impl Module for Summer {
             .iter()
             .filter(|d| ctx.inputs.dependency(d).is_some())
             .count();
-        Ok(StepOutput::Value(json!({"own": own, "upstream": upstream, "direct": direct})))
+        Ok(StepOutput::Value(
+            json!({"own": own, "upstream": upstream, "direct": direct}),
+        ))
     }
 }
 
@@ -475,14 +550,132 @@ impl Module for Summer {
 async fn steps_see_direct_and_transitive_upstream_outputs() {
     let eng = Engine::builder().module(Arc::new(Summer)).build();
     let s = |id: &str, n: i64, deps: &[&str]| {
-        PlanStep::new(id, "sum").depends_on(deps.iter().copied()).with_config(json!({"n": n}))
+        PlanStep::new(id, "sum")
+            .depends_on(deps.iter().copied())
+            .with_config(json!({"n": n}))
     };
     let p = ExecutionPlan {
         outputs: Some(vec!["d".into()]),
-        steps: vec![s("a", 1, &[]), s("b", 10, &["a"]), s("c", 100, &["a"]), s("d", 0, &["b", "c"]), ],
+        steps: vec![
+            s("a", 1, &[]),
+            s("b", 10, &["a"]),
+            s("c", 100, &["a"]),
+            s("d", 0, &["b", "c"]),
+        ],
         ..Default::default()
     };
-    let summary = eng.run(p, EventBus::new("r"), RunSettings::default()).await.unwrap();
+    let summary = eng
+        .run(p, EventBus::new("r"), RunSettings::default())
+        .await
+        .unwrap();
     let out = summary.step("d").unwrap().output.clone().unwrap();
-    assert_eq!(*out, StepOutput::Value(json!({"own": 0, "upstream": 111, "direct": 2})));
+    assert_eq!(
+        *out,
+        StepOutput::Value(json!({"own": 0, "upstream": 111, "direct": 2}))
+    );
+}
+
+/// Splits a failing step into two scripted sub-steps, or bypasses it, by its config.
+struct SplitOrBypass;
+
+#[async_trait]
+impl RecoveryPolicy for SplitOrBypass {
+    async fn on_failure(
+        &self,
+        s: &PlanStep,
+        _c: &StepContext,
+        _attempt: u32,
+        _f: &Failure,
+    ) -> RecoveryDecision {
+        match s.config_str("then") {
+            Some("split") => RecoveryDecision::Split {
+                steps: vec![
+                    step(&format!("{}.part1", s.id), &[], "ok"),
+                    step(
+                        &format!("{}.part2", s.id),
+                        &[&format!("{}.part1", s.id)],
+                        "ok",
+                    ),
+                ],
+            },
+            Some("bad-split") => RecoveryDecision::Split {
+                steps: vec![step("a", &["nowhere"], "ok")],
+            },
+            _ => RecoveryDecision::Bypass {
+                reason: "optional step".into(),
+            },
+        }
+    }
+}
+
+#[tokio::test]
+async fn split_task_runs_validated_sub_steps_in_place_and_bypass_lets_dependents_run() {
+    let m = Arc::new(Scripted::default());
+    let mut big = step("big", &[], "fail");
+    big.config = json!({"do": "fail", "then": "split"});
+    let mut optional = step("optional", &[], "fail");
+    optional.config = json!({"do": "fail", "then": "bypass"});
+    let mut broken = step("broken", &[], "fail");
+    broken.config = json!({"do": "fail", "then": "bad-split"});
+    let steps = vec![
+        big,
+        step("after_big", &["big"], "ok"),
+        optional,
+        step("after_optional", &["optional"], "ok"),
+        broken,
+        step("after_broken", &["broken"], "ok"),
+    ];
+    let eng = Engine::builder()
+        .module(m.clone())
+        .recovery(Arc::new(SplitOrBypass))
+        .build();
+    let bus = EventBus::new("r");
+    let summary = eng
+        .run(plan(steps), bus.clone(), RunSettings::default())
+        .await
+        .unwrap();
+    let st = |id: &str| summary.step(id).unwrap().status;
+    // Split: the sub-steps ran in order, the step took the last one's output, dependents ran.
+    assert_eq!(st("big"), StepStatus::Succeeded);
+    assert_eq!(
+        *summary.step("big").unwrap().output.clone().unwrap(),
+        StepOutput::Value(json!("big.part2"))
+    );
+    assert_eq!(st("after_big"), StepStatus::Succeeded);
+    let created: Vec<String> = bus
+        .history()
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::PlanStepCreated { step, .. } => Some(step.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(created, vec!["big.part1", "big.part2"]);
+    // Bypass: reported as failed (never as success), yet its dependents ran.
+    assert_eq!(st("optional"), StepStatus::Failed);
+    assert!(
+        summary
+            .step("optional")
+            .unwrap()
+            .error
+            .as_ref()
+            .unwrap()
+            .to_string()
+            .contains("bypassed")
+    );
+    assert_eq!(st("after_optional"), StepStatus::Succeeded);
+    // An invalid split fails the step with the reason; dependents are skipped.
+    assert_eq!(st("broken"), StepStatus::Failed);
+    assert!(
+        summary
+            .step("broken")
+            .unwrap()
+            .error
+            .as_ref()
+            .unwrap()
+            .to_string()
+            .contains("nowhere")
+    );
+    assert_eq!(st("after_broken"), StepStatus::Skipped);
+    assert_eq!(summary.status, RunStatus::Failed);
 }

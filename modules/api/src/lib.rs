@@ -64,7 +64,9 @@ pub use module::{
     StepContext, StepInputs, StepOutput, WriteSet,
 };
 pub use plan::{Complexity, ExecutionPlan, PlanError, PlanRequest, PlanStep, Planner};
-pub use repair::{RepairAttempt, RepairBudget, RepairOutcome, RepairResult};
+pub use repair::{
+    RecoveryDecision, RecoveryPolicy, RepairAttempt, RepairBudget, RepairOutcome, RepairResult,
+};
 pub use report::{ExecutionReport, RunStatus, StepRecord, StepStatus};
 pub use syntax::{SyntaxChecker, SyntaxDiagnostic, SyntaxReport};
 pub use test::{

@@ -71,3 +71,69 @@ pub struct RepairResult {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub switched_model: Option<String>,
 }
+
+/// What the engine should do after a step failed recoverably.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum RecoveryDecision {
+    /// Stop: the step fails.
+    GiveUp,
+    /// Run the step again after `delay`, with `feedback` in its context
+    /// ([`StepContext::feedback`](crate::StepContext)), optionally with a changed step
+    /// (a rephrased instruction, a simplified goal, another model in its config).
+    Retry {
+        /// Wait this long first.
+        delay: std::time::Duration,
+        /// Given to the next attempt.
+        feedback: Option<String>,
+        /// The step to run instead (same id), when the strategy changed it.
+        step: Option<Box<crate::PlanStep>>,
+    },
+    /// Replace the step by smaller steps (split-task): they are validated (unique new ids,
+    /// dependencies only among themselves or on the step's own dependencies, no cycles, known
+    /// modules), announced with `plan:step-created`, and run in dependency order in the
+    /// failed step's place; the step's result is that of the last of them.
+    Split {
+        /// The sub-steps.
+        steps: Vec<crate::PlanStep>,
+    },
+    /// Graceful degradation: the step is recorded as bypassed (never as succeeded), its
+    /// dependents run, and the run does not count as a success.
+    Bypass {
+        /// Why the step was bypassed.
+        reason: String,
+    },
+}
+
+/// Decides what happens after a recoverable failure. The recover stage implements it; the
+/// engine only ever hands it [`ModuleError::Recoverable`](crate::ModuleError) failures, and
+/// calls it from the failed step's own task (so a slow policy delays only that step).
+///
+/// ```
+/// use nuvira_api::{async_trait, Failure, PlanStep, RecoveryDecision, RecoveryPolicy, StepContext};
+///
+/// /// Retries every recoverable failure once.
+/// struct RetryOnce;
+///
+/// #[async_trait]
+/// impl RecoveryPolicy for RetryOnce {
+///     async fn on_failure(&self, _s: &PlanStep, _c: &StepContext, attempt: u32, _f: &Failure) -> RecoveryDecision {
+///         if attempt < 2 {
+///             RecoveryDecision::Retry { delay: Default::default(), feedback: None, step: None }
+///         } else {
+///             RecoveryDecision::GiveUp
+///         }
+///     }
+/// }
+/// ```
+#[crate::async_trait]
+pub trait RecoveryPolicy: Send + Sync {
+    /// Called after attempt `attempt` (from 1) of `step` failed with `failure`.
+    async fn on_failure(
+        &self,
+        step: &crate::PlanStep,
+        ctx: &crate::StepContext,
+        attempt: u32,
+        failure: &crate::Failure,
+    ) -> RecoveryDecision;
+}
