@@ -322,3 +322,60 @@ fn docker_runs_the_cargo_project_with_the_host_toolchain() {
     assert_eq!(v["sandbox"]["kind"], "docker");
     assert_eq!(v["sandbox"]["image"], "nuvira-host:latest");
 }
+
+#[test]
+fn ctrl_c_exits_130_and_kills_the_command() {
+    let marks = tempfile::tempdir().unwrap();
+    let pidfile = marks.path().join("pid");
+    let bin = assert_cmd::cargo::cargo_bin("nuvira");
+    let child = std::process::Command::new(bin)
+        .args(["test", "--sandbox", "local", "--command"])
+        .arg(r#"echo $$ > "$PIDFILE"; exec sleep 60"#)
+        .arg("--repo")
+        .arg(project("pytest-basic"))
+        .env("PIDFILE", &pidfile)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Bounded wait until the sandboxed command is up.
+    let mut pid = None;
+    for _ in 0..1000 {
+        if let Some(p) = std::fs::read_to_string(&pidfile)
+            .ok()
+            .and_then(|s| s.trim().parse::<i32>().ok())
+        {
+            pid = Some(p);
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let pid = pid.expect("the command never started");
+    let status = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("interrupted"));
+    // SIGKILL is delivered asynchronously: give the process a bounded moment to go.
+    let alive = || {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+            !s.rsplit_once(')')
+                .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
+        })
+    };
+    for _ in 0..500 {
+        if !alive() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert!(!alive(), "the sandboxed command {pid} survived Ctrl-C");
+}
