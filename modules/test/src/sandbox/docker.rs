@@ -388,9 +388,9 @@ impl DockerSandbox {
                 }
             }
             env.extend(host_env);
-            if request.read_only_root {
-                // cargo writes its package cache lock under CARGO_HOME.
-                env.insert("CARGO_HOME".into(), "/tmp/cargo-home".into());
+            if request.network == NetworkMode::None {
+                // Without a network, cargo must use the (read-only) registry cache as it is.
+                env.insert("CARGO_NET_OFFLINE".into(), "true".into());
             }
         }
         env.extend(request.env.clone());

@@ -186,7 +186,8 @@ pub fn parse_mount(text: &str) -> Result<Mount, String> {
 /// every folder on `PATH` outside them (for a folder under `$HOME`, the top folder below
 /// `$HOME`, e.g. `~/.cargo` for `~/.cargo/bin`, `~/.pyenv` for `~/.pyenv/shims`), plus
 /// `$RUSTUP_HOME` (default `~/.rustup`). Each is mounted at the same path. The environment
-/// carries `PATH` and `HOME`, `CARGO_HOME` and `RUSTUP_HOME` when set.
+/// carries `PATH` and `HOME`, `CARGO_HOME` and `RUSTUP_HOME` when set. (The Docker sandbox also
+/// sets `CARGO_NET_OFFLINE=true` when the container has no network.)
 ///
 /// Only folders that exist are mounted; symlinked ones (`/bin` on merged-`/usr` systems) are
 /// resolved first.

@@ -258,3 +258,34 @@ async fn a_missing_image_is_unavailable_with_a_hint() {
         other => panic!("{other:?}"),
     }
 }
+
+#[tokio::test]
+async fn the_host_image_builds_a_crate_with_a_dependency_offline_on_a_read_only_root() {
+    let Some(sandbox) = docker("nuvira-host:latest").await else {
+        return;
+    };
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::create_dir(ws.path().join("src")).unwrap();
+    // libc is in this machine's cargo registry cache: Nuvira's own workspace depends on it.
+    std::fs::write(
+        ws.path().join("Cargo.toml"),
+        "[package]\nname = \"depdemo\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[dependencies]\nlibc = \"0.2\"\n\n[workspace]\n",
+    )
+    .unwrap();
+    std::fs::write(
+        ws.path().join("src/lib.rs"),
+        "#[test]\nfn pid_is_positive() {\n    assert!(unsafe { libc::getpid() } > 0);\n}\n",
+    )
+    .unwrap();
+    let mut req = SandboxRequest::new(ws.path(), vec!["cargo".into(), "test".into()]);
+    req.read_only_root = true;
+    req.limits.memory_bytes = 1 << 30;
+    req.limits.cpus = 2.0;
+    let out = sandbox.run(&req, &NeverCancelled).await.unwrap();
+    assert_eq!(out.exit_code, Some(0), "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout.contains("test pid_is_positive ... ok"),
+        "{}",
+        out.stdout
+    );
+}
