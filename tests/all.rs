@@ -1,10 +1,11 @@
 //! Integration tests of the engine and the `nuvira` CLI: one binary, one module per area.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod scheduler;
-mod validate;
+mod cli_apply;
 mod cli_inspect;
 mod cli_report;
-mod cli_apply;
 mod cli_test;
 mod cli_validate;
+mod scheduler;
+mod validate;
+mod cli_run;

@@ -1,0 +1,203 @@
+//! `nuvira run` end to end on copies of the quickstart example: a passing run, a run whose
+//! tests fail (exit 1, failures in every format), an invalid plan (exit 2), a dry run that
+//! changes nothing, reports rebuilt from the event file, and Ctrl-C rolling edits back.
+
+use assert_cmd::Command;
+use serde_json::Value;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+
+fn nuvira() -> Command {
+    Command::cargo_bin("nuvira").unwrap()
+}
+
+fn quickstart() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = dir.path().join("repo");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/quickstart");
+    nuvira::scratch::copy_tree(&src, &repo).unwrap();
+    std::fs::create_dir_all(&repo).unwrap();
+    (dir, repo)
+}
+
+fn plan_with_edit(dir: &Path, search: &str, replace: &str) -> PathBuf {
+    let plan = format!(
+        r#"goal: "Fix the off-by-one error in average()"
+steps:
+  - id: inspect
+    module: inspect
+    config: {{ keywords: [average] }}
+  - id: fix
+    module: edit
+    depends_on: [inspect]
+    config:
+      edits:
+        - {{ path: src/lib.rs, strategy: search-replace, search: "{search}", replace: "{replace}" }}
+  - id: test
+    module: test
+    depends_on: [fix]
+    timeout: 5m
+    config: {{ sandbox: local }}
+  - id: verify
+    module: verify
+    depends_on: [test]
+  - id: report
+    module: report
+    depends_on: [verify]
+"#
+    );
+    let path = dir.join("plan.yaml");
+    std::fs::write(&path, plan).unwrap();
+    path
+}
+
+fn stdout(out: &assert_cmd::assert::Assert) -> String {
+    String::from_utf8_lossy(&out.get_output().stdout).to_string()
+}
+
+fn stderr(out: &assert_cmd::assert::Assert) -> String {
+    String::from_utf8_lossy(&out.get_output().stderr).to_string()
+}
+
+#[test]
+fn the_quickstart_plan_fixes_the_bug_and_passes() {
+    let (dir, repo) = quickstart();
+    let events = dir.path().join("events.jsonl");
+    let html = dir.path().join("out/report.html");
+    let out = nuvira()
+        .args(["run", "--format", "json", "--sandbox", "local", "--quiet"])
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/quickstart/plan.yaml"))
+        .arg("--repo")
+        .arg(&repo)
+        .arg("--events")
+        .arg(&events)
+        .arg("--report")
+        .arg(format!("html={}", html.display()))
+        .assert()
+        .code(0);
+    let report: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(report["status"], "succeeded", "{report:#}");
+    let lib = std::fs::read_to_string(repo.join("src/lib.rs")).unwrap();
+    assert!(lib.contains("Some(sum / xs.len() as f64)"));
+    assert!(std::fs::read_to_string(&html).unwrap().contains("<svg"));
+    // The same report comes back out of the event file alone.
+    let again = nuvira()
+        .args(["report", "--format", "json"])
+        .arg(&events)
+        .assert()
+        .code(0);
+    let rebuilt: Value = serde_json::from_str(&stdout(&again)).unwrap();
+    assert_eq!(rebuilt["status"], report["status"]);
+    assert_eq!(rebuilt["steps"], report["steps"]);
+}
+
+#[test]
+fn a_run_whose_tests_fail_exits_1_and_every_format_names_the_failure() {
+    let (dir, repo) = quickstart();
+    // An edit that applies but does not fix the bug.
+    let plan = plan_with_edit(dir.path(), "let sum: f64", "let sum: f64 = 0.0; let _s: f64");
+    let events = dir.path().join("events.jsonl");
+    let out = nuvira()
+        .args(["run", "--quiet"])
+        .arg(&plan)
+        .arg("--repo")
+        .arg(&repo)
+        .arg("--events")
+        .arg(&events)
+        .assert()
+        .code(1);
+    let text = stdout(&out);
+    assert!(text.contains("average_of_three_numbers"), "{text}");
+    for format in ["json", "markdown", "github", "sarif", "junit", "html", "text"] {
+        let out = nuvira().args(["report", "--format", format]).arg(&events).assert().code(0);
+        let body = stdout(&out);
+        assert!(body.contains("average_of_three_numbers"), "{format}: {body}");
+        assert!(body.contains("src/lib.rs"), "{format} lacks the failure's file");
+    }
+    let gh = stdout(&nuvira().args(["report", "--format", "github"]).arg(&events).assert().code(0));
+    assert!(gh.lines().any(|l| l.starts_with("::error file=src/lib.rs,line=")), "{gh}");
+}
+
+#[test]
+fn an_invalid_plan_exits_2_before_anything_runs() {
+    let (dir, repo) = quickstart();
+    let plan = dir.path().join("bad.yaml");
+    std::fs::write(&plan, "steps:\n  - id: a\n    module: edit\n    depends_on: [ghost]\n").unwrap();
+    let before = std::fs::read_to_string(repo.join("src/lib.rs")).unwrap();
+    let out = nuvira().arg("run").arg(&plan).arg("--repo").arg(&repo).assert().code(2);
+    let err = stderr(&out);
+    assert!(err.contains("error[dangling]") && err.contains("bad.yaml:2"), "{err}");
+    assert_eq!(std::fs::read_to_string(repo.join("src/lib.rs")).unwrap(), before);
+    assert!(!repo.join(".nuvira").exists());
+    nuvira().arg("run").arg(&plan).arg("--repo").arg(dir.path().join("missing")).assert().code(2);
+    nuvira().args(["run", "--report", "pdf=x.pdf"]).arg(&plan).assert().code(2);
+}
+
+#[test]
+fn a_dry_run_changes_nothing() {
+    let (dir, repo) = quickstart();
+    let plan = plan_with_edit(dir.path(), "Some(sum / (xs.len() - 1) as f64)", "Some(sum / xs.len() as f64)");
+    let before = std::fs::read_to_string(repo.join("src/lib.rs")).unwrap();
+    let out = nuvira()
+        .args(["run", "--dry-run", "--format", "json", "--quiet"])
+        .arg(&plan)
+        .arg("--repo")
+        .arg(&repo)
+        .assert();
+    let report: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(report["dry_run"], true, "{report:#}");
+    assert_eq!(std::fs::read_to_string(repo.join("src/lib.rs")).unwrap(), before);
+    assert!(stdout(&out).contains("xs.len() as f64"), "the preview shows the diff");
+}
+
+#[cfg(unix)]
+#[test]
+fn ctrl_c_stops_the_run_and_rolls_its_edits_back() {
+    let (dir, repo) = quickstart();
+    let plan = dir.path().join("slow.yaml");
+    std::fs::write(
+        &plan,
+        r#"steps:
+  - id: fix
+    module: edit
+    config:
+      edits:
+        - { path: src/lib.rs, strategy: search-replace, search: "(xs.len() - 1)", replace: "xs.len()" }
+  - id: wait
+    module: execute
+    depends_on: [fix]
+    config: { command: "sleep 60", sandbox: local }
+"#,
+    )
+    .unwrap();
+    let before = std::fs::read_to_string(repo.join("src/lib.rs")).unwrap();
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("nuvira"))
+        .arg("run")
+        .arg(&plan)
+        .arg("--repo")
+        .arg(&repo)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait (by reading its progress, not by sleeping) until the edit is written and the slow
+    // step runs.
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut seen = Vec::new();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        seen.push(line.clone());
+        if line.contains("started  wait") {
+            break;
+        }
+    }
+    assert!(seen.iter().any(|l| l.contains("ok       fix")), "{seen:?}");
+    assert_ne!(std::fs::read_to_string(repo.join("src/lib.rs")).unwrap(), before);
+    let pid = i32::try_from(child.id()).unwrap();
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGINT).unwrap();
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130), "{rest:?}");
+    assert!(rest.iter().any(|l| l.contains("rolled back 1 file(s)")), "{rest:?}");
+    assert_eq!(std::fs::read_to_string(repo.join("src/lib.rs")).unwrap(), before);
+}
