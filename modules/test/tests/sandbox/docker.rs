@@ -289,3 +289,39 @@ async fn the_host_image_builds_a_crate_with_a_dependency_offline_on_a_read_only_
         out.stdout
     );
 }
+
+#[tokio::test]
+async fn a_panic_during_the_run_still_removes_the_container() {
+    let Some(sandbox) = docker(BUSYBOX).await else {
+        return;
+    };
+    let ws = tempfile::tempdir().unwrap();
+    let req = sh(ws.path(), "sleep 60");
+    let id = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let (task_sandbox, task_id) = (sandbox.clone(), id.clone());
+    let joined = tokio::spawn(async move {
+        let on_created = |info: &nuvira_api::SandboxInfo| {
+            *task_id.lock().unwrap() = info.container_id.clone();
+            panic!("a bug in the caller's hook");
+        };
+        task_sandbox
+            .run_observed(&req, &NeverCancelled, &on_created)
+            .await
+    })
+    .await;
+    assert!(joined.unwrap_err().is_panic());
+    sandbox.wait_for_cleanup().await;
+    let id = id
+        .lock()
+        .unwrap()
+        .clone()
+        .expect("the container was created");
+    let gone = sandbox
+        .client()
+        .inspect_container(
+            &id,
+            None::<bollard::query_parameters::InspectContainerOptions>,
+        )
+        .await;
+    assert!(gone.is_err(), "container {id} survived the panic");
+}
