@@ -1,0 +1,1 @@
+//! nuvira-recover (being written).
