@@ -10,7 +10,7 @@ impl Rng {
     pub fn new(seed: u64) -> Self {
         Self(seed.max(1))
     }
-    pub fn next(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         let mut x = self.0;
         x ^= x << 13;
         x ^= x >> 7;
@@ -19,7 +19,7 @@ impl Rng {
         x
     }
     pub fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
+        (self.next_u64() % n as u64) as usize
     }
 }
 
@@ -75,7 +75,11 @@ pub fn chain(n: usize, module: &str) -> ExecutionPlan {
     let steps = (0..n)
         .map(|i| {
             let s = PlanStep::new(format!("c{i}"), module);
-            if i == 0 { s } else { s.depends_on([format!("c{}", i - 1)]) }
+            if i == 0 {
+                s
+            } else {
+                s.depends_on([format!("c{}", i - 1)])
+            }
         })
         .collect();
     ExecutionPlan {
@@ -88,7 +92,9 @@ pub fn chain(n: usize, module: &str) -> ExecutionPlan {
 
 /// `n` independent steps, all outputs.
 pub fn independent(n: usize, module: &str) -> ExecutionPlan {
-    let steps: Vec<PlanStep> = (0..n).map(|i| PlanStep::new(format!("i{i}"), module)).collect();
+    let steps: Vec<PlanStep> = (0..n)
+        .map(|i| PlanStep::new(format!("i{i}"), module))
+        .collect();
     ExecutionPlan {
         goal: "bench".into(),
         outputs: Some(steps.iter().map(|s| s.id.clone()).collect()),
