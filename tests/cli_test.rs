@@ -235,6 +235,7 @@ fn bad_arguments_exit_2() {
         vec!["--sandbox", "vm"],
         vec!["--timeout", "soon"],
         vec!["--mount", "relative"],
+        vec!["--mount", "/nonexistent/nuvira-sdk:/sdk"],
         vec!["--cpus", "-1"],
         vec!["--network", "wifi"],
         vec!["--repo", "/nonexistent/nuvira-repo"],

@@ -116,7 +116,14 @@ pub enum Format {
 }
 
 fn check_mount(s: &str) -> Result<String, String> {
-    nuvira_test::sandbox::parse_mount(s).map(|_| s.to_owned())
+    let mount = nuvira_test::sandbox::parse_mount(s)?;
+    if !mount.host.exists() {
+        return Err(format!(
+            "the host path {} does not exist on this machine",
+            mount.host.display()
+        ));
+    }
+    Ok(s.to_owned())
 }
 
 fn check_size(s: &str) -> Result<String, String> {

@@ -496,9 +496,40 @@ async fn select(config: &SandboxConfig, ctx: &StepContext) -> Result<Selection, 
     if ctx.cancel.is_cancelled() {
         return Err(ModuleError::Cancelled);
     }
-    sandbox::select(config.sandbox, config.image.as_deref())
+    if let Some(m) = config.mounts.iter().find(|m| !m.host.exists()) {
+        return Err(ModuleError::invalid_config(format!(
+            "config.mounts: the host path {} does not exist on this machine",
+            m.host.display()
+        )));
+    }
+    let selection = sandbox::select(config.sandbox, config.image.as_deref())
         .await
-        .map_err(sandbox_error)
+        .map_err(sandbox_error)?;
+    if matches!(selection.sandbox, sandbox::AnySandbox::Local(_)) {
+        let mut ignored = Vec::new();
+        if !config.mounts.is_empty() {
+            ignored.push("mounts");
+        }
+        if config.cpus.is_some() {
+            ignored.push("cpus");
+        }
+        if config.pids.is_some() {
+            ignored.push("pids");
+        }
+        if config.network.is_some_and(|n| n != NetworkMode::Host) {
+            ignored.push("network (the command shares this machine's network)");
+        }
+        if config.read_only_root {
+            ignored.push("read_only_root");
+        }
+        if !ignored.is_empty() {
+            tracing::warn!(
+                "the local sandbox does not apply: {}; use the docker sandbox for them",
+                ignored.join(", ")
+            );
+        }
+    }
+    Ok(selection)
 }
 
 fn sandbox_error(err: SandboxError) -> ModuleError {
