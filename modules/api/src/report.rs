@@ -57,7 +57,9 @@ pub struct StepRecord {
     /// Failure or skip message.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
-    /// What it produced.
+    /// What it produced. In a report built by `nuvira-report`, the parts distilled into
+    /// [`file_changes`](Self::file_changes) and [`findings`](Self::findings) (an edit's changes,
+    /// syntax issues and security warnings, a test run's failures) are moved there, not copied.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<StepOutput>,
     /// What the step is for, from the plan.

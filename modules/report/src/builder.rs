@@ -404,12 +404,21 @@ fn is_terminal(s: StepStatus) -> bool {
 }
 
 /// Distils a step output into the record's typed fields, and keeps the output.
-fn absorb_output(rec: &mut StepRecord, output: StepOutput) {
-    match &output {
-        StepOutput::Edit(r) => absorb_edit(rec, &r.preview),
+///
+/// The parts that become typed fields are moved, not copied: an edit's file changes go to
+/// `file_changes`, its syntax issues and security warnings and a test run's failures become
+/// `findings`, and the kept output no longer holds them. Nothing is held twice.
+fn absorb_output(rec: &mut StepRecord, mut output: StepOutput) {
+    match &mut output {
+        StepOutput::Edit(r) => absorb_edit(rec, &mut r.preview),
         StepOutput::EditPreview(p) => absorb_edit(rec, p),
         StepOutput::Test(t) => absorb_tests(rec, t),
         StepOutput::Verification(v) => absorb_verification(rec, v),
+        StepOutput::Report(r) => {
+            // A report step's output is a whole report of the upstream steps: keep its id, not
+            // a second copy of everything this report already holds.
+            output = StepOutput::Value(serde_json::json!({ "report_id": r.report_id }));
+        }
         StepOutput::Repair(r) => {
             rec.repair_attempts = rec
                 .repair_attempts
@@ -434,35 +443,35 @@ fn absorb_live(
     }
 }
 
-fn absorb_edit(rec: &mut StepRecord, p: &EditPreview) {
-    rec.file_changes.clone_from(&p.changes);
-    for d in &p.validation.ast_issues {
+fn absorb_edit(rec: &mut StepRecord, p: &mut EditPreview) {
+    rec.file_changes = std::mem::take(&mut p.changes);
+    for d in std::mem::take(&mut p.validation.ast_issues) {
         let f = Finding::new(
             FindingKind::Syntax,
             Severity::Error,
             format!("nuvira/syntax/{}", d.node_kind.to_ascii_lowercase()),
             format!("syntax error in {}", d.path),
-            d.message.clone(),
+            d.message,
         )
-        .at(d.path.clone(), Some(d.line))
+        .at(d.path, Some(d.line))
         .span(d.column, d.end_line, d.end_column);
         rec.findings.push(f);
     }
-    for w in &p.validation.security_warnings {
+    for w in std::mem::take(&mut p.validation.security_warnings) {
         rec.findings.push(
             Finding::new(
                 FindingKind::Security,
                 w.severity,
                 format!("nuvira/security/{}", w.rule),
                 format!("security: {}", w.rule),
-                w.message.clone(),
+                w.message,
             )
-            .at(w.path.clone(), Some(w.line)),
+            .at(w.path, Some(w.line)),
         );
     }
 }
 
-fn absorb_tests(rec: &mut StepRecord, t: &TestResult) {
+fn absorb_tests(rec: &mut StepRecord, t: &mut TestResult) {
     let sandbox = t.sandbox.as_ref();
     let mut totals = TestTotals::default();
     totals.success = t.success;
@@ -476,8 +485,11 @@ fn absorb_tests(rec: &mut StepRecord, t: &TestResult) {
     totals.timed_out = sandbox.is_some_and(|s| s.timed_out);
     totals.oom_killed = sandbox.is_some_and(|s| s.oom_killed);
     rec.tests = Some(totals);
-    rec.findings
-        .extend(t.failures.iter().cloned().map(test_finding));
+    rec.findings.extend(
+        std::mem::take(&mut t.failures)
+            .into_iter()
+            .map(test_finding),
+    );
 }
 
 fn test_finding(t: TestFailure) -> Finding {

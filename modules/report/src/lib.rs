@@ -235,6 +235,36 @@ pub(crate) fn human_ms(ms: u64) -> String {
     }
 }
 
+/// One line saying what a step produced or why it did not finish.
+pub(crate) fn step_result(s: &StepRecord) -> String {
+    use nuvira_api::{StepOutput, StepStatus};
+    if s.status != StepStatus::Succeeded
+        && let Some(m) = &s.message
+    {
+        return m.lines().next().unwrap_or_default().to_owned();
+    }
+    // The typed fields hold what was moved out of the output.
+    match (&s.output, &s.tests) {
+        (_, Some(t)) => format!(
+            "{} passed, {} failed, {} skipped",
+            t.passed, t.failed, t.skipped
+        ),
+        (Some(StepOutput::Edit(r)), _) => format!(
+            "{} change(s) applied to {} file(s)",
+            r.applied_count,
+            s.file_changes.len()
+        ),
+        (Some(StepOutput::EditPreview(_)), _) => {
+            format!("{} change(s) previewed", s.file_changes.len())
+        }
+        (Some(StepOutput::Value(v)), _) if v.get("report_id").is_some() => {
+            format!("report {}", v["report_id"].as_str().unwrap_or_default())
+        }
+        (Some(out), _) => out.summary(),
+        (None, _) => String::new(),
+    }
+}
+
 /// The label of a step status.
 pub(crate) fn status_label(status: nuvira_api::StepStatus) -> &'static str {
     use nuvira_api::StepStatus as S;

@@ -43,11 +43,7 @@ pub fn render_blocks(r: &ExecutionReport) -> Vec<String> {
     }
     head.push_str("| step | module | status | time | result |\n|---|---|---|---|---|\n");
     for s in &r.steps {
-        let result = match (&s.output, &s.message) {
-            (_, Some(m)) if s.status != StepStatus::Succeeded => m.clone(),
-            (Some(out), _) => out.summary(),
-            _ => String::new(),
-        };
+        let result = crate::step_result(s);
         let _ = writeln!(
             head,
             "| `{}` | {} | {} {} | {} | {} |",

@@ -157,7 +157,7 @@ pub fn failing_run() -> Vec<Event> {
         0,
         None,
         EventKind::RunStarted {
-            plan: plan("Rename parse_config to load_config"),
+            plan: plan("Rename parse_config to load_config").into(),
             max_parallel: 4,
             dry_run: false,
         },
@@ -299,7 +299,7 @@ pub fn passing_run() -> Vec<Event> {
         0,
         None,
         EventKind::RunStarted {
-            plan: p,
+            plan: p.into(),
             max_parallel: 4,
             dry_run: false,
         },
@@ -436,7 +436,7 @@ pub fn large_run(events: usize) -> impl Iterator<Item = Event> {
     let first = next(
         None,
         EventKind::RunStarted {
-            plan,
+            plan: plan.into(),
             max_parallel: 8,
             dry_run: false,
         },

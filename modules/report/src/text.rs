@@ -31,11 +31,7 @@ pub fn render(r: &ExecutionReport) -> String {
         "step", "status", "time"
     );
     for s in &r.steps {
-        let result = match (&s.output, &s.message) {
-            (_, Some(m)) if s.status != nuvira_api::StepStatus::Succeeded => m.clone(),
-            (Some(out), _) => out.summary(),
-            _ => String::new(),
-        };
+        let result = crate::step_result(s);
         let _ = writeln!(
             o,
             "  {:<w$}  {:<9}  {:>8}  {}",

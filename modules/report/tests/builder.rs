@@ -270,3 +270,29 @@ fn folding_a_large_stream_from_a_reader_is_streaming() {
     assert_eq!(r.events, 3333 * 6 + 2);
     assert_eq!(r.counts.tests_failed, 1667 * 2);
 }
+
+#[test]
+fn a_report_steps_own_report_is_not_nested_in_the_run_report() {
+    let mut events = sample::passing_run();
+    let inner = live(&events);
+    for e in &mut events {
+        if e.step_id.as_deref() == Some("report")
+            && let EventKind::StepSucceeded { output, .. } = &mut e.kind
+        {
+            *output = nuvira_api::StepOutput::Report(Box::new(inner.clone()));
+        }
+    }
+    let r = live(&events);
+    let rec = r.steps.iter().find(|s| s.id == "report").unwrap();
+    assert_eq!(
+        rec.output,
+        Some(nuvira_api::StepOutput::Value(
+            serde_json::json!({ "report_id": inner.report_id })
+        ))
+    );
+    let text = nuvira_report::render(&r, nuvira_report::Format::Text);
+    assert!(
+        text.contains(&format!("report {}", inner.report_id)),
+        "{text}"
+    );
+}

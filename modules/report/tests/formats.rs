@@ -82,7 +82,8 @@ fn junit_is_well_formed_xml_with_one_failure_per_failing_test() {
 fn markdown_escapes_untrusted_text() {
     let mut events = sample::failing_run();
     if let nuvira_api::EventKind::RunStarted { plan, .. } = &mut events[0].kind {
-        plan.goal = "<img src=x onerror=alert(1)> | [click](http://evil) `x`".into();
+        std::sync::Arc::make_mut(plan).goal =
+            "<img src=x onerror=alert(1)> | [click](http://evil) `x`".into();
     }
     let md = render(&live(&events), Format::Markdown);
     assert!(!md.contains("<img"), "{md}");
