@@ -5,7 +5,7 @@
 //! default), `cap_drop: [ALL]`, `security_opt: [no-new-privileges]`, optionally a read-only root
 //! (then the workdir is an anonymous volume and `/tmp` a tmpfs), the request's read-only bind
 //! mounts and environment, and the label `nuvira.sandbox=1`. The workspace is uploaded as a tar
-//! into `/workspace` (never bind-mounted, so nothing the tests write reaches the host), output is
+//! into `/workspace` (streamed in chunks, never bind-mounted, so nothing the tests write reaches the host), output is
 //! streamed through an attach, and the container is waited for under the timeout; at the
 //! timeout or on cancellation it gets `SIGKILL`. An out-of-memory kill is read from the engine's
 //! `State.OOMKilled` and reported together with exit code 137.
@@ -152,10 +152,17 @@ impl DockerSandbox {
             .map(|p| check_collect_path(p).map(|rel| (p.clone(), rel)))
             .collect::<Result<_, _>>()?;
 
+        // The file list is made up front (a bad workspace fails before any container exists);
+        // the tar itself is streamed to the engine during the upload.
         let (workspace, include_ignored) = (request.workspace.clone(), request.include_ignored);
-        let tar = tokio::task::spawn_blocking(move || workspace_tar(&workspace, include_ignored))
-            .await
-            .map_err(|e| SandboxError::Failed(format!("pack the workspace: {e}")))??;
+        let entries =
+            tokio::task::spawn_blocking(move || workspace_entries(&workspace, include_ignored))
+                .await
+                .map_err(|e| SandboxError::Failed(format!("list the workspace: {e}")))??;
+        let tar = WorkspaceTar {
+            root: request.workspace.clone(),
+            entries,
+        };
 
         let body = self.container_body(request, &image)?;
         let name = container_name();
@@ -237,24 +244,32 @@ impl DockerSandbox {
         &self,
         id: &str,
         request: &SandboxRequest,
-        tar: Vec<u8>,
+        tar: WorkspaceTar,
         cancel: &dyn CancelSignal,
         collect: &[(String, std::path::PathBuf)],
         info: &SandboxInfo,
         started: Instant,
     ) -> Result<SandboxOutcome, SandboxError> {
         let docker = &self.docker;
-        docker
+        let (chunks, packer) = tar.stream();
+        let body = bollard::body_try_stream(futures::TryStreamExt::map_ok(chunks, Into::into));
+        let uploaded = docker
             .upload_to_container(
                 id,
                 Some(UploadToContainerOptions {
                     path: CONTAINER_WORKDIR.into(),
                     ..Default::default()
                 }),
-                bollard::body_full(tar.into()),
+                body,
             )
-            .await
-            .map_err(|e| self.engine_error("upload the workspace", e))?;
+            .await;
+        // A packing error (a file that cannot be read) explains a failed upload best.
+        match packer.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Err(e),
+            Err(e) => return Err(SandboxError::Failed(format!("pack the workspace: {e}"))),
+        }
+        uploaded.map_err(|e| self.engine_error("upload the workspace", e))?;
 
         let attached = docker
             .attach_container(
@@ -619,18 +634,92 @@ fn container_name() -> String {
     )
 }
 
-/// The workspace as an uncompressed tar (paths relative to the workspace, links kept as links).
-fn workspace_tar(root: &Path, include_ignored: bool) -> Result<Vec<u8>, SandboxError> {
-    let fail = |p: &Path, e: std::io::Error| {
-        SandboxError::Failed(format!("pack the workspace: {}: {e}", p.display()))
-    };
-    let mut builder = tar::Builder::new(Vec::new());
-    builder.follow_symlinks(false);
-    for rel in workspace_entries(root, include_ignored)? {
-        let full = root.join(&rel);
-        builder
-            .append_path_with_name(&full, &rel)
-            .map_err(|e| fail(&full, e))?;
+/// The workspace's files, to be streamed as an uncompressed tar (paths relative to the
+/// workspace, links kept as links) in chunks, so that memory stays bounded whatever its size.
+struct WorkspaceTar {
+    root: std::path::PathBuf,
+    entries: Vec<std::path::PathBuf>,
+}
+
+/// Bytes handed to the engine per chunk.
+const TAR_CHUNK: usize = 256 * 1024;
+
+impl WorkspaceTar {
+    /// The tar's chunks, and the task that packs the tar into them (its result says whether
+    /// packing succeeded).
+    fn stream(
+        self,
+    ) -> (
+        impl futures::Stream<Item = std::io::Result<Vec<u8>>> + Send + 'static,
+        tokio::task::JoinHandle<Result<(), SandboxError>>,
+    ) {
+        let (tx, rx) = tokio::sync::mpsc::channel::<std::io::Result<Vec<u8>>>(4);
+        let packer = tokio::task::spawn_blocking(move || {
+            let mut writer = ChunkWriter {
+                tx: tx.clone(),
+                buf: Vec::with_capacity(TAR_CHUNK),
+            };
+            let result = self.pack(&mut writer);
+            if let Err(e) = &result {
+                // Make the upload fail rather than send a truncated archive.
+                let _ = tx.blocking_send(Err(std::io::Error::other(e.to_string())));
+            }
+            result
+        });
+        let chunks = futures::stream::unfold(rx, |mut rx| async move {
+            rx.recv().await.map(|chunk| (chunk, rx))
+        });
+        (chunks, packer)
     }
-    builder.into_inner().map_err(|e| fail(root, e))
+
+    fn pack(&self, writer: &mut ChunkWriter) -> Result<(), SandboxError> {
+        let fail = |p: &Path, e: std::io::Error| {
+            SandboxError::Failed(format!("pack the workspace: {}: {e}", p.display()))
+        };
+        let mut builder = tar::Builder::new(writer);
+        builder.follow_symlinks(false);
+        for rel in &self.entries {
+            let full = self.root.join(rel);
+            builder
+                .append_path_with_name(&full, rel)
+                .map_err(|e| fail(&full, e))?;
+        }
+        let writer = builder.into_inner().map_err(|e| fail(&self.root, e))?;
+        std::io::Write::flush(writer).map_err(|e| fail(&self.root, e))
+    }
+}
+
+/// Collects written bytes into chunks and sends them to the upload.
+struct ChunkWriter {
+    tx: tokio::sync::mpsc::Sender<std::io::Result<Vec<u8>>>,
+    buf: Vec<u8>,
+}
+
+impl ChunkWriter {
+    fn send(&mut self) -> std::io::Result<()> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let chunk = std::mem::replace(&mut self.buf, Vec::with_capacity(TAR_CHUNK));
+        self.tx.blocking_send(Ok(chunk)).map_err(|_| {
+            std::io::Error::new(
+                std::io::ErrorKind::BrokenPipe,
+                "the engine stopped reading the upload",
+            )
+        })
+    }
+}
+
+impl std::io::Write for ChunkWriter {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        self.buf.extend_from_slice(data);
+        if self.buf.len() >= TAR_CHUNK {
+            self.send()?;
+        }
+        Ok(data.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.send()
+    }
 }

@@ -325,3 +325,42 @@ async fn a_panic_during_the_run_still_removes_the_container() {
         .await;
     assert!(gone.is_err(), "container {id} survived the panic");
 }
+
+#[tokio::test]
+async fn a_large_workspace_arrives_intact_through_the_streamed_upload() {
+    let Some(sandbox) = docker(BUSYBOX).await else {
+        return;
+    };
+    let ws = tempfile::tempdir().unwrap();
+    // Larger than many upload chunks, and not a multiple of the chunk size.
+    let data: Vec<u8> = (0..5_000_003u32).map(|i| (i * 7 % 251) as u8).collect();
+    std::fs::create_dir_all(ws.path().join("deep/er")).unwrap();
+    std::fs::write(ws.path().join("deep/er/blob.bin"), &data).unwrap();
+    for i in 0..200 {
+        std::fs::write(ws.path().join(format!("f{i}.txt")), format!("{i}\n")).unwrap();
+    }
+    let host_sum = std::process::Command::new("md5sum")
+        .arg(ws.path().join("deep/er/blob.bin"))
+        .output()
+        .unwrap();
+    let host_sum = String::from_utf8_lossy(&host_sum.stdout)
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_owned();
+    let out = sandbox
+        .run(
+            &sh(
+                ws.path(),
+                "md5sum deep/er/blob.bin; ls f*.txt | wc -l; cat f199.txt",
+            ),
+            &NeverCancelled,
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.exit_code, Some(0), "{out:?}");
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert_eq!(lines[0].split_whitespace().next(), Some(host_sum.as_str()));
+    assert_eq!(lines[1].trim(), "200");
+    assert_eq!(lines[2], "199");
+}
