@@ -41,12 +41,10 @@ pub fn parse(xml: &str, ctx: &Ctx) -> Result<Tally, JunitError> {
     parse_with(xml, ctx, None)
 }
 
-#[derive(Default)]
-struct Case {
-    name: String,
-    classname: String,
-    file: Option<String>,
-    line: Option<u32>,
+/// A test case being read. Its attributes stay unparsed (borrowed from the input) until the
+/// case turns out to have failed: passing cases cost no allocation.
+struct Case<'a> {
+    start: BytesStart<'a>,
     failed: bool,
     skipped: bool,
     message: Option<String>,
@@ -73,7 +71,7 @@ pub fn parse_with(xml: &str, ctx: &Ctx, framework: Option<Framework>) -> Result<
     let mut reader = Reader::from_str(xml);
     let mut tally = Tally::default();
     let mut seen_junit = false;
-    let mut case: Option<Case> = None;
+    let mut case: Option<Case<'_>> = None;
     let mut sink = Sink::None;
     let mut root_time: Option<u64> = None;
     let mut suite_time_sum: u64 = 0;
@@ -97,11 +95,12 @@ pub fn parse_with(xml: &str, ctx: &Ctx, framework: Option<Framework>) -> Result<
             }
             Event::Start(e) if e.local_name().as_ref() == b"testcase" => {
                 seen_junit = true;
-                case = Some(start_case(&e));
+                case = Some(Case::new(e));
             }
             Event::Empty(e) if e.local_name().as_ref() == b"testcase" => {
+                // No children: neither failed nor skipped.
                 seen_junit = true;
-                finish_case(start_case(&e), &mut tally, ctx, framework);
+                tally.passed += 1;
             }
             ref ev @ (Event::Start(ref e) | Event::Empty(ref e)) if case.is_some() => {
                 let is_start = matches!(ev, Event::Start(_));
@@ -139,13 +138,18 @@ pub fn parse_with(xml: &str, ctx: &Ctx, framework: Option<Framework>) -> Result<
                     _ => {}
                 }
             }
-            Event::Text(t) => {
-                if let (Some(c), Ok(text)) = (case.as_mut(), t.xml_content()) {
+            // Text is only decoded where it is kept (inside a failing case's elements).
+            Event::Text(t) if sink != Sink::None => {
+                if let Some(c) = case.as_mut()
+                    && let Ok(text) = t.xml_content()
+                {
                     push(c, sink, &text);
                 }
             }
-            Event::CData(t) => {
-                if let (Some(c), Ok(text)) = (case.as_mut(), t.decode()) {
+            Event::CData(t) if sink != Sink::None => {
+                if let Some(c) = case.as_mut()
+                    && let Ok(text) = t.decode()
+                {
                     push(c, sink, &text);
                 }
             }
@@ -196,7 +200,7 @@ pub fn parse_with(xml: &str, ctx: &Ctx, framework: Option<Framework>) -> Result<
     Ok(tally)
 }
 
-fn push(c: &mut Case, sink: Sink, text: &str) {
+fn push(c: &mut Case<'_>, sink: Sink, text: &str) {
     // Only failing cases keep their text; passing ones would only cost memory.
     let target = match sink {
         Sink::None => return,
@@ -217,8 +221,32 @@ fn attr(e: &BytesStart<'_>, key: &[u8]) -> Option<String> {
         .and_then(|a| a.unescape_value().ok().map(|v| v.into_owned()))
 }
 
-fn start_case(e: &BytesStart<'_>) -> Case {
-    let mut c = Case::default();
+impl<'a> Case<'a> {
+    fn new(start: BytesStart<'a>) -> Self {
+        Self {
+            start,
+            failed: false,
+            skipped: false,
+            message: None,
+            kind: None,
+            body: String::new(),
+            system_out: String::new(),
+            system_err: String::new(),
+        }
+    }
+}
+
+/// The `name`, `classname`, `file` and `line` attributes of a test case.
+#[derive(Default)]
+struct CaseAttrs {
+    name: String,
+    classname: String,
+    file: Option<String>,
+    line: Option<u32>,
+}
+
+fn case_attrs(e: &BytesStart<'_>) -> CaseAttrs {
+    let mut c = CaseAttrs::default();
     for a in e.attributes().flatten() {
         let Ok(value) = a.unescape_value() else {
             continue;
@@ -234,7 +262,7 @@ fn start_case(e: &BytesStart<'_>) -> Case {
     c
 }
 
-fn finish_case(c: Case, tally: &mut Tally, ctx: &Ctx, framework: Option<Framework>) {
+fn finish_case(mut c: Case<'_>, tally: &mut Tally, ctx: &Ctx, framework: Option<Framework>) {
     if c.skipped && !c.failed {
         tally.skipped += 1;
         return;
@@ -243,18 +271,24 @@ fn finish_case(c: Case, tally: &mut Tally, ctx: &Ctx, framework: Option<Framewor
         tally.passed += 1;
         return;
     }
-    let name = c.name.trim();
-    let classname = c.classname.trim();
+    let attrs = case_attrs(&c.start);
+    let name = attrs.name.trim();
+    let classname = attrs.classname.trim();
     let text = if c.body.trim().is_empty() {
         format!("{}{}", c.system_out, c.system_err)
     } else {
-        c.body.clone()
+        std::mem::take(&mut c.body)
     };
-    let mut file = c.file.as_deref().map(|f| ctx.relative(f));
-    let mut line = c.line;
+    let mut file = attrs.file.as_deref().map(|f| ctx.relative(f));
+    let mut line = attrs.line;
     let (full_name, message) = match framework {
         Some(Framework::Nextest | Framework::Cargo) => {
-            let all = format!("{text}\n{}", c.system_err);
+            // The panic is in the failure text; older reports only have it in system-err.
+            let all = if text.contains("panicked at ") {
+                std::borrow::Cow::Borrowed(text.as_str())
+            } else {
+                std::borrow::Cow::Owned(format!("{text}\n{}", c.system_err))
+            };
             if file.is_none()
                 && let Some((f, l)) = rust_panic_location(&all, ctx)
             {
