@@ -108,3 +108,34 @@ fn markdown_fences_outlast_backticks_in_the_output() {
         "{md}"
     );
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+    /// Whatever the goal (user or model text), it cannot add markup to the Markdown or HTML.
+    #[test]
+    fn an_arbitrary_goal_adds_no_markup(goal in "[<>&|`*\\[\\]()#!\"'\n a-z]{0,40}") {
+        let mut events = sample::passing_run();
+        if let nuvira_api::EventKind::RunStarted { plan, .. } = &mut events[0].kind {
+            std::sync::Arc::make_mut(plan).goal = goal.clone();
+        }
+        let r = live(&events);
+        let md = render(&r, Format::Markdown);
+        if !goal.is_empty() {
+            let line = md.lines().find(|l| l.starts_with("**Goal:** ")).unwrap();
+            let rest = line.replace("<br>", "");
+            proptest::prop_assert!(!rest.contains('<') && !rest.contains('>'), "{}", line);
+            proptest::prop_assert!(!rest.replace("\\|", "").contains('|'), "{}", line);
+        }
+        let html = render(&r, Format::Html);
+        let start = html.find("<title>").unwrap() + 7;
+        let end = html.find("</title>").unwrap();
+        proptest::prop_assert!(!html[start..end].contains('<'));
+        if !goal.is_empty() {
+            let p = html.find("<p class=\"goal\">").unwrap();
+            let close = html[p..].find("</p>").unwrap();
+            let body = &html[p + 16..p + close];
+            proptest::prop_assert!(!body.replace("<b>Goal:</b>", "").contains('<'), "{}", body);
+        }
+    }
+}
