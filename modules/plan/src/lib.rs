@@ -12,7 +12,10 @@
 #![forbid(unsafe_code)]
 
 mod file;
+mod llm;
 mod template;
 
 pub use file::{FilePlanner, LoadError, LoadedPlan, PlanFormat, load_file, parse_str};
+pub use llm::LlmPlanner;
+pub use llm::{EXECUTION_PLAN, PlanValidator, check_plan, plan_schema};
 pub use template::TemplatePlanner;

@@ -152,12 +152,18 @@ pub async fn ask_edit_batch(
         if let Some(m) = model {
             request = request.with_model(m);
         }
-        let response = llm
-            .complete(&request)
-            .await
-            .map_err(|e| llm_failure("ask the model for edits", &e))?;
-        messages.push(ChatMessage::assistant(response.text.clone()));
-        match parse_edit_batch(response.json.as_ref(), &response.text, editor) {
+        // An answer the transport could not read as JSON is corrected like any invalid one.
+        let parsed = match llm.complete(&request).await {
+            Ok(response) => {
+                messages.push(ChatMessage::assistant(response.text.clone()));
+                parse_edit_batch(response.json.as_ref(), &response.text, editor)
+            }
+            Err(LlmError::InvalidOutput(m)) => {
+                Err(vec![format!("the answer is not valid JSON: {m}")])
+            }
+            Err(e) => return Err(llm_failure("ask the model for edits", &e)),
+        };
+        match parsed {
             Ok(batch) => return Ok((batch, messages)),
             Err(problems) => {
                 if round == 0 {

@@ -151,7 +151,11 @@ impl DebugTests {
     }
 
     /// Applies entries through the editor's transaction; the rejection reasons when it refuses.
-    async fn apply(&self, ctx: &StepContext, entries: Vec<EditEntry>) -> Result<Vec<String>, Vec<String>> {
+    async fn apply(
+        &self,
+        ctx: &StepContext,
+        entries: Vec<EditEntry>,
+    ) -> Result<Vec<String>, Vec<String>> {
         let editor = self.editor.clone();
         let root = ctx.workspace_root.clone();
         let events = ctx.events.clone();
@@ -174,7 +178,8 @@ impl DebugTests {
                 Err(e) => Err(vec![e.to_string()]),
             }
         });
-        work.await.unwrap_or_else(|e| Err(vec![format!("apply the edits: {e}")]))
+        work.await
+            .unwrap_or_else(|e| Err(vec![format!("apply the edits: {e}")]))
     }
 }
 
@@ -225,7 +230,10 @@ impl RepairStrategy for DebugTests {
                 let (batch, _) = ask_edit_batch(llm.as_ref(), messages, model, &self.editor)
                     .await
                     .ok()?;
-                (self.apply(input.ctx, batch.edits).await.ok()?, batch.explanation)
+                (
+                    self.apply(input.ctx, batch.edits).await.ok()?,
+                    batch.explanation,
+                )
             }
         };
         let mut feedback = format!(

@@ -117,7 +117,9 @@ pub fn upstream_artifacts(ctx: &StepContext) -> Vec<Artifact> {
         if let StepOutput::Inspection(r) = &*o {
             for a in &r.artifacts {
                 match out.iter_mut().find(|x| x.path == a.path) {
-                    Some(x) if x.score < a.score || (x.content.is_none() && a.content.is_some()) => {
+                    Some(x)
+                        if x.score < a.score || (x.content.is_none() && a.content.is_some()) =>
+                    {
                         *x = a.clone();
                     }
                     Some(_) => {}

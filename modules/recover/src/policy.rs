@@ -2,8 +2,8 @@
 
 use nuvira_api::{
     ErrorCategory, EventKind, Failure, LlmClient, LlmError, LlmRequest, LlmResponse, Module,
-    ModuleError, ModuleKind, PlanStep, RecoveryDecision, RecoveryPolicy, RepairBudget,
-    StepContext, StepOutput, WriteSet, async_trait,
+    ModuleError, ModuleKind, PlanStep, RecoveryDecision, RecoveryPolicy, RepairBudget, StepContext,
+    StepOutput, WriteSet, async_trait,
 };
 use nuvira_edit::nuvira_workspace::{Journal, Workspace};
 use nuvira_repair_strategies::{
@@ -189,7 +189,10 @@ impl RecoverPolicy {
         })?;
         let known = self.strategy_names().join(", ");
         let check = |names: &[String]| -> Result<(), String> {
-            match names.iter().find(|n| !self.strategies.contains_key(n.as_str())) {
+            match names
+                .iter()
+                .find(|n| !self.strategies.contains_key(n.as_str()))
+            {
                 Some(n) => Err(format!(
                     "step `{}`: config.recover.strategies: unknown strategy `{n}`; use one of: {known}",
                     step.id
@@ -205,7 +208,11 @@ impl RecoverPolicy {
                         return Err(format!(
                             "step `{}`: config.recover.strategies: unknown category `{cat}`; use one of: {}",
                             step.id,
-                            CATEGORIES.iter().map(|c| c.as_str()).collect::<Vec<_>>().join(", ")
+                            CATEGORIES
+                                .iter()
+                                .map(|c| c.as_str())
+                                .collect::<Vec<_>>()
+                                .join(", ")
                         ));
                     }
                     check(names)?;
@@ -263,7 +270,10 @@ impl RecoverPolicy {
     ) -> RecoveryDecision {
         let state = self.lock_steps().remove(key);
         let (repairs, ms) = state.map_or((0, 0), |s| {
-            (s.repairs, u64::try_from(s.started.elapsed().as_millis()).unwrap_or(u64::MAX))
+            (
+                s.repairs,
+                u64::try_from(s.started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            )
         });
         if cfg.rollback_on_failure.unwrap_or(self.rollback_on_failure) && !ctx.dry_run {
             rollback(ctx, &scrub(&failure.message));
@@ -314,12 +324,14 @@ impl RecoveryPolicy for RecoverPolicy {
         let key = (ctx.run_id.to_string(), step.id.clone());
         let cfg = self.config(step).unwrap_or_default();
         let c = classify_error(failure);
-        self.lock_steps().entry(key.clone()).or_insert_with(|| StepState {
-            started: Instant::now(),
-            repairs: 0,
-            uses: HashMap::new(),
-            last_strategy: None,
-        });
+        self.lock_steps()
+            .entry(key.clone())
+            .or_insert_with(|| StepState {
+                started: Instant::now(),
+                repairs: 0,
+                uses: HashMap::new(),
+                last_strategy: None,
+            });
         let names = Self::selection(&cfg, c.category);
         let max = cfg.max_attempts.unwrap_or(self.budget.max_attempts).max(1);
         let run_used = *self

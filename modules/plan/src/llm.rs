@@ -1,0 +1,334 @@
+//! [`LlmPlanner`]: asks a model for an [`ExecutionPlan`] as JSON under a JSON Schema.
+
+use nuvira_api::{
+    ChatMessage, EventKind, EventSink, ExecutionPlan, LlmClient, LlmRequest, NullSink, PlanError,
+    PlanRequest, Planner, async_trait,
+};
+use serde_json::{Value, json};
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+/// The request name of a plan.
+pub const EXECUTION_PLAN: &str = "execution_plan";
+
+/// Extra validation of a parsed plan (e.g. the engine's, with its module registry): the
+/// problems, empty when the plan is fine.
+pub type PlanValidator = Arc<dyn Fn(&ExecutionPlan) -> Vec<String> + Send + Sync>;
+
+/// The JSON Schema of an [`ExecutionPlan`] as the model should write it.
+///
+/// Hand-written so that `nuvira-api` keeps its four dependencies; the tests check it accepts
+/// the example plans and rejects malformed ones. `dependsOn`, `estimatedComplexity` and
+/// `suggestedProvider` are accepted as the plan format accepts them.
+pub fn plan_schema() -> Value {
+    let ids =
+        json!({ "type": "array", "items": { "type": "string", "pattern": "^[A-Za-z0-9_.-]+$" } });
+    json!({
+        "type": "object",
+        "properties": {
+            "goal": { "type": "string" },
+            "outputs": ids,
+            "steps": {
+                "type": "array",
+                "minItems": 1,
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "id": { "type": "string", "pattern": "^[A-Za-z0-9_.-]+$" },
+                        "module": { "type": "string", "minLength": 1 },
+                        "description": { "type": "string" },
+                        "depends_on": ids,
+                        "dependsOn": ids,
+                        "config": { "type": "object" },
+                        "timeout": {
+                            "anyOf": [
+                                { "type": "string", "pattern": "^[0-9]+(\\.[0-9]+)?(ms|s|m|h)?$" },
+                                { "type": "number", "minimum": 0 }
+                            ]
+                        },
+                        "writes": { "type": "array", "items": { "type": "string" } }
+                    },
+                    "required": ["id", "module"],
+                    "additionalProperties": false
+                }
+            },
+            "estimated_complexity": { "enum": ["simple", "moderate", "complex"] },
+            "estimatedComplexity": { "enum": ["simple", "moderate", "complex"] },
+            "suggested_provider": { "type": "string" },
+            "suggestedProvider": { "type": "string" }
+        },
+        "required": ["goal", "steps"],
+        "additionalProperties": false
+    })
+}
+
+/// The graph problems of a plan: empty or invalid ids, duplicate ids, dependencies on unknown
+/// steps or on the step itself, and cycles (naming the steps on them).
+pub fn check_plan(plan: &ExecutionPlan) -> Vec<String> {
+    let mut problems = Vec::new();
+    if plan.steps.is_empty() {
+        problems.push("the plan has no steps".to_owned());
+    }
+    let mut seen = HashSet::new();
+    for (i, s) in plan.steps.iter().enumerate() {
+        if s.id.is_empty()
+            || !s
+                .id
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+        {
+            problems.push(format!(
+                "steps[{i}].id `{}` is invalid: use letters, digits, `_`, `.` and `-`",
+                s.id
+            ));
+        }
+        if !seen.insert(s.id.as_str()) {
+            problems.push(format!("steps[{i}].id `{}` is used twice", s.id));
+        }
+    }
+    let ids: HashSet<&str> = plan.steps.iter().map(|s| s.id.as_str()).collect();
+    for s in &plan.steps {
+        for d in &s.depends_on {
+            if d == &s.id {
+                problems.push(format!("step `{}` depends on itself", s.id));
+            } else if !ids.contains(d.as_str()) {
+                problems.push(format!(
+                    "step `{}` depends on `{d}`, which is not a step",
+                    s.id
+                ));
+            }
+        }
+    }
+    if let Some(outputs) = &plan.outputs {
+        for o in outputs {
+            if !ids.contains(o.as_str()) {
+                problems.push(format!("output `{o}` is not a step"));
+            }
+        }
+    }
+    // Kahn's algorithm over the known edges; what is left is on or behind a cycle.
+    let mut indegree: HashMap<&str, usize> = HashMap::new();
+    for s in &plan.steps {
+        let n = s
+            .depends_on
+            .iter()
+            .filter(|d| ids.contains(d.as_str()) && **d != s.id)
+            .count();
+        indegree.insert(s.id.as_str(), n);
+    }
+    let mut ready: Vec<&str> = indegree
+        .iter()
+        .filter(|(_, n)| **n == 0)
+        .map(|(id, _)| *id)
+        .collect();
+    while let Some(id) = ready.pop() {
+        indegree.remove(id);
+        for s in &plan.steps {
+            if s.depends_on.iter().any(|d| d == id)
+                && let Some(n) = indegree.get_mut(s.id.as_str())
+            {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    ready.push(s.id.as_str());
+                }
+            }
+        }
+    }
+    if !indegree.is_empty() {
+        let mut left: Vec<&str> = indegree.into_keys().collect();
+        left.sort_unstable();
+        problems.push(format!(
+            "the steps {} form a dependency cycle",
+            left.iter()
+                .map(|s| format!("`{s}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    problems
+}
+
+const PLAN_SYSTEM: &str = "You plan coding work for Nuvira, which runs a plan as a dependency graph of steps. \
+Answer only with a JSON object following the execution_plan schema: {\"goal\", \"steps\": [{\"id\", \"module\", \
+\"description\", \"depends_on\": [ids], \"config\": {...}}], \"estimated_complexity\"}. Modules: \
+`inspect` (config {\"keywords\": [words from the goal]}) finds the relevant files; \
+`edit` (config {\"instructions\": \"what to change\"}) has a model write validated edits, and must depend on an inspect step; \
+`test` (config {} or {\"sandbox\": \"local\"}) runs the project's tests; \
+`verify` checks the result; `report` writes the report and comes last. \
+Typical shape: inspect → edit → test → verify → report. Ids use letters, digits, `_`, `.`, `-` and are unique; \
+every dependency names an earlier step; no cycles.";
+
+/// Plans a goal with a model.
+///
+/// Sends the goal (and the file tree and context, as untrusted data) asking for JSON under the
+/// [`plan_schema`] (request name `execution_plan`), parses the answer, and checks it with
+/// [`check_plan`] and the validator given with [`with_validator`](Self::with_validator) (the
+/// engine's validation). On problems it shows the model the list and asks once more; a second
+/// invalid answer fails with [`PlanError::Invalid`] listing them. Emits `plan:started`,
+/// `plan:step-created` for each step and `plan:completed` to the sink given with
+/// [`with_events`](Self::with_events).
+#[derive(Clone)]
+pub struct LlmPlanner {
+    llm: Arc<dyn LlmClient>,
+    events: Arc<dyn EventSink>,
+    validator: Option<PlanValidator>,
+}
+
+impl std::fmt::Debug for LlmPlanner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LlmPlanner")
+            .field("model", &self.llm.model())
+            .field("validator", &self.validator.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl LlmPlanner {
+    /// A planner asking `llm`.
+    pub fn new(llm: Arc<dyn LlmClient>) -> Self {
+        Self {
+            llm,
+            events: Arc::new(NullSink),
+            validator: None,
+        }
+    }
+
+    /// Builder-style: where `plan:*` events go.
+    #[must_use]
+    pub fn with_events(mut self, events: Arc<dyn EventSink>) -> Self {
+        self.events = events;
+        self
+    }
+
+    /// Builder-style: extra validation (e.g. the engine's, which knows the modules).
+    #[must_use]
+    pub fn with_validator(mut self, validator: PlanValidator) -> Self {
+        self.validator = Some(validator);
+        self
+    }
+
+    fn messages(request: &PlanRequest) -> Vec<ChatMessage> {
+        let mut user = format!("Goal: {}\n", request.goal);
+        if let Some(tree) = &request.file_tree {
+            user.push_str("\nThe repository's files:\n");
+            user.push_str(&nuvira_llm::guard::untrusted("file-tree", tree));
+            user.push('\n');
+        }
+        if let Some(c) = &request.context {
+            user.push_str("\nContext:\n");
+            user.push_str(&nuvira_llm::guard::untrusted("context", c));
+            user.push('\n');
+        }
+        vec![
+            ChatMessage::system(nuvira_llm::guard::with_notice(PLAN_SYSTEM)),
+            ChatMessage::user(user),
+        ]
+    }
+
+    fn problems(&self, json: Option<&Value>, text: &str) -> Result<ExecutionPlan, Vec<String>> {
+        let value = match json {
+            Some(v) => v.clone(),
+            None => serde_json::from_str(strip_fence(text))
+                .map_err(|e| vec![format!("the answer is not JSON: {e}")])?,
+        };
+        let plan: ExecutionPlan = serde_json::from_value(value)
+            .map_err(|e| vec![format!("the answer does not follow the plan format: {e}")])?;
+        let mut problems = check_plan(&plan);
+        if problems.is_empty()
+            && let Some(v) = &self.validator
+        {
+            problems = v(&plan);
+        }
+        if problems.is_empty() {
+            Ok(plan)
+        } else {
+            Err(problems)
+        }
+    }
+}
+
+fn strip_fence(text: &str) -> &str {
+    let t = text.trim();
+    let Some(rest) = t.strip_prefix("```") else {
+        return t;
+    };
+    let rest = rest.find('\n').map_or(rest, |i| &rest[i + 1..]);
+    rest.trim_end().strip_suffix("```").unwrap_or(rest).trim()
+}
+
+#[async_trait]
+impl Planner for LlmPlanner {
+    fn name(&self) -> &str {
+        "llm"
+    }
+
+    async fn plan(&self, request: &PlanRequest) -> Result<ExecutionPlan, PlanError> {
+        if request.goal.trim().is_empty() {
+            return Err(PlanError::Invalid(
+                "the goal is empty: say what should change".into(),
+            ));
+        }
+        self.events.emit(
+            None,
+            EventKind::PlanStarted {
+                goal: request.goal.clone(),
+                planner: "llm".into(),
+            },
+        );
+        let mut messages = Self::messages(request);
+        let mut problems = Vec::new();
+        for round in 0..2 {
+            let req = LlmRequest::new(messages.clone()).with_schema(EXECUTION_PLAN, plan_schema());
+            // An answer the transport could not read as JSON is an invalid plan too.
+            let (answer, parsed) = match self.llm.complete(&req).await {
+                Ok(r) => {
+                    let parsed = self.problems(r.json.as_ref(), &r.text);
+                    (r.text, parsed)
+                }
+                Err(nuvira_api::LlmError::InvalidOutput(m)) => (
+                    String::new(),
+                    Err(vec![format!("the answer is not valid JSON: {m}")]),
+                ),
+                Err(e) => return Err(e.into()),
+            };
+            match parsed {
+                Ok(mut plan) => {
+                    if plan.goal.trim().is_empty() {
+                        plan.goal.clone_from(&request.goal);
+                    }
+                    for s in &plan.steps {
+                        self.events.emit(
+                            Some(&s.id),
+                            EventKind::PlanStepCreated {
+                                step: s.id.clone(),
+                                module: s.module.clone(),
+                            },
+                        );
+                    }
+                    self.events.emit(
+                        None,
+                        EventKind::PlanCompleted {
+                            steps: plan.steps.len(),
+                            complexity: plan.estimated_complexity,
+                        },
+                    );
+                    return Ok(plan);
+                }
+                Err(p) => {
+                    if round == 0 {
+                        messages.push(ChatMessage::assistant(answer));
+                        messages.push(ChatMessage::user(format!(
+                            "That plan is invalid:\n- {}\nAnswer again with only the corrected JSON plan.",
+                            p.join("\n- ")
+                        )));
+                    }
+                    problems = p;
+                }
+            }
+        }
+        Err(PlanError::Invalid(format!(
+            "the model's plan was still invalid after one correction: {}",
+            problems.join("; ")
+        )))
+    }
+}
