@@ -29,7 +29,9 @@ use nuvira_api::{
     PlanStep, RunStatus, StepContext, StepInputs, StepOutput, WriteSet, async_trait,
     report::StepStatus,
 };
+use futures::FutureExt;
 use std::collections::VecDeque;
+use std::panic::AssertUnwindSafe;
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
@@ -168,16 +170,19 @@ impl CancelSignal for TokenSignal {
 /// What step tasks share (read-only, or write-once cells).
 struct Shared {
     plan: Arc<ValidatedPlan>,
-    ids: Vec<Arc<str>>,
-    steps: Vec<Arc<PlanStep>>,
     modules: Vec<Arc<dyn Module>>,
     outputs: Box<[OnceLock<Arc<StepOutput>>]>,
-    topo_rank: Vec<usize>,
     run_id: Arc<str>,
     goal: Arc<str>,
     events: Arc<dyn EventSink>,
     cancel: Arc<dyn CancelSignal>,
     opts: RunOptions,
+}
+
+impl Shared {
+    fn step(&self, idx: usize) -> &PlanStep {
+        &self.plan.plan.steps[idx]
+    }
 }
 
 /// A step's view of its inputs.
@@ -190,7 +195,7 @@ impl StepInputs for StepView {
     fn dependency(&self, id: &str) -> Option<Arc<StepOutput>> {
         self.shared.plan.parents[self.idx]
             .iter()
-            .find(|&&p| &*self.shared.ids[p] == id)
+            .find(|&&p| &*self.shared.plan.ids[p] == id)
             .and_then(|&p| self.shared.outputs[p].get().cloned())
     }
 
@@ -206,13 +211,13 @@ impl StepInputs for StepView {
             found.push(p);
             stack.extend(parents[p].iter().copied().filter(|&q| !seen[q]));
         }
-        found.sort_by_key(|&p| self.shared.topo_rank[p]);
+        found.sort_by_key(|&p| self.shared.plan.topo_rank[p]);
         found
             .into_iter()
             .filter_map(|p| {
                 self.shared.outputs[p]
                     .get()
-                    .map(|o| (self.shared.ids[p].to_string(), o.clone()))
+                    .map(|o| (self.shared.plan.ids[p].to_string(), o.clone()))
             })
             .collect()
     }
@@ -240,28 +245,15 @@ pub async fn run(
     opts: RunOptions,
 ) -> RunSummary {
     let n = plan.plan.steps.len();
-    let ids: Vec<Arc<str>> = plan
-        .plan
-        .steps
-        .iter()
-        .map(|s| Arc::from(s.id.as_str()))
-        .collect();
     let run_id = bus.run_id().clone();
     let started = Instant::now();
-    let mut topo_rank = vec![0; n];
-    for (rank, i) in plan.topological_order().into_iter().enumerate() {
-        topo_rank[i] = rank;
-    }
     let shared = Arc::new(Shared {
-        steps: plan.plan.steps.iter().cloned().map(Arc::new).collect(),
         goal: Arc::from(plan.plan.goal.as_str()),
         outputs: (0..n).map(|_| OnceLock::new()).collect(),
         events: Arc::new(bus.clone()),
         cancel: Arc::new(TokenSignal(opts.cancel.clone())),
         plan,
-        ids,
         modules,
-        topo_rank,
         run_id: run_id.clone(),
         opts,
     });
@@ -307,14 +299,14 @@ struct Dispatcher {
     running_writers: Vec<usize>,
     in_flight: usize,
     tasks: JoinSet<Done>,
-    task_step: std::collections::HashMap<tokio::task::Id, usize>,
 }
 
 impl Dispatcher {
     fn new(shared: Arc<Shared>, write_sets: Vec<WriteSet>, bus: EventBus) -> Self {
-        let n = shared.ids.len();
+        let n = shared.plan.ids.len();
         let remaining = shared.plan.parents.iter().map(Vec::len).collect();
         let outcomes = shared
+            .plan
             .ids
             .iter()
             .map(|id| StepOutcome {
@@ -338,7 +330,6 @@ impl Dispatcher {
             running_writers: Vec::new(),
             in_flight: 0,
             tasks: JoinSet::new(),
-            task_step: std::collections::HashMap::new(),
         }
     }
 
@@ -373,9 +364,10 @@ impl Dispatcher {
                     was_cancelled = true;
                     break;
                 }
-                joined = self.tasks.join_next_with_id() => match joined {
-                    Some(Ok((_, done))) => self.finish(done),
-                    Some(Err(e)) => self.task_panicked(e),
+                joined = self.tasks.join_next() => match joined {
+                    Some(Ok(done)) => self.finish(done),
+                    // Tasks are only aborted on cancellation, which leaves this loop first.
+                    Some(Err(_)) => {}
                     None => break,
                 },
             }
@@ -419,7 +411,7 @@ impl Dispatcher {
 
     fn make_ready(&mut self, i: usize) {
         self.bus
-            .publish(Some(self.shared.ids[i].clone()), EventKind::StepReady);
+            .publish(Some(self.shared.plan.ids[i].clone()), EventKind::StepReady);
         self.ready.push_back(i);
     }
 
@@ -456,15 +448,19 @@ impl Dispatcher {
         let shared = self.shared.clone();
         self.outcomes[idx].status = StepStatus::Running;
         self.bus.publish(
-            Some(shared.ids[idx].clone()),
+            Some(shared.plan.ids[idx].clone()),
             EventKind::StepStarted {
-                module: shared.steps[idx].module.clone(),
+                module: shared.step(idx).module.clone(),
                 attempt: 1,
             },
         );
         self.in_flight += 1;
-        let handle = self.tasks.spawn(run_step(shared, idx));
-        self.task_step.insert(handle.id(), idx);
+        // A panicking module must not take the run down: the panic becomes the step's failure.
+        self.tasks.spawn(
+            AssertUnwindSafe(run_step(shared, idx))
+                .catch_unwind()
+                .map(move |r| r.unwrap_or_else(|payload| panicked(idx, &*payload))),
+        );
     }
 
     fn finish(&mut self, done: Done) {
@@ -477,7 +473,7 @@ impl Dispatcher {
                 self.ready.push_front(d);
             }
         }
-        let id = self.shared.ids[idx].clone();
+        let id = self.shared.plan.ids[idx].clone();
         let outcome = &mut self.outcomes[idx];
         outcome.attempts = done.attempts;
         outcome.duration = done.duration;
@@ -524,7 +520,7 @@ impl Dispatcher {
     }
 
     fn fail(&mut self, idx: usize, err: ModuleError, duration: Duration, skip_dependents: bool) {
-        let id = self.shared.ids[idx].clone();
+        let id = self.shared.plan.ids[idx].clone();
         let outcome = &mut self.outcomes[idx];
         outcome.status = StepStatus::Failed;
         let (category, message, evidence, output) = match err.failure() {
@@ -562,7 +558,7 @@ impl Dispatcher {
 
     /// Marks every transitive dependent of a failed step as skipped.
     fn skip_dependents(&mut self, failed: usize) {
-        let root = self.shared.ids[failed].clone();
+        let root = self.shared.plan.ids[failed].clone();
         let mut queue: VecDeque<usize> = VecDeque::from([failed]);
         while let Some(i) = queue.pop_front() {
             for c in 0..self.shared.plan.children[i].len() {
@@ -570,7 +566,7 @@ impl Dispatcher {
                 if self.outcomes[child].status != StepStatus::Pending {
                     continue;
                 }
-                let via = &self.shared.ids[i];
+                let via = &self.shared.plan.ids[i];
                 let reason = if i == failed {
                     format!("dependency `{root}` failed")
                 } else {
@@ -579,7 +575,7 @@ impl Dispatcher {
                 self.outcomes[child].status = StepStatus::Skipped;
                 self.outcomes[child].skip_reason = Some(reason.clone());
                 self.bus.publish(
-                    Some(self.shared.ids[child].clone()),
+                    Some(self.shared.plan.ids[child].clone()),
                     EventKind::StepSkipped {
                         reason,
                         cause: Some(via.to_string()),
@@ -592,39 +588,6 @@ impl Dispatcher {
         // if they depend on the failure; nothing else to do.
     }
 
-    fn task_panicked(&mut self, e: tokio::task::JoinError) {
-        let Some(idx) = self.task_step.remove(&e.id()) else {
-            return;
-        };
-        self.in_flight -= 1;
-        if let Some(pos) = self.running_writers.iter().position(|&r| r == idx) {
-            self.running_writers.swap_remove(pos);
-            for d in self.deferred.drain(..).rev() {
-                self.ready.push_front(d);
-            }
-        }
-        let what = if e.is_panic() {
-            let payload = e.into_panic();
-            payload
-                .downcast_ref::<&str>()
-                .map(|s| (*s).to_owned())
-                .or_else(|| payload.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "unknown panic".into())
-        } else {
-            "task was cancelled".into()
-        };
-        let module = self.shared.steps[idx].module.clone();
-        self.fail(
-            idx,
-            ModuleError::fatal(
-                ErrorCategory::Unknown,
-                format!("module `{module}` panicked: {what} (this is a bug in the module)"),
-            ),
-            Duration::ZERO,
-            true,
-        );
-    }
-
     async fn cancel_all(&mut self) {
         self.bus.publish(
             None,
@@ -633,28 +596,28 @@ impl Dispatcher {
             },
         );
         self.tasks.abort_all();
-        while let Some(joined) = self.tasks.join_next_with_id().await {
-            match joined {
-                Ok((_, done)) => self.finish(done),
-                Err(e) => {
-                    if let Some(idx) = self.task_step.remove(&e.id()) {
-                        self.in_flight -= 1;
-                        let id = self.shared.ids[idx].clone();
-                        self.outcomes[idx].status = StepStatus::Failed;
-                        self.outcomes[idx].error = Some(ModuleError::Cancelled);
-                        self.bus.publish(
-                            Some(id),
-                            EventKind::StepFailed {
-                                category: ErrorCategory::Unknown,
-                                message: "cancelled while running".into(),
-                                recoverable: false,
-                                evidence: Vec::new(),
-                                duration_ms: 0,
-                                output: None,
-                            },
-                        );
-                    }
-                }
+        while let Some(joined) = self.tasks.join_next().await {
+            if let Ok(done) = joined {
+                self.finish(done);
+            }
+        }
+        // Every task has ended; those that were aborted are still marked running.
+        for i in 0..self.outcomes.len() {
+            if self.outcomes[i].status == StepStatus::Running {
+                self.in_flight -= 1;
+                self.outcomes[i].status = StepStatus::Failed;
+                self.outcomes[i].error = Some(ModuleError::Cancelled);
+                self.bus.publish(
+                    Some(self.shared.plan.ids[i].clone()),
+                    EventKind::StepFailed {
+                        category: ErrorCategory::Unknown,
+                        message: "cancelled while running".into(),
+                        recoverable: false,
+                        evidence: Vec::new(),
+                        duration_ms: 0,
+                        output: None,
+                    },
+                );
             }
         }
         for i in 0..self.outcomes.len() {
@@ -662,7 +625,7 @@ impl Dispatcher {
                 self.outcomes[i].status = StepStatus::Skipped;
                 self.outcomes[i].skip_reason = Some("the run was cancelled".into());
                 self.bus.publish(
-                    Some(self.shared.ids[i].clone()),
+                    Some(self.shared.plan.ids[i].clone()),
                     EventKind::StepSkipped {
                         reason: "the run was cancelled".into(),
                         cause: None,
@@ -675,9 +638,10 @@ impl Dispatcher {
 
 async fn run_step(shared: Arc<Shared>, idx: usize) -> Done {
     let started = Instant::now();
-    let mut step = shared.steps[idx].clone();
+    // The plan's step, unless a recovery policy replaced it for a retry.
+    let mut changed: Option<PlanStep> = None;
     let module = shared.modules[idx].clone();
-    let timeout = step.timeout.or(shared.opts.default_timeout);
+    let timeout = shared.step(idx).timeout.or(shared.opts.default_timeout);
     let inputs: Arc<dyn StepInputs> = Arc::new(StepView {
         shared: shared.clone(),
         idx,
@@ -687,7 +651,7 @@ async fn run_step(shared: Arc<Shared>, idx: usize) -> Done {
         // unchanged workspace.
         let output = Arc::new(StepOutput::Value(serde_json::json!({
             "dry_run": true,
-            "note": format!("`{}` steps are not run in a dry run", step.module),
+            "note": format!("`{}` steps are not run in a dry run", shared.step(idx).module),
         })));
         let _ = shared.outputs[idx].set(output.clone());
         return done(idx, Ok(output), 0, started, None);
@@ -695,25 +659,27 @@ async fn run_step(shared: Arc<Shared>, idx: usize) -> Done {
     let mut attempt = 1u32;
     let mut feedback: Option<String> = None;
     loop {
+        let step: &PlanStep = changed.as_ref().unwrap_or_else(|| shared.step(idx));
         let deadline = timeout.map(|t| Instant::now() + t);
-        let ctx = StepContext::standalone(shared.opts.workspace_root.to_path_buf())
-            .with_identity(
-                shared.run_id.clone(),
-                shared.ids[idx].clone(),
-                shared.goal.clone(),
-            )
-            .with_inputs(inputs.clone())
-            .with_events(shared.events.clone())
-            .with_llm(shared.opts.llm.clone())
-            .with_execution(
-                shared.opts.dry_run,
-                attempt,
-                shared.cancel.clone(),
-                deadline,
-                feedback.take(),
-            );
+        let ctx = StepContext::new(
+            shared.run_id.clone(),
+            shared.plan.ids[idx].clone(),
+            shared.goal.clone(),
+            shared.opts.workspace_root.clone(),
+            inputs.clone(),
+            shared.events.clone(),
+            shared.cancel.clone(),
+        )
+        .with_llm(shared.opts.llm.clone())
+        .with_execution(
+            shared.opts.dry_run,
+            attempt,
+            shared.cancel.clone(),
+            deadline,
+            feedback.take(),
+        );
         let result = match timeout {
-            Some(t) => match tokio::time::timeout(t, module.run(&step, &ctx)).await {
+            Some(t) => match tokio::time::timeout(t, module.run(step, &ctx)).await {
                 Ok(r) => r,
                 Err(_) => Err(ModuleError::recoverable(
                     ErrorCategory::Timeout,
@@ -724,7 +690,7 @@ async fn run_step(shared: Arc<Shared>, idx: usize) -> Done {
                     ),
                 )),
             },
-            None => module.run(&step, &ctx).await,
+            None => module.run(step, &ctx).await,
         };
         match result {
             Ok(output) => {
@@ -734,18 +700,18 @@ async fn run_step(shared: Arc<Shared>, idx: usize) -> Done {
             }
             Err(ModuleError::Recoverable(failure)) if shared.opts.recovery.is_some() => {
                 let decision = match &shared.opts.recovery {
-                    Some(policy) => policy.on_failure(&step, &ctx, attempt, &failure).await,
+                    Some(policy) => policy.on_failure(step, &ctx, attempt, &failure).await,
                     None => RecoveryDecision::GiveUp,
                 };
                 match decision {
                     RecoveryDecision::Retry {
                         delay,
                         feedback: next,
-                        step: changed,
+                        step: new_step,
                     } => {
                         attempt += 1;
                         shared.events.emit(
-                            Some(&shared.ids[idx]),
+                            Some(&shared.plan.ids[idx]),
                             EventKind::StepRetrying {
                                 attempt,
                                 reason: failure.message.clone(),
@@ -755,10 +721,10 @@ async fn run_step(shared: Arc<Shared>, idx: usize) -> Done {
                         if !delay.is_zero() {
                             tokio::time::sleep(delay).await;
                         }
-                        if let Some(changed) = changed {
-                            step = Arc::new(PlanStep {
+                        if let Some(new_step) = new_step {
+                            changed = Some(PlanStep {
                                 id: step.id.clone(),
-                                ..*changed
+                                ..*new_step
                             });
                         }
                         feedback = next.or(Some(failure.message));
@@ -822,7 +788,7 @@ async fn run_split(
     parent_ctx: &StepContext,
     steps: Vec<PlanStep>,
 ) -> Result<Arc<StepOutput>, ModuleError> {
-    let parent = &shared.steps[idx];
+    let parent = shared.step(idx);
     let invalid = |msg: String| {
         ModuleError::fatal(
             ErrorCategory::InvalidConfig,
@@ -844,7 +810,7 @@ async fn run_split(
         if !crate::validate::is_valid_id(&s.id) {
             return Err(invalid(format!("sub-step id `{}` is invalid", s.id)));
         }
-        if shared.ids.iter().any(|id| **id == *s.id) || !sub_ids.insert(s.id.as_str()) {
+        if shared.plan.ids.iter().any(|id| **id == *s.id) || !sub_ids.insert(s.id.as_str()) {
             return Err(invalid(format!("sub-step id `{}` is already used", s.id)));
         }
     }
@@ -922,4 +888,23 @@ async fn run_split(
         }
     }
     last.ok_or_else(|| invalid("no sub-step ran".into()))
+}
+
+/// The result of a step whose module panicked.
+fn panicked(idx: usize, payload: &(dyn std::any::Any + Send)) -> Done {
+    let what = payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into());
+    Done {
+        idx,
+        result: Err(ModuleError::fatal(
+            ErrorCategory::Unknown,
+            format!("the module panicked: {what} (this is a bug in the module)"),
+        )),
+        attempts: 1,
+        duration: Duration::ZERO,
+        bypassed: None,
+    }
 }

@@ -25,6 +25,7 @@ use petgraph::graph::{DiGraph, NodeIndex};
 use serde::Serialize;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt;
+use std::sync::Arc;
 
 /// The kind of a validation problem; serialized in kebab-case (`duplicate-id`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -133,7 +134,11 @@ pub struct ValidationErrors {
 
 impl fmt::Display for ValidationErrors {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "the plan is invalid ({} problem(s))", self.problems.len())?;
+        write!(
+            f,
+            "the plan is invalid ({} problem(s))",
+            self.problems.len()
+        )?;
         for p in &self.problems {
             write!(f, "\n  {p}")?;
         }
@@ -146,8 +151,12 @@ impl std::error::Error for ValidationErrors {}
 /// A plan that passed validation, with its graph precomputed for the scheduler.
 #[derive(Debug, Clone)]
 pub struct ValidatedPlan {
-    /// The plan.
-    pub plan: ExecutionPlan,
+    /// The plan (shared: announcing it in `run:started` copies nothing).
+    pub plan: Arc<ExecutionPlan>,
+    /// Step ids, by index, ready to stamp on events.
+    pub ids: Vec<Arc<str>>,
+    /// Each step's position in [`topological_order`](Self::topological_order).
+    pub topo_rank: Vec<usize>,
     /// For each step (by index), the indices of its dependencies.
     pub parents: Vec<Vec<usize>>,
     /// For each step, the indices of the steps that depend on it.
@@ -224,26 +233,32 @@ pub fn validate(
     let mut reported_dup: HashSet<&str> = HashSet::new();
     for (i, step) in steps.iter().enumerate() {
         if !is_valid_id(&step.id) {
-            problems.push(Problem::new(
-                ProblemKind::InvalidId,
-                vec![step.id.clone()],
-                format!(
-                    "step id `{}` is invalid: use only letters, digits, `_`, `.` and `-`",
-                    step.id
-                ),
-            ).at(i));
+            problems.push(
+                Problem::new(
+                    ProblemKind::InvalidId,
+                    vec![step.id.clone()],
+                    format!(
+                        "step id `{}` is invalid: use only letters, digits, `_`, `.` and `-`",
+                        step.id
+                    ),
+                )
+                .at(i),
+            );
         }
         if index.contains_key(step.id.as_str()) {
             if reported_dup.insert(step.id.as_str()) {
                 let count = steps.iter().filter(|s| s.id == step.id).count();
-                problems.push(Problem::new(
-                    ProblemKind::DuplicateId,
-                    vec![step.id.clone()],
-                    format!(
-                        "step id `{}` is used by {count} steps: give each step its own id",
-                        step.id
-                    ),
-                ).at(i));
+                problems.push(
+                    Problem::new(
+                        ProblemKind::DuplicateId,
+                        vec![step.id.clone()],
+                        format!(
+                            "step id `{}` is used by {count} steps: give each step its own id",
+                            step.id
+                        ),
+                    )
+                    .at(i),
+                );
             }
         } else {
             index.insert(step.id.as_str(), i);
@@ -264,11 +279,14 @@ pub fn validate(
                             .strip_prefix(&prefix)
                             .map(|m| m.trim_start_matches(':').trim_start())
                             .unwrap_or(&msg);
-                        problems.push(Problem::new(
-                            ProblemKind::InvalidConfig,
-                            vec![step.id.clone()],
-                            format!("step `{}` ({}): {msg}", step.id, step.module),
-                        ).at(i));
+                        problems.push(
+                            Problem::new(
+                                ProblemKind::InvalidConfig,
+                                vec![step.id.clone()],
+                                format!("step `{}` ({}): {msg}", step.id, step.module),
+                            )
+                            .at(i),
+                        );
                     }
                 }
                 None => {
@@ -311,15 +329,18 @@ pub fn validate(
                         graph.add_edge(NodeIndex::new(d), NodeIndex::new(i), ());
                     }
                 }
-                None => problems.push(Problem::new(
-                    ProblemKind::Dangling,
-                    vec![step.id.clone(), dep.clone()],
-                    format!(
-                        "step `{}` depends on `{dep}`, which does not exist{}",
-                        step.id,
-                        suggestion(dep, index.keys().copied())
-                    ),
-                ).at(i)),
+                None => problems.push(
+                    Problem::new(
+                        ProblemKind::Dangling,
+                        vec![step.id.clone(), dep.clone()],
+                        format!(
+                            "step `{}` depends on `{dep}`, which does not exist{}",
+                            step.id,
+                            suggestion(dep, index.keys().copied())
+                        ),
+                    )
+                    .at(i),
+                ),
             }
         }
     }
@@ -327,10 +348,7 @@ pub fn validate(
     // Cycles: one path per strongly connected component that has one.
     let mut in_cycle = vec![false; n];
     for scc in petgraph::algo::tarjan_scc(&graph) {
-        let is_cycle = scc.len() > 1
-            || scc
-                .first()
-                .is_some_and(|&v| graph.contains_edge(v, v));
+        let is_cycle = scc.len() > 1 || scc.first().is_some_and(|&v| graph.contains_edge(v, v));
         if !is_cycle {
             continue;
         }
@@ -438,12 +456,20 @@ pub fn validate(
     }
 
     if problems.is_empty() {
-        Ok(ValidatedPlan {
-            plan: plan.clone(),
+        let mut validated = ValidatedPlan {
+            plan: Arc::new(plan.clone()),
+            ids: steps.iter().map(|s| Arc::from(s.id.as_str())).collect(),
+            topo_rank: Vec::new(),
             parents,
             children,
             outputs,
-        })
+        };
+        let mut rank = vec![0; n];
+        for (r, i) in validated.topological_order().into_iter().enumerate() {
+            rank[i] = r;
+        }
+        validated.topo_rank = rank;
+        Ok(validated)
     } else {
         Err(ValidationErrors { problems })
     }

@@ -42,8 +42,8 @@ pub enum EventKind {
     /// A run began.
     #[serde(rename = "run:started")]
     RunStarted {
-        /// The validated plan being run.
-        plan: ExecutionPlan,
+        /// The validated plan being run (shared, so announcing a large plan copies nothing).
+        plan: Arc<ExecutionPlan>,
         /// The cap on steps in flight.
         max_parallel: usize,
         /// Whether nothing will be changed.

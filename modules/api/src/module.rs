@@ -233,6 +233,34 @@ impl StepContext {
         }
     }
 
+    /// A context with every field given; the engine uses this for each step (all `Arc`
+    /// clones, no allocation).
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        run_id: Arc<str>,
+        step_id: Arc<str>,
+        goal: Arc<str>,
+        workspace_root: Arc<Path>,
+        inputs: Arc<dyn StepInputs>,
+        events: Arc<dyn EventSink>,
+        cancel: Arc<dyn CancelSignal>,
+    ) -> Self {
+        Self {
+            run_id,
+            step_id,
+            goal,
+            workspace_root,
+            dry_run: false,
+            attempt: 1,
+            inputs,
+            events,
+            llm: None,
+            cancel,
+            deadline: None,
+            feedback: None,
+        }
+    }
+
     /// Builder-style: sets the event sink.
     #[must_use]
     pub fn with_events(mut self, events: Arc<dyn EventSink>) -> Self {
