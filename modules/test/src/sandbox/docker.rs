@@ -5,12 +5,12 @@
 //! default), `cap_drop: [ALL]`, `security_opt: [no-new-privileges]`, optionally a read-only root
 //! (then the workdir is an anonymous volume and `/tmp` a tmpfs), the request's read-only bind
 //! mounts and environment, and the label `nuvira.sandbox=1`. The workspace is uploaded as a tar
-//! into `/workspace` (streamed in chunks, never bind-mounted, so nothing the tests write reaches the host), output is
-//! streamed through an attach, and the container is waited for under the timeout; at the
-//! timeout or on cancellation it gets `SIGKILL`. An out-of-memory kill is read from the engine's
+//! streamed in chunks into `/workspace` (never bind-mounted, so nothing the tests write reaches
+//! the host), output is streamed through an attach, and the container is waited for under the
+//! timeout; at the timeout or on cancellation it gets `SIGKILL`. An out-of-memory kill is read from the engine's
 //! `State.OOMKilled` and reported together with exit code 137.
 //!
-//! Clean-up: the container is named before it is created and a [`RemovalGuard`] is armed with
+//! Clean-up: the container is named before it is created and a `RemovalGuard` is armed with
 //! that name, so even a run whose future is dropped in the middle of the create call (the engine
 //! cancelling a step, a panic) leaves no container: the guard's `Drop` spawns a forced removal
 //! (with its anonymous volumes). [`DockerSandbox::wait_for_cleanup`] waits for such removals.

@@ -1,6 +1,6 @@
 //! The local sandbox: a temporary copy of the workspace and a process group.
 //!
-//! The command runs in a fresh copy of the workspace (see [`super::workspace_entries`] for what
+//! The command runs in a fresh copy of the workspace (see the [`super`] module docs for what
 //! is copied) so that whatever it writes (build output, caches, stray files) never touches the
 //! original. It is started as the leader of its own process group; at the timeout, on
 //! cancellation, when the run's future is dropped, and after it exits (to reap background
