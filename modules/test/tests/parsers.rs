@@ -1107,6 +1107,40 @@ mod detection {
             "from the JSON report: {:?}",
             r.failures[0]
         );
+
+        // Go in a sub-folder: package-relative names resolve through the host's go.mod, and
+        // every path becomes workspace-relative.
+        let repo = monorepo();
+        let go = detect::available_frameworks(repo.path())
+            .expect("detect")
+            .into_iter()
+            .find(|d| d.framework == Some(Framework::Go))
+            .expect("go detected");
+        let json = super::output("go", "basic-json");
+        let mut outcome = SandboxOutcome::default();
+        outcome.stdout = json.stdout;
+        outcome.exit_code = json.exit_code;
+        outcome.workdir = Some(PathBuf::from("/home/dev/projects/go/basic"));
+        outcome.oom_killed = true;
+        let r = parse::parse_outcome(&go, &outcome, Some(repo.path()));
+        let files: Vec<_> = r
+            .failures
+            .iter()
+            .filter_map(|f| f.file.as_deref())
+            .collect();
+        assert_eq!(
+            files,
+            [
+                "services/api/alpha/alpha_test.go",
+                "services/api/beta/beta_test.go"
+            ]
+        );
+        assert!(
+            r.failures
+                .iter()
+                .any(|f| f.message.contains("memory limit")),
+            "OOM is reported"
+        );
     }
 }
 

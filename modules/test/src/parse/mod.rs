@@ -200,9 +200,11 @@ pub fn parse_output_with(
 /// Parses what a sandbox run of a [`Detected`] command left behind — the one call the test
 /// module needs after `Sandbox::run`.
 ///
-/// Paths are made relative to `outcome.workdir` (where the command ran); `workspace` is the
-/// host workspace root, read only for `go.mod`. The result carries the framework, the command
-/// line, the sandbox info and the wall-clock duration of the run.
+/// Paths are made relative to `outcome.workdir` (where the command ran) and then prefixed with
+/// [`Detected::dir`], so they are workspace-relative; `workspace` is the host workspace root,
+/// read only for the `go.mod` of Go projects (the sandbox copy may be gone by now). An OOM kill
+/// is a failure. The result carries the framework, the command line, the sandbox info and the
+/// wall-clock duration of the run.
 pub fn parse_outcome(
     detected: &Detected,
     outcome: &SandboxOutcome,
@@ -232,6 +234,22 @@ pub fn parse_outcome(
             result.failed = 1;
             result.total = result.passed + 1;
         }
+        result.success = false;
+    }
+    // Parsers give paths relative to where the runner ran; make them workspace-relative.
+    if !detected.dir.as_os_str().is_empty() {
+        let prefix = detected.dir.to_string_lossy().replace('\\', "/");
+        let prefix = prefix.trim_end_matches('/');
+        for f in &mut result.failures {
+            if let Some(file) = &f.file
+                && !file.starts_with('/')
+                && !file.starts_with(&format!("{prefix}/"))
+            {
+                f.file = Some(format!("{prefix}/{file}"));
+            }
+        }
+    }
+    if outcome.timed_out || outcome.exit_code != Some(0) {
         result.success = false;
     }
     result.command = Some(detected.command_line());
