@@ -5,6 +5,9 @@
 //! (`--no-require-git --no-ignore-parent --no-ignore-global`); its output goes to a pipe that
 //! the bench drains, which is what an inspection would have to do with it.
 //!
+//! A second group times a whole inspection of the first tree against `rg -l -i` of the goal's
+//! keywords (ripgrep reading every file too).
+//!
 //! ```text
 //! cargo bench -p nuvira-inspect --bench walk -- --warm-up-time 1 --measurement-time 3
 //! ```
@@ -68,5 +71,63 @@ fn bench(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench);
+/// A whole inspection (walk, read, score, parse the matches) against ripgrep listing the files
+/// that contain any of the same keywords: the cheapest baseline that also reads every file.
+fn bench_inspect(c: &mut Criterion) {
+    let have_rg = Command::new("rg").arg("--version").output().is_ok();
+    let goal = "make the tokio runtime builder configurable";
+    let keywords: Vec<String> = nuvira_inspect::keywords::keywords(goal, &[])
+        .into_iter()
+        .map(|k| k.text)
+        .collect();
+    let mut group = c.benchmark_group("inspect");
+    group.sample_size(10);
+    for root in trees().into_iter().take(1) {
+        let name = root.display().to_string();
+        let options = nuvira_inspect::InspectOptions::default();
+        let hooks = nuvira_inspect::Hooks::none();
+        group.bench_with_input(BenchmarkId::new("nuvira", &name), &root, |b, root| {
+            b.iter(|| {
+                nuvira_inspect::inspect(root, goal, &options, &hooks)
+                    .unwrap()
+                    .artifacts
+                    .len()
+            });
+        });
+        if have_rg {
+            group.bench_with_input(
+                BenchmarkId::new("rg-files-with-matches", &name),
+                &root,
+                |b, root| {
+                    b.iter(|| {
+                        let mut cmd = Command::new("rg");
+                        cmd.args([
+                            "-l",
+                            "-i",
+                            "-F",
+                            "--max-filesize",
+                            "100K",
+                            "--no-require-git",
+                            "--no-ignore-parent",
+                            "--no-ignore-global",
+                        ]);
+                        for k in &keywords {
+                            cmd.arg("-e").arg(k);
+                        }
+                        let out = cmd
+                            .arg(root)
+                            .stdin(Stdio::null())
+                            .stderr(Stdio::null())
+                            .output()
+                            .unwrap();
+                        out.stdout.len()
+                    });
+                },
+            );
+        }
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench, bench_inspect);
 criterion_main!(benches);

@@ -34,12 +34,12 @@
 pub mod keywords;
 pub mod lang;
 mod module;
+pub mod score;
 pub mod tree;
 pub mod walk;
 
 pub use module::{InspectModule, StepConfig};
 
-use keywords::Keyword;
 use lang::Outline;
 use nuvira_api::{Artifact, EventKind, InspectionResult, InspectionStats};
 use std::collections::BTreeSet;
@@ -204,88 +204,18 @@ fn read_capped(path: &Path, cap: u64) -> (ReadOutcome, u64) {
     (ReadOutcome::Text(text), size)
 }
 
-/// The score of one file and what was learned while scoring it.
-struct Scored {
+/// A file that matched in phase 1.
+struct Candidate {
     index: usize,
-    score: f64,
+    pre: score::Prescore,
     size: u64,
+    score: f64,
     outline: Option<Outline>,
 }
 
-/// Scores a path and its text against the keywords; parses the file when the text matched.
-fn score_file(
-    rel: &str,
-    text: &str,
-    keywords: &[Keyword],
-    language: Option<&str>,
-) -> (f64, Option<Outline>) {
-    if keywords.is_empty() {
-        return (0.0, None);
-    }
-    let rel_lower = rel.to_lowercase();
-    let name = rel_lower.rsplit('/').next().unwrap_or(&rel_lower);
-    let stem = name.split('.').next().unwrap_or(name);
-    let path_tokens: Vec<String> = rel
-        .split('/')
-        .flat_map(keywords::split_identifier)
-        .collect();
-    let lower = text.to_lowercase();
-    let counts: Vec<usize> = keywords
-        .iter()
-        .map(|k| lower.matches(k.text.as_str()).count())
-        .collect();
-    let outline = match language {
-        Some(l) if counts.iter().any(|c| *c > 0) && lang::has_inspector(l) => {
-            Some(lang::outline(l, text))
-        }
-        _ => None,
-    };
-    let mut total = 0.0;
-    let mut matched = 0usize;
-    for (k, &count) in keywords.iter().zip(&counts) {
-        let w = k.weight;
-        let mut s = 0.0;
-        if stem == k.text {
-            s += 4.0 * w;
-        } else if path_tokens.contains(&k.text) || rel_lower.split('/').any(|c| c == k.text) {
-            s += 2.0 * w;
-        } else if rel_lower.contains(k.text.as_str()) {
-            s += w;
-        }
-        if count > 0 {
-            s += w * (1.0 + (count as f64).ln()).min(5.0);
-        }
-        if let Some(o) = &outline {
-            let best = o
-                .symbols
-                .iter()
-                .map(|sym| {
-                    let full = sym.name.to_lowercase();
-                    let last = full.rsplit("::").next().unwrap_or(&full);
-                    if sym.kind == "impl" {
-                        if full.split(" for ").any(|p| p == k.text) {
-                            3.0
-                        } else {
-                            0.0
-                        }
-                    } else if last == k.text || full == k.text {
-                        8.0
-                    } else if last.contains(k.text.as_str()) {
-                        2.0
-                    } else {
-                        0.0
-                    }
-                })
-                .fold(0.0, f64::max);
-            s += best * w;
-        }
-        if s > 0.0 {
-            matched += 1;
-        }
-        total += s;
-    }
-    let coverage = 1.0 + matched as f64 / keywords.len() as f64;
-    ((total * coverage * 100.0).round() / 100.0, outline)
+/// How many of the best candidates are parsed to confirm their definitions.
+fn parse_budget(max_files: usize) -> usize {
+    max_files.saturating_mul(2).max(32)
 }
 
 /// Resolves the `paths` restriction inside the (canonical) root.
@@ -388,9 +318,10 @@ pub fn inspect(
         return Err(InspectError::Stopped);
     }
     let files = &walked.files;
-    let kws = keywords::keywords(goal, &options.keywords);
+    let matcher = score::Matcher::new(keywords::keywords(goal, &options.keywords));
 
-    // Read and score every file, in parallel: each worker takes the next index.
+    // Phase 1, in parallel: read every file once and prescore it; each worker takes the next
+    // index.
     let threads = match options.threads {
         0 => std::thread::available_parallelism().map_or(2, |n| n.get()),
         n => n,
@@ -398,30 +329,30 @@ pub fn inspect(
     .min(files.len().max(1));
     let next = AtomicUsize::new(0);
     let worker = || {
-        let mut scored = Vec::new();
+        let mut found = Vec::new();
         let (mut inspected, mut errors, mut bytes) = (0u64, 0u64, 0u64);
+        if matcher.keywords().is_empty() {
+            return (found, inspected, errors, bytes);
+        }
         loop {
             let i = next.fetch_add(1, Ordering::Relaxed);
             let Some(file) = files.get(i) else { break };
             if (hooks.stop)() {
                 break;
             }
-            if kws.is_empty() {
-                continue;
-            }
             let (outcome, size) = read_capped(&file.abs, options.max_file_bytes);
             match outcome {
                 ReadOutcome::Text(text) => {
                     inspected += 1;
                     bytes += size;
-                    let language = lang::language_of(&file.rel);
-                    let (score, outline) = score_file(&file.rel, &text, &kws, language);
-                    if score > 0.0 {
-                        scored.push(Scored {
+                    let pre = matcher.prescore(&file.rel, &text);
+                    if pre.raw > 0.0 {
+                        found.push(Candidate {
                             index: i,
-                            score,
+                            pre,
                             size,
-                            outline,
+                            score: matcher.finish(&pre, 0.0),
+                            outline: None,
                         });
                     }
                 }
@@ -429,7 +360,7 @@ pub fn inspect(
                 ReadOutcome::Binary | ReadOutcome::TooLarge => {}
             }
         }
-        (scored, inspected, errors, bytes)
+        (found, inspected, errors, bytes)
     };
     let results: Vec<_> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..threads).map(|_| s.spawn(worker)).collect();
@@ -438,24 +369,69 @@ pub fn inspect(
     if (hooks.stop)() {
         return Err(InspectError::Stopped);
     }
-    let mut scored = Vec::new();
+    let mut candidates = Vec::new();
     let mut stats = InspectionStats::default();
     stats.total_files = files.len() as u64;
     stats.errors = walked.errors;
     stats.llm_fallback_used = true;
     let mut total_bytes = 0;
-    for (s, inspected, errors, bytes) in results {
-        scored.extend(s);
+    for (found, inspected, errors, bytes) in results {
+        candidates.extend(found);
         stats.inspected_files += inspected;
         stats.errors += errors;
         total_bytes += bytes;
     }
-    scored.sort_by(|a, b| {
-        b.score
-            .total_cmp(&a.score)
-            .then_with(|| files[a.index].rel.cmp(&files[b.index].rel))
+
+    // Phase 2: parse the most promising candidates (by score plus hinted definitions) to
+    // confirm which keywords name a definition.
+    let by_path = |a: &Candidate, b: &Candidate| files[a.index].rel.cmp(&files[b.index].rel);
+    let estimate = |c: &Candidate| matcher.finish(&c.pre, c.pre.hinted);
+    candidates.sort_by(|a, b| {
+        estimate(b)
+            .total_cmp(&estimate(a))
+            .then_with(|| by_path(a, b))
     });
-    scored.truncate(options.max_files);
+    let budget = parse_budget(options.max_files).min(candidates.len());
+    let next = AtomicUsize::new(0);
+    let slots: Vec<std::sync::Mutex<&mut Candidate>> = candidates[..budget]
+        .iter_mut()
+        .map(std::sync::Mutex::new)
+        .collect();
+    let parse_worker = || {
+        loop {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            let Some(slot) = slots.get(i) else { break };
+            if (hooks.stop)() {
+                break;
+            }
+            let Ok(mut c) = slot.lock() else { continue };
+            let file = &files[c.index];
+            let Some(language) = lang::language_of(&file.rel).filter(|l| lang::has_inspector(l))
+            else {
+                continue;
+            };
+            if !c.pre.content_match {
+                continue;
+            }
+            if let (ReadOutcome::Text(text), _) = read_capped(&file.abs, options.max_file_bytes) {
+                let outline = lang::outline(language, &text);
+                c.score = matcher.finish(&c.pre, matcher.symbol_score(&outline));
+                c.outline = Some(outline);
+            }
+        }
+    };
+    std::thread::scope(|s| {
+        for _ in 0..threads.min(budget.max(1)) {
+            s.spawn(parse_worker);
+        }
+    });
+    drop(slots);
+    if (hooks.stop)() {
+        return Err(InspectError::Stopped);
+    }
+    candidates.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| by_path(a, b)));
+    candidates.truncate(options.max_files);
+    let scored = candidates;
 
     let all: BTreeSet<String> = files.iter().map(|f| f.rel.clone()).collect();
     let read_rel = |rel: &str| -> Option<String> {

@@ -457,3 +457,40 @@ fn inspecting_this_repository_finds_the_keyword_splitter() {
     assert!(r.stats.total_files > 50);
     assert!(r.file_tree.lines().count() <= 200);
 }
+
+/// A run that was cancelled before the step started.
+struct AlreadyCancelled;
+
+#[nuvira_api::async_trait]
+impl nuvira_api::CancelSignal for AlreadyCancelled {
+    fn is_cancelled(&self) -> bool {
+        true
+    }
+    async fn cancelled(&self) {}
+}
+
+#[test]
+fn the_module_stops_on_cancellation_and_at_its_deadline() {
+    let (dir, _outside) = demo_repo();
+    let step = PlanStep::new("inspect", "inspect");
+    let cancelled = StepContext::standalone(dir.path())
+        .with_identity("r", "inspect", "parse_config")
+        .with_execution(false, 1, Arc::new(AlreadyCancelled), None, None);
+    let err = futures::executor::block_on(InspectModule::new().run(&step, &cancelled)).unwrap_err();
+    assert_eq!(err, nuvira_api::ModuleError::Cancelled);
+
+    let past = std::time::Instant::now();
+    let late = StepContext::standalone(dir.path())
+        .with_identity("r", "inspect", "parse_config")
+        .with_execution(
+            false,
+            1,
+            Arc::new(nuvira_api::NeverCancelled),
+            Some(past),
+            None,
+        );
+    let err = futures::executor::block_on(InspectModule::new().run(&step, &late)).unwrap_err();
+    assert!(err.is_recoverable());
+    assert_eq!(err.category(), nuvira_api::ErrorCategory::Timeout);
+    assert!(err.to_string().contains("out of time"), "{err}");
+}
