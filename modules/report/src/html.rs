@@ -80,6 +80,21 @@ pub fn render(r: &ExecutionReport) -> String {
     timeline(&mut o, r);
     o.push_str("</section>\n");
 
+    o.push_str("<section id=\"steps\"><h2>Steps</h2>\n<table><thead><tr><th>step</th><th>module</th><th>status</th><th>attempts</th><th>time</th><th>result</th></tr></thead><tbody>\n");
+    for s in &r.steps {
+        let _ = writeln!(
+            o,
+            "<tr class=\"{status}\"><td><code>{id}</code></td><td>{module}</td><td><span class=\"swatch {status}\"></span>{status}</td><td>{attempts}</td><td>{time}</td><td>{result}</td></tr>",
+            status = status_label(s.status),
+            id = esc(&s.id),
+            module = esc(&s.module),
+            attempts = s.attempts,
+            time = s.duration_ms.map(human_ms).unwrap_or_default(),
+            result = esc(&crate::step_result(s)),
+        );
+    }
+    o.push_str("</tbody></table></section>\n");
+
     let findings: Vec<_> = r.findings().collect();
     if !findings.is_empty() {
         let _ = writeln!(
