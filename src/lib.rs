@@ -3,6 +3,7 @@
 
 pub use nuvira_api as api;
 
+pub mod agent;
 #[cfg(feature = "cli")]
 pub mod cli;
 pub mod defaults;

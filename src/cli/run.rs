@@ -106,7 +106,9 @@ fn parse_report_target(s: &str) -> Result<(Format, PathBuf), String> {
     let (format, path) = s
         .split_once('=')
         .ok_or_else(|| format!("`{s}` is not FORMAT=PATH (e.g. html=report.html)"))?;
-    let format: Format = format.parse().map_err(|e: nuvira_report::UnknownFormat| e.to_string())?;
+    let format: Format = format
+        .parse()
+        .map_err(|e: nuvira_report::UnknownFormat| e.to_string())?;
     if path.is_empty() {
         return Err(format!("`{s}` has no path after `=`"));
     }
@@ -121,7 +123,11 @@ fn new_run_id() -> String {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
-    format!("run-{}-{:04x}", now.as_secs(), (now.subsec_nanos() ^ std::process::id()) & 0xffff)
+    format!(
+        "run-{}-{:04x}",
+        now.as_secs(),
+        (now.subsec_nanos() ^ std::process::id()) & 0xffff
+    )
 }
 
 /// Runs the command.
@@ -147,7 +153,11 @@ async fn run(args: Args) -> u8 {
     let repo = if args.scratch {
         match crate::scratch::copy_to_temp(&args.repo) {
             Ok(dir) => {
-                eprintln!("working on a scratch copy of {}: {}", args.repo.display(), dir.display());
+                eprintln!(
+                    "working on a scratch copy of {}: {}",
+                    args.repo.display(),
+                    dir.display()
+                );
                 dir
             }
             Err(e) => {
@@ -196,11 +206,16 @@ async fn run(args: Args) -> u8 {
     if let Some(llm) = &llm {
         builder = builder.llm(llm.clone());
     }
+    // The recover stage (repair strategies, budget, debugger loop) and model-written edits.
+    builder = crate::agent::configure(builder, llm.as_ref(), None);
     let engine = builder.build();
     let validated = match engine.validate(&plan) {
         Ok(v) => Arc::new(v),
         Err(errs) => {
-            let name = args.plan.clone().unwrap_or_else(|| PathBuf::from("<planned from --goal>"));
+            let name = args
+                .plan
+                .clone()
+                .unwrap_or_else(|| PathBuf::from("<planned from --goal>"));
             let problems: Vec<_> = errs
                 .problems
                 .into_iter()
@@ -247,14 +262,21 @@ async fn run(args: Args) -> u8 {
         Some(path) => match crate::events::JsonlStore::spawn(&bus, path) {
             Ok(s) => Some(s),
             Err(e) => {
-                eprintln!("error: failed to create the event file {}: {e}", path.display());
+                eprintln!(
+                    "error: failed to create the event file {}: {e}",
+                    path.display()
+                );
                 return exit::INVALID;
             }
         },
         None => None,
     };
     let tracer = crate::events::spawn_tracing_consumer(&bus);
-    let progress = tokio::spawn(super::progress::follow(bus.subscribe(), args.quiet, repo.clone()));
+    let progress = tokio::spawn(super::progress::follow(
+        bus.subscribe(),
+        args.quiet,
+        repo.clone(),
+    ));
     let mut report_rx = bus.subscribe();
     let reporter = tokio::spawn(async move {
         let mut b = ReportBuilder::new();
@@ -285,7 +307,10 @@ async fn run(args: Args) -> u8 {
             Ok(restored) => {
                 let paths: Vec<String> = restored.into_iter().flat_map(|r| r.paths).collect();
                 if !paths.is_empty() {
-                    eprintln!("rolled back {} file(s) changed by the cancelled run", paths.len());
+                    eprintln!(
+                        "rolled back {} file(s) changed by the cancelled run",
+                        paths.len()
+                    );
                 }
                 bus.emit(
                     None,
@@ -335,7 +360,10 @@ async fn run(args: Args) -> u8 {
     let mut code = summary.exit_code();
     for (f, path) in &args.reports {
         if let Err(e) = write_report(path, &nuvira_report::render(&report, *f)) {
-            eprintln!("error: failed to write the {f} report to {}: {e}", path.display());
+            eprintln!(
+                "error: failed to write the {f} report to {}: {e}",
+                path.display()
+            );
             code = code.max(exit::FAILED);
         }
     }
@@ -385,7 +413,27 @@ fn apply_overrides(plan: &mut ExecutionPlan, args: &Args) {
 }
 
 /// The configured model client, if a model is configured (flag or NUVIRA_MODEL).
+///
+/// `NUVIRA_SCRIPTED_LLM=FILE` replays a recorded transcript (YAML or JSONL, see
+/// `nuvira_llm::ScriptedLlm`) instead of calling a provider: offline demos and tests.
 fn model_client(model: Option<&str>) -> Result<Option<Arc<dyn nuvira_api::LlmClient>>, u8> {
+    if let Some(path) = std::env::var_os("NUVIRA_SCRIPTED_LLM").filter(|p| !p.is_empty()) {
+        return match nuvira_llm::ScriptedLlm::from_file(&path) {
+            Ok(mut scripted) => {
+                if let Some(m) = model {
+                    scripted = scripted.with_model(m);
+                }
+                Ok(Some(Arc::new(scripted)))
+            }
+            Err(e) => {
+                eprintln!(
+                    "error: failed to load the scripted model (NUVIRA_SCRIPTED_LLM={}): {e}",
+                    PathBuf::from(&path).display()
+                );
+                Err(exit::INVALID)
+            }
+        };
+    }
     let configured = model.is_some() || std::env::var_os("NUVIRA_MODEL").is_some();
     if !configured {
         return Ok(None);
@@ -423,14 +471,31 @@ async fn plan_from_goal(
                 exit::INVALID
             }),
         PlannerArg::Llm => {
-            let Some(_llm) = llm else {
+            let Some(llm) = llm else {
                 eprintln!(
                     "error: failed to plan with the model: no model is configured (set NUVIRA_MODEL=provider:model and the key in NUVIRA_LLM_API_KEY, or pass --model)"
                 );
                 return Err(exit::ENVIRONMENT);
             };
-            eprintln!("error: failed to plan: the llm planner is not available in this build yet; use --planner template or a plan file");
-            Err(exit::INVALID)
+            // The plan must pass the same validation as the engine that will run it.
+            let engine = Arc::new(
+                crate::agent::configure(crate::defaults::engine(), Some(&llm), None).build(),
+            );
+            let planner =
+                crate::agent::llm_planner(llm, engine, Arc::new(nuvira_api::NullSink));
+            planner
+                .plan(&PlanRequest::new(goal))
+                .await
+                .map_err(|e| {
+                    eprintln!("error: failed to plan: {e}");
+                    match e {
+                        nuvira_api::PlanError::Llm(nuvira_api::LlmError::Config(_)) => {
+                            exit::ENVIRONMENT
+                        }
+                        nuvira_api::PlanError::Llm(_) => exit::FAILED,
+                        _ => exit::INVALID,
+                    }
+                })
         }
     }
 }

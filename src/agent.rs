@@ -1,0 +1,67 @@
+//! Agent runs: the engine wired with the recover stage and model-written edits.
+//!
+//! [`configure`] is what `nuvira run` uses: every built-in module is wrapped by the recover
+//! stage ([`nuvira_recover::RecoverPolicy::wrap`]: steps may carry `config.recover`, a model
+//! chosen by `switch-model` is preferred, success after a repair is reported), the edit module
+//! gets the [`nuvira_recover::ModelEditor`] hook when a model is configured, and the engine's
+//! recovery policy is [`nuvira_recover::RecoverPolicy::standard`] (with the `debug-tests`
+//! loop). [`llm_planner`] gives the model planner the engine's own validation.
+
+use crate::engine::{Engine, EngineBuilder};
+use nuvira_api::{EventSink, LlmClient, Module};
+use nuvira_recover::{ModelEditor, RecoverPolicy};
+use std::sync::Arc;
+
+/// The recover stage's policy with the standard editor (what [`configure`] installs).
+pub fn recovery_policy() -> Arc<RecoverPolicy> {
+    Arc::new(RecoverPolicy::standard(nuvira_edit::Editor::standard()))
+}
+
+/// Adds the recover stage to `builder` (see the module docs), with `policy` or
+/// [`recovery_policy`]. The model itself is set with [`EngineBuilder::llm`].
+///
+/// ```
+/// let engine = nuvira::agent::configure(nuvira::defaults::engine(), None, None).build();
+/// assert!(engine.registry().contains("edit"));
+/// ```
+pub fn configure(
+    builder: EngineBuilder,
+    llm: Option<&Arc<dyn LlmClient>>,
+    policy: Option<Arc<RecoverPolicy>>,
+) -> EngineBuilder {
+    let policy = policy.unwrap_or_else(recovery_policy);
+    let editor = nuvira_edit::Editor::standard();
+    let mut edit = nuvira_edit::EditModule::new(editor.clone());
+    if llm.is_some() {
+        edit = edit.with_instructions(Arc::new(ModelEditor::new(editor)));
+    }
+    let modules: Vec<Arc<dyn Module>> = crate::defaults::modules()
+        .into_iter()
+        .map(|m| {
+            if m.name() == "edit" {
+                Arc::new(edit.clone()) as Arc<dyn Module>
+            } else {
+                m
+            }
+        })
+        .collect();
+    let builder = modules
+        .into_iter()
+        .fold(builder, |b, m| b.replace_module(policy.wrap(m)));
+    builder.recovery(policy)
+}
+
+/// A model planner whose plans must also pass `engine`'s validation, emitting `plan:*` events
+/// to `events`.
+pub fn llm_planner(
+    llm: Arc<dyn LlmClient>,
+    engine: Arc<Engine>,
+    events: Arc<dyn EventSink>,
+) -> nuvira_plan::LlmPlanner {
+    nuvira_plan::LlmPlanner::new(llm)
+        .with_events(events)
+        .with_validator(Arc::new(move |plan| match engine.validate(plan) {
+            Ok(_) => Vec::new(),
+            Err(errs) => errs.problems.iter().map(ToString::to_string).collect(),
+        }))
+}
