@@ -108,7 +108,8 @@ pub fn to_value(report: &ExecutionReport) -> Value {
                     "rules": rules_json,
                 }
             },
-            "automationDetails": { "id": format!("nuvira/{}/", report.run_id) },
+            // GitHub reads `category/run`: a stable category, so alerts match across runs.
+            "automationDetails": { "id": format!("nuvira/{}", report.run_id) },
             "originalUriBaseIds": {
                 "%SRCROOT%": { "description": { "text": "The root of the workspace the run worked in." } }
             },

@@ -169,3 +169,13 @@ fn unlocated_findings_become_tool_notifications() {
         "nuvira/step-failure/sandbox-unavailable"
     );
 }
+
+#[test]
+fn the_automation_category_is_stable_across_runs() {
+    let doc: Value =
+        serde_json::from_str(&render(&live(&sample::failing_run()), Format::Sarif)).unwrap();
+    // GitHub takes everything before the last `/` as the category: it must not hold the run id.
+    let id = doc["runs"][0]["automationDetails"]["id"].as_str().unwrap();
+    assert_eq!(id, "nuvira/run-7f3a");
+    assert_eq!(id.rsplit_once('/').unwrap().0, "nuvira");
+}
