@@ -652,6 +652,33 @@ pub fn new_diagnostics(
         .collect()
 }
 
+/// Undoes every batch of a run (for a cancelled or failed run) and emits one
+/// `edit:rolled-back` event per restored batch. Returns the restored paths.
+///
+/// # Errors
+/// When the journal cannot be read or a file cannot be restored.
+pub fn rollback_run(
+    ws: &Workspace,
+    run_id: &str,
+    reason: &str,
+    emit: &Emit<'_>,
+) -> Result<Vec<String>, JournalError> {
+    let done = Journal::new(ws).rollback_run(run_id)?;
+    let mut paths = Vec::new();
+    for batch in done {
+        let scoped = Emit {
+            sink: emit.sink,
+            step_id: batch.step_id.as_deref().or(emit.step_id),
+        };
+        scoped.emit(EventKind::EditRolledBack {
+            paths: batch.paths.clone(),
+            reason: reason.to_owned(),
+        });
+        paths.extend(batch.paths);
+    }
+    Ok(paths)
+}
+
 /// Every reason a preview is not valid, as skipped changes naming path and line.
 pub fn rejection_reasons(preview: &EditPreview) -> Vec<SkippedChange> {
     let mut out = Vec::new();

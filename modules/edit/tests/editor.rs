@@ -324,3 +324,90 @@ fn binary_content_and_oversized_files_are_refused() {
     assert!(preview.errors[0].message.contains("binary"));
     assert!(preview.errors[1].message.contains("limit"));
 }
+
+#[test]
+fn rollback_run_restores_a_run_and_emits_rolled_back_per_step() {
+    let dir = repo(&[("a.txt", "one\n")]);
+    let before = tree(dir.path());
+    let ws = Workspace::open(dir.path()).unwrap();
+    let e = entry(
+        json!({"strategy": "search-replace", "path": "a.txt", "search": "one", "replace": "two"}),
+    );
+    editor()
+        .edit(
+            &ws,
+            &[e],
+            "run-x",
+            &Emit::to(&Events::default(), Some("step-1")),
+        )
+        .unwrap();
+    let events = Events::default();
+    let paths =
+        nuvira_edit::rollback_run(&ws, "run-x", "run cancelled", &Emit::to(&events, None)).unwrap();
+    assert_eq!(paths, vec!["a.txt"]);
+    assert_eq!(tree(dir.path()), before);
+    let got = events.0.lock().unwrap();
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].0.as_deref(), Some("step-1"));
+    assert!(
+        matches!(&got[0].1, nuvira_api::EventKind::EditRolledBack { reason, .. } if reason == "run cancelled")
+    );
+}
+
+#[test]
+fn format_runs_the_installed_formatter_before_the_atomic_write_and_a_missing_one_only_warns() {
+    let dir = repo(&[
+        ("src/lib.rs", "pub fn a() -> u8 {\n    1\n}\n"),
+        ("tool.py", "X = 1\n"),
+    ]);
+    let ws = Workspace::open(dir.path()).unwrap();
+    let formatting = editor().with_options(EditOptions {
+        block_on_secrets: false,
+        format: true,
+    });
+    let result = formatting
+        .edit(
+            &ws,
+            &[
+                entry(json!({"strategy": "search-replace", "path": "src/lib.rs", "search": "    1\n", "replace": "    1\n}\npub fn   b( )->u8{2\n"})),
+                entry(json!({"strategy": "search-replace", "path": "src/lib.rs", "search": "u8{2\n}", "replace": "u8{2}"})),
+                entry(json!({"strategy": "search-replace", "path": "tool.py", "search": "X = 1", "replace": "X  =  2"})),
+            ],
+            "run-fmt",
+            &Emit::none(),
+        )
+        .unwrap();
+    let rust = std::fs::read_to_string(dir.path().join("src/lib.rs")).unwrap();
+    let have = |tool: &str| {
+        std::process::Command::new(tool)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    if have("rustfmt") {
+        assert_eq!(
+            rust,
+            "pub fn a() -> u8 {\n    1\n}\npub fn b() -> u8 {\n    2\n}\n"
+        );
+        let diff = &result.preview.changes[0].diff;
+        assert!(
+            diff.contains("+pub fn b() -> u8 {"),
+            "the diff shows what was written: {diff}"
+        );
+    }
+    if !have("ruff") {
+        assert!(
+            result
+                .preview
+                .warnings
+                .iter()
+                .any(|w| w.contains("tool.py") && w.contains("ruff")),
+            "{:?}",
+            result.preview.warnings
+        );
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("tool.py")).unwrap(),
+            "X  =  2\n"
+        );
+    }
+}

@@ -28,6 +28,15 @@ use std::collections::BTreeSet;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+/// Serialises transactions and rollbacks within this process: a rollback of a run (after a
+/// cancellation, say) waits for a batch still being written to commit, instead of racing it.
+static JOURNAL_LOCK: Mutex<()> = Mutex::new(());
+
+fn lock() -> MutexGuard<'static, ()> {
+    JOURNAL_LOCK.lock().unwrap_or_else(PoisonError::into_inner)
+}
 
 /// The test hook's environment variable: abort the process after this many durable file writes
 /// of one transaction. See the [module docs](self).
@@ -192,7 +201,12 @@ impl Journal {
 
     /// Starts a transaction for a run (and step). Nothing is written until
     /// [`Transaction::apply`].
+    ///
+    /// Transactions and rollbacks of one process run one at a time: `begin` waits for the
+    /// transaction in flight, and the other `Journal` methods wait for it to end. So do not call
+    /// them on the thread that holds an open transaction.
     pub fn begin(&self, run_id: &str, step_id: Option<&str>) -> Transaction<'_> {
+        let guard = lock();
         static COUNTER: AtomicU64 = AtomicU64::new(0);
         let created_ms = now_ms();
         let id = format!(
@@ -205,6 +219,7 @@ impl Journal {
             .and_then(|v| v.trim().parse::<u64>().ok())
             .filter(|n| *n > 0);
         Transaction {
+            _guard: guard,
             journal: self,
             dir: self.dir.join(&id),
             manifest: Manifest {
@@ -231,6 +246,7 @@ impl Journal {
     /// # Errors
     /// When the journal cannot be read or a file cannot be restored.
     pub fn recover_incomplete(&self) -> Result<Vec<RolledBack>, JournalError> {
+        let _guard = lock();
         let mut out = Vec::new();
         for (dir, manifest) in self.transactions()? {
             match manifest {
@@ -255,6 +271,7 @@ impl Journal {
     /// # Errors
     /// When the journal cannot be read or a file cannot be restored.
     pub fn rollback_run(&self, run_id: &str) -> Result<Vec<RolledBack>, JournalError> {
+        let _guard = lock();
         let mut out = Vec::new();
         for (dir, manifest) in self.transactions()?.into_iter().rev() {
             if let Some(m) = manifest
@@ -300,6 +317,11 @@ impl Journal {
     /// # Errors
     /// When the journal cannot be listed or a folder cannot be removed.
     pub fn prune(&self, keep: usize) -> Result<usize, JournalError> {
+        let _guard = lock();
+        self.prune_locked(keep)
+    }
+
+    fn prune_locked(&self, keep: usize) -> Result<usize, JournalError> {
         let all = self.transactions()?;
         let excess = all.len().saturating_sub(keep);
         let mut removed = 0;
@@ -400,6 +422,7 @@ impl Journal {
 /// it back (best effort); a crash leaves it `pending` for [`Journal::recover_incomplete`].
 #[derive(Debug)]
 pub struct Transaction<'j> {
+    _guard: MutexGuard<'static, ()>,
     journal: &'j Journal,
     dir: PathBuf,
     manifest: Manifest,
@@ -533,8 +556,15 @@ impl Transaction<'_> {
         self.manifest.state = TxnState::Committed;
         write_manifest(&self.dir, &self.manifest)?;
         // Bound the journal; failing to prune never fails a committed batch.
-        let _ = self.journal.prune(KEEP_TRANSACTIONS);
+        let _ = self.journal.prune_locked(KEEP_TRANSACTIONS);
         Ok(())
+    }
+
+    /// Ends the transaction *without* committing or restoring, exactly as a crash would leave
+    /// it: `pending`, for [`Journal::recover_incomplete`] to roll back. For tests and crash
+    /// drills; a normal caller commits or rolls back.
+    pub fn leave_pending(mut self) {
+        self.finished = true;
     }
 
     /// Restores every file this transaction wrote.

@@ -74,8 +74,8 @@ fn a_crash_after_some_writes_is_rolled_back_by_recover_incomplete() {
         op("src/b.rs", "fn b() { changed }\n"),
     ])
     .unwrap();
-    // A crash: no commit, no rollback, no destructor.
-    std::mem::forget(txn);
+    // A crash: no commit, no rollback.
+    txn.leave_pending();
     assert_eq!(read(dir.path(), "a.txt").as_deref(), Some("changed\n"));
 
     let ws2 = Workspace::open(dir.path()).unwrap();
@@ -174,7 +174,7 @@ fn a_pending_transaction_of_another_live_process_is_left_alone() {
         .join(".nuvira/journal")
         .join(txn.id())
         .join("txn.json");
-    std::mem::forget(txn);
+    txn.leave_pending();
     // Pretend the writer is pid 1, which is always alive.
     let text = std::fs::read_to_string(&manifest).unwrap();
     let ours = format!("\"pid\": {}", std::process::id());
@@ -197,4 +197,29 @@ fn prune_keeps_the_newest_transactions_and_every_pending_one() {
     assert!(journal.rollback_run("run-0").unwrap().is_empty(), "pruned");
     assert_eq!(journal.rollback_run("run-4").unwrap().len(), 1);
     assert_eq!(read(dir.path(), "a.txt").as_deref(), Some("v3\n"));
+}
+
+#[test]
+fn a_run_rollback_waits_for_a_batch_in_flight_instead_of_racing_it() {
+    let (dir, ws) = repo();
+    let (to_b, from_a) = std::sync::mpsc::channel::<()>();
+    let (to_a, from_b) = std::sync::mpsc::channel::<()>();
+    let ws_b = ws.clone();
+    let b = std::thread::spawn(move || {
+        from_a.recv().unwrap();
+        to_a.send(()).unwrap();
+        Journal::new(&ws_b).rollback_run("run-race").unwrap()
+    });
+    let journal = Journal::new(&ws);
+    let mut txn = journal.begin("run-race", Some("edit"));
+    txn.apply(&[op("a.txt", "written\n")]).unwrap();
+    to_b.send(()).unwrap();
+    from_b.recv().unwrap();
+    txn.commit().unwrap();
+    let done = b.join().unwrap();
+    // The rollback ran after the commit: it restored the batch and marked it rolled back, so
+    // nothing is left to undo (a racing rollback would have left a committed record behind).
+    assert_eq!(done.len(), 1);
+    assert_eq!(read(dir.path(), "a.txt").as_deref(), Some("alpha\n"));
+    assert!(journal.rollback_last().unwrap().is_none());
 }
