@@ -614,6 +614,7 @@ fn detect_js(dir: &Path, rel: &Path) -> Option<Detected> {
             vec![
                 "npx".to_owned(),
                 "--no".to_owned(),
+                "--".to_owned(),
                 "vitest".to_owned(),
                 "run".to_owned(),
                 "--reporter=default".to_owned(),
@@ -626,6 +627,7 @@ fn detect_js(dir: &Path, rel: &Path) -> Option<Detected> {
             vec![
                 "npx".to_owned(),
                 "--no".to_owned(),
+                "--".to_owned(),
                 "jest".to_owned(),
                 "--ci".to_owned(),
                 "--json".to_owned(),
@@ -634,8 +636,13 @@ fn detect_js(dir: &Path, rel: &Path) -> Option<Detected> {
             JEST_JSON,
         ),
     };
+    // `npx --no --`: never install, and pass every later flag to the runner (npx would
+    // otherwise take `--json` for itself). NO_COLOR: vitest treats any FORCE_COLOR as "on".
     let mut env = BTreeMap::new();
-    env.insert("FORCE_COLOR".to_owned(), "0".to_owned());
+    env.insert("NO_COLOR".to_owned(), "1".to_owned());
+    if framework == Framework::Jest {
+        env.insert("FORCE_COLOR".to_owned(), "0".to_owned());
+    }
     Some(Detected {
         framework: Some(framework),
         dir: rel.to_path_buf(),

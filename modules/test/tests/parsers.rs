@@ -995,11 +995,36 @@ mod detection {
             "{}",
             vitest.reason
         );
-        assert!(vitest.command.iter().any(|a| a == "--reporter=json"));
+        // Exactly the command captured in tests/fixtures/live/js (vit.*).
+        assert_eq!(
+            vitest.command,
+            [
+                "npx",
+                "--no",
+                "--",
+                "vitest",
+                "run",
+                "--reporter=default",
+                "--reporter=json",
+                "--outputFile.json=.nuvira-vitest-report.json"
+            ]
+        );
+        assert_eq!(vitest.env.get("NO_COLOR").map(String::as_str), Some("1"));
         assert_eq!(vitest.collect, ["web/app/.nuvira-vitest-report.json"]);
         let jest = by(Framework::Jest);
         assert_eq!(jest.reason, "web/legacy/package.json: dependencies.jest");
-        assert!(jest.command.iter().any(|a| a == "--json"));
+        assert_eq!(
+            jest.command,
+            [
+                "npx",
+                "--no",
+                "--",
+                "jest",
+                "--ci",
+                "--json",
+                "--outputFile=.nuvira-jest-report.json"
+            ]
+        );
     }
 
     #[test]
@@ -1305,6 +1330,38 @@ mod live {
                 "{r:#?}\n{}",
                 r.log
             );
+        }
+    }
+}
+
+/// The detected vitest/jest commands, run for real (see tests/fixtures/live/README.md): their
+/// report files and their terminal output agree.
+#[test]
+fn detected_js_commands_output_parses_from_report_and_terminal() {
+    for (name, framework, root) in [
+        ("vit", Framework::Vitest, "/tmp/jsverify/vit"),
+        ("jst", Framework::Jest, "/tmp/jsverify/jst"),
+    ] {
+        let dir = fixtures().join("live/js");
+        let stdout = read(&dir.join(format!("{name}.stdout"))).expect("stdout");
+        let stderr = read(&dir.join(format!("{name}.stderr"))).expect("stderr");
+        let report = read(&dir.join(format!("{name}.report.json"))).expect("report");
+        let terminal = RunnerOutput::new(stdout, stderr, Some(1));
+        let with_report = terminal.clone().with_json_report(report);
+        for out in [&terminal, &with_report] {
+            let r = parse::parse_output(framework, out, Some(Path::new(root)));
+            counts(&r, 2, 2, 0);
+            let ext = if name == "vit" { "ts" } else { "js" };
+            let line = if name == "vit" { 13 } else { 11 };
+            let f = failure(
+                &r,
+                &format!("basic/math.test.{ext} > math > fails an assertion"),
+                Some(&format!("basic/math.test.{ext}")),
+                Some(line),
+                "expect",
+            );
+            let case_runner = if name == "vit" { "vitest" } else { "jest" };
+            points_at(case_runner, "basic-default", f, "expect(add(2, 2)).toBe(5)");
         }
     }
 }
