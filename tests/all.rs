@@ -1,6 +1,7 @@
 //! Integration tests of the engine and the `nuvira` CLI: one binary, one module per area.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod agent;
 mod cli_apply;
 mod cli_inspect;
 mod cli_report;
