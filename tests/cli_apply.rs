@@ -321,6 +321,7 @@ fn malformed_edits_files_exit_2_naming_file_line_and_column() {
             "edits[0].search: missing",
         ),
         ("notes.txt", "edits: []\n", "unknown extension"),
+        ("instr.yaml", "instructions: rename things\n", "nuvira run"),
     ];
     for (name, text, needle) in cases {
         let p = edits_file(f.path(), name, text);
@@ -545,4 +546,45 @@ fn a_crash_between_writes_is_undone_by_the_next_start() {
         .arg(r.path())
         .assert()
         .code(1);
+}
+
+#[test]
+fn a_repo_that_is_not_a_folder_exits_2_and_names_it() {
+    let f = tempfile::tempdir().unwrap();
+    let edits = edits_file(f.path(), "e.yaml", RENAME_YAML);
+    let missing = f.path().join("no-such-repo");
+    for args in [vec!["apply"], vec!["rollback"]] {
+        let mut cmd = nuvira();
+        cmd.args(&args).arg("--repo").arg(&missing);
+        if args[0] == "apply" {
+            cmd.arg(&edits);
+        }
+        let out = cmd.output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("no-such-repo"));
+    }
+}
+
+#[test]
+fn nuvira_state_stays_in_dot_nuvira_and_is_ignored_by_git() {
+    let r = repo(&[("a.txt", "one\n")]);
+    let f = tempfile::tempdir().unwrap();
+    let edits = edits_file(f.path(), "e.yaml", RENAME_YAML);
+    nuvira()
+        .args(["apply", "--repo"])
+        .arg(r.path())
+        .arg(&edits)
+        .assert()
+        .code(0);
+    let top: Vec<String> = std::fs::read_dir(r.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    let mut top = top;
+    top.sort();
+    assert_eq!(top, vec![".nuvira", "a.txt"]);
+    assert_eq!(
+        std::fs::read_to_string(r.path().join(".nuvira/.gitignore")).unwrap(),
+        "*\n"
+    );
 }
