@@ -318,7 +318,7 @@ fn malformed_edits_files_exit_2_naming_file_line_and_column() {
         (
             "fields.yaml",
             "edits:\n  - strategy: search-replace\n    path: a.txt\n  - strategy: teleport\n",
-            "edits[0].search: missing",
+            "fields.yaml:2: edits[0].search: missing",
         ),
         ("notes.txt", "edits: []\n", "unknown extension"),
         ("instr.yaml", "instructions: rename things\n", "nuvira run"),

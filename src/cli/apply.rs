@@ -34,7 +34,7 @@ pub enum Format {
 
 /// Runs the command.
 pub fn execute(args: Args) -> u8 {
-    let (cfg, entries) = match load(&args.edits_file) {
+    let (cfg, entries, entry_lines) = match load(&args.edits_file) {
         Ok(v) => v,
         Err(msg) => {
             eprintln!("error: {msg}");
@@ -69,7 +69,10 @@ pub fn execute(args: Args) -> u8 {
                 problems.len()
             );
             for p in problems {
-                eprintln!("  {p}");
+                match entry_index(&p).and_then(|i| entry_lines.get(i)) {
+                    Some(line) => eprintln!("  {}:{line}: {p}", args.edits_file.display()),
+                    None => eprintln!("  {p}"),
+                }
             }
             return exit::INVALID;
         }
@@ -137,7 +140,9 @@ pub(crate) fn recover(ws: &Workspace) -> Result<usize, u8> {
 
 /// Reads and parses the edits file. Errors name the file, and the line and column where the
 /// parser knows them.
-fn load(path: &Path) -> Result<(EditStepConfig, Vec<serde_json::Value>), String> {
+type Loaded = (EditStepConfig, Vec<serde_json::Value>, Vec<usize>);
+
+fn load(path: &Path) -> Result<Loaded, String> {
     let shown = path.display();
     let text =
         std::fs::read_to_string(path).map_err(|e| format!("read edits file `{shown}`: {e}"))?;
@@ -190,7 +195,59 @@ fn load(path: &Path) -> Result<(EditStepConfig, Vec<serde_json::Value>), String>
             "`{shown}`: no `edits` list; write `edits: [{{ strategy: search-replace, path: ..., search: ..., replace: ... }}]`"
         ));
     };
-    Ok((cfg, edits))
+    let lines = match ext.as_str() {
+        "yaml" | "yml" => yaml_entry_lines(&text),
+        "toml" => toml_entry_lines(&text),
+        _ => Vec::new(),
+    };
+    Ok((cfg, edits, lines))
+}
+
+/// `N` of a problem that starts with `edits[N]`.
+fn entry_index(problem: &str) -> Option<usize> {
+    let rest = problem.strip_prefix("edits[")?;
+    rest[..rest.find(']')?].parse().ok()
+}
+
+/// The 1-based line where each item of the top-level `edits:` block list starts (block style;
+/// empty when the list is written another way, and then no line is shown).
+fn yaml_entry_lines(text: &str) -> Vec<usize> {
+    let mut out = Vec::new();
+    let mut in_edits = false;
+    let mut item_indent = None;
+    for (n, line) in text.lines().enumerate() {
+        let trimmed = line.trim_start();
+        if trimmed.is_empty() || trimmed.starts_with('#') {
+            continue;
+        }
+        let indent = line.len() - trimmed.len();
+        if indent == 0 && !trimmed.starts_with('-') {
+            in_edits = trimmed.trim_end() == "edits:" || trimmed.starts_with("edits: #");
+            continue;
+        }
+        if !in_edits {
+            continue;
+        }
+        let is_item = trimmed == "-" || trimmed.starts_with("- ");
+        match item_indent {
+            None if is_item => {
+                item_indent = Some(indent);
+                out.push(n + 1);
+            }
+            Some(i) if is_item && indent == i => out.push(n + 1),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// The 1-based line of each `[[edits]]` table.
+fn toml_entry_lines(text: &str) -> Vec<usize> {
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| l.trim() == "[[edits]]")
+        .map(|(n, _)| n + 1)
+        .collect()
 }
 
 /// Drops the " at line X column Y" suffix serde puts in messages (we print our own).
@@ -299,4 +356,21 @@ fn now_ms() -> u128 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entry_lines_are_found_in_block_yaml_and_toml() {
+        let yaml = "# batch\nedits:\n  - strategy: a\n    path: x\n\n  - {strategy: b}\n  -\n    strategy: c\nformat: true\n";
+        assert_eq!(yaml_entry_lines(yaml), vec![3, 6, 7]);
+        assert_eq!(yaml_entry_lines("edits:\n- a: 1\n- b: 2\n"), vec![2, 3]);
+        assert!(yaml_entry_lines("edits: [{a: 1}]\n").is_empty());
+        let toml = "[[edits]]\nstrategy = \"a\"\n\n[[edits]]\nstrategy = \"b\"\n";
+        assert_eq!(toml_entry_lines(toml), vec![1, 4]);
+        assert_eq!(entry_index("edits[12].search: missing"), Some(12));
+        assert_eq!(entry_index("other"), None);
+    }
 }
