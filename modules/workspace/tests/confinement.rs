@@ -217,3 +217,46 @@ fn listing_honours_gitignore_and_skips_state_folders() {
     let ws = Workspace::open(&f.root).unwrap();
     assert_eq!(ws.list_files(), vec![".gitignore", "src/lib.rs"]);
 }
+
+#[cfg(unix)]
+mod property {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn component() -> impl Strategy<Value = &'static str> {
+        prop::sample::select(vec![
+            "..", ".", "src", "a.txt", "out", "inner", "chain", "dangling", "new", "",
+        ])
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// Whatever the mix of `..`, `.`, symlinks in and out, and missing components: a path
+        /// either is refused or resolves to a real path under the root.
+        #[test]
+        fn every_resolved_path_is_inside_the_root(
+            parts in prop::collection::vec(component(), 1..6),
+            absolute in any::<bool>(),
+        ) {
+            let f = fixture();
+            std::os::unix::fs::symlink(&f.outside, f.root.join("out")).unwrap();
+            std::os::unix::fs::symlink("src", f.root.join("inner")).unwrap();
+            std::os::unix::fs::symlink("out", f.root.join("chain")).unwrap();
+            std::os::unix::fs::symlink(f.outside.join("nope"), f.root.join("dangling")).unwrap();
+            let ws = Workspace::open(&f.root).unwrap();
+            let mut path = parts.join("/");
+            if absolute {
+                path.insert(0, '/');
+            }
+            if let Ok(r) = ws.resolve(&path) {
+                prop_assert!(r.abs.starts_with(ws.root()), "{path} -> {}", r.abs.display());
+                prop_assert!(!r.rel.split('/').any(|c| c == ".." || c.is_empty()), "{path} -> {}", r.rel);
+                let canonical_parent = std::fs::canonicalize(r.abs.parent().unwrap());
+                if let Ok(parent) = canonical_parent {
+                    prop_assert!(parent.starts_with(ws.root()), "{path}: parent {}", parent.display());
+                }
+            }
+        }
+    }
+}
