@@ -65,3 +65,12 @@ pub fn llm_planner(
             Err(errs) => errs.problems.iter().map(ToString::to_string).collect(),
         }))
 }
+
+/// The module registry of an engine [`configure`]d for agent runs: what `nuvira validate`
+/// should check plans against, so that `config.recover` is accepted and checked.
+pub fn registry() -> crate::ModuleRegistry {
+    configure(crate::defaults::engine(), None, None)
+        .build()
+        .registry()
+        .clone()
+}

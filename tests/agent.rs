@@ -229,8 +229,8 @@ fn failing_transcript(dir: &Path) -> PathBuf {
     let text = std::fs::read_to_string(transcript()).unwrap();
     let text = text
         .replace(
-            "max_attempts: 3 }",
-            "max_attempts: 2, rollback_on_failure: true }",
+            "config: { sandbox: local }",
+            "config: { sandbox: local, recover: { strategies: { test-failure: [debug-tests] }, max_attempts: 2, rollback_on_failure: true } }",
         )
         .replace(
             "replace: \"(fahrenheit - 32.0) * 5.0 / 9.0\"",
@@ -326,5 +326,24 @@ fn a_broken_scripted_model_file_is_a_clear_usage_error() {
     assert!(
         stderr.contains("NUVIRA_SCRIPTED_LLM") && stderr.contains("missing.yaml"),
         "{stderr}"
+    );
+}
+
+#[test]
+fn the_agent_registry_accepts_and_checks_config_recover() {
+    let registry = nuvira::agent::registry();
+    let mut plan = nuvira_plan::load_file(&Path::new(ROOT).join("examples/agent/plan.yaml"))
+        .unwrap()
+        .plan;
+    let test = plan.steps.iter_mut().find(|s| s.id == "test").unwrap();
+    test.config["recover"] = serde_json::json!({"strategies": ["retry-same"], "max_attempts": 2});
+    nuvira::validate::validate(&plan, Some(&registry)).unwrap();
+    let test = plan.steps.iter_mut().find(|s| s.id == "test").unwrap();
+    test.config["recover"] = serde_json::json!({"strategies": ["retry-forever"]});
+    let errs = nuvira::validate::validate(&plan, Some(&registry)).unwrap_err();
+    assert!(
+        errs.to_string()
+            .contains("unknown strategy `retry-forever`"),
+        "{errs}"
     );
 }
