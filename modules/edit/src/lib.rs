@@ -290,14 +290,19 @@ impl Editor {
         let mut overlay = Overlay::new(ws);
         let mut preview = EditPreview::default();
         for (i, entry) in entries.iter().enumerate() {
-            if let Some(path) = &entry.path {
+            let paths = match (&entry.path, &entry.patch) {
+                (Some(p), _) => vec![p.clone()],
+                (None, Some(patch)) => module::patch_paths(patch),
+                (None, None) => Vec::new(),
+            };
+            for path in paths {
                 emit.emit(EventKind::EditGenerating {
-                    path: path.clone(),
                     language: self
                         .checker
                         .as_ref()
-                        .and_then(|c| c.language_for(path))
+                        .and_then(|c| c.language_for(&path))
                         .map(str::to_owned),
+                    path,
                 });
             }
             let Some(strategy) = self.strategies.get(&entry.strategy) else {

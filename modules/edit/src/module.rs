@@ -158,7 +158,7 @@ fn kind_of(v: &Value) -> &'static str {
 }
 
 /// The paths a unified diff names in its `---`/`+++` headers (without `a/`/`b/`).
-fn patch_paths(patch: &str) -> Vec<String> {
+pub(crate) fn patch_paths(patch: &str) -> Vec<String> {
     let mut out = Vec::new();
     for line in patch.lines() {
         let Some(rest) = line

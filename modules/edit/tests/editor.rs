@@ -411,3 +411,47 @@ fn format_runs_the_installed_formatter_before_the_atomic_write_and_a_missing_one
         );
     }
 }
+
+#[test]
+fn the_standard_editor_applies_a_multi_file_patch_and_announces_each_file() {
+    let dir = repo(&[("a.py", "A = 1\n"), ("b.py", "B = 1\n")]);
+    let ws = Workspace::open(dir.path()).unwrap();
+    let events = Events::default();
+    let patch = "--- a/a.py\n+++ b/a.py\n@@ -1 +1 @@\n-A = 1\n+A = 2\n--- a/b.py\n+++ b/b.py\n@@ -1 +1 @@\n-B = 1\n+B = (\n";
+    let err = nuvira_edit::Editor::standard()
+        .edit(
+            &ws,
+            &[entry(json!({"strategy": "unified-diff", "patch": patch}))],
+            "run",
+            &Emit::to(&events, Some("s")),
+        )
+        .unwrap_err();
+    // b.py would gain a syntax error (an unclosed parenthesis): the whole patch is rejected.
+    let EditFailure::Rejected(result) = err else {
+        panic!("expected a rejection");
+    };
+    assert_eq!(result.skipped_changes[0].path, "b.py");
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("a.py")).unwrap(),
+        "A = 1\n"
+    );
+    let generating: Vec<_> = events
+        .0
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|(_, k)| match k {
+            nuvira_api::EventKind::EditGenerating { path, language } => {
+                Some((path.clone(), language.clone()))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        generating,
+        vec![
+            ("a.py".to_owned(), Some("python".to_owned())),
+            ("b.py".to_owned(), Some("python".to_owned()))
+        ]
+    );
+}
