@@ -43,8 +43,17 @@ static TSC_OR_GO: LazyLock<Regex> = LazyLock::new(|| {
         .expect("valid regex")
 });
 
+#[expect(
+    clippy::expect_used,
+    reason = "constant patterns, checked by the tests"
+)]
+static PYTEST_FAILED: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"(?m)^FAILED ([^\s:]+)::(\S+) - (.*)$").expect("valid regex"));
+
 /// Text signals, checked in order; the first match decides when the module's own category does
-/// not (it said `unknown` or `io`).
+/// not (it said `unknown` or `io`). Our own model and edit messages are matched by their exact
+/// wording, so that test output quoting such words is not mistaken for them; `timeout` comes last
+/// because test names and logs mention it freely.
 const SIGNALS: &[(ErrorCategory, &[&str])] = &[
     (
         ErrorCategory::SandboxUnavailable,
@@ -58,19 +67,14 @@ const SIGNALS: &[(ErrorCategory, &[&str])] = &[
     (
         ErrorCategory::LlmRateLimit,
         &[
-            "rate limited",
-            "rate limit",
+            "rate limited by the provider",
             "429 too many requests",
-            "circuit breaker",
+            "the circuit breaker for",
         ],
     ),
     (
         ErrorCategory::LlmInvalidOutput,
-        &[
-            "answer was invalid",
-            "not valid json",
-            "does not match the schema",
-        ],
+        &["the model's answer was invalid", "the model refused"],
     ),
     (
         ErrorCategory::EditRejected,
@@ -91,21 +95,14 @@ const SIGNALS: &[(ErrorCategory, &[&str])] = &[
         ],
     ),
     (
-        ErrorCategory::Timeout,
-        &[
-            "timed out",
-            "timeout",
-            "deadline exceeded",
-            "has been running for over",
-        ],
-    ),
-    (
         ErrorCategory::CompileError,
         &[
             "error: could not compile",
             "syntaxerror",
             "errors during collection",
             "[build failed]",
+            "error ts",
+            "error during collection",
         ],
     ),
     (
@@ -116,6 +113,15 @@ const SIGNALS: &[(ErrorCategory, &[&str])] = &[
             "assertionerror",
             "--- fail:",
             "tests failed",
+        ],
+    ),
+    (
+        ErrorCategory::Timeout,
+        &[
+            "timed out",
+            "timeout",
+            "deadline exceeded",
+            "has been running for over",
         ],
     ),
 ];
@@ -246,12 +252,16 @@ fn test_evidence(failure: &Failure, text: &str) -> Vec<String> {
             })
             .collect();
     }
-    dedup(
-        PANIC
+    let mut out: Vec<String> = PANIC
+        .captures_iter(text)
+        .map(|c| format!("{} ({}:{}): {}", &c[1], &c[2], &c[3], c[4].trim()))
+        .collect();
+    out.extend(
+        PYTEST_FAILED
             .captures_iter(text)
-            .map(|c| format!("{} ({}:{}): {}", &c[1], &c[2], &c[3], c[4].trim()))
-            .collect(),
-    )
+            .map(|c| format!("{} ({}): {}", &c[2], &c[1], c[3].trim())),
+    );
+    dedup(out)
 }
 
 fn dedup(v: Vec<String>) -> Vec<String> {

@@ -401,3 +401,33 @@ fn defaults_never_retry_environment_or_config_failures() {
         }
     }
 }
+
+#[test]
+fn tsc_and_pytest_output_are_classified_with_their_locations() {
+    let c = classify_error(&Failure::new(
+        ErrorCategory::Unknown,
+        fixture("tsc-type-error.stdout"),
+    ));
+    assert_eq!(c.category, ErrorCategory::CompileError);
+    assert_eq!(
+        c.evidence[0],
+        "src/math.ts:5: TS2345: Argument of type 'string' is not assignable to parameter of type 'number'."
+    );
+    assert_eq!(c.evidence.len(), 3);
+
+    let c = classify_error(&Failure::new(
+        ErrorCategory::Unknown,
+        fixture("pytest-basic-default.stdout"),
+    ));
+    assert_eq!(c.category, ErrorCategory::TestFailure);
+    assert_eq!(
+        c.evidence[0],
+        "test_add_assertion_fails (test_alpha.py): AssertionError: 2 + 2 should..."
+    );
+
+    let c = classify_error(&Failure::new(
+        ErrorCategory::Unknown,
+        fixture("pytest-syntax-error.stdout"),
+    ));
+    assert_eq!(c.category, ErrorCategory::CompileError);
+}
