@@ -331,3 +331,18 @@ async fn vitest_project_in_docker() {
     assert_eq!(t.sandbox.unwrap().kind, "docker");
     assert!(check_events(&events, 1).is_some());
 }
+
+#[tokio::test]
+async fn a_compile_error_is_classified_with_its_location() {
+    let (r, _) = run_test_step(
+        &project("cargo-compile-error"),
+        json!({"sandbox": "local", "env": {"CARGO_TARGET_DIR": LOCAL_CARGO_ENV}}),
+    )
+    .await;
+    let t = failed_result(r, ErrorCategory::CompileError);
+    assert_eq!(t.passed, 0);
+    let f = &t.failures[0];
+    assert_eq!(f.file.as_deref(), Some("src/lib.rs"), "{f:?}");
+    assert_eq!(f.line, Some(13), "{f:?}");
+    assert!(f.message.contains("E0308"), "{f:?}");
+}
