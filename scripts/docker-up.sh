@@ -26,7 +26,11 @@ if [ "$(id -u)" -ne 0 ]; then
     SUDO="sudo"
 fi
 
-engine_answers() { docker version --format '{{.Server.Version}}' >/dev/null 2>&1; }
+# Without root, talk to the engine through sudo unless this user may use the socket.
+dk() {
+    if [ -z "$SUDO" ] || docker version >/dev/null 2>&1; then docker "$@"; else $SUDO docker "$@"; fi
+}
+engine_answers() { dk version --format '{{.Server.Version}}' >/dev/null 2>&1; }
 
 # ---- 1. packages ---------------------------------------------------------------------------
 need=()
@@ -44,7 +48,7 @@ fi
 
 # ---- 2. the engine -------------------------------------------------------------------------
 if engine_answers; then
-    log "engine already answers ($(docker version --format '{{.Server.Version}}'))"
+    log "engine already answers ($(dk version --format '{{.Server.Version}}'))"
 else
     # A socket left behind by a dead daemon makes a new one refuse to start.
     if ! pgrep -x dockerd >/dev/null 2>&1; then
@@ -65,11 +69,11 @@ else
         fi
         sleep 0.5
     done
-    log "engine answers ($(docker version --format '{{.Server.Version}}'))"
+    log "engine answers ($(dk version --format '{{.Server.Version}}'))"
 fi
 
 # ---- 3. images -----------------------------------------------------------------------------
-have_image() { docker image inspect "$1" >/dev/null 2>&1; }
+have_image() { dk image inspect "$1" >/dev/null 2>&1; }
 
 if have_image nuvira-busybox:latest; then
     log "image nuvira-busybox:latest present"
@@ -87,7 +91,7 @@ else
     ln -s ../bin "$root/usr/bin"
     printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/false\n' >"$root/etc/passwd"
     printf 'root:x:0:\nnogroup:x:65534:\n' >"$root/etc/group"
-    tar -C "$root" -c . | docker import \
+    tar -C "$root" -c . | dk import \
         --change 'ENV PATH=/bin' --change 'WORKDIR /workspace' --change 'CMD ["/bin/sh"]' \
         - nuvira-busybox:latest >/dev/null
     rm -rf "$root"
@@ -101,7 +105,7 @@ else
     root="$(mktemp -d)"
     mkdir -p "$root/tmp" "$root/workspace"
     chmod 1777 "$root/tmp"
-    tar -C "$root" -c . | docker import \
+    tar -C "$root" -c . | dk import \
         --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
         --change 'WORKDIR /workspace' \
         - nuvira-host:latest >/dev/null
@@ -109,6 +113,6 @@ else
     log "built nuvira-host:latest (run it with read-only mounts of /usr /lib /lib64 /bin /etc)"
 fi
 
-docker run --rm --network none nuvira-busybox:latest /bin/true \
+dk run --rm --network none nuvira-busybox:latest /bin/true \
     || die "a container of nuvira-busybox:latest did not run (see /tmp/nuvira-dockerd.log)"
 log "ready"
