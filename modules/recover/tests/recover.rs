@@ -476,3 +476,82 @@ async fn the_wrapper_hides_config_recover_from_strict_modules_and_prefers_the_sw
     modeled.run(&step, &ctx).await.unwrap();
     assert_eq!(llm.remaining(), 0);
 }
+
+#[tokio::test]
+async fn switch_model_moves_an_edit_step_to_the_fallback_model_of_a_router() {
+    let dir = workspace();
+    let primary = Arc::new(
+        ScriptedLlm::from_yaml(
+            "primary",
+            "- response: { text: 'I cannot answer in JSON' }\n- response: { text: 'still no JSON' }\n",
+        )
+        .unwrap()
+        .with_model("primary:m1"),
+    );
+    let backup = Arc::new(
+        ScriptedLlm::from_yaml(
+            "backup",
+            &format!("- match: {{ model: 'backup:m2' }}\n  response: {{ json: {GOOD_FIX} }}\n"),
+        )
+        .unwrap()
+        .with_model("backup:m2"),
+    );
+    let router: Arc<dyn nuvira_api::LlmClient> = Arc::new(
+        nuvira_llm::FallbackClient::new(
+            vec![primary.clone(), backup.clone()],
+            nuvira_llm::BreakerPolicy::default(),
+        )
+        .unwrap(),
+    );
+    let policy = Arc::new(RecoverPolicy::new());
+    let edit = policy.wrap(Arc::new(
+        EditModule::new(Editor::standard())
+            .with_instructions(Arc::new(ModelEditor::new(Editor::standard()))),
+    ));
+    let sink = Arc::new(Sink::default());
+    let ctx = StepContext::standalone(dir.path())
+        .with_identity("run-s", "fix", "fix average")
+        .with_inputs(inspected(dir.path()))
+        .with_llm(Some(router))
+        .with_events(sink.clone());
+    let step = PlanStep::new("fix", "edit").with_config(json!({
+        "instructions": "Fix the divisor", "recover": {"strategies": ["switch-model"]}
+    }));
+    let Err(ModuleError::Recoverable(failure)) = edit.run(&step, &ctx).await else {
+        panic!("the primary's answers are unusable")
+    };
+    assert_eq!(failure.category, ErrorCategory::LlmInvalidOutput);
+    let d = policy.on_failure(&step, &ctx, 1, &failure).await;
+    let RecoveryDecision::Retry {
+        step: Some(next), ..
+    } = d
+    else {
+        panic!("{d:?}")
+    };
+    let retry_ctx =
+        ctx.clone()
+            .with_execution(false, 2, Arc::new(nuvira_api::NeverCancelled), None, None);
+    edit.run(&next, &retry_ctx).await.unwrap();
+    assert!(
+        std::fs::read_to_string(dir.path().join("src/lib.rs"))
+            .unwrap()
+            .contains("/ xs.len() as f64")
+    );
+    assert_eq!((primary.remaining(), backup.remaining()), (0, 0));
+    let events = sink.0.lock().unwrap().clone();
+    assert!(events.contains(&EventKind::RecoverModelSwitch {
+        from: "primary:m1".into(),
+        to: "backup:m2".into()
+    }));
+    assert!(
+        matches!(
+            events.last(),
+            Some(EventKind::RecoverResult {
+                success: true,
+                attempts: 1,
+                ..
+            })
+        ),
+        "{events:?}"
+    );
+}
