@@ -347,3 +347,42 @@ fn the_agent_registry_accepts_and_checks_config_recover() {
         "{errs}"
     );
 }
+
+#[test]
+fn cli_llm_planner_needs_a_model_and_fails_clearly_on_invalid_plans() {
+    let dir = repo();
+    let out = nuvira()
+        .env_remove("NUVIRA_SCRIPTED_LLM")
+        .args(["run", "--goal", GOAL, "--planner", "llm", "--repo"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no model is configured"));
+
+    // Two plans naming a module that does not exist: exit 2 with the engine's problem listed.
+    let script = dir.path().join("bad-plans.yaml");
+    std::fs::write(
+        &script,
+        "- response: { json: { goal: g, steps: [ { id: a, module: lintr } ] } }\n\
+         - match: { last_user_contains: lintr }\n  response: { json: { goal: g, steps: [ { id: a, module: lintr } ] } }\n",
+    )
+    .unwrap();
+    let out = nuvira()
+        .env("NUVIRA_SCRIPTED_LLM", &script)
+        .args(["run", "--goal", GOAL, "--planner", "llm", "--repo"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("invalid after one correction") && stderr.contains("lintr"),
+        "{stderr}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("src/lib.rs")).unwrap(),
+        original_lib(),
+        "nothing ran"
+    );
+}
