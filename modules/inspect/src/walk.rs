@@ -182,6 +182,15 @@ impl Drop for Visitor<'_> {
 /// `path` relative to `root`, with `/` separators; `None` if it is not below the root.
 pub fn relative(root: &Path, path: &Path) -> Option<String> {
     let rel = path.strip_prefix(root).ok()?;
+    if rel.as_os_str().is_empty() {
+        return None;
+    }
+    // Fast path: one allocation when the path is UTF-8 and already uses `/`.
+    if let Some(s) = rel.to_str()
+        && (std::path::MAIN_SEPARATOR == '/' || !s.contains(std::path::MAIN_SEPARATOR))
+    {
+        return Some(s.to_owned());
+    }
     let mut out = String::new();
     for c in rel.components() {
         if !out.is_empty() {
@@ -189,5 +198,5 @@ pub fn relative(root: &Path, path: &Path) -> Option<String> {
         }
         out.push_str(&c.as_os_str().to_string_lossy());
     }
-    (!out.is_empty()).then_some(out)
+    Some(out)
 }
