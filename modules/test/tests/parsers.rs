@@ -640,6 +640,8 @@ fn jest_default_json_and_junit() {
 
 #[test]
 fn jest_suites_that_failed_to_run_are_failures() {
+    // Runner: Tests 1 failed, 1 passed, 2 total; the broken file is one more failure
+    // (numRuntimeErrorTestSuites 1 in the JSON), counted in `failed` like a pytest error.
     for case in ["syntax-error", "syntax-error-json"] {
         let r = run(Framework::Jest, "jest", case);
         counts(&r, 1, 2, 0);
