@@ -386,3 +386,70 @@ fn cli_llm_planner_needs_a_model_and_fails_clearly_on_invalid_plans() {
         "nothing ran"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rejected_instruction_edit_is_split_into_sub_steps_that_the_scheduler_runs() {
+    let dir = repo();
+    let bad = r#"{"edits": [{"strategy": "search-replace", "path": "src/lib.rs", "search": "celsius * 9 / 5", "replace": "x"}]}"#;
+    let f_fix = r#"{"edits": [{"strategy": "search-replace", "path": "src/lib.rs", "search": "celsius * 9.0 / 5.0", "replace": "celsius * 9.0 / 5.0 + 32.0"}]}"#;
+    let c_fix = r#"{"edits": [{"strategy": "search-replace", "path": "src/lib.rs", "search": "fahrenheit * 5.0 / 9.0", "replace": "(fahrenheit - 32.0) * 5.0 / 9.0"}]}"#;
+    let script = format!(
+        "- match: {{ schema: edit_batch }}\n  response: {{ json: {bad} }}\n\
+         - match: {{ last_user_contains: 'The editor rejected those edits' }}\n  response: {{ json: {bad} }}\n\
+         - match: {{ last_user_contains: 'in this step: Fix to_fahrenheit: add 32.' }}\n  response: {{ json: {f_fix} }}\n\
+         - match: {{ last_user_contains: 'in this step: Fix to_celsius: subtract 32 first.' }}\n  response: {{ json: {c_fix} }}\n"
+    );
+    let scripted = Arc::new(ScriptedLlm::from_yaml("split", &script).unwrap());
+    let llm: Arc<dyn nuvira::api::LlmClient> = scripted.clone();
+    let engine = nuvira::agent::configure(
+        nuvira::defaults::engine()
+            .workspace(dir.path())
+            .llm(llm.clone()),
+        Some(&llm),
+        None,
+    )
+    .build();
+    let plan: ExecutionPlan = serde_json::from_value(serde_json::json!({
+        "goal": GOAL,
+        "steps": [
+            {"id": "inspect", "module": "inspect", "config": {"keywords": ["to_fahrenheit"]}},
+            {"id": "fix", "module": "edit", "depends_on": ["inspect"], "config": {
+                "instructions": "Fix to_fahrenheit: add 32.\nFix to_celsius: subtract 32 first.",
+                "recover": {"strategies": {"edit-rejected": ["split-task"]}}
+            }}
+        ]
+    }))
+    .unwrap();
+    let bus = EventBus::with_history("split-run", true);
+    let summary = engine
+        .run(plan, bus.clone(), RunSettings::default())
+        .await
+        .unwrap();
+    bus.close();
+    let events: Vec<(Option<String>, EventKind)> = bus
+        .history()
+        .iter()
+        .map(|e| (e.step_id.as_deref().map(str::to_owned), e.kind.clone()))
+        .collect();
+    let got = trace(&events);
+    assert_eq!(summary.status, RunStatus::Succeeded, "{}", got.join("\n"));
+    assert_in_order(
+        &got,
+        &[
+            "fix edit:skipped",
+            "fix recover:classified",
+            "fix recover:attempt",
+            "fix-part-1 plan:step-created",
+            "fix-part-2 plan:step-created",
+            "fix-part-1 step:succeeded",
+            "fix-part-2 step:succeeded",
+            "fix step:succeeded",
+        ],
+    );
+    let lib = std::fs::read_to_string(dir.path().join("src/lib.rs")).unwrap();
+    assert!(
+        lib.contains("celsius * 9.0 / 5.0 + 32.0") && lib.contains("(fahrenheit - 32.0)"),
+        "{lib}"
+    );
+    assert_eq!(scripted.remaining(), 0);
+}

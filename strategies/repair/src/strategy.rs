@@ -108,6 +108,21 @@ fn with_config_value(step: &PlanStep, key: &str, value: Value) -> PlanStep {
     step
 }
 
+/// Whether the step's own `config.recover.strategies` names `strategy`.
+fn asks_for(step: &PlanStep, strategy: &str) -> bool {
+    fn walk(v: &Value, name: &str) -> bool {
+        match v {
+            Value::String(s) => s == name,
+            Value::Array(a) => a.iter().any(|x| walk(x, name)),
+            Value::Object(o) => o.values().any(|x| walk(x, name)),
+            _ => false,
+        }
+    }
+    step.config_value("recover")
+        .and_then(|r| r.get("strategies"))
+        .is_some_and(|s| walk(s, strategy))
+}
+
 /// The model a step prefers (`config.recover.model`, set by [`SwitchModel`]), if any.
 pub fn preferred_model(step: &PlanStep) -> Option<&str> {
     step.config_value("recover")
@@ -346,9 +361,11 @@ impl RepairStrategy for SimplifyGoal {
     }
 }
 
-/// `split-task`: once per step, replace an edit step by one sub-step per explicit edit, or per
-/// line (or sentence) of its `instructions`, chained in order; the scheduler validates the
-/// sub-steps and runs them in the step's place. Sub-step ids are `<id>-part-<n>`.
+/// `split-task`: once per step, replace an edit step by one sub-step per line (or sentence) of
+/// its `instructions`, or per entry of an explicit `edits` list when the step names
+/// `split-task` in its own `config.recover.strategies` (an explicit batch is otherwise kept
+/// all-or-nothing), chained in order; the scheduler validates the sub-steps and runs them in the
+/// step's place. Sub-step ids are `<id>-part-<n>`.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SplitTask;
 
@@ -424,7 +441,13 @@ impl RepairStrategy for SplitTask {
         "split-task"
     }
     fn applies(&self, input: &RepairInput<'_>) -> bool {
-        input.uses == 0 && input.step.module == "edit" && Self::split(input.step).is_some()
+        // An explicit `edits` list is all-or-nothing on purpose: it is only split when the step
+        // names `split-task` in `config.recover.strategies` itself.
+        let explicit = input.step.config_value("edits").is_some();
+        input.uses == 0
+            && input.step.module == "edit"
+            && (!explicit || asks_for(input.step, "split-task"))
+            && Self::split(input.step).is_some()
     }
     async fn decide(&self, input: &RepairInput<'_>) -> Option<RecoveryDecision> {
         Self::split(input.step).map(|steps| RecoveryDecision::Split { steps })

@@ -319,6 +319,19 @@ async fn split_makes_chained_sub_steps_from_sentences_or_edits() {
         {"strategy": "whole-file", "path": "b", "content": "2"}]}));
     let steps = SplitTask::split(&explicit).unwrap();
     assert_eq!(steps[1].config_value("edits").unwrap()[0]["path"], "b");
+    // An explicit batch stays all-or-nothing unless the step asks for splitting.
+    assert!(!decide(&SplitTask, &explicit, &ctx, &rejected(), 0).await.0);
+    let mut asking = explicit.clone();
+    asking.config["recover"] = json!({"strategies": {"edit-rejected": ["split-task"]}});
+    let (ok, d) = decide(&SplitTask, &asking, &ctx, &rejected(), 0).await;
+    assert!(ok);
+    let Some(RecoveryDecision::Split { steps }) = d else {
+        panic!("{d:?}")
+    };
+    assert!(
+        steps[0].config_value("recover").is_none(),
+        "sub-steps do not inherit recover"
+    );
     let single = PlanStep::new("e", "edit").with_config(json!({"instructions": "one thing"}));
     assert!(!decide(&SplitTask, &single, &ctx, &rejected(), 0).await.0);
 }
