@@ -19,7 +19,7 @@
 //!   `high` on every warning. So a custom check (registered with
 //!   [`VerifyModule::with_check`]) gets the same treatment as the built-in ones.
 //! - **"Could not check" is not "passed".** A check that cannot run reports
-//!   [`CheckStatus::NotRun`](nuvira_api::CheckStatus::NotRun); it is left out of the score and
+//!   [`CheckStatus::NotRun`]; it is left out of the score and
 //!   listed among the suggestions, so a missing model or test step is visible.
 //! - **Model answers are data.** The diff goes to the model as quoted, delimited untrusted
 //!   text, and the answer must be JSON of a fixed shape; anything else is retried once and then
@@ -27,7 +27,7 @@
 //!
 //! A verification with blockers fails the step with a recoverable
 //! [`ErrorCategory::VerificationFailed`](nuvira_api::ErrorCategory::VerificationFailed) whose
-//! output is the [`VerificationResult`](nuvira_api::VerificationResult), so reports still show
+//! output is the [`VerificationResult`], so reports still show
 //! every check.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
