@@ -547,7 +547,7 @@ fn check_findings(rec: &mut StepRecord, c: &VerificationCheck) {
         return;
     }
     for line in &c.findings {
-        let (path, lineno, msg) = split_location(line);
+        let (path, lineno, column, msg) = split_location(line);
         let mut f = Finding::new(
             FindingKind::Verification,
             severity,
@@ -561,30 +561,38 @@ fn check_findings(rec: &mut StepRecord, c: &VerificationCheck) {
         );
         if let Some(p) = path {
             f = f.at(p, lineno);
+            f.column = column;
         }
         rec.findings.push(f);
     }
 }
 
-/// Splits `path:line: message` (or `path: message`) into its parts.
-fn split_location(s: &str) -> (Option<String>, Option<u32>, &str) {
-    let mut parts = s.splitn(3, ':');
-    let (Some(a), Some(b)) = (parts.next(), parts.next()) else {
-        return (None, None, s.trim());
+/// Splits `path:line:col: message`, `path:line: message` or `path: message` into its parts;
+/// text that does not start with a path is all message.
+fn split_location(s: &str) -> (Option<String>, Option<u32>, Option<u32>, &str) {
+    let Some((path, rest)) = s.split_once(':') else {
+        return (None, None, None, s.trim());
     };
-    let looks_like_path = !a.is_empty() && !a.contains(' ') && (a.contains('.') || a.contains('/'));
+    let looks_like_path =
+        !path.is_empty() && !path.contains(' ') && (path.contains('.') || path.contains('/'));
     if !looks_like_path {
-        return (None, None, s.trim());
+        return (None, None, None, s.trim());
     }
-    match (b.trim().parse::<u32>(), parts.next()) {
-        (Ok(line), Some(rest)) => (Some(a.to_owned()), Some(line), rest.trim()),
-        (Ok(line), None) => (Some(a.to_owned()), Some(line), ""),
-        (Err(_), rest) => {
-            let msg_start = a.len() + 1;
-            let _ = rest;
-            (Some(a.to_owned()), None, s[msg_start..].trim())
-        }
+    match number(rest) {
+        Some((line, rest)) => match number(rest) {
+            Some((col, rest)) => (Some(path.to_owned()), Some(line), Some(col), rest.trim()),
+            None => (Some(path.to_owned()), Some(line), None, rest.trim()),
+        },
+        None => (Some(path.to_owned()), None, None, rest.trim()),
     }
+}
+
+/// A leading number and the text after it (and after one `:`).
+fn number(t: &str) -> Option<(u32, &str)> {
+    let digits = t.len() - t.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+    let n = t[..digits].parse().ok()?;
+    let rest = &t[digits..];
+    Some((n, rest.strip_prefix(':').unwrap_or(rest)))
 }
 
 fn count(steps: &[StepRecord]) -> ReportCounts {
@@ -853,15 +861,23 @@ mod tests {
     fn split_location_reads_path_line_message() {
         assert_eq!(
             split_location("src/a.rs:12: unwrap on a None"),
-            (Some("src/a.rs".into()), Some(12), "unwrap on a None")
+            (Some("src/a.rs".into()), Some(12), None, "unwrap on a None")
+        );
+        assert_eq!(
+            split_location("src/lib.rs:9:17: MISSING }"),
+            (Some("src/lib.rs".into()), Some(9), Some(17), "MISSING }")
         );
         assert_eq!(
             split_location("src/a.rs: no tests cover it"),
-            (Some("src/a.rs".into()), None, "no tests cover it")
+            (Some("src/a.rs".into()), None, None, "no tests cover it")
         );
         assert_eq!(
             split_location("goal not met: the function still exists"),
-            (None, None, "goal not met: the function still exists")
+            (None, None, None, "goal not met: the function still exists")
+        );
+        assert_eq!(
+            split_location("no colon here"),
+            (None, None, None, "no colon here")
         );
     }
 }
