@@ -21,7 +21,8 @@ pub const NEVER_ENTER: &[&str] = &[".git", ".nuvira"];
 /// What to walk.
 #[derive(Debug, Clone, Default)]
 pub struct WalkOptions {
-    /// Absolute paths (inside the root) to restrict the walk to; empty means the whole root.
+    /// Canonical absolute paths inside the root to restrict the walk to; empty means the whole
+    /// root. Ignore files of the folders above them still apply.
     pub restrict: Vec<PathBuf>,
     /// Walker threads; 0 picks the number of CPUs.
     pub threads: usize,
@@ -55,12 +56,11 @@ pub struct WalkOutput {
 /// `stop` is polled once per entry; when it returns true the walk ends early (cancellation,
 /// deadline) and [`WalkOutput::stopped`] is set.
 pub fn walk(root: &Path, options: &WalkOptions, stop: &(dyn Fn() -> bool + Sync)) -> WalkOutput {
-    let mut starts = options.restrict.iter();
-    let first = starts.next().map_or(root, PathBuf::as_path);
-    let mut builder = WalkBuilder::new(first);
-    for p in starts {
-        builder.add(p);
-    }
+    // Always walk from the root, so that the `.gitignore`s of the folders above a restricted
+    // path still apply; restriction prunes everything not on the way to or below one of the
+    // restricted paths.
+    let restrict: Vec<PathBuf> = options.restrict.clone();
+    let mut builder = WalkBuilder::new(root);
     builder
         .hidden(!options.hidden)
         .follow_links(false)
@@ -68,11 +68,19 @@ pub fn walk(root: &Path, options: &WalkOptions, stop: &(dyn Fn() -> bool + Sync)
         .git_global(false)
         .require_git(false)
         .threads(options.threads)
-        .filter_entry(|e| {
-            !(e.file_type().is_some_and(|t| t.is_dir())
+        .filter_entry(move |e| {
+            let is_dir = e.file_type().is_some_and(|t| t.is_dir());
+            if is_dir
                 && NEVER_ENTER
                     .iter()
-                    .any(|n| e.file_name() == std::ffi::OsStr::new(n)))
+                    .any(|n| e.file_name() == std::ffi::OsStr::new(n))
+            {
+                return false;
+            }
+            restrict.is_empty()
+                || restrict
+                    .iter()
+                    .any(|r| e.path().starts_with(r) || (is_dir && r.starts_with(e.path())))
         });
     let shared = Mutex::new(Vec::new());
     let errors = AtomicU64::new(0);

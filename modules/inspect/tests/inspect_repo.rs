@@ -310,6 +310,30 @@ fn restricting_paths_limits_the_walk_and_rejects_escapes() {
     );
     assert_eq!(r.stats.total_files, 3);
 
+    // The root .gitignore still applies below a restricted folder, and a file can be named.
+    write(dir.path(), "web/src/trace.log", "parseConfig parseConfig\n");
+    let r = run(dir.path(), "parseConfig", &options);
+    assert!(!r.file_tree.contains("trace.log"), "{}", r.file_tree);
+    let one = InspectOptions::default().with_paths(vec!["web/src/api.ts".into(), "src/".into()]);
+    let r = run(dir.path(), "parseConfig parse_config", &one);
+    assert!(
+        r.relevant_paths.contains(&"web/src/api.ts".to_owned()),
+        "{:?}",
+        r.relevant_paths
+    );
+    assert!(
+        !r.relevant_paths
+            .iter()
+            .any(|p| p.starts_with("web/src/api.test")),
+        "{:?}",
+        r.relevant_paths
+    );
+    assert!(
+        r.relevant_paths.contains(&"src/config.rs".to_owned()),
+        "{:?}",
+        r.relevant_paths
+    );
+
     for (bad, why) in [
         ("../etc", "stay inside"),
         ("/etc", "stay inside"),
