@@ -296,3 +296,54 @@ fn a_report_steps_own_report_is_not_nested_in_the_run_report() {
         "{text}"
     );
 }
+
+#[test]
+fn retries_count_attempts_and_a_dry_run_says_would_change() {
+    let mut events = sample::passing_run();
+    if let EventKind::RunStarted { dry_run, .. } = &mut events[0].kind {
+        *dry_run = true;
+    }
+    // The test step fails once, is retried, then succeeds (the scheduler's order of events).
+    let at = events
+        .iter()
+        .position(|e| {
+            e.step_id.as_deref() == Some("test") && matches!(e.kind, EventKind::StepStarted { .. })
+        })
+        .unwrap();
+    let ev = |kind| Event {
+        seq: 0,
+        ts: events[at].ts + 10,
+        run_id: "run-0c1d".into(),
+        step_id: Some("test".into()),
+        kind,
+    };
+    let extra = [
+        ev(EventKind::StepRetrying {
+            attempt: 2,
+            reason: "1 test failed".into(),
+            delay_ms: 0,
+        }),
+        ev(EventKind::RecoverAttempt {
+            attempt: 1,
+            strategy: "retry-same".into(),
+        }),
+        ev(EventKind::StepStarted {
+            module: "test".into(),
+            attempt: 2,
+        }),
+    ];
+    events.splice(at + 1..at + 1, extra);
+    let r = live(&events);
+    let test = r.steps.iter().find(|s| s.id == "test").unwrap();
+    assert_eq!((test.attempts, test.repair_attempts), (2, 1));
+    assert_eq!(test.status, StepStatus::Succeeded);
+    assert_eq!(test.started_ms, Some(161), "the last attempt's start");
+    assert!(r.dry_run);
+    assert!(
+        r.summary.ends_with("1 file(s) would change (+1 -1)"),
+        "{}",
+        r.summary
+    );
+    let html = nuvira_report::render(&r, nuvira_report::Format::Html);
+    assert!(html.contains("Dry run: file changes are previews"));
+}
