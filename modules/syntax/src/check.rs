@@ -133,7 +133,7 @@ fn saturate(n: usize) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "rust"))]
 mod tests {
     use super::*;
 

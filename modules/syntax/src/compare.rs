@@ -175,7 +175,7 @@ impl Lines {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "rust"))]
 mod tests {
     use super::*;
 

@@ -1,6 +1,12 @@
 //! Integration tests: real source files from published packages (tests/fixtures, see its
 //! README) must pass unchanged; injected errors must be caught on the right line.
 
+#![cfg(all(
+    feature = "rust",
+    feature = "typescript",
+    feature = "python",
+    feature = "javascript"
+))]
 #![allow(clippy::expect_used, reason = "tests fail loudly on missing fixtures")]
 use nuvira_api::{SyntaxChecker, SyntaxDiagnostic};
 use nuvira_syntax::{TreeSitterChecker, compare, introduced_errors};

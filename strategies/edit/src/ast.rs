@@ -438,3 +438,45 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod more_tests {
+    use super::*;
+
+    fn names(path: &str, src: &str) -> Vec<String> {
+        symbols(path, src)
+            .unwrap()
+            .into_iter()
+            .map(|s| s.name)
+            .collect()
+    }
+
+    #[test]
+    fn javascript_and_python_symbols() {
+        assert_eq!(
+            names(
+                "a.js",
+                "export function f() {}\nconst g = () => 1;\nclass K { m() {} }\n"
+            ),
+            ["f", "g", "K", "K::m"]
+        );
+        assert_eq!(
+            names(
+                "a.py",
+                "def f():\n    pass\n\nclass C:\n    @property\n    def p(self):\n        return 1\n"
+            ),
+            ["f", "C", "C::p"]
+        );
+    }
+
+    #[test]
+    fn typescript_namespaces_interfaces_and_enums() {
+        assert_eq!(
+            names(
+                "a.ts",
+                "namespace N { export function f() {} }\ninterface I { m(): void }\nenum E { A }\ntype T = number;\n"
+            ),
+            ["N", "N::f", "I", "I::m", "E", "T"]
+        );
+    }
+}

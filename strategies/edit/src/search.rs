@@ -6,6 +6,9 @@ use nuvira_api::{EditEntry, EditError, EditStrategy, FileView};
 /// Candidates scoring below this similarity (0..1) are not worth showing.
 const MIN_SIMILARITY: f32 = 0.5;
 
+/// Time spent looking for the closest candidate before giving up on finding a better one.
+const SEARCH_BUDGET: std::time::Duration = std::time::Duration::from_millis(250);
+
 /// `search-replace`: replaces the exact text `search` with `replace`.
 ///
 /// `search` must occur exactly once unless `all: true`. When it does not occur, the error names
@@ -62,7 +65,6 @@ fn not_found(path: &str, text: &str, search: &str) -> EditError {
         "search-replace: `search` text `{}` was not found; copy the exact current text of the file (whitespace and indentation included)",
         quote(search, 60)
     );
-    let err = EditError::new(Some(path.to_owned()), base.clone());
     match closest(text, search) {
         Some(c) => {
             let how = if c.same_ignoring_whitespace {
@@ -70,16 +72,14 @@ fn not_found(path: &str, text: &str, search: &str) -> EditError {
             } else {
                 "is the most similar text"
             };
-            let mut e = EditError::new(
+            EditError::new(
                 Some(path.to_owned()),
                 format!("{base}; line {} {how}", c.line),
             )
             .at_line(c.line)
-            .with_candidate(c.text);
-            e.line = Some(c.line);
-            e
+            .with_candidate(c.text)
         }
-        None => err,
+        None => EditError::new(Some(path.to_owned()), base),
     }
 }
 
@@ -103,7 +103,13 @@ fn closest(text: &str, search: &str) -> Option<Candidate> {
     }
     let target = squash(search);
     let mut best: Option<(f32, usize)> = None;
+    // Scoring is a character diff per window: bound the whole search so a huge file and a
+    // long `search` still fail fast (the best candidate so far is reported).
+    let started = std::time::Instant::now();
     for start in 0..lines.len().saturating_sub(n - 1).max(1) {
+        if started.elapsed() > SEARCH_BUDGET {
+            break;
+        }
         let end = (start + n).min(lines.len());
         let window = lines[start..end].join("\n");
         let squashed = squash(&window);
@@ -132,4 +138,39 @@ fn closest(text: &str, search: &str) -> Option<Candidate> {
         text: lines[start..(start + n).min(lines.len())].join("\n"),
         same_ignoring_whitespace: false,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn near_miss_search_is_bounded_on_large_files() {
+        let text: String = (0..20_000)
+            .map(|i| format!("    let value_{i} = compute({i});\n"))
+            .collect();
+        let search: String = (0..40)
+            .map(|i| format!("let value_{i} = compute({});\n", i + 1))
+            .collect();
+        let started = std::time::Instant::now();
+        let err = not_found("big.rs", &text, &search);
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(3),
+            "{:?}",
+            started.elapsed()
+        );
+        assert!(err.candidate.is_some(), "{err}");
+        assert!(err.message.contains("is the most similar text"), "{err}");
+    }
+
+    #[test]
+    fn whitespace_only_difference_is_named() {
+        let err = not_found("a.rs", "fn a() {\n    x();\n}\n", "fn a() {\n  x();\n}");
+        assert_eq!(err.line, Some(1));
+        assert!(
+            err.message
+                .contains("differs only in whitespace/indentation"),
+            "{err}"
+        );
+    }
 }
