@@ -286,11 +286,12 @@ impl RecoverPolicy {
         RecoveryDecision::GiveUp
     }
 
-    fn succeeded(&self, ctx: &StepContext) {
+    /// Ends the recovery of a retried step that succeeded or failed for good.
+    fn finished(&self, ctx: &StepContext, success: bool) {
         let key = (ctx.run_id.to_string(), ctx.step_id.to_string());
         if let Some(s) = self.lock_steps().remove(&key) {
             ctx.emit(EventKind::RecoverResult {
-                success: true,
+                success,
                 attempts: s.repairs,
                 duration_ms: u64::try_from(s.started.elapsed().as_millis()).unwrap_or(u64::MAX),
             });
@@ -476,8 +477,13 @@ impl Module for Recovering {
             }));
         }
         let out = self.inner.run(&strip(step), &ctx).await;
-        if out.is_ok() && ctx.attempt > 1 {
-            self.policy.succeeded(&ctx);
+        if ctx.attempt > 1 {
+            match &out {
+                Ok(_) => self.policy.finished(&ctx, true),
+                // A retried attempt that fails for good never reaches the policy again.
+                Err(e) if !e.is_recoverable() => self.policy.finished(&ctx, false),
+                Err(_) => {}
+            }
         }
         out
     }

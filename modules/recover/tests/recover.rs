@@ -555,3 +555,52 @@ async fn switch_model_moves_an_edit_step_to_the_fallback_model_of_a_router() {
         "{events:?}"
     );
 }
+
+/// Fails recoverably on the first attempt and fatally after.
+struct Flaky;
+#[nuvira_api::async_trait]
+impl Module for Flaky {
+    fn name(&self) -> &str {
+        "flaky"
+    }
+    async fn run(&self, _s: &PlanStep, ctx: &StepContext) -> Result<StepOutput, ModuleError> {
+        if ctx.attempt == 1 {
+            Err(ModuleError::recoverable(
+                ErrorCategory::Io,
+                "read failed: interrupted",
+            ))
+        } else {
+            Err(ModuleError::invalid_config("the file is gone"))
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_retried_step_that_fails_fatally_ends_its_recovery_unsuccessfully() {
+    let policy = Arc::new(RecoverPolicy::new());
+    let module = policy.wrap(Arc::new(Flaky));
+    let sink = Arc::new(Sink::default());
+    let ctx = StepContext::standalone(".")
+        .with_identity("run-f", "s", "g")
+        .with_events(sink.clone());
+    let step = PlanStep::new("s", "flaky");
+    let Err(ModuleError::Recoverable(f)) = module.run(&step, &ctx).await else {
+        panic!()
+    };
+    assert!(matches!(
+        policy.on_failure(&step, &ctx, 1, &f).await,
+        RecoveryDecision::Retry { .. }
+    ));
+    let retry =
+        ctx.clone()
+            .with_execution(false, 2, Arc::new(nuvira_api::NeverCancelled), None, None);
+    assert!(module.run(&step, &retry).await.is_err());
+    assert!(matches!(
+        sink.0.lock().unwrap().last(),
+        Some(EventKind::RecoverResult {
+            success: false,
+            attempts: 1,
+            ..
+        })
+    ));
+}
