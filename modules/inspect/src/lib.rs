@@ -11,8 +11,10 @@
 //! - **Deterministic keyword ranking** ([`keywords`], [`inspect`]): the goal is split into
 //!   identifiers and words (`parse_config` → `parse_config`, `parse`, `config`), stop words are
 //!   dropped, and files are scored by path matches, content matches (dampened by a logarithm)
-//!   and, weighted highest, symbol definitions. No model is asked, so inspection is cheap,
-//!   reproducible and works offline; `stats.llm_fallback_used` is therefore always `true`.
+//!   and, weighted highest, symbol definitions. [`inspect`] asks no model: it is cheap,
+//!   reproducible and works offline (`stats.llm_fallback_used` is `true`). The `inspect`
+//!   module, when the run has a model, lets it choose among the best candidates
+//!   ([`classify`]) and falls back to the keyword ranking if the model fails.
 //! - **Tree-sitter only where it pays** ([`lang`]): a file is parsed only when its text matches
 //!   a keyword or it ends up among the artifacts, so large repositories cost one read per file.
 //! - **Confined**: nothing outside the workspace root is read (symlinks leaving it are not
@@ -31,6 +33,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod classify;
 pub mod keywords;
 pub mod lang;
 mod module;

@@ -1,11 +1,13 @@
 //! The `inspect` [`Module`].
 
-use crate::{Hooks, InspectError, InspectOptions, inspect};
+use crate::{Hooks, InspectError, InspectOptions, classify, inspect};
 use nuvira_api::{
-    ErrorCategory, Module, ModuleError, ModuleKind, PlanStep, StepContext, StepOutput, WriteSet,
-    async_trait,
+    ErrorCategory, EventKind, Module, ModuleError, ModuleKind, PlanStep, StepContext, StepOutput,
+    WriteSet, async_trait,
 };
 use serde::Deserialize;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 /// The config of an `inspect` step.
@@ -83,6 +85,10 @@ impl StepConfig {
 
 /// The `inspect` module: read-only, runs the inspection on its own thread so the async runtime
 /// is never blocked, and stops at cancellation or the step's deadline.
+///
+/// With a model configured, the model picks the relevant files among the keyword ranking's
+/// best candidates (see [`classify`](crate::classify)); without one, or when it fails, the
+/// keyword ranking is the answer and `stats.llm_fallback_used` says so.
 #[derive(Debug, Clone, Default)]
 pub struct InspectModule;
 
@@ -113,7 +119,15 @@ impl Module for InspectModule {
 
     async fn run(&self, step: &PlanStep, ctx: &StepContext) -> Result<StepOutput, ModuleError> {
         let config = StepConfig::from_step(step).map_err(ModuleError::invalid_config)?;
-        let options = config.options();
+        let mut options = config.options();
+        let (max_files, content_files) = (options.max_files, options.content_files);
+        let llm = ctx.llm.clone();
+        if llm.is_some() {
+            // The model chooses among more candidates than are returned; the file-found and
+            // completed events wait for its choice.
+            options.max_files = max_files.saturating_mul(3).min(max_files + 40);
+            options.content_files = options.max_files;
+        }
         let goal = match &step.description {
             Some(d) => format!("{} {d}", ctx.goal),
             None => ctx.goal.to_string(),
@@ -123,18 +137,28 @@ impl Module for InspectModule {
         let cancel = ctx.cancel.clone();
         let deadline = ctx.deadline;
         let step_id = ctx.step_id.to_string();
+        let defer_results = llm.is_some();
+        let total_bytes = Arc::new(AtomicU64::new(0));
+        let bytes_seen = total_bytes.clone();
+        let thread_goal = goal.clone();
         let (tx, rx) = futures::channel::oneshot::channel();
         let spawned = std::thread::Builder::new()
             .name(format!("nuvira-inspect-{step_id}"))
             .spawn(move || {
-                let emit = |kind| events.emit(Some(&step_id), kind);
+                let emit = |kind| match kind {
+                    EventKind::InspectCompleted { total_bytes, .. } if defer_results => {
+                        bytes_seen.store(total_bytes, Ordering::Relaxed);
+                    }
+                    EventKind::InspectFileFound { .. } if defer_results => {}
+                    kind => events.emit(Some(&step_id), kind),
+                };
                 let stop =
                     || cancel.is_cancelled() || deadline.is_some_and(|d| Instant::now() >= d);
                 let hooks = Hooks {
                     emit: &emit,
                     stop: &stop,
                 };
-                let _ = tx.send(inspect(&root, &goal, &options, &hooks));
+                let _ = tx.send(inspect(&root, &thread_goal, &options, &hooks));
             });
         if let Err(e) = spawned {
             return Err(ModuleError::fatal(
@@ -142,12 +166,32 @@ impl Module for InspectModule {
                 format!("start the inspection thread: {e}"),
             ));
         }
-        let result = rx.await.map_err(|_| {
+        let mut result = rx.await.map_err(|_| {
             ModuleError::fatal(
                 ErrorCategory::Unknown,
                 "inspect the workspace: the inspection thread ended without a result",
             )
         })?;
+        if let (Some(llm), Ok(r)) = (&llm, &mut result) {
+            classify::rerank(llm.as_ref(), &goal, r, max_files, content_files).await;
+            for a in &r.artifacts {
+                ctx.emit(EventKind::InspectFileFound {
+                    path: a.path.clone(),
+                    extension: a
+                        .path
+                        .rsplit('/')
+                        .next()
+                        .and_then(|n| n.rsplit_once('.'))
+                        .map(|(_, e)| e.to_owned())
+                        .unwrap_or_default(),
+                    size: a.size,
+                });
+            }
+            ctx.emit(EventKind::InspectCompleted {
+                artifacts: r.artifacts.len(),
+                total_bytes: total_bytes.load(Ordering::Relaxed),
+            });
+        }
         match result {
             Ok(r) => Ok(StepOutput::Inspection(r)),
             Err(InspectError::Stopped) if ctx.cancel.is_cancelled() => Err(ModuleError::Cancelled),

@@ -518,3 +518,116 @@ fn the_module_stops_on_cancellation_and_at_its_deadline() {
     assert_eq!(err.category(), nuvira_api::ErrorCategory::Timeout);
     assert!(err.to_string().contains("out of time"), "{err}");
 }
+
+/// A model that answers with one scripted text (or fails) and records the requests.
+struct ScriptedLlm {
+    answer: Option<String>,
+    requests: Mutex<Vec<nuvira_api::LlmRequest>>,
+}
+
+#[nuvira_api::async_trait]
+impl nuvira_api::LlmClient for ScriptedLlm {
+    fn model(&self) -> &str {
+        "scripted:test"
+    }
+    async fn complete(
+        &self,
+        request: &nuvira_api::LlmRequest,
+    ) -> Result<nuvira_api::LlmResponse, nuvira_api::LlmError> {
+        self.requests.lock().unwrap().push(request.clone());
+        match &self.answer {
+            Some(text) => {
+                let mut r = nuvira_api::LlmResponse::default();
+                r.text = text.clone();
+                Ok(r)
+            }
+            None => Err(nuvira_api::LlmError::Timeout),
+        }
+    }
+}
+
+fn run_with_model(
+    root: &Path,
+    answer: Option<&str>,
+) -> (
+    nuvira_api::InspectionResult,
+    Arc<ScriptedLlm>,
+    Vec<(Option<String>, String)>,
+) {
+    let llm = Arc::new(ScriptedLlm {
+        answer: answer.map(str::to_owned),
+        requests: Mutex::new(Vec::new()),
+    });
+    let sink = Arc::new(Collect::default());
+    let ctx = StepContext::standalone(root)
+        .with_identity("r", "inspect", "make parseConfig send the request")
+        .with_events(sink.clone())
+        .with_llm(Some(llm.clone() as Arc<dyn nuvira_api::LlmClient>));
+    let step =
+        PlanStep::new("inspect", "inspect").with_config(serde_json::json!({ "max_files": 2 }));
+    let out = futures::executor::block_on(InspectModule::new().run(&step, &ctx)).unwrap();
+    let StepOutput::Inspection(r) = out else {
+        panic!("not an inspection")
+    };
+    let events = sink.0.lock().unwrap().clone();
+    (r, llm, events)
+}
+
+#[test]
+fn with_a_model_the_module_lets_it_choose_among_the_candidates() {
+    let (dir, _outside) = demo_repo();
+    let (r, llm, events) = run_with_model(
+        dir.path(),
+        Some(r#"{"paths": ["src/invented.rs", "web/src/http.ts", "web/src/http.ts"]}"#),
+    );
+    assert!(!r.stats.llm_fallback_used);
+    // The model's (real) pick comes first; invented and repeated paths are dropped; the rest is
+    // filled from the keyword ranking up to max_files.
+    assert_eq!(r.relevant_paths[0], "web/src/http.ts");
+    assert_eq!(r.relevant_paths.len(), 2);
+    assert_eq!(r.relevant_paths[1], "web/src/api.ts");
+    assert!(
+        r.artifacts[0]
+            .content
+            .as_deref()
+            .unwrap()
+            .contains("fetch(url)")
+    );
+    let found: Vec<&str> = events
+        .iter()
+        .filter(|(_, n)| n == "inspect:file-found")
+        .map(|_| "")
+        .collect();
+    assert_eq!(
+        found.len(),
+        2,
+        "file-found only for the returned files: {events:?}"
+    );
+    assert_eq!(events.last().unwrap().1, "inspect:completed");
+
+    let requests = llm.requests.lock().unwrap();
+    assert_eq!(requests.len(), 1);
+    assert_eq!(
+        requests[0].json_schema.as_ref().unwrap().0,
+        "relevant_files"
+    );
+    let user = &requests[0].messages[1].content;
+    assert!(user.contains("=====UNTRUSTED-DATA-0====="), "{user}");
+    assert!(user.contains("web/src/api.ts — defines"), "{user}");
+}
+
+#[test]
+fn when_the_model_fails_the_keyword_ranking_is_the_answer() {
+    let (dir, _outside) = demo_repo();
+    let (failed, _, _) = run_with_model(dir.path(), None);
+    assert!(failed.stats.llm_fallback_used);
+    let (nonsense, _, _) = run_with_model(dir.path(), Some("I think api.ts"));
+    assert!(nonsense.stats.llm_fallback_used);
+    let plain = run(
+        dir.path(),
+        "make parseConfig send the request",
+        &InspectOptions::default().with_max_files(2),
+    );
+    assert_eq!(failed.relevant_paths, plain.relevant_paths);
+    assert_eq!(nonsense.relevant_paths, plain.relevant_paths);
+}
