@@ -394,7 +394,8 @@ async fn a_rejected_instruction_edit_is_split_into_sub_steps_that_the_scheduler_
     let f_fix = r#"{"edits": [{"strategy": "search-replace", "path": "src/lib.rs", "search": "celsius * 9.0 / 5.0", "replace": "celsius * 9.0 / 5.0 + 32.0"}]}"#;
     let c_fix = r#"{"edits": [{"strategy": "search-replace", "path": "src/lib.rs", "search": "fahrenheit * 5.0 / 9.0", "replace": "(fahrenheit - 32.0) * 5.0 / 9.0"}]}"#;
     let script = format!(
-        "- match: {{ schema: edit_batch }}\n  response: {{ json: {bad} }}\n\
+        "- match: {{ schema: relevant_files }}\n  response: {{ json: {{ paths: [src/lib.rs] }} }}\n\
+         - match: {{ schema: edit_batch }}\n  response: {{ json: {bad} }}\n\
          - match: {{ last_user_contains: 'The editor rejected those edits' }}\n  response: {{ json: {bad} }}\n\
          - match: {{ last_user_contains: 'in this step: Fix to_fahrenheit: add 32.' }}\n  response: {{ json: {f_fix} }}\n\
          - match: {{ last_user_contains: 'in this step: Fix to_celsius: subtract 32 first.' }}\n  response: {{ json: {c_fix} }}\n"
