@@ -54,12 +54,22 @@ pub struct SyntaxReport {
     pub checked: bool,
     /// Problems found.
     pub diagnostics: Vec<SyntaxDiagnostic>,
+    /// Why no check ran (set by [`SyntaxReport::unchecked`]), for reports and logs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 impl SyntaxReport {
-    /// A report for a file no grammar covers.
+    /// The note of [`SyntaxReport::unchecked`].
+    pub const NO_CHECK_NOTE: &'static str = "no syntax check ran: no grammar covers this file type";
+
+    /// A report for a file no grammar covers: clean, `checked: false`, with a note saying no
+    /// check ran.
     pub fn unchecked() -> Self {
-        Self::default()
+        Self {
+            note: Some(Self::NO_CHECK_NOTE.to_owned()),
+            ..Self::default()
+        }
     }
 
     /// A report of a check that ran.
@@ -68,6 +78,7 @@ impl SyntaxReport {
             language: Some(language.into()),
             checked: true,
             diagnostics,
+            note: None,
         }
     }
 
