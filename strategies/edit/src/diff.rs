@@ -32,8 +32,11 @@ pub struct FilePatch {
 pub struct Hunk {
     /// The header line, for messages.
     pub header: String,
-    /// 1-based first old line (as written).
+    /// 1-based first old line (as written; 0 for a bare `@@` hunk).
     pub old_start: usize,
+    /// Whether the header gave line numbers. A bare `@@` hunk (common in model output) is
+    /// placed by its context alone, which must then occur exactly once.
+    pub anchored: bool,
     /// Number of old lines claimed by the header.
     pub old_count: usize,
     /// Body lines: `(' ' | '-' | '+', text)`.
@@ -143,16 +146,22 @@ pub fn parse_patch(patch: &str) -> Result<Vec<FilePatch>, String> {
             }
             i += 2;
         } else if line.starts_with("@@") {
-            let (old_start, old_count, new_count) = parse_header(line).ok_or_else(|| {
-                format!(
-                    "read patch line {}: `{}` is not a hunk header like `@@ -12,7 +12,8 @@`",
-                    i + 1,
-                    quote(line, 60)
-                )
-            })?;
+            let anchored = line.starts_with("@@ -");
+            let (old_start, old_count, new_count) = if anchored {
+                parse_header(line).ok_or_else(|| {
+                    format!(
+                        "read patch line {}: `{}` is not a hunk header like `@@ -12,7 +12,8 @@`",
+                        i + 1,
+                        quote(line, 60)
+                    )
+                })?
+            } else {
+                (0, 0, 0)
+            };
             let mut hunk = Hunk {
                 header: line.to_owned(),
                 old_start,
+                anchored,
                 old_count,
                 lines: Vec::new(),
                 old_no_eol: false,
@@ -161,7 +170,14 @@ pub fn parse_patch(patch: &str) -> Result<Vec<FilePatch>, String> {
             i += 1;
             while i < lines.len() {
                 let l = lines[i];
-                if l.starts_with("@@") || l.starts_with("diff --git ") || is_file_header(i) {
+                // A removed `-- x` line reads `--- x`: only a hunk whose counts are used up
+                // can be followed by a file header.
+                let counts_done = !anchored
+                    || (hunk.old_lines().len() >= old_count && hunk.new_lines().len() >= new_count);
+                if l.starts_with("@@")
+                    || l.starts_with("diff --git ")
+                    || (counts_done && is_file_header(i))
+                {
                     break;
                 }
                 if l.starts_with('\\') {
@@ -195,8 +211,9 @@ pub fn parse_patch(patch: &str) -> Result<Vec<FilePatch>, String> {
                 .lines
                 .last()
                 .is_some_and(|(k, l)| *k == ' ' && l.is_empty())
-                && hunk.old_lines().len() > hunk.old_count
-                && hunk.new_lines().len() > new_count
+                && (!anchored
+                    || (hunk.old_lines().len() > hunk.old_count
+                        && hunk.new_lines().len() > new_count))
             {
                 hunk.lines.pop();
             }
@@ -241,7 +258,29 @@ fn apply_hunks(path: &str, text: &str, hunks: &[Hunk]) -> Result<String, EditErr
             p + old.len() <= file.len() && old.iter().zip(&file[p..]).all(|(a, b)| same_line(a, b))
         };
         let last_start = file.len().saturating_sub(old.len());
-        let found = if old.is_empty() {
+        let found = if !hunk.anchored {
+            let places: Vec<usize> = (pos..=last_start).filter(|&p| fits(p)).collect();
+            match places.as_slice() {
+                [one] => Some(*one),
+                [] => return Err(unplaced(path, hunk, &old)),
+                many => {
+                    let lines: Vec<u32> = many
+                        .iter()
+                        .map(|p| u32::try_from(p + 1).unwrap_or(u32::MAX))
+                        .collect();
+                    return Err(EditError::new(
+                        Some(path.to_owned()),
+                        format!(
+                            "apply hunk `{}`: it has no line numbers and its context matches {} places (lines {}); add context lines or a `@@ -a,b +c,d @@` header",
+                            hunk.header,
+                            many.len(),
+                            crate::text::line_list(&lines)
+                        ),
+                    )
+                    .at_line(lines[0]));
+                }
+            }
+        } else if old.is_empty() {
             Some(expected.clamp(pos, file.len()))
         } else {
             (0..=file.len())
@@ -277,6 +316,22 @@ fn apply_hunks(path: &str, text: &str, hunks: &[Hunk]) -> Result<String, EditErr
         result.push('\n');
     }
     Ok(result)
+}
+
+fn unplaced(path: &str, hunk: &Hunk, old: &[&str]) -> EditError {
+    let first = old
+        .iter()
+        .find(|l| !l.trim().is_empty())
+        .copied()
+        .unwrap_or("");
+    EditError::new(
+        Some(path.to_owned()),
+        format!(
+            "apply hunk `{}`: its context and removed lines do not occur in the file (no fuzz is allowed; the first one is `{}`); regenerate the patch against the current file",
+            hunk.header,
+            quote(first, 80)
+        ),
+    )
 }
 
 fn mismatch(path: &str, hunk: &Hunk, file: &[&str], old: &[&str], at: usize) -> EditError {

@@ -9,7 +9,7 @@
 //! | name | fields | rule |
 //! |---|---|---|
 //! | `search-replace` | `path`, `search`, `replace`, `all` | `search` must occur exactly once unless `all`; a miss reports the closest lines |
-//! | `unified-diff` | `patch`, optional `path` | `diff -u` / git hunks, multi-file, `/dev/null` creates and deletes; context must match exactly (hunks may move, never fuzz) |
+//! | `unified-diff` | `patch`, optional `path` | `diff -u` / git hunks, multi-file, `/dev/null` creates and deletes; context must match exactly (hunks may move, never fuzz); bare `@@` hunks need unique context |
 //! | `regex` | `path`, `pattern`, `replace`, `all` | `$1` / `${name}` references; must match exactly once unless `all` |
 //! | `whole-file` | `path`, `content` | creates or replaces |
 //! | `delete-file` | `path` | the file must exist |

@@ -1,0 +1,2 @@
+++ schema v2
+CREATE TABLE t (id INT);

@@ -1,0 +1,2 @@
+-- schema v1
+CREATE TABLE t (id INT);
