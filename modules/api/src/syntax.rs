@@ -115,6 +115,28 @@ pub trait SyntaxChecker: Send + Sync {
     /// not-yet-matched diagnostic of `original` with the same node kind, message and trimmed
     /// line text (line numbers are not compared: they shift with the edit). Checkers with a
     /// better notion of "the same error" override it.
+    ///
+    /// ```
+    /// use nuvira_api::{SyntaxChecker, SyntaxDiagnostic, SyntaxReport};
+    ///
+    /// /// Flags every line containing `!!`.
+    /// struct Bangs;
+    /// impl SyntaxChecker for Bangs {
+    ///     fn language_for(&self, _: &str) -> Option<&'static str> { Some("bangs") }
+    ///     fn check(&self, path: &str, text: &str) -> SyntaxReport {
+    ///         let found = text.lines().enumerate().filter(|(_, l)| l.contains("!!"));
+    ///         let diags = found.map(|(i, _)| {
+    ///             let at = (i as u32 + 1, 1);
+    ///             SyntaxDiagnostic::new(path, at, at, "ERROR", "unexpected `!!`")
+    ///         });
+    ///         SyntaxReport::checked("bangs", diags.collect())
+    ///     }
+    /// }
+    /// // The old `a !!` moved down a line: not new. `b !!` is.
+    /// let r = Bangs.check_introduced("f", "a !!\n", "x\na !!\nb !!\n");
+    /// assert_eq!(r.diagnostics.len(), 1);
+    /// assert_eq!(r.diagnostics[0].line, 3);
+    /// ```
     fn check_introduced(&self, path: &str, original: &str, new: &str) -> SyntaxReport {
         let mut after = self.check(path, new);
         if after.is_clean() {
