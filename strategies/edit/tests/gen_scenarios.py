@@ -3,7 +3,7 @@
 Expected trees are computed here with plain string operations on the inputs (an oracle
 independent of the Rust code under test). Run: python3 strategies/edit/tests/gen_scenarios.py
 """
-import os, shutil, json
+import os, shutil, json, subprocess, tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.join(HERE, "scenarios")
 FIX = os.path.join(HERE, "..", "..", "..", "modules", "syntax", "tests", "fixtures")
@@ -254,4 +254,32 @@ sql = "-- schema v1\nCREATE TABLE t (id INT);\n"
 sql_patch = "--- a/schema.sql\n+++ b/schema.sql\n@@ -1,2 +1,2 @@\n--- schema v1\n+++ schema v2\n CREATE TABLE t (id INT);\n"
 scenario("019_unified_diff_removed_line_reads_like_a_header", {"schema.sql": sql},
     [{"strategy": "unified-diff", "patch": sql_patch}], {"schema.sql": "++ schema v2\nCREATE TABLE t (id INT);\n"})
+# Real `diff -u` and `git diff` output (several hunks, several files), applied exactly.
+def real_patch(tool, pairs):
+    with tempfile.TemporaryDirectory() as t:
+        for rel, (a, b) in pairs.items():
+            for side, text in (("a", a), ("b", b)):
+                if text is None: continue
+                fp = os.path.join(t, side, rel)
+                os.makedirs(os.path.dirname(fp), exist_ok=True)
+                open(fp, "w").write(text)
+        os.makedirs(os.path.join(t, "a"), exist_ok=True); os.makedirs(os.path.join(t, "b"), exist_ok=True)
+        # Folders named a/ and b/ give the usual `a/…` `b/…` paths.
+        cmd = ["diff", "-ruN", "a", "b"] if tool == "diff" else [
+            "git", "diff", "--no-index", "--no-color", "--src-prefix=", "--dst-prefix=", "a", "b"]
+        return subprocess.run(cmd, cwd=t, capture_output=True, text=True).stdout
+chan2 = chan.replace("    fn new(chan: Arc<Chan<T, S>>) -> Tx<T, S> {", "    fn new(chan: Arc<Chan<T, S>>) -> Tx<T, S> {\n        // One more sender.", 1)
+chan2 = chan2.replace("        self.inner.semaphore.close();\n", "", 1)
+chan2 = chan2.replace("impl<T, S> Drop for Chan<T, S> {", "// Dropping the channel frees the blocks.\nimpl<T, S> Drop for Chan<T, S> {", 1)
+assert chan2 != chan
+p1 = real_patch("diff", {"src/chan.rs": (chan, chan2)})
+assert p1.count("\n@@ ") >= 3, p1
+scenario("008_unified_diff_real_diff_u_three_hunks", {"src/chan.rs": chan},
+    [{"strategy": "unified-diff", "path": "src/chan.rs", "patch": p1}], {"src/chan.rs": chan2})
+query2 = query.replace("  isStale(): boolean {", "  isStale(): boolean {\n    // stale check", 1)
+p2 = real_patch("git", {"src/chan.rs": (chan, chan2), "src/query.ts": (query, query2), "docs/new.md": (None, "# New\nno newline at end"), "old.txt": ("gone\n", None)})
+assert "new file mode" in p2 and "deleted file mode" in p2 and "No newline at end of file" in p2, p2
+scenario("009_unified_diff_real_git_diff_multi_file", {"src/chan.rs": chan, "src/query.ts": query, "old.txt": "gone\n"},
+    [{"strategy": "unified-diff", "patch": p2}],
+    {"src/chan.rs": chan2, "src/query.ts": query2, "docs/new.md": "# New\nno newline at end"})
 print("ok3", len(os.listdir(ROOT)))
