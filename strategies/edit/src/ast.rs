@@ -21,7 +21,8 @@ const MAX_LISTED: usize = 40;
 /// - Python: functions, classes, `Class::method` (or `Class.method`).
 ///
 /// A bare name never matches a method. No match is an error listing the available symbols; more
-/// than one match is an error listing them with their lines. The replaced range is the item
+/// than one match is an error listing them with their lines, except that overload signatures
+/// give way to the one implementation they belong to. The replaced range is the item
 /// itself; it grows to include a preceding `export`, attributes and doc comments (Rust) or
 /// decorators when `content` starts with them. `content` is re-indented to the item's
 /// indentation, so a method can be written at column 0.
@@ -37,6 +38,9 @@ pub struct Symbol {
     pub kind: &'static str,
     /// Whether it is a member (method) of a type.
     pub member: bool,
+    /// Whether it is a declaration without a body (a TypeScript overload signature, a Rust
+    /// trait method without a default).
+    pub signature: bool,
     /// 1-based line of the item.
     pub line: u32,
     /// Byte range of the item.
@@ -111,6 +115,13 @@ fn visit(
                 name: parts.join("::"),
                 kind,
                 member: owner.is_some(),
+                signature: matches!(
+                    node.kind(),
+                    "function_signature"
+                        | "method_signature"
+                        | "abstract_method_signature"
+                        | "function_signature_item"
+                ),
                 line: u32::try_from(node.start_position().row + 1).unwrap_or(u32::MAX),
                 range: node.byte_range(),
                 outer: outer.start_byte().min(node.start_byte())
@@ -350,7 +361,11 @@ impl EditStrategy for AstReplace {
                     .into(),
             ));
         };
-        let hits: Vec<&Symbol> = found.iter().filter(|s| matches(&requested, s)).collect();
+        let mut hits: Vec<&Symbol> = found.iter().filter(|s| matches(&requested, s)).collect();
+        // Overloads: several signatures and one implementation name the implementation.
+        if hits.len() > 1 && hits.iter().filter(|s| !s.signature).count() == 1 {
+            hits.retain(|s| !s.signature);
+        }
         let symbol = match hits.as_slice() {
             [one] => *one,
             [] => {

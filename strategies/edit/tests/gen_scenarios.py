@@ -254,6 +254,15 @@ sql = "-- schema v1\nCREATE TABLE t (id INT);\n"
 sql_patch = "--- a/schema.sql\n+++ b/schema.sql\n@@ -1,2 +1,2 @@\n--- schema v1\n+++ schema v2\n CREATE TABLE t (id INT);\n"
 scenario("019_unified_diff_removed_line_reads_like_a_header", {"schema.sql": sql},
     [{"strategy": "unified-diff", "patch": sql_patch}], {"schema.sql": "++ schema v2\nCREATE TABLE t (id INT);\n"})
+# TypeScript overloads: the implementation is replaced, the signatures stay
+zod = open(os.path.join(FIX, "ts_zod_v3_types.ts")).read()
+impl_start = zod.index("function createZodEnum(values: [string, ...string[]], params?: RawCreateParams) {")
+impl_end = zod.index("\n}\n", impl_start) + 2
+new_impl = "function createZodEnum(values: [string, ...string[]], params?: RawCreateParams) {\n  return new ZodEnum({ values, typeName: ZodFirstPartyTypeKind.ZodEnum, ...processCreateParams(params) });\n}"
+scenario("051_ast_replace_ts_overloaded_function", {"src/types.ts": zod},
+    [{"strategy": "ast-replace", "path": "src/types.ts", "symbol": "createZodEnum", "content": new_impl}],
+    {"src/types.ts": zod[:impl_start] + new_impl + zod[impl_end:]})
+
 # Real `diff -u` and `git diff` output (several hunks, several files), applied exactly.
 def real_patch(tool, pairs):
     with tempfile.TemporaryDirectory() as t:
@@ -263,6 +272,7 @@ def real_patch(tool, pairs):
                 fp = os.path.join(t, side, rel)
                 os.makedirs(os.path.dirname(fp), exist_ok=True)
                 open(fp, "w").write(text)
+                os.utime(fp, (1767225600, 1767225600))  # stable `diff -u` timestamps
         os.makedirs(os.path.join(t, "a"), exist_ok=True); os.makedirs(os.path.join(t, "b"), exist_ok=True)
         # Folders named a/ and b/ give the usual `a/…` `b/…` paths.
         cmd = ["diff", "-ruN", "a", "b"] if tool == "diff" else [
