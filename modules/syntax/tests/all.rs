@@ -228,7 +228,10 @@ fn files_without_a_grammar_pass_unchecked() {
     for path in ["README.md", "Cargo.toml", "Makefile", "x.go"] {
         let r = checker.check(path, "}}} not code {{{");
         assert!(!r.checked && r.language.is_none() && r.is_clean(), "{path}");
-        assert_eq!(r.note.as_deref(), Some(nuvira_api::SyntaxReport::NO_CHECK_NOTE));
+        assert_eq!(
+            r.note.as_deref(),
+            Some(nuvira_api::SyntaxReport::NO_CHECK_NOTE)
+        );
         assert_eq!(checker.language_for(path), None);
         assert!(checker.check_introduced(path, "", "}}}").is_clean());
     }
