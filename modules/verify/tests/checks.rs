@@ -400,6 +400,7 @@ async fn lint_commands_pass_warn_fail_and_report_missing_tools() {
     );
 }
 
+#[cfg(target_os = "linux")]
 #[tokio::test]
 async fn a_lint_command_over_its_timeout_is_killed_with_its_children() {
     let dir = tempfile::tempdir().unwrap();
