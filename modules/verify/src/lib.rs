@@ -87,7 +87,8 @@ pub struct CheckInput<'a> {
     pub workspace_root: &'a Path,
     /// The plan's goal.
     pub goal: &'a str,
-    /// Every file change of the upstream edit steps, in order (a file may appear more than once).
+    /// Every file change of the upstream edit steps, in order (a file may appear more than once);
+    /// in a dry run, the changes of the upstream previews.
     pub changes: &'a [FileChange],
     /// The upstream test step's result, if there is one.
     pub test: Option<&'a TestResult>,
@@ -97,6 +98,8 @@ pub struct CheckInput<'a> {
     pub strictness: Strictness,
     /// Run-wide cancellation.
     pub cancel: &'a dyn CancelSignal,
+    /// A dry run: the changes are previews, not on disk.
+    pub dry_run: bool,
 }
 
 impl<'a> CheckInput<'a> {
@@ -110,7 +113,15 @@ impl<'a> CheckInput<'a> {
             llm: None,
             strictness: Strictness::Medium,
             cancel,
+            dry_run: false,
         }
+    }
+
+    /// Builder-style: marks a dry run (the changes are previews; nothing is on disk).
+    #[must_use]
+    pub fn with_dry_run(mut self, dry_run: bool) -> Self {
+        self.dry_run = dry_run;
+        self
     }
 
     /// Builder-style: sets the changes.

@@ -238,6 +238,7 @@ impl Module for VerifyModule {
             .iter()
             .filter_map(|(_, out)| match out.as_ref() {
                 StepOutput::Edit(r) => Some(r.preview.changes.iter().cloned()),
+                StepOutput::EditPreview(p) if ctx.dry_run => Some(p.changes.iter().cloned()),
                 _ => None,
             })
             .flatten()
@@ -250,7 +251,8 @@ impl Module for VerifyModule {
             .with_changes(&changes)
             .with_test(test.as_ref())
             .with_llm(ctx.llm.as_ref())
-            .with_strictness(config.strictness);
+            .with_strictness(config.strictness)
+            .with_dry_run(ctx.dry_run);
         let emit = |kind| ctx.emit(kind);
         let result = self
             .verify(&config, &input, &emit)

@@ -62,6 +62,14 @@ impl VerifyCheck for SyntaxCheck {
     }
 
     async fn run(&self, input: &CheckInput<'_>) -> CheckOutcome {
+        if input.dry_run {
+            return CheckOutcome::new(
+                "syntax",
+                CheckStatus::NotRun,
+                true,
+                "dry run: the changes are not on disk (the edit preview validated their syntax)",
+            );
+        }
         let files = input.current_files();
         if files.is_empty() {
             return CheckOutcome::new(
