@@ -12,7 +12,9 @@
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use nuvira::{Engine, EventBus, RunSettings};
-use nuvira_api::{Module, ModuleError, PlanStep, RunStatus, StepContext, StepOutput, WriteSet, async_trait};
+use nuvira_api::{
+    Module, ModuleError, PlanStep, RunStatus, StepContext, StepOutput, WriteSet, async_trait,
+};
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
@@ -61,7 +63,9 @@ async fn noop_step(i: usize) -> usize {
 async fn baseline(children: Arc<Vec<Vec<usize>>>, indeg: Arc<Vec<usize>>, cap: usize) -> usize {
     tokio::spawn(async move {
         let mut remaining = (*indeg).clone();
-        let mut ready: VecDeque<usize> = (0..remaining.len()).filter(|&i| remaining[i] == 0).collect();
+        let mut ready: VecDeque<usize> = (0..remaining.len())
+            .filter(|&i| remaining[i] == 0)
+            .collect();
         let mut set = JoinSet::new();
         let mut in_flight = 0;
         let mut done = 0;
@@ -101,7 +105,10 @@ fn runtime() -> tokio::runtime::Runtime {
 
 fn overhead(c: &mut Criterion) {
     let rt = runtime();
-    let engine = Engine::builder().module(Arc::new(Noop)).max_parallel(CAP).build();
+    let engine = Engine::builder()
+        .module(Arc::new(Noop))
+        .max_parallel(CAP)
+        .build();
     let graphs = [
         ("layered", common::layered(100, 100, "noop", 11)),
         ("chain", common::chain(10_000, "noop")),
@@ -140,7 +147,11 @@ fn overhead(c: &mut Criterion) {
                 let (engine, plan) = (&engine, validated.clone());
                 async move {
                     let s = engine
-                        .run_validated(plan, EventBus::with_history("bench", false), RunSettings::default())
+                        .run_validated(
+                            plan,
+                            EventBus::with_history("bench", false),
+                            RunSettings::default(),
+                        )
                         .await;
                     assert_eq!(s.status, RunStatus::Succeeded);
                 }
@@ -152,7 +163,10 @@ fn overhead(c: &mut Criterion) {
 
 fn makespan(c: &mut Criterion) {
     let rt = runtime();
-    let engine = Engine::builder().module(Arc::new(Sleep)).max_parallel(CAP).build();
+    let engine = Engine::builder()
+        .module(Arc::new(Sleep))
+        .max_parallel(CAP)
+        .build();
     let plan = common::layered(20, 10, "sleep", 5);
     let validated = Arc::new(engine.validate(&plan).unwrap_or_else(|e| panic!("{e}")));
     let path = validated.critical_path_len();

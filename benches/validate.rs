@@ -42,9 +42,11 @@ fn bench(c: &mut Criterion) {
         group.bench_with_input(BenchmarkId::new("nuvira", steps), &plan, |b, p| {
             b.iter(|| nuvira::validate::validate(black_box(p), None).map(|v| v.outputs.len()))
         });
-        group.bench_with_input(BenchmarkId::new("petgraph-toposort", steps), &plan, |b, p| {
-            b.iter(|| baseline_toposort(black_box(p)))
-        });
+        group.bench_with_input(
+            BenchmarkId::new("petgraph-toposort", steps),
+            &plan,
+            |b, p| b.iter(|| baseline_toposort(black_box(p))),
+        );
     }
     group.finish();
 }

@@ -49,7 +49,10 @@ impl Module for CountMarkers {
             .ok_or_else(|| {
                 ModuleError::fatal(
                     ErrorCategory::InvalidConfig,
-                    format!("step `{}` needs an inspect step among its dependencies", step.id),
+                    format!(
+                        "step `{}` needs an inspect step among its dependencies",
+                        step.id
+                    ),
                 )
             })?;
         let mut counts = serde_json::Map::new();
@@ -64,7 +67,9 @@ impl Module for CountMarkers {
             name: "markers:counted".into(),
             data: json!({ "files": counts.len() }),
         });
-        Ok(StepOutput::Value(json!({ "marker": marker, "counts": counts })))
+        Ok(StepOutput::Value(
+            json!({ "marker": marker, "counts": counts }),
+        ))
     }
 }
 
@@ -86,9 +91,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         ..Default::default()
     };
     let bus = EventBus::new("custom-module-example");
-    let summary = engine.run(plan, bus.clone(), RunSettings::default()).await?;
+    let summary = engine
+        .run(plan, bus.clone(), RunSettings::default())
+        .await?;
     for event in bus.history() {
-        println!("{:>3} {:<20} {}", event.seq, event.kind.name(), event.step_id.as_deref().unwrap_or(""));
+        println!(
+            "{:>3} {:<20} {}",
+            event.seq,
+            event.kind.name(),
+            event.step_id.as_deref().unwrap_or("")
+        );
     }
     let counted = summary.step("markers").and_then(|s| s.output.clone());
     println!("status: {:?}", summary.status);

@@ -9,6 +9,7 @@
 use nuvira_api::{Event, EventKind, EventSink};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{SystemTime, UNIX_EPOCH};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
@@ -22,6 +23,9 @@ pub struct EventBus {
 
 struct Inner {
     run_id: Arc<str>,
+    /// Whether anyone sees events (history kept or a consumer subscribed): when not, events
+    /// are not even built.
+    observed: AtomicBool,
     state: Mutex<State>,
 }
 
@@ -57,6 +61,7 @@ impl EventBus {
         Self {
             inner: Arc::new(Inner {
                 run_id: run_id.into(),
+                observed: AtomicBool::new(keep_history),
                 state: Mutex::new(State {
                     seq: 0,
                     history: keep_history.then(Vec::new),
@@ -69,7 +74,10 @@ impl EventBus {
     fn state(&self) -> MutexGuard<'_, State> {
         // A consumer cannot panic while holding the lock (we only push and send under it), so
         // a poisoned lock still holds consistent data.
-        self.inner.state.lock().unwrap_or_else(PoisonError::into_inner)
+        self.inner
+            .state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The run id stamped on every event.
@@ -82,18 +90,35 @@ impl EventBus {
     pub fn subscribe(&self) -> UnboundedReceiver<Arc<Event>> {
         let (tx, rx) = unbounded_channel();
         self.state().consumers.push(tx);
+        self.inner.observed.store(true, Ordering::Release);
         rx
     }
 
-    /// Emits an event for a step (or the run, with `None`) and returns its sequence number.
-    pub fn publish(&self, step_id: Option<Arc<str>>, kind: EventKind) -> u64 {
+    /// Whether anything sees the events (a history is kept or a consumer subscribed).
+    pub fn is_observed(&self) -> bool {
+        self.inner.observed.load(Ordering::Acquire)
+    }
+
+    /// Emits an event for a step (or the run, with `None`) and returns its sequence number,
+    /// or `None` when nothing observes the bus (then the event is dropped unnumbered).
+    pub fn publish(&self, step_id: Option<Arc<str>>, kind: EventKind) -> Option<u64> {
+        self.publish_with(|| (step_id, kind))
+    }
+
+    /// Like [`publish`](Self::publish), but builds the event only when something observes the
+    /// bus, so an unobserved run pays nothing for its events.
+    pub fn publish_with(
+        &self,
+        make: impl FnOnce() -> (Option<Arc<str>>, EventKind),
+    ) -> Option<u64> {
+        if !self.is_observed() {
+            return None;
+        }
+        let (step_id, kind) = make();
         let ts = now_ms();
         let mut st = self.state();
         let seq = st.seq;
         st.seq += 1;
-        if st.history.is_none() && st.consumers.is_empty() {
-            return seq;
-        }
         let event = Arc::new(Event {
             seq,
             ts,
@@ -105,7 +130,7 @@ impl EventBus {
         if let Some(h) = st.history.as_mut() {
             h.push(event);
         }
-        seq
+        Some(seq)
     }
 
     /// The events emitted so far (empty without history).
@@ -113,7 +138,7 @@ impl EventBus {
         self.state().history.clone().unwrap_or_default()
     }
 
-    /// Number of events emitted so far.
+    /// Number of events emitted (and numbered) so far.
     pub fn len(&self) -> u64 {
         self.state().seq
     }
@@ -125,7 +150,11 @@ impl EventBus {
 
     /// Closes every consumer channel (consumers finish after draining what they have).
     pub fn close(&self) {
-        self.state().consumers.clear();
+        let mut st = self.state();
+        st.consumers.clear();
+        if st.history.is_none() {
+            self.inner.observed.store(false, Ordering::Release);
+        }
     }
 }
 
@@ -241,10 +270,7 @@ mod tests {
         let mut a = bus.subscribe();
         let mut b = bus.subscribe();
         for i in 0..100 {
-            bus.publish(
-                Some(Arc::from(format!("s{i}"))),
-                EventKind::StepReady,
-            );
+            bus.publish(Some(Arc::from(format!("s{i}"))), EventKind::StepReady);
         }
         bus.close();
         let mut seen_a = vec![];
@@ -297,7 +323,11 @@ mod tests {
     fn malformed_jsonl_names_file_and_line() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("e.jsonl");
-        std::fs::write(&path, "{\"seq\":0,\"ts\":0,\"run_id\":\"r\",\"type\":\"step:ready\"}\nnot json\n").unwrap();
+        std::fs::write(
+            &path,
+            "{\"seq\":0,\"ts\":0,\"run_id\":\"r\",\"type\":\"step:ready\"}\nnot json\n",
+        )
+        .unwrap();
         let err = read_jsonl(&path).unwrap_err();
         assert!(err.contains("e.jsonl:2:"), "{err}");
     }

@@ -8,7 +8,9 @@ use serde_json::json;
 
 /// DOT text for Graphviz (`dot -Tsvg`).
 pub fn to_dot(plan: &ValidatedPlan) -> String {
-    let mut out = String::from("digraph plan {\n  rankdir=LR;\n  node [shape=box, style=\"rounded,filled\", fillcolor=\"#eef2ff\", fontname=\"Helvetica\"];\n");
+    let mut out = String::from(
+        "digraph plan {\n  rankdir=LR;\n  node [shape=box, style=\"rounded,filled\", fillcolor=\"#eef2ff\", fontname=\"Helvetica\"];\n",
+    );
     if !plan.plan.goal.is_empty() {
         out.push_str(&format!(
             "  label=\"{}\";\n  labelloc=t;\n",
@@ -42,7 +44,9 @@ pub fn to_dot(plan: &ValidatedPlan) -> String {
 }
 
 fn dot_escape(s: &str) -> String {
-    s.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+    s.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }
 
 /// Mermaid flowchart text (renders in GitHub Markdown inside a ```` ```mermaid ```` block).

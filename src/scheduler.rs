@@ -24,12 +24,12 @@
 
 use crate::events::EventBus;
 use crate::validate::ValidatedPlan;
+use futures::FutureExt;
 use nuvira_api::{
     CancelSignal, ErrorCategory, EventKind, EventSink, LlmClient, Module, ModuleError, ModuleKind,
     PlanStep, RunStatus, StepContext, StepInputs, StepOutput, WriteSet, async_trait,
     report::StepStatus,
 };
-use futures::FutureExt;
 use std::collections::VecDeque;
 use std::panic::AssertUnwindSafe;
 use std::path::Path;
@@ -410,8 +410,9 @@ impl Dispatcher {
     }
 
     fn make_ready(&mut self, i: usize) {
+        let id = &self.shared.plan.ids[i];
         self.bus
-            .publish(Some(self.shared.plan.ids[i].clone()), EventKind::StepReady);
+            .publish_with(|| (Some(id.clone()), EventKind::StepReady));
         self.ready.push_back(i);
     }
 
@@ -447,17 +448,21 @@ impl Dispatcher {
     fn spawn(&mut self, idx: usize) {
         let shared = self.shared.clone();
         self.outcomes[idx].status = StepStatus::Running;
-        self.bus.publish(
-            Some(shared.plan.ids[idx].clone()),
-            EventKind::StepStarted {
-                module: shared.step(idx).module.clone(),
-                attempt: 1,
-            },
-        );
+        self.bus.publish_with(|| {
+            (
+                Some(shared.plan.ids[idx].clone()),
+                EventKind::StepStarted {
+                    module: shared.step(idx).module.clone(),
+                    attempt: 1,
+                },
+            )
+        });
         self.in_flight += 1;
         // A panicking module must not take the run down: the panic becomes the step's failure.
+        // The step's future is boxed: tokio copies a task's future (and reads its output
+        // through the same slot) by value, and the step future is large.
         self.tasks.spawn(
-            AssertUnwindSafe(run_step(shared, idx))
+            AssertUnwindSafe(Box::pin(run_step(shared, idx)))
                 .catch_unwind()
                 .map(move |r| r.unwrap_or_else(|payload| panicked(idx, &*payload))),
         );
@@ -481,13 +486,15 @@ impl Dispatcher {
             Ok(output) => {
                 outcome.status = StepStatus::Succeeded;
                 outcome.output = Some(output.clone());
-                self.bus.publish(
-                    Some(id),
-                    EventKind::StepSucceeded {
-                        duration_ms: millis(done.duration),
-                        output: (*output).clone(),
-                    },
-                );
+                self.bus.publish_with(|| {
+                    (
+                        Some(id),
+                        EventKind::StepSucceeded {
+                            duration_ms: millis(done.duration),
+                            output: (*output).clone(),
+                        },
+                    )
+                });
                 for c in 0..self.shared.plan.children[idx].len() {
                     let child = self.shared.plan.children[idx][c];
                     self.remaining[child] -= 1;
@@ -730,7 +737,7 @@ async fn run_step(shared: Arc<Shared>, idx: usize) -> Done {
                         feedback = next.or(Some(failure.message));
                     }
                     RecoveryDecision::Split { steps } => {
-                        let result = run_split(&shared, idx, &ctx, steps).await;
+                        let result = Box::pin(run_split(&shared, idx, &ctx, steps)).await;
                         if let Ok(output) = &result {
                             let _ = shared.outputs[idx].set(output.clone());
                         }

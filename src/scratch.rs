@@ -32,9 +32,7 @@ pub fn copy_tree(from: &Path, to: &Path) -> Result<(), String> {
         .hidden(false)
         .git_ignore(true)
         .require_git(false)
-        .filter_entry(|e| {
-            !matches!(e.file_name().to_str(), Some(".git" | ".nuvira"))
-        })
+        .filter_entry(|e| !matches!(e.file_name().to_str(), Some(".git" | ".nuvira")))
         .build();
     for entry in walk {
         let entry = entry.map_err(|e| format!("cannot list {}: {e}", from.display()))?;

@@ -95,7 +95,11 @@ fn the_quickstart_plan_fixes_the_bug_and_passes() {
 fn a_run_whose_tests_fail_exits_1_and_every_format_names_the_failure() {
     let (dir, repo) = quickstart();
     // An edit that applies but does not fix the bug.
-    let plan = plan_with_edit(dir.path(), "let sum: f64", "let sum: f64 = 0.0; let _s: f64");
+    let plan = plan_with_edit(
+        dir.path(),
+        "let sum: f64",
+        "let sum: f64 = 0.0; let _s: f64",
+    );
     let events = dir.path().join("events.jsonl");
     let out = nuvira()
         .args(["run", "--quiet"])
@@ -108,35 +112,87 @@ fn a_run_whose_tests_fail_exits_1_and_every_format_names_the_failure() {
         .code(1);
     let text = stdout(&out);
     assert!(text.contains("average_of_three_numbers"), "{text}");
-    for format in ["json", "markdown", "github", "sarif", "junit", "html", "text"] {
-        let out = nuvira().args(["report", "--format", format]).arg(&events).assert().code(0);
+    for format in [
+        "json", "markdown", "github", "sarif", "junit", "html", "text",
+    ] {
+        let out = nuvira()
+            .args(["report", "--format", format])
+            .arg(&events)
+            .assert()
+            .code(0);
         let body = stdout(&out);
-        assert!(body.contains("average_of_three_numbers"), "{format}: {body}");
-        assert!(body.contains("src/lib.rs"), "{format} lacks the failure's file");
+        assert!(
+            body.contains("average_of_three_numbers"),
+            "{format}: {body}"
+        );
+        assert!(
+            body.contains("src/lib.rs"),
+            "{format} lacks the failure's file"
+        );
     }
-    let gh = stdout(&nuvira().args(["report", "--format", "github"]).arg(&events).assert().code(0));
-    assert!(gh.lines().any(|l| l.starts_with("::error file=src/lib.rs,line=")), "{gh}");
+    let gh = stdout(
+        &nuvira()
+            .args(["report", "--format", "github"])
+            .arg(&events)
+            .assert()
+            .code(0),
+    );
+    assert!(
+        gh.lines()
+            .any(|l| l.starts_with("::error file=src/lib.rs,line=")),
+        "{gh}"
+    );
 }
 
 #[test]
 fn an_invalid_plan_exits_2_before_anything_runs() {
     let (dir, repo) = quickstart();
     let plan = dir.path().join("bad.yaml");
-    std::fs::write(&plan, "steps:\n  - id: a\n    module: edit\n    depends_on: [ghost]\n").unwrap();
+    std::fs::write(
+        &plan,
+        "steps:\n  - id: a\n    module: edit\n    depends_on: [ghost]\n",
+    )
+    .unwrap();
     let before = std::fs::read_to_string(repo.join("src/lib.rs")).unwrap();
-    let out = nuvira().arg("run").arg(&plan).arg("--repo").arg(&repo).assert().code(2);
+    let out = nuvira()
+        .arg("run")
+        .arg(&plan)
+        .arg("--repo")
+        .arg(&repo)
+        .assert()
+        .code(2);
     let err = stderr(&out);
-    assert!(err.contains("error[dangling]") && err.contains("bad.yaml:2"), "{err}");
-    assert_eq!(std::fs::read_to_string(repo.join("src/lib.rs")).unwrap(), before);
+    assert!(
+        err.contains("error[dangling]") && err.contains("bad.yaml:2"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(repo.join("src/lib.rs")).unwrap(),
+        before
+    );
     assert!(!repo.join(".nuvira").exists());
-    nuvira().arg("run").arg(&plan).arg("--repo").arg(dir.path().join("missing")).assert().code(2);
-    nuvira().args(["run", "--report", "pdf=x.pdf"]).arg(&plan).assert().code(2);
+    nuvira()
+        .arg("run")
+        .arg(&plan)
+        .arg("--repo")
+        .arg(dir.path().join("missing"))
+        .assert()
+        .code(2);
+    nuvira()
+        .args(["run", "--report", "pdf=x.pdf"])
+        .arg(&plan)
+        .assert()
+        .code(2);
 }
 
 #[test]
 fn a_dry_run_changes_nothing() {
     let (dir, repo) = quickstart();
-    let plan = plan_with_edit(dir.path(), "Some(sum / (xs.len() - 1) as f64)", "Some(sum / xs.len() as f64)");
+    let plan = plan_with_edit(
+        dir.path(),
+        "Some(sum / (xs.len() - 1) as f64)",
+        "Some(sum / xs.len() as f64)",
+    );
     let before = std::fs::read_to_string(repo.join("src/lib.rs")).unwrap();
     let out = nuvira()
         .args(["run", "--dry-run", "--format", "json", "--quiet"])
@@ -146,8 +202,14 @@ fn a_dry_run_changes_nothing() {
         .assert();
     let report: Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert_eq!(report["dry_run"], true, "{report:#}");
-    assert_eq!(std::fs::read_to_string(repo.join("src/lib.rs")).unwrap(), before);
-    assert!(stdout(&out).contains("xs.len() as f64"), "the preview shows the diff");
+    assert_eq!(
+        std::fs::read_to_string(repo.join("src/lib.rs")).unwrap(),
+        before
+    );
+    assert!(
+        stdout(&out).contains("xs.len() as f64"),
+        "the preview shows the diff"
+    );
 }
 
 #[cfg(unix)]
@@ -192,12 +254,25 @@ fn ctrl_c_stops_the_run_and_rolls_its_edits_back() {
         }
     }
     assert!(seen.iter().any(|l| l.contains("ok       fix")), "{seen:?}");
-    assert_ne!(std::fs::read_to_string(repo.join("src/lib.rs")).unwrap(), before);
+    assert_ne!(
+        std::fs::read_to_string(repo.join("src/lib.rs")).unwrap(),
+        before
+    );
     let pid = i32::try_from(child.id()).unwrap();
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGINT).unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
     let rest: Vec<String> = lines.map_while(Result::ok).collect();
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(130), "{rest:?}");
-    assert!(rest.iter().any(|l| l.contains("rolled back 1 file(s)")), "{rest:?}");
-    assert_eq!(std::fs::read_to_string(repo.join("src/lib.rs")).unwrap(), before);
+    assert!(
+        rest.iter().any(|l| l.contains("rolled back 1 file(s)")),
+        "{rest:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(repo.join("src/lib.rs")).unwrap(),
+        before
+    );
 }

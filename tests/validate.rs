@@ -38,7 +38,11 @@ fn a_well_formed_pipeline_is_valid_and_ordered() {
         s("verify", "verify", &["test"]),
     ]);
     let ok = validate(&p, None).unwrap();
-    let order: Vec<&str> = ok.topological_order().into_iter().map(|i| p.steps[i].id.as_str()).collect();
+    let order: Vec<&str> = ok
+        .topological_order()
+        .into_iter()
+        .map(|i| p.steps[i].id.as_str())
+        .collect();
     assert_eq!(order, ["inspect", "edit", "test", "verify", "report"]);
     assert_eq!(ok.critical_path_len(), 5);
 }
@@ -74,7 +78,10 @@ fn cycle_paths_follow_graph_edges_from_dependency_to_dependent() {
         s("report", "report", &[]),
     ]);
     let found = kinds(&p);
-    assert!(found.contains(&(ProblemKind::Cycle, v(&["a", "b", "c", "a"]))), "{found:?}");
+    assert!(
+        found.contains(&(ProblemKind::Cycle, v(&["a", "b", "c", "a"]))),
+        "{found:?}"
+    );
 }
 
 #[test]
@@ -82,13 +89,25 @@ fn outputs_default_to_verify_and_report_steps_then_the_single_sink() {
     // No verify/report: the single sink is the output, and everything leads to it.
     assert!(kinds(&plan(vec![s("a", "m", &[]), s("b", "m", &["a"])])).is_empty());
     // Two sinks and no verify/report: ambiguous.
-    let found = kinds(&plan(vec![s("a", "m", &[]), s("b", "m", &["a"]), s("c", "m", &["a"])]));
+    let found = kinds(&plan(vec![
+        s("a", "m", &[]),
+        s("b", "m", &["a"]),
+        s("c", "m", &["a"]),
+    ]));
     assert_eq!(found, vec![(ProblemKind::AmbiguousGoal, v(&["b", "c"]))]);
     // A report step makes the other branch an orphan.
-    let found = kinds(&plan(vec![s("a", "m", &[]), s("b", "m", &["a"]), s("report", "report", &["a"])]));
+    let found = kinds(&plan(vec![
+        s("a", "m", &[]),
+        s("b", "m", &["a"]),
+        s("report", "report", &["a"]),
+    ]));
     assert_eq!(found, vec![(ProblemKind::Orphan, v(&["b"]))]);
     // Explicit outputs win, and unknown ones are named.
-    let mut p = plan(vec![s("a", "m", &[]), s("b", "m", &["a"]), s("report", "report", &["a"])]);
+    let mut p = plan(vec![
+        s("a", "m", &[]),
+        s("b", "m", &["a"]),
+        s("report", "report", &["a"]),
+    ]);
     p.outputs = Some(v(&["b", "report", "nope"]));
     assert_eq!(kinds(&p), vec![(ProblemKind::UnknownOutput, v(&["nope"]))]);
 }
@@ -105,14 +124,28 @@ fn unknown_modules_and_empty_plans_are_errors_with_the_registry() {
 
 #[test]
 fn dangling_references_suggest_the_closest_id() {
-    let err = validate(&plan(vec![s("inspect", "m", &[]), s("edit", "m", &["inspekt"])]), None).unwrap_err();
-    let d = err.problems.iter().find(|p| p.kind == ProblemKind::Dangling).unwrap();
-    assert!(d.message.contains("did you mean `inspect`"), "{}", d.message);
+    let err = validate(
+        &plan(vec![s("inspect", "m", &[]), s("edit", "m", &["inspekt"])]),
+        None,
+    )
+    .unwrap_err();
+    let d = err
+        .problems
+        .iter()
+        .find(|p| p.kind == ProblemKind::Dangling)
+        .unwrap();
+    assert!(
+        d.message.contains("did you mean `inspect`"),
+        "{}",
+        d.message
+    );
 }
 
 /// A random graph: `n` steps, edges (dependency, dependent) as given.
 fn random_plan(n: usize, edges: &[(usize, usize)], outputs: Option<Vec<usize>>) -> ExecutionPlan {
-    let mut steps: Vec<PlanStep> = (0..n).map(|i| PlanStep::new(format!("s{i}"), "m")).collect();
+    let mut steps: Vec<PlanStep> = (0..n)
+        .map(|i| PlanStep::new(format!("s{i}"), "m"))
+        .collect();
     for &(from, to) in edges {
         let dep = format!("s{from}");
         if !steps[to].depends_on.contains(&dep) {

@@ -26,8 +26,9 @@ pub(crate) async fn follow(
     } else {
         ProgressDrawTarget::hidden()
     });
-    let style = ProgressStyle::with_template("{spinner:.cyan} {prefix:.bold} {wide_msg} {elapsed:>4}")
-        .unwrap_or_else(|_| ProgressStyle::default_spinner());
+    let style =
+        ProgressStyle::with_template("{spinner:.cyan} {prefix:.bold} {wide_msg} {elapsed:>4}")
+            .unwrap_or_else(|_| ProgressStyle::default_spinner());
     let mut bars: HashMap<String, ProgressBar> = HashMap::new();
     let mut modules: HashMap<String, String> = HashMap::new();
     let line = |text: String| {
@@ -40,18 +41,30 @@ pub(crate) async fn follow(
     while let Some(ev) = rx.recv().await {
         let step = ev.step_id.as_deref().unwrap_or("").to_owned();
         match &ev.kind {
-            EventKind::RunStarted { plan, max_parallel, dry_run } => {
+            EventKind::RunStarted {
+                plan,
+                max_parallel,
+                dry_run,
+            } => {
                 for s in &plan.steps {
                     modules.insert(s.id.clone(), s.module.clone());
                 }
                 line(format!(
                     "running {} step(s), up to {max_parallel} at once{}",
                     plan.steps.len(),
-                    if *dry_run { " (dry run: nothing will be changed)" } else { "" }
+                    if *dry_run {
+                        " (dry run: nothing will be changed)"
+                    } else {
+                        ""
+                    }
                 ));
             }
             EventKind::StepStarted { module, attempt } => {
-                let suffix = if *attempt > 1 { format!(" (attempt {attempt})") } else { String::new() };
+                let suffix = if *attempt > 1 {
+                    format!(" (attempt {attempt})")
+                } else {
+                    String::new()
+                };
                 if tty {
                     let bar = multi.add(ProgressBar::new_spinner());
                     bar.set_style(style.clone());
@@ -63,14 +76,22 @@ pub(crate) async fn follow(
                     line(format!("started  {step} ({module}){suffix}"));
                 }
             }
-            EventKind::StepSucceeded { duration_ms, output } => {
+            EventKind::StepSucceeded {
+                duration_ms,
+                output,
+            } => {
                 let summary = describe(output);
                 if let Some(bar) = bars.remove(&step) {
                     bar.finish_and_clear();
                 }
-                line(format!("ok       {step} in {}: {summary}", ms(*duration_ms)));
+                line(format!(
+                    "ok       {step} in {}: {summary}",
+                    ms(*duration_ms)
+                ));
             }
-            EventKind::StepFailed { message, category, .. } => {
+            EventKind::StepFailed {
+                message, category, ..
+            } => {
                 if let Some(bar) = bars.remove(&step) {
                     bar.finish_and_clear();
                 }
@@ -79,7 +100,9 @@ pub(crate) async fn follow(
             EventKind::StepSkipped { reason, .. } => {
                 line(format!("skipped  {step}: {reason}"));
             }
-            EventKind::StepRetrying { attempt, reason, .. } => {
+            EventKind::StepRetrying {
+                attempt, reason, ..
+            } => {
                 line(format!("retrying {step} (attempt {attempt}): {reason}"));
             }
             EventKind::EditWritten { path, .. } => {
@@ -87,15 +110,26 @@ pub(crate) async fn follow(
                     bar.set_message(format!("wrote {path}"));
                 }
             }
-            EventKind::TestStarted { framework, sandbox, .. } => {
+            EventKind::TestStarted {
+                framework, sandbox, ..
+            } => {
                 if let Some(bar) = bars.get(&step) {
                     bar.set_message(format!("{framework} in the {sandbox} sandbox"));
                 } else {
-                    line(format!("         {step}: {framework} in the {sandbox} sandbox"));
+                    line(format!(
+                        "         {step}: {framework} in the {sandbox} sandbox"
+                    ));
                 }
             }
-            EventKind::ReportGenerated { format, path: Some(path), .. } => {
-                line(format!("report   {format}: {}", workspace.join(path).display()));
+            EventKind::ReportGenerated {
+                format,
+                path: Some(path),
+                ..
+            } => {
+                line(format!(
+                    "report   {format}: {}",
+                    workspace.join(path).display()
+                ));
             }
             EventKind::RunCancelled { reason } => line(format!("cancelled: {reason}")),
             _ => {}

@@ -481,21 +481,17 @@ async fn plan_from_goal(
             let engine = Arc::new(
                 crate::agent::configure(crate::defaults::engine(), Some(&llm), None).build(),
             );
-            let planner =
-                crate::agent::llm_planner(llm, engine, Arc::new(nuvira_api::NullSink));
-            planner
-                .plan(&PlanRequest::new(goal))
-                .await
-                .map_err(|e| {
-                    eprintln!("error: failed to plan: {e}");
-                    match e {
-                        nuvira_api::PlanError::Llm(nuvira_api::LlmError::Config(_)) => {
-                            exit::ENVIRONMENT
-                        }
-                        nuvira_api::PlanError::Llm(_) => exit::FAILED,
-                        _ => exit::INVALID,
+            let planner = crate::agent::llm_planner(llm, engine, Arc::new(nuvira_api::NullSink));
+            planner.plan(&PlanRequest::new(goal)).await.map_err(|e| {
+                eprintln!("error: failed to plan: {e}");
+                match e {
+                    nuvira_api::PlanError::Llm(nuvira_api::LlmError::Config(_)) => {
+                        exit::ENVIRONMENT
                     }
-                })
+                    nuvira_api::PlanError::Llm(_) => exit::FAILED,
+                    _ => exit::INVALID,
+                }
+            })
         }
     }
 }

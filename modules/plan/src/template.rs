@@ -1,6 +1,8 @@
 //! The default plan shape for a goal: inspect → edit → test → verify → report.
 
-use nuvira_api::{Complexity, ExecutionPlan, PlanError, PlanRequest, PlanStep, Planner, async_trait};
+use nuvira_api::{
+    Complexity, ExecutionPlan, PlanError, PlanRequest, PlanStep, Planner, async_trait,
+};
 use serde_json::json;
 
 /// Produces the standard pipeline for a goal without asking a model: inspect the repository
@@ -37,8 +39,7 @@ impl TemplatePlanner {
             goal: goal.to_owned(),
             outputs: None,
             steps: vec![
-                PlanStep::new("inspect", "inspect")
-                    .with_config(json!({ "keywords": keywords })),
+                PlanStep::new("inspect", "inspect").with_config(json!({ "keywords": keywords })),
                 PlanStep::new("edit", "edit")
                     .depends_on(["inspect"])
                     .with_config(json!({ "instructions": goal })),
@@ -60,7 +61,9 @@ impl Planner for TemplatePlanner {
 
     async fn plan(&self, request: &PlanRequest) -> Result<ExecutionPlan, PlanError> {
         if request.goal.trim().is_empty() {
-            return Err(PlanError::Invalid("the goal is empty: say what should change".into()));
+            return Err(PlanError::Invalid(
+                "the goal is empty: say what should change".into(),
+            ));
         }
         Ok(self.plan_for(&request.goal))
     }
@@ -84,7 +87,10 @@ mod tests {
 
     #[tokio::test]
     async fn empty_goal_is_refused() {
-        let err = TemplatePlanner::new().plan(&PlanRequest::new("  ")).await.unwrap_err();
+        let err = TemplatePlanner::new()
+            .plan(&PlanRequest::new("  "))
+            .await
+            .unwrap_err();
         assert!(err.to_string().contains("goal is empty"));
     }
 }
