@@ -26,8 +26,8 @@ use crate::events::EventBus;
 use crate::validate::ValidatedPlan;
 use futures::FutureExt;
 use nuvira_api::{
-    CancelSignal, ErrorCategory, EventKind, EventSink, LlmClient, Module, ModuleError, ModuleKind,
-    PlanStep, RunStatus, StepContext, StepInputs, StepOutput, WriteSet, async_trait,
+    CancelSignal, ErrorCategory, EventKind, EventSink, Failure, LlmClient, Module, ModuleError,
+    ModuleKind, PlanStep, RunStatus, StepContext, StepInputs, StepOutput, WriteSet, async_trait,
     report::StepStatus,
 };
 use std::collections::VecDeque;
@@ -459,8 +459,6 @@ impl Dispatcher {
         });
         self.in_flight += 1;
         // A panicking module must not take the run down: the panic becomes the step's failure.
-        // The step's future is boxed: tokio copies a task's future (and reads its output
-        // through the same slot) by value, and the step future is large.
         self.tasks.spawn(
             AssertUnwindSafe(Box::pin(run_step(shared, idx)))
                 .catch_unwind()
@@ -643,16 +641,22 @@ impl Dispatcher {
     }
 }
 
+/// The output of steps that produced nothing, shared so that such steps allocate nothing.
+static EMPTY_OUTPUT: std::sync::LazyLock<Arc<StepOutput>> =
+    std::sync::LazyLock::new(|| Arc::new(StepOutput::Empty));
+
+fn share_output(output: StepOutput) -> Arc<StepOutput> {
+    match output {
+        StepOutput::Empty => EMPTY_OUTPUT.clone(),
+        other => Arc::new(other),
+    }
+}
+
+/// Runs one step. The common path (first attempt succeeds or fails for good) keeps the future
+/// small, because tokio moves a task's future by value; timeouts and recovery are boxed.
 async fn run_step(shared: Arc<Shared>, idx: usize) -> Done {
     let started = Instant::now();
-    // The plan's step, unless a recovery policy replaced it for a retry.
-    let mut changed: Option<PlanStep> = None;
-    let module = shared.modules[idx].clone();
-    let timeout = shared.step(idx).timeout.or(shared.opts.default_timeout);
-    let inputs: Arc<dyn StepInputs> = Arc::new(StepView {
-        shared: shared.clone(),
-        idx,
-    });
+    let module = &shared.modules[idx];
     if shared.opts.dry_run && matches!(module.kind(), ModuleKind::Test | ModuleKind::Execute) {
         // A dry run changes nothing and runs nothing: tests and commands would only see the
         // unchanged workspace.
@@ -663,110 +667,161 @@ async fn run_step(shared: Arc<Shared>, idx: usize) -> Done {
         let _ = shared.outputs[idx].set(output.clone());
         return done(idx, Ok(output), 0, started, None);
     }
+    let inputs: Arc<dyn StepInputs> = Arc::new(StepView {
+        shared: shared.clone(),
+        idx,
+    });
+    let ctx = step_context(&shared, idx, inputs, 1, None);
+    match run_once(&shared, idx, shared.step(idx), &ctx).await {
+        Ok(output) => {
+            let output = share_output(output);
+            let _ = shared.outputs[idx].set(output.clone());
+            done(idx, Ok(output), 1, started, None)
+        }
+        Err(ModuleError::Recoverable(failure)) if shared.opts.recovery.is_some() => {
+            Box::pin(recover(&shared, idx, ctx, failure, started)).await
+        }
+        Err(err) => done(idx, Err(err), 1, started, None),
+    }
+}
+
+/// The context of one attempt of a step.
+fn step_context(
+    shared: &Shared,
+    idx: usize,
+    inputs: Arc<dyn StepInputs>,
+    attempt: u32,
+    feedback: Option<String>,
+) -> StepContext {
+    let deadline = shared
+        .step(idx)
+        .timeout
+        .or(shared.opts.default_timeout)
+        .map(|t| Instant::now() + t);
+    StepContext::new(
+        shared.run_id.clone(),
+        shared.plan.ids[idx].clone(),
+        shared.goal.clone(),
+        shared.opts.workspace_root.clone(),
+        inputs,
+        shared.events.clone(),
+        shared.cancel.clone(),
+    )
+    .with_llm(shared.opts.llm.clone())
+    .with_execution(
+        shared.opts.dry_run,
+        attempt,
+        shared.cancel.clone(),
+        deadline,
+        feedback,
+    )
+}
+
+/// One attempt: the module's future, stopped at the step's timeout.
+async fn run_once(
+    shared: &Shared,
+    idx: usize,
+    step: &PlanStep,
+    ctx: &StepContext,
+) -> Result<StepOutput, ModuleError> {
+    let module = &shared.modules[idx];
+    match step.timeout.or(shared.opts.default_timeout) {
+        None => module.run(step, ctx).await,
+        Some(t) => match Box::pin(tokio::time::timeout(t, module.run(step, ctx))).await {
+            Ok(r) => r,
+            Err(_) => Err(ModuleError::recoverable(
+                ErrorCategory::Timeout,
+                format!(
+                    "step `{}` timed out after {}: raise its `timeout` or make it faster",
+                    step.id,
+                    nuvira_api::duration::format(t)
+                ),
+            )),
+        },
+    }
+}
+
+/// The recovery loop after a recoverable failure: asks the policy, then retries, splits,
+/// bypasses or gives up.
+async fn recover(
+    shared: &Arc<Shared>,
+    idx: usize,
+    mut ctx: StepContext,
+    mut failure: Failure,
+    started: Instant,
+) -> Done {
     let mut attempt = 1u32;
-    let mut feedback: Option<String> = None;
+    // The plan's step, unless the policy replaced it for a retry.
+    let mut changed: Option<PlanStep> = None;
     loop {
         let step: &PlanStep = changed.as_ref().unwrap_or_else(|| shared.step(idx));
-        let deadline = timeout.map(|t| Instant::now() + t);
-        let ctx = StepContext::new(
-            shared.run_id.clone(),
-            shared.plan.ids[idx].clone(),
-            shared.goal.clone(),
-            shared.opts.workspace_root.clone(),
-            inputs.clone(),
-            shared.events.clone(),
-            shared.cancel.clone(),
-        )
-        .with_llm(shared.opts.llm.clone())
-        .with_execution(
-            shared.opts.dry_run,
-            attempt,
-            shared.cancel.clone(),
-            deadline,
-            feedback.take(),
-        );
-        let result = match timeout {
-            Some(t) => match tokio::time::timeout(t, module.run(step, &ctx)).await {
-                Ok(r) => r,
-                Err(_) => Err(ModuleError::recoverable(
-                    ErrorCategory::Timeout,
-                    format!(
-                        "step `{}` timed out after {}: raise its `timeout` or make it faster",
-                        step.id,
-                        nuvira_api::duration::format(t)
-                    ),
-                )),
-            },
-            None => module.run(step, &ctx).await,
+        let decision = match &shared.opts.recovery {
+            Some(policy) => policy.on_failure(step, &ctx, attempt, &failure).await,
+            None => RecoveryDecision::GiveUp,
         };
-        match result {
-            Ok(output) => {
-                let output = Arc::new(output);
-                let _ = shared.outputs[idx].set(output.clone());
-                return done(idx, Ok(output), attempt, started, None);
-            }
-            Err(ModuleError::Recoverable(failure)) if shared.opts.recovery.is_some() => {
-                let decision = match &shared.opts.recovery {
-                    Some(policy) => policy.on_failure(step, &ctx, attempt, &failure).await,
-                    None => RecoveryDecision::GiveUp,
-                };
-                match decision {
-                    RecoveryDecision::Retry {
-                        delay,
-                        feedback: next,
-                        step: new_step,
-                    } => {
-                        attempt += 1;
-                        shared.events.emit(
-                            Some(&shared.plan.ids[idx]),
-                            EventKind::StepRetrying {
-                                attempt,
-                                reason: failure.message.clone(),
-                                delay_ms: millis(delay),
-                            },
-                        );
-                        if !delay.is_zero() {
-                            tokio::time::sleep(delay).await;
-                        }
-                        if let Some(new_step) = new_step {
-                            changed = Some(PlanStep {
-                                id: step.id.clone(),
-                                ..*new_step
-                            });
-                        }
-                        feedback = next.or(Some(failure.message));
+        match decision {
+            RecoveryDecision::Retry {
+                delay,
+                feedback,
+                step: new_step,
+            } => {
+                attempt += 1;
+                shared.events.emit(
+                    Some(&shared.plan.ids[idx]),
+                    EventKind::StepRetrying {
+                        attempt,
+                        reason: failure.message.clone(),
+                        delay_ms: millis(delay),
+                    },
+                );
+                if !delay.is_zero() {
+                    tokio::time::sleep(delay).await;
+                }
+                if let Some(new_step) = new_step {
+                    changed = Some(PlanStep {
+                        id: step.id.clone(),
+                        ..*new_step
+                    });
+                }
+                let feedback = feedback.or(Some(failure.message.clone()));
+                ctx = step_context(shared, idx, ctx.inputs.clone(), attempt, feedback);
+                let step: &PlanStep = changed.as_ref().unwrap_or_else(|| shared.step(idx));
+                match run_once(shared, idx, step, &ctx).await {
+                    Ok(output) => {
+                        let output = share_output(output);
+                        let _ = shared.outputs[idx].set(output.clone());
+                        return done(idx, Ok(output), attempt, started, None);
                     }
-                    RecoveryDecision::Split { steps } => {
-                        let result = Box::pin(run_split(&shared, idx, &ctx, steps)).await;
-                        if let Ok(output) = &result {
-                            let _ = shared.outputs[idx].set(output.clone());
-                        }
-                        return done(idx, result, attempt + 1, started, None);
-                    }
-                    RecoveryDecision::Bypass { reason } => {
-                        let mut failure = failure;
-                        failure.message =
-                            format!("bypassed: {reason} (after: {})", failure.message);
-                        return done(
-                            idx,
-                            Err(ModuleError::Recoverable(failure)),
-                            attempt,
-                            started,
-                            Some(reason),
-                        );
-                    }
-                    _ => {
-                        return done(
-                            idx,
-                            Err(ModuleError::Recoverable(failure)),
-                            attempt,
-                            started,
-                            None,
-                        );
-                    }
+                    Err(ModuleError::Recoverable(next)) => failure = next,
+                    Err(err) => return done(idx, Err(err), attempt, started, None),
                 }
             }
-            Err(err) => return done(idx, Err(err), attempt, started, None),
+            RecoveryDecision::Split { steps } => {
+                let result = Box::pin(run_split(shared, idx, &ctx, steps)).await;
+                if let Ok(output) = &result {
+                    let _ = shared.outputs[idx].set(output.clone());
+                }
+                return done(idx, result, attempt + 1, started, None);
+            }
+            RecoveryDecision::Bypass { reason } => {
+                failure.message = format!("bypassed: {reason} (after: {})", failure.message);
+                return done(
+                    idx,
+                    Err(ModuleError::Recoverable(failure)),
+                    attempt,
+                    started,
+                    Some(reason),
+                );
+            }
+            _ => {
+                return done(
+                    idx,
+                    Err(ModuleError::Recoverable(failure)),
+                    attempt,
+                    started,
+                    None,
+                );
+            }
         }
     }
 }
