@@ -43,7 +43,9 @@ pub(crate) fn check(path: &std::path::Path) -> Result<crate::ValidatedPlan, (usi
             ));
         }
     };
-    let registry = crate::defaults::registry();
+    // The registry `nuvira run` uses: built-ins wrapped by the recover stage, so
+    // `config.recover` is checked the same way.
+    let registry = crate::agent::registry();
     crate::validate::validate(&loaded.plan, Some(&registry)).map_err(|errs| {
         let problems = errs
             .problems

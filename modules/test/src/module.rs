@@ -25,7 +25,7 @@
 //! ```
 
 use crate::detect::{self, Detected, Framework};
-use crate::parse::{self, RunnerOutput};
+use crate::parse;
 use crate::sandbox::{self, SandboxKind, Selection};
 use nuvira_api::test::Mount;
 use nuvira_api::{
@@ -599,30 +599,11 @@ async fn run_one(
     });
     let outcome = run_sandbox(selection, &request, ctx).await?;
 
-    let output = RunnerOutput::from_outcome(&outcome);
-    let root = outcome.workdir.as_deref();
-    let mut result = match run.framework {
-        Some(f) => parse::parse_output(f, &output, root),
-        None => parse::parse_any(&output, root),
-    };
+    // Parses, makes paths workspace-relative (reading go.mod from the host workspace, since the
+    // sandbox copy may be gone), reports OOM kills, and fills duration, command and sandbox.
+    let mut result = parse::parse_outcome(run, &outcome, Some(&ctx.workspace_root));
     result.framework = Some(run.name().to_owned());
     result.command = Some(command_line);
-    if !run.dir.as_os_str().is_empty() {
-        let prefix = run.dir.to_string_lossy().replace('\\', "/");
-        for f in &mut result.failures {
-            if let Some(file) = &f.file
-                && !file.starts_with('/')
-                && !file.starts_with(&format!("{prefix}/"))
-            {
-                f.file = Some(format!("{prefix}/{file}"));
-            }
-        }
-    }
-    if outcome.timed_out || outcome.oom_killed || outcome.exit_code != Some(0) {
-        result.success = false;
-    }
-    result.duration_ms = outcome.duration_ms;
-    result.sandbox = Some(outcome.info);
     Ok(result)
 }
 
