@@ -6,6 +6,10 @@
 //! built-in modules, follow progress on stderr, print the report on stdout, write report files.
 //! Ctrl-C cancels: running steps are stopped and the run's edits are rolled back.
 //!
+//! `--goal` plans with the template planner, or with `--planner llm` asks the configured model
+//! for the plan. The model comes from `--model` / `NUVIRA_MODEL`; `NUVIRA_SCRIPTED_LLM=FILE`
+//! replays a recorded transcript instead (offline demos and tests).
+//!
 //! Exit codes: 0 success, 1 the pipeline failed, 2 invalid plan or arguments, 3 the
 //! environment lacks something (Docker engine, model key), 130 cancelled.
 
