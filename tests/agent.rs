@@ -295,6 +295,13 @@ fn an_exhausted_budget_fails_the_run_says_so_and_restores_every_file() {
     let test = steps.iter().find(|s| s["id"] == "test").unwrap();
     assert_eq!(test["status"], "failed", "{test}");
     assert_eq!(test["repair_attempts"], 1, "{test}");
+    // The report says in words that the budget ran out, in JSON and on stdout.
+    let follow_up = r["follow_up"].to_string();
+    assert!(
+        follow_up.contains("step `test`: the repair budget was exhausted after 2 attempt(s)"),
+        "{follow_up}"
+    );
+    assert!(stdout.contains("repair budget was exhausted"), "{stdout}");
     // The budget-exhausted event says what failed last.
     let text = std::fs::read_to_string(&events).unwrap();
     let exhausted: Value = text

@@ -29,6 +29,8 @@ pub struct ReportBuilder {
     last_seq: Option<u64>,
     live_failures: HashMap<usize, Vec<TestFailure>>,
     live_checks: HashMap<usize, Vec<VerificationCheck>>,
+    /// Steps whose repair budget ran out: (step, attempts, last error).
+    budget_exhausted: Vec<(String, u32, String)>,
     completed: bool,
 }
 
@@ -227,6 +229,15 @@ impl ReportBuilder {
                     rec.repair_attempts = rec.repair_attempts.max(*attempt);
                 }
             }
+            EventKind::RecoverBudgetExhausted {
+                attempts,
+                final_error,
+            } => {
+                if let Some(step) = &event.step_id {
+                    self.budget_exhausted
+                        .push((step.to_string(), *attempts, final_error.clone()));
+                }
+            }
             _ => {}
         }
     }
@@ -377,6 +388,15 @@ impl ReportBuilder {
         }
         r.counts = count(&r.steps);
         r.follow_up = follow_up(&r);
+        for (step, attempts, error) in &self.budget_exhausted {
+            r.follow_up.insert(
+                0,
+                format!(
+                    "step `{step}`: the repair budget was exhausted after {attempts} attempt(s); last error: {}",
+                    error.lines().next().unwrap_or_default()
+                ),
+            );
+        }
         r.summary = summary(&r);
         r.report_id = format!(
             "{}-{}",
