@@ -94,3 +94,22 @@ pub fn process_is_dead(pid: i32) -> bool {
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
 }
+
+/// Whether pytest can run here. Without it the pytest tests are skipped with a printed reason,
+/// unless NUVIRA_REQUIRE_PYTEST=1 (set by .ci/run), which makes a missing pytest a failure.
+pub fn pytest_ready() -> bool {
+    let ok = std::process::Command::new("python3")
+        .args(["-c", "import pytest"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        assert!(
+            std::env::var("NUVIRA_REQUIRE_PYTEST").as_deref() != Ok("1"),
+            "NUVIRA_REQUIRE_PYTEST=1 but pytest is not installed (python3 -m pip install pytest)"
+        );
+        eprintln!(
+            "SKIPPED: pytest is not installed (python3 -m pip install pytest to run this test)"
+        );
+    }
+    ok
+}

@@ -1,6 +1,6 @@
 //! The `test` and `execute` modules on the small real projects, in both sandboxes.
 
-use super::common::{Recorder, docker, project};
+use super::common::{Recorder, docker, project, pytest_ready};
 use nuvira_api::{
     ErrorCategory, EventKind, Module, ModuleError, PlanStep, StepContext, StepOutput, TestResult,
 };
@@ -89,6 +89,9 @@ async fn cargo_project_in_the_local_sandbox() {
 
 #[tokio::test]
 async fn pytest_project_in_the_local_sandbox() {
+    if !pytest_ready() {
+        return;
+    }
     let (r, events) = run_test_step(&project("pytest-basic"), json!({"sandbox": "local"})).await;
     let t = failed_result(r, ErrorCategory::TestFailure);
     check_pytest_result(&t);
@@ -121,6 +124,9 @@ async fn cargo_project_in_docker() {
 
 #[tokio::test]
 async fn pytest_project_in_docker_with_a_read_only_root() {
+    if !pytest_ready() {
+        return;
+    }
     if docker("nuvira-host:latest").await.is_none() {
         return;
     }
@@ -136,6 +142,9 @@ async fn pytest_project_in_docker_with_a_read_only_root() {
 
 #[tokio::test]
 async fn an_explicit_passing_command_wins_and_succeeds() {
+    if !pytest_ready() {
+        return;
+    }
     let (r, events) = run_test_step(
         &project("pytest-basic"),
         json!({"sandbox": "local", "command": "pytest -k adds --color=no"}),
