@@ -170,6 +170,8 @@ impl CancelSignal for TokenSignal {
 /// What step tasks share (read-only, or write-once cells).
 struct Shared {
     plan: Arc<ValidatedPlan>,
+    /// Step id -> index, built the first time a module asks for its inputs.
+    index: OnceLock<std::collections::HashMap<Arc<str>, usize>>,
     modules: Vec<Arc<dyn Module>>,
     outputs: Box<[OnceLock<Arc<StepOutput>>]>,
     run_id: Arc<str>,
@@ -183,26 +185,32 @@ impl Shared {
     fn step(&self, idx: usize) -> &PlanStep {
         &self.plan.plan.steps[idx]
     }
-}
 
-/// A step's view of its inputs.
-struct StepView {
-    shared: Arc<Shared>,
-    idx: usize,
-}
-
-impl StepInputs for StepView {
-    fn dependency(&self, id: &str) -> Option<Arc<StepOutput>> {
-        self.shared.plan.parents[self.idx]
-            .iter()
-            .find(|&&p| &*self.shared.plan.ids[p] == id)
-            .and_then(|&p| self.shared.outputs[p].get().cloned())
+    fn index_of(&self, id: &str) -> Option<usize> {
+        self.index
+            .get_or_init(|| {
+                self.plan
+                    .ids
+                    .iter()
+                    .enumerate()
+                    .map(|(i, id)| (id.clone(), i))
+                    .collect()
+            })
+            .get(id)
+            .copied()
     }
 
-    fn upstream(&self) -> Vec<(String, Arc<StepOutput>)> {
-        let parents = &self.shared.plan.parents;
+    fn dependency_of(&self, idx: usize, id: &str) -> Option<Arc<StepOutput>> {
+        self.plan.parents[idx]
+            .iter()
+            .find(|&&p| &*self.plan.ids[p] == id)
+            .and_then(|&p| self.outputs[p].get().cloned())
+    }
+
+    fn upstream_of(&self, idx: usize) -> Vec<(String, Arc<StepOutput>)> {
+        let parents = &self.plan.parents;
         let mut seen = vec![false; parents.len()];
-        let mut stack: Vec<usize> = parents[self.idx].clone();
+        let mut stack: Vec<usize> = parents[idx].clone();
         let mut found = Vec::new();
         while let Some(p) = stack.pop() {
             if std::mem::replace(&mut seen[p], true) {
@@ -211,17 +219,49 @@ impl StepInputs for StepView {
             found.push(p);
             stack.extend(parents[p].iter().copied().filter(|&q| !seen[q]));
         }
-        found.sort_by_key(|&p| self.shared.plan.topo_rank[p]);
+        found.sort_by_key(|&p| self.plan.topo_rank[p]);
         found
             .into_iter()
             .filter_map(|p| {
-                self.shared.outputs[p]
+                self.outputs[p]
                     .get()
-                    .map(|o| (self.shared.plan.ids[p].to_string(), o.clone()))
+                    .map(|o| (self.plan.ids[p].to_string(), o.clone()))
             })
             .collect()
     }
 }
+
+/// Every step of a run reads its inputs through the run's shared state: no per-step object.
+impl StepInputs for Shared {
+    fn dependency(&self, step: &str, id: &str) -> Option<Arc<StepOutput>> {
+        self.index_of(step).and_then(|i| self.dependency_of(i, id))
+    }
+
+    fn upstream(&self, step: &str) -> Vec<(String, Arc<StepOutput>)> {
+        self.index_of(step)
+            .map(|i| self.upstream_of(i))
+            .unwrap_or_default()
+    }
+}
+
+/// The inputs of sub-steps added by a split: those of the step they replace.
+struct SplitInputs {
+    shared: Arc<Shared>,
+    idx: usize,
+}
+
+impl StepInputs for SplitInputs {
+    fn dependency(&self, _step: &str, id: &str) -> Option<Arc<StepOutput>> {
+        self.shared.dependency_of(self.idx, id)
+    }
+
+    fn upstream(&self, _step: &str) -> Vec<(String, Arc<StepOutput>)> {
+        self.shared.upstream_of(self.idx)
+    }
+}
+
+/// The `idx` of the cancellation sentinel's result.
+const CANCELLED: usize = usize::MAX;
 
 /// What a step task reports back.
 struct Done {
@@ -249,6 +289,7 @@ pub async fn run(
     let started = Instant::now();
     let shared = Arc::new(Shared {
         goal: Arc::from(plan.plan.goal.as_str()),
+        index: OnceLock::new(),
         outputs: (0..n).map(|_| OnceLock::new()).collect(),
         events: Arc::new(bus.clone()),
         cancel: Arc::new(TokenSignal(opts.cancel.clone())),
@@ -349,27 +390,46 @@ impl Dispatcher {
                 self.make_ready(i);
             }
         }
+        // Cancellation arrives through the same JoinSet as step results: a sentinel task that
+        // finishes when the token fires. The loop then awaits one future, not a `select!` over
+        // two, which is measurably cheaper per step.
         let token = self.shared.opts.cancel.clone();
-        let cancelled = token.cancelled();
-        tokio::pin!(cancelled);
+        let sentinel = self.tasks.spawn(async move {
+            token.cancelled().await;
+            Done {
+                idx: CANCELLED,
+                result: Err(ModuleError::Cancelled),
+                attempts: 0,
+                duration: Duration::ZERO,
+                bypassed: None,
+            }
+        });
         let mut was_cancelled = false;
         loop {
             self.launch(max_parallel);
             if self.in_flight == 0 {
                 break;
             }
-            tokio::select! {
-                biased;
-                () = &mut cancelled => {
+            match self.tasks.join_next().await {
+                Some(Ok(done)) if done.idx == CANCELLED => {
                     was_cancelled = true;
                     break;
                 }
-                joined = self.tasks.join_next() => match joined {
-                    Some(Ok(done)) => self.finish(done),
-                    // Tasks are only aborted on cancellation, which leaves this loop first.
-                    Some(Err(_)) => {}
-                    None => break,
-                },
+                Some(Ok(done)) => self.finish(done),
+                // Tasks are only aborted on cancellation, which leaves this loop first.
+                Some(Err(_)) => {}
+                None => break,
+            }
+        }
+        if !was_cancelled {
+            sentinel.abort();
+            // Reap the sentinel (and catch a cancellation that raced the last step).
+            while let Some(joined) = self.tasks.join_next().await {
+                if let Ok(done) = joined
+                    && done.idx != CANCELLED
+                {
+                    self.finish(done);
+                }
             }
         }
         if was_cancelled {
@@ -602,7 +662,9 @@ impl Dispatcher {
         );
         self.tasks.abort_all();
         while let Some(joined) = self.tasks.join_next().await {
-            if let Ok(done) = joined {
+            if let Ok(done) = joined
+                && done.idx != CANCELLED
+            {
                 self.finish(done);
             }
         }
@@ -667,10 +729,7 @@ async fn run_step(shared: Arc<Shared>, idx: usize) -> Done {
         let _ = shared.outputs[idx].set(output.clone());
         return done(idx, Ok(output), 0, started, None);
     }
-    let inputs: Arc<dyn StepInputs> = Arc::new(StepView {
-        shared: shared.clone(),
-        idx,
-    });
+    let inputs: Arc<dyn StepInputs> = shared.clone();
     let ctx = step_context(&shared, idx, inputs, 1, None);
     match run_once(&shared, idx, shared.step(idx), &ctx).await {
         Ok(output) => {
@@ -698,7 +757,7 @@ fn step_context(
         .timeout
         .or(shared.opts.default_timeout)
         .map(|t| Instant::now() + t);
-    StepContext::new(
+    let mut ctx = StepContext::new(
         shared.run_id.clone(),
         shared.plan.ids[idx].clone(),
         shared.goal.clone(),
@@ -706,15 +765,13 @@ fn step_context(
         inputs,
         shared.events.clone(),
         shared.cancel.clone(),
-    )
-    .with_llm(shared.opts.llm.clone())
-    .with_execution(
-        shared.opts.dry_run,
-        attempt,
-        shared.cancel.clone(),
-        deadline,
-        feedback,
-    )
+    );
+    ctx.llm.clone_from(&shared.opts.llm);
+    ctx.dry_run = shared.opts.dry_run;
+    ctx.attempt = attempt;
+    ctx.deadline = deadline;
+    ctx.feedback = feedback;
+    ctx
 }
 
 /// One attempt: the module's future, stopped at the step's timeout.
@@ -918,10 +975,13 @@ async fn run_split(
             },
         );
         let started = Instant::now();
-        let ctx =
-            parent_ctx
-                .clone()
-                .with_identity(shared.run_id.clone(), sub_id, shared.goal.clone());
+        let ctx = parent_ctx
+            .clone()
+            .with_identity(shared.run_id.clone(), sub_id, shared.goal.clone())
+            .with_inputs(Arc::new(SplitInputs {
+                shared: shared.clone(),
+                idx,
+            }));
         match module.run(sub, &ctx).await {
             Ok(out) => {
                 shared.events.emit(

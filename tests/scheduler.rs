@@ -527,7 +527,6 @@ impl Module for Summer {
     async fn run(&self, step: &PlanStep, ctx: &StepContext) -> Result<StepOutput, ModuleError> {
         let own = step.config_value("n").and_then(|v| v.as_i64()).unwrap_or(0);
         let upstream: i64 = ctx
-            .inputs
             .upstream()
             .iter()
             .filter_map(|(_, o)| match &**o {
@@ -538,7 +537,7 @@ impl Module for Summer {
         let direct = step
             .depends_on
             .iter()
-            .filter(|d| ctx.inputs.dependency(d).is_some())
+            .filter(|d| ctx.dependency(d).is_some())
             .count();
         Ok(StepOutput::Value(
             json!({"own": own, "upstream": upstream, "direct": direct}),

@@ -145,12 +145,16 @@ impl CancelSignal for NeverCancelled {
 }
 
 /// Read access to the outputs of the steps a step depends on.
+///
+/// Keyed by the asking step's id, so one object can serve every step of a run (the engine
+/// hands all steps the same one). Modules usually call [`StepContext::dependency`] and
+/// [`StepContext::upstream`], which pass their own step id.
 pub trait StepInputs: Send + Sync {
-    /// The output of a direct dependency, by id.
-    fn dependency(&self, id: &str) -> Option<Arc<StepOutput>>;
-    /// The outputs of every step this one transitively depends on, dependencies before
+    /// The output of `step`'s direct dependency `id`.
+    fn dependency(&self, step: &str, id: &str) -> Option<Arc<StepOutput>>;
+    /// The outputs of every step `step` transitively depends on, dependencies before
     /// dependents, each with its step id.
-    fn upstream(&self) -> Vec<(String, Arc<StepOutput>)>;
+    fn upstream(&self, step: &str) -> Vec<(String, Arc<StepOutput>)>;
 }
 
 /// Inputs for a step with no dependencies.
@@ -158,10 +162,10 @@ pub trait StepInputs: Send + Sync {
 pub struct NoInputs;
 
 impl StepInputs for NoInputs {
-    fn dependency(&self, _id: &str) -> Option<Arc<StepOutput>> {
+    fn dependency(&self, _step: &str, _id: &str) -> Option<Arc<StepOutput>> {
         None
     }
-    fn upstream(&self) -> Vec<(String, Arc<StepOutput>)> {
+    fn upstream(&self, _step: &str) -> Vec<(String, Arc<StepOutput>)> {
         Vec::new()
     }
 }
@@ -319,13 +323,20 @@ impl StepContext {
         self.events.emit(Some(&self.step_id), kind);
     }
 
+    /// The output of this step's direct dependency `id`.
+    pub fn dependency(&self, id: &str) -> Option<Arc<StepOutput>> {
+        self.inputs.dependency(&self.step_id, id)
+    }
+
+    /// The outputs of every step this one transitively depends on, dependencies before
+    /// dependents, each with its step id.
+    pub fn upstream(&self) -> Vec<(String, Arc<StepOutput>)> {
+        self.inputs.upstream(&self.step_id)
+    }
+
     /// The first upstream output (nearest dependencies first) that `pick` accepts.
     pub fn find_upstream<T>(&self, mut pick: impl FnMut(&StepOutput) -> Option<T>) -> Option<T> {
-        self.inputs
-            .upstream()
-            .iter()
-            .rev()
-            .find_map(|(_, out)| pick(out))
+        self.upstream().iter().rev().find_map(|(_, out)| pick(out))
     }
 }
 

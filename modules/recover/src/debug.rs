@@ -123,7 +123,7 @@ impl DebugTests {
                 add(&file, 2_500.0);
             }
         }
-        for (_, out) in ctx.inputs.upstream() {
+        for (_, out) in ctx.upstream() {
             if let StepOutput::Edit(r) = &*out {
                 for c in &r.preview.changes {
                     add(&c.path, 2_000.0);

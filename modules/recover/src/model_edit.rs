@@ -113,7 +113,7 @@ impl ModelEditor {
 /// Every artifact of the upstream inspections, the best-scored copy of each path.
 pub fn upstream_artifacts(ctx: &StepContext) -> Vec<Artifact> {
     let mut out: Vec<Artifact> = Vec::new();
-    for (_, o) in ctx.inputs.upstream() {
+    for (_, o) in ctx.upstream() {
         if let StepOutput::Inspection(r) = &*o {
             for a in &r.artifacts {
                 match out.iter_mut().find(|x| x.path == a.path) {

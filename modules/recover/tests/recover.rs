@@ -40,10 +40,10 @@ fn scripted(yaml: &str) -> Arc<ScriptedLlm> {
 
 struct Upstream(Vec<(String, Arc<StepOutput>)>);
 impl StepInputs for Upstream {
-    fn dependency(&self, id: &str) -> Option<Arc<StepOutput>> {
+    fn dependency(&self, _step: &str, id: &str) -> Option<Arc<StepOutput>> {
         self.0.iter().find(|(i, _)| i == id).map(|(_, o)| o.clone())
     }
-    fn upstream(&self) -> Vec<(String, Arc<StepOutput>)> {
+    fn upstream(&self, _step: &str) -> Vec<(String, Arc<StepOutput>)> {
         self.0.clone()
     }
 }

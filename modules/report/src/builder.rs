@@ -59,7 +59,7 @@ impl ReportBuilder {
     }
 
     /// Records the output of a step that succeeded, as a report step does with its upstream
-    /// outputs (`ctx.inputs.upstream()`).
+    /// outputs (`ctx.upstream()`).
     pub fn record_output(&mut self, step_id: &str, module: Option<&str>, output: StepOutput) {
         let i = self.step_index(step_id, module);
         let rec = &mut self.report.steps[i];

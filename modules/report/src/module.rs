@@ -142,7 +142,7 @@ impl Module for ReportModule {
     async fn run(&self, step: &PlanStep, ctx: &StepContext) -> Result<StepOutput, ModuleError> {
         let cfg = config(step).map_err(ModuleError::invalid_config)?;
         let mut b = ReportBuilder::for_run(&ctx.run_id, &ctx.goal, ctx.dry_run);
-        for (id, out) in ctx.inputs.upstream() {
+        for (id, out) in ctx.upstream() {
             b.record_output(&id, None, (*out).clone());
         }
         let report = b.finish();

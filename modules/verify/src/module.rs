@@ -233,7 +233,7 @@ impl Module for VerifyModule {
 
     async fn run(&self, step: &PlanStep, ctx: &StepContext) -> Result<StepOutput, ModuleError> {
         let config = VerifyConfig::from_step(step).map_err(ModuleError::invalid_config)?;
-        let upstream = ctx.inputs.upstream();
+        let upstream = ctx.upstream();
         let changes: Vec<FileChange> = upstream
             .iter()
             .filter_map(|(_, out)| match out.as_ref() {
