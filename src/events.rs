@@ -31,8 +31,15 @@ struct Inner {
 
 struct State {
     seq: u64,
-    history: Option<Vec<Arc<Event>>>,
+    history: Option<Vec<Stored>>,
     consumers: Vec<UnboundedSender<Arc<Event>>>,
+}
+
+/// A history entry: kept inline while nobody subscribes (no allocation per event), shared with
+/// the consumers' copies once someone does.
+enum Stored {
+    Owned(Event),
+    Shared(Arc<Event>),
 }
 
 impl std::fmt::Debug for EventBus {
@@ -119,23 +126,44 @@ impl EventBus {
         let mut st = self.state();
         let seq = st.seq;
         st.seq += 1;
-        let event = Arc::new(Event {
+        let event = Event {
             seq,
             ts,
             run_id: self.inner.run_id.clone(),
             step_id,
             kind,
-        });
-        st.consumers.retain(|c| c.send(event.clone()).is_ok());
-        if let Some(h) = st.history.as_mut() {
-            h.push(event);
+        };
+        let State {
+            consumers, history, ..
+        } = &mut *st;
+        if consumers.is_empty() {
+            if let Some(h) = history.as_mut() {
+                h.push(Stored::Owned(event));
+            }
+        } else {
+            let event = Arc::new(event);
+            consumers.retain(|c| c.send(event.clone()).is_ok());
+            if let Some(h) = history.as_mut() {
+                h.push(Stored::Shared(event));
+            }
         }
         Some(seq)
     }
 
     /// The events emitted so far (empty without history).
     pub fn history(&self) -> Vec<Arc<Event>> {
-        self.state().history.clone().unwrap_or_default()
+        self.state()
+            .history
+            .as_ref()
+            .map(|h| {
+                h.iter()
+                    .map(|e| match e {
+                        Stored::Owned(e) => Arc::new(e.clone()),
+                        Stored::Shared(e) => e.clone(),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 
     /// Number of events emitted (and numbered) so far.
@@ -287,6 +315,22 @@ mod tests {
         let hist: Vec<u64> = bus.history().iter().map(|e| e.seq).collect();
         assert_eq!(hist, expected);
         assert_eq!(bus.history()[7].step_id.as_deref(), Some("s7"));
+    }
+
+    #[tokio::test]
+    async fn history_spans_events_before_and_after_a_consumer_subscribes() {
+        let bus = EventBus::new("r");
+        bus.emit(Some("before"), EventKind::StepReady);
+        let mut rx = bus.subscribe();
+        bus.emit(Some("after"), EventKind::StepReady);
+        bus.close();
+        let hist = bus.history();
+        let steps: Vec<_> = hist.iter().map(|e| (e.seq, e.step_id.as_deref())).collect();
+        assert_eq!(steps, vec![(0, Some("before")), (1, Some("after"))]);
+        // The consumer saw only what came after it subscribed, as the same shared event.
+        let got = rx.recv().await.unwrap();
+        assert!(Arc::ptr_eq(&got, &hist[1]));
+        assert!(rx.recv().await.is_none());
     }
 
     #[tokio::test]
