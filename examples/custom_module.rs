@@ -57,7 +57,7 @@ impl Module for CountMarkers {
             })?;
         let mut counts = serde_json::Map::new();
         for path in &paths {
-            let text = std::fs::read_to_string(ctx.workspace_root.join(path)).unwrap_or_default();
+            let text = std::fs::read_to_string(ctx.workspace_root().join(path)).unwrap_or_default();
             let n = text.matches(marker).count();
             if n > 0 {
                 counts.insert(path.clone(), json!(n));

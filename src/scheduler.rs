@@ -26,13 +26,15 @@ use crate::events::EventBus;
 use crate::validate::ValidatedPlan;
 use futures::FutureExt;
 use nuvira_api::{
-    CancelSignal, ErrorCategory, EventKind, EventSink, Failure, LlmClient, Module, ModuleError,
-    ModuleKind, PlanStep, RunStatus, StepContext, StepInputs, StepOutput, WriteSet, async_trait,
-    report::StepStatus,
+    CancelSignal, ErrorCategory, EventKind, Failure, LlmClient, Module, ModuleError, ModuleKind,
+    PlanStep, RunInfo, RunScope, RunStatus, StepContext, StepInputs, StepOutput, WriteSet,
+    async_trait, report::StepStatus,
 };
 use std::collections::VecDeque;
+use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::path::Path;
+use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 use tokio::task::JoinSet;
@@ -167,23 +169,33 @@ impl CancelSignal for TokenSignal {
     }
 }
 
-/// What step tasks share (read-only, or write-once cells).
-struct Shared {
+/// The outputs of a run's steps: one write-once cell per step, read by modules through
+/// [`StepInputs`]. Holds no reference back to the run, so the run can own it.
+struct Outputs {
     plan: Arc<ValidatedPlan>,
     /// Step id -> index, built the first time a module asks for its inputs.
     index: OnceLock<std::collections::HashMap<Arc<str>, usize>>,
-    modules: Vec<Arc<dyn Module>>,
-    outputs: Box<[OnceLock<Arc<StepOutput>>]>,
-    run_id: Arc<str>,
-    goal: Arc<str>,
-    events: Arc<dyn EventSink>,
-    cancel: Arc<dyn CancelSignal>,
-    opts: RunOptions,
+    /// `Some(None)` is an [`StepOutput::Empty`] output, kept without a reference count.
+    cells: Box<[OnceLock<Option<Arc<StepOutput>>>]>,
 }
 
-impl Shared {
-    fn step(&self, idx: usize) -> &PlanStep {
-        &self.plan.plan.steps[idx]
+impl Outputs {
+    fn get(&self, idx: usize) -> Option<Arc<StepOutput>> {
+        self.cells[idx]
+            .get()
+            .map(|o| o.clone().unwrap_or_else(|| EMPTY_OUTPUT.clone()))
+    }
+
+    fn set(&self, idx: usize, output: StepOutput) {
+        let cell = match output {
+            StepOutput::Empty => None,
+            other => Some(Arc::new(other)),
+        };
+        let _ = self.cells[idx].set(cell);
+    }
+
+    fn set_shared(&self, idx: usize, output: Arc<StepOutput>) {
+        let _ = self.cells[idx].set(Some(output));
     }
 
     fn index_of(&self, id: &str) -> Option<usize> {
@@ -204,7 +216,7 @@ impl Shared {
         self.plan.parents[idx]
             .iter()
             .find(|&&p| &*self.plan.ids[p] == id)
-            .and_then(|&p| self.outputs[p].get().cloned())
+            .and_then(|&p| self.get(p))
     }
 
     fn upstream_of(&self, idx: usize) -> Vec<(String, Arc<StepOutput>)> {
@@ -222,17 +234,13 @@ impl Shared {
         found.sort_by_key(|&p| self.plan.topo_rank[p]);
         found
             .into_iter()
-            .filter_map(|p| {
-                self.outputs[p]
-                    .get()
-                    .map(|o| (self.plan.ids[p].to_string(), o.clone()))
-            })
+            .filter_map(|p| self.get(p).map(|o| (self.plan.ids[p].to_string(), o)))
             .collect()
     }
 }
 
-/// Every step of a run reads its inputs through the run's shared state: no per-step object.
-impl StepInputs for Shared {
+/// Every step of a run reads its inputs through the run's one `Outputs`: no per-step object.
+impl StepInputs for Outputs {
     fn dependency(&self, step: &str, id: &str) -> Option<Arc<StepOutput>> {
         self.index_of(step).and_then(|i| self.dependency_of(i, id))
     }
@@ -244,31 +252,59 @@ impl StepInputs for Shared {
     }
 }
 
+/// What step tasks share (read-only, or write-once cells). It is also every step context's
+/// [`RunScope`], so handing a step its context costs one reference count.
+struct Shared {
+    info: RunInfo,
+    plan: Arc<ValidatedPlan>,
+    outputs: Arc<Outputs>,
+    modules: Vec<Arc<dyn Module>>,
+    opts: RunOptions,
+}
+
+impl RunScope for Shared {
+    fn run_info(&self) -> &RunInfo {
+        &self.info
+    }
+}
+
+impl Shared {
+    fn step(&self, idx: usize) -> &PlanStep {
+        &self.plan.plan.steps[idx]
+    }
+}
+
 /// The inputs of sub-steps added by a split: those of the step they replace.
 struct SplitInputs {
-    shared: Arc<Shared>,
+    outputs: Arc<Outputs>,
     idx: usize,
 }
 
 impl StepInputs for SplitInputs {
     fn dependency(&self, _step: &str, id: &str) -> Option<Arc<StepOutput>> {
-        self.shared.dependency_of(self.idx, id)
+        self.outputs.dependency_of(self.idx, id)
     }
 
     fn upstream(&self, _step: &str) -> Vec<(String, Arc<StepOutput>)> {
-        self.shared.upstream_of(self.idx)
+        self.outputs.upstream_of(self.idx)
     }
 }
 
 /// The `idx` of the cancellation sentinel's result.
 const CANCELLED: usize = usize::MAX;
 
-/// What a step task reports back.
+/// What a step task reports back. Small on purpose: tokio moves it by value several times.
 struct Done {
     idx: usize,
-    result: Result<Arc<StepOutput>, ModuleError>,
     attempts: u32,
     duration: Duration,
+    /// `None` on success (the output is already in the step's cell).
+    failure: Option<Box<StepFailure>>,
+}
+
+/// How a step task failed.
+struct StepFailure {
+    error: ModuleError,
     /// Failed, but a recovery policy chose graceful degradation: dependents still run.
     bypassed: Option<String>,
 }
@@ -287,15 +323,26 @@ pub async fn run(
     let n = plan.plan.steps.len();
     let run_id = bus.run_id().clone();
     let started = Instant::now();
-    let shared = Arc::new(Shared {
-        goal: Arc::from(plan.plan.goal.as_str()),
+    let outputs = Arc::new(Outputs {
+        plan: plan.clone(),
         index: OnceLock::new(),
-        outputs: (0..n).map(|_| OnceLock::new()).collect(),
-        events: Arc::new(bus.clone()),
-        cancel: Arc::new(TokenSignal(opts.cancel.clone())),
+        cells: (0..n).map(|_| OnceLock::new()).collect(),
+    });
+    let info = RunInfo::new(
+        run_id.clone(),
+        Arc::from(plan.plan.goal.as_str()),
+        opts.workspace_root.clone(),
+        outputs.clone(),
+        Arc::new(bus.clone()),
+        Arc::new(TokenSignal(opts.cancel.clone())),
+    )
+    .with_dry_run(opts.dry_run)
+    .with_llm(opts.llm.clone());
+    let shared = Arc::new(Shared {
+        info,
         plan,
+        outputs,
         modules,
-        run_id: run_id.clone(),
         opts,
     });
     let dispatcher = Dispatcher::new(shared, write_sets, bus.clone());
@@ -398,10 +445,9 @@ impl Dispatcher {
             token.cancelled().await;
             Done {
                 idx: CANCELLED,
-                result: Err(ModuleError::Cancelled),
                 attempts: 0,
                 duration: Duration::ZERO,
-                bypassed: None,
+                failure: None,
             }
         });
         let mut was_cancelled = false;
@@ -446,6 +492,13 @@ impl Dispatcher {
         } else {
             RunStatus::Failed
         };
+        // Outputs stay in their cells while the run goes on (a success costs the dispatcher no
+        // reference count); the summary gets them now.
+        for (i, outcome) in self.outcomes.iter_mut().enumerate() {
+            if outcome.status == StepStatus::Succeeded {
+                outcome.output = self.shared.outputs.get(i);
+            }
+        }
         let duration = started.elapsed();
         self.bus.publish(
             None,
@@ -458,7 +511,7 @@ impl Dispatcher {
             },
         );
         RunSummary {
-            run_id: self.shared.run_id.clone(),
+            run_id: self.shared.info.run_id.clone(),
             status,
             steps: self.outcomes,
             duration,
@@ -520,7 +573,7 @@ impl Dispatcher {
         self.in_flight += 1;
         // A panicking module must not take the run down: the panic becomes the step's failure.
         self.tasks.spawn(
-            AssertUnwindSafe(Box::pin(run_step(shared, idx)))
+            AssertUnwindSafe(run_step(shared, idx))
                 .catch_unwind()
                 .map(move |r| r.unwrap_or_else(|payload| panicked(idx, &*payload))),
         );
@@ -536,20 +589,22 @@ impl Dispatcher {
                 self.ready.push_front(d);
             }
         }
-        let id = self.shared.plan.ids[idx].clone();
         let outcome = &mut self.outcomes[idx];
         outcome.attempts = done.attempts;
         outcome.duration = done.duration;
-        match done.result {
-            Ok(output) => {
+        match done.failure {
+            None => {
                 outcome.status = StepStatus::Succeeded;
-                outcome.output = Some(output.clone());
+                let shared = &self.shared;
                 self.bus.publish_with(|| {
                     (
-                        Some(id),
+                        Some(shared.plan.ids[idx].clone()),
                         EventKind::StepSucceeded {
                             duration_ms: millis(done.duration),
-                            output: (*output).clone(),
+                            output: shared
+                                .outputs
+                                .get(idx)
+                                .map_or(StepOutput::Empty, |o| (*o).clone()),
                         },
                     )
                 });
@@ -563,9 +618,10 @@ impl Dispatcher {
                     }
                 }
             }
-            Err(err) => {
-                let bypassed = done.bypassed.is_some();
-                self.fail(idx, err, done.duration, !bypassed);
+            Some(failure) => {
+                let StepFailure { error, bypassed } = *failure;
+                let bypassed = bypassed.is_some();
+                self.fail(idx, error, done.duration, !bypassed);
                 if bypassed {
                     self.release_children(idx);
                 }
@@ -707,13 +763,6 @@ impl Dispatcher {
 static EMPTY_OUTPUT: std::sync::LazyLock<Arc<StepOutput>> =
     std::sync::LazyLock::new(|| Arc::new(StepOutput::Empty));
 
-fn share_output(output: StepOutput) -> Arc<StepOutput> {
-    match output {
-        StepOutput::Empty => EMPTY_OUTPUT.clone(),
-        other => Arc::new(other),
-    }
-}
-
 /// Runs one step. The common path (first attempt succeeds or fails for good) keeps the future
 /// small, because tokio moves a task's future by value; timeouts and recovery are boxed.
 async fn run_step(shared: Arc<Shared>, idx: usize) -> Done {
@@ -722,79 +771,91 @@ async fn run_step(shared: Arc<Shared>, idx: usize) -> Done {
     if shared.opts.dry_run && matches!(module.kind(), ModuleKind::Test | ModuleKind::Execute) {
         // A dry run changes nothing and runs nothing: tests and commands would only see the
         // unchanged workspace.
-        let output = Arc::new(StepOutput::Value(serde_json::json!({
-            "dry_run": true,
-            "note": format!("`{}` steps are not run in a dry run", shared.step(idx).module),
-        })));
-        let _ = shared.outputs[idx].set(output.clone());
-        return done(idx, Ok(output), 0, started, None);
+        shared.outputs.set(
+            idx,
+            StepOutput::Value(serde_json::json!({
+                "dry_run": true,
+                "note": format!("`{}` steps are not run in a dry run", shared.step(idx).module),
+            })),
+        );
+        return done(idx, Ok(()), 0, started, None);
     }
-    let inputs: Arc<dyn StepInputs> = shared.clone();
-    let ctx = step_context(&shared, idx, inputs, 1, None);
-    match run_once(&shared, idx, shared.step(idx), &ctx).await {
+    let ctx = step_context(&shared, idx, 1, None);
+    // The result is consumed inside this match, so only the boxed recovery future (a pointer)
+    // is alive across the next await: the step future stays small.
+    let recovery = match run_once(&shared, idx, shared.step(idx), &ctx).await {
         Ok(output) => {
-            let output = share_output(output);
-            let _ = shared.outputs[idx].set(output.clone());
-            done(idx, Ok(output), 1, started, None)
+            shared.outputs.set(idx, output);
+            return done(idx, Ok(()), 1, started, None);
         }
         Err(ModuleError::Recoverable(failure)) if shared.opts.recovery.is_some() => {
-            Box::pin(recover(&shared, idx, ctx, failure, started)).await
+            recover_boxed(&shared, idx, ctx, failure, started)
         }
-        Err(err) => done(idx, Err(err), 1, started, None),
-    }
+        Err(err) => return done(idx, Err(err), 1, started, None),
+    };
+    recovery.await
 }
 
-/// The context of one attempt of a step.
-fn step_context(
-    shared: &Shared,
+/// [`recover`], boxed: it is rare and large, so the common step future does not carry it.
+fn recover_boxed(
+    shared: &Arc<Shared>,
     idx: usize,
-    inputs: Arc<dyn StepInputs>,
+    ctx: StepContext,
+    failure: Failure,
+    started: Instant,
+) -> Pin<Box<dyn Future<Output = Done> + Send + '_>> {
+    Box::pin(recover(shared, idx, ctx, failure, started))
+}
+
+/// The context of one attempt of a step: the run's shared part (one reference count), the
+/// step id, the attempt and the deadline.
+fn step_context(
+    shared: &Arc<Shared>,
+    idx: usize,
     attempt: u32,
     feedback: Option<String>,
 ) -> StepContext {
-    let deadline = shared
-        .step(idx)
-        .timeout
-        .or(shared.opts.default_timeout)
-        .map(|t| Instant::now() + t);
-    let mut ctx = StepContext::new(
-        shared.run_id.clone(),
-        shared.plan.ids[idx].clone(),
-        shared.goal.clone(),
-        shared.opts.workspace_root.clone(),
-        inputs,
-        shared.events.clone(),
-        shared.cancel.clone(),
-    );
-    ctx.llm.clone_from(&shared.opts.llm);
-    ctx.dry_run = shared.opts.dry_run;
-    ctx.attempt = attempt;
-    ctx.deadline = deadline;
-    ctx.feedback = feedback;
-    ctx
+    let ctx = StepContext::for_run(shared.clone(), shared.plan.ids[idx].clone());
+    let ctx = match shared.step(idx).timeout.or(shared.opts.default_timeout) {
+        Some(t) => ctx.with_deadline(Some(Instant::now() + t)),
+        None => ctx,
+    };
+    if attempt == 1 && feedback.is_none() {
+        ctx
+    } else {
+        ctx.with_attempt(attempt).with_feedback(feedback)
+    }
 }
 
+/// A module's future, as `async_trait` boxes it.
+type Attempt<'a> = Pin<Box<dyn Future<Output = Result<StepOutput, ModuleError>> + Send + 'a>>;
+
 /// One attempt: the module's future, stopped at the step's timeout.
-async fn run_once(
-    shared: &Shared,
+///
+/// A plain function returning the module's own boxed future (wrapped only when there is a
+/// timeout), so the step task holds one pointer across the await, not a state machine.
+fn run_once<'a>(
+    shared: &'a Shared,
     idx: usize,
-    step: &PlanStep,
-    ctx: &StepContext,
-) -> Result<StepOutput, ModuleError> {
+    step: &'a PlanStep,
+    ctx: &'a StepContext,
+) -> Attempt<'a> {
     let module = &shared.modules[idx];
     match step.timeout.or(shared.opts.default_timeout) {
-        None => module.run(step, ctx).await,
-        Some(t) => match Box::pin(tokio::time::timeout(t, module.run(step, ctx))).await {
-            Ok(r) => r,
-            Err(_) => Err(ModuleError::recoverable(
-                ErrorCategory::Timeout,
-                format!(
-                    "step `{}` timed out after {}: raise its `timeout` or make it faster",
-                    step.id,
-                    nuvira_api::duration::format(t)
-                ),
-            )),
-        },
+        None => module.run(step, ctx),
+        Some(t) => Box::pin(async move {
+            match tokio::time::timeout(t, module.run(step, ctx)).await {
+                Ok(r) => r,
+                Err(_) => Err(ModuleError::recoverable(
+                    ErrorCategory::Timeout,
+                    format!(
+                        "step `{}` timed out after {}: raise its `timeout` or make it faster",
+                        step.id,
+                        nuvira_api::duration::format(t)
+                    ),
+                )),
+            }
+        }),
     }
 }
 
@@ -823,7 +884,7 @@ async fn recover(
                 step: new_step,
             } => {
                 attempt += 1;
-                shared.events.emit(
+                shared.info.events.emit(
                     Some(&shared.plan.ids[idx]),
                     EventKind::StepRetrying {
                         attempt,
@@ -841,13 +902,12 @@ async fn recover(
                     });
                 }
                 let feedback = feedback.or(Some(failure.message.clone()));
-                ctx = step_context(shared, idx, ctx.inputs.clone(), attempt, feedback);
+                ctx = step_context(shared, idx, attempt, feedback);
                 let step: &PlanStep = changed.as_ref().unwrap_or_else(|| shared.step(idx));
                 match run_once(shared, idx, step, &ctx).await {
                     Ok(output) => {
-                        let output = share_output(output);
-                        let _ = shared.outputs[idx].set(output.clone());
-                        return done(idx, Ok(output), attempt, started, None);
+                        shared.outputs.set(idx, output);
+                        return done(idx, Ok(()), attempt, started, None);
                     }
                     Err(ModuleError::Recoverable(next)) => failure = next,
                     Err(err) => return done(idx, Err(err), attempt, started, None),
@@ -855,9 +915,7 @@ async fn recover(
             }
             RecoveryDecision::Split { steps } => {
                 let result = Box::pin(run_split(shared, idx, &ctx, steps)).await;
-                if let Ok(output) = &result {
-                    let _ = shared.outputs[idx].set(output.clone());
-                }
+                let result = result.map(|output| shared.outputs.set_shared(idx, output));
                 return done(idx, result, attempt + 1, started, None);
             }
             RecoveryDecision::Bypass { reason } => {
@@ -885,17 +943,18 @@ async fn recover(
 
 fn done(
     idx: usize,
-    result: Result<Arc<StepOutput>, ModuleError>,
+    result: Result<(), ModuleError>,
     attempts: u32,
     started: Instant,
     bypassed: Option<String>,
 ) -> Done {
     Done {
         idx,
-        result,
         attempts,
         duration: started.elapsed(),
-        bypassed,
+        failure: result
+            .err()
+            .map(|error| Box::new(StepFailure { error, bypassed })),
     }
 }
 
@@ -944,7 +1003,7 @@ async fn run_split(
         }
     }
     let plan = nuvira_api::ExecutionPlan {
-        goal: shared.goal.to_string(),
+        goal: shared.info.goal.to_string(),
         outputs: Some(sub_plan.iter().map(|s| s.id.clone()).collect()),
         steps: sub_plan,
         ..Default::default()
@@ -952,7 +1011,7 @@ async fn run_split(
     let validated =
         crate::validate::validate(&plan, Some(registry)).map_err(|e| invalid(e.to_string()))?;
     for s in &plan.steps {
-        shared.events.emit(
+        shared.info.events.emit(
             Some(&s.id),
             EventKind::PlanStepCreated {
                 step: s.id.clone(),
@@ -967,7 +1026,7 @@ async fn run_split(
             return Err(invalid(format!("no module `{}`", sub.module)));
         };
         let sub_id: Arc<str> = Arc::from(sub.id.as_str());
-        shared.events.emit(
+        shared.info.events.emit(
             Some(&sub.id),
             EventKind::StepStarted {
                 module: sub.module.clone(),
@@ -977,14 +1036,14 @@ async fn run_split(
         let started = Instant::now();
         let ctx = parent_ctx
             .clone()
-            .with_identity(shared.run_id.clone(), sub_id, shared.goal.clone())
+            .with_step_id(sub_id)
             .with_inputs(Arc::new(SplitInputs {
-                shared: shared.clone(),
+                outputs: shared.outputs.clone(),
                 idx,
             }));
         match module.run(sub, &ctx).await {
             Ok(out) => {
-                shared.events.emit(
+                shared.info.events.emit(
                     Some(&sub.id),
                     EventKind::StepSucceeded {
                         duration_ms: millis(started.elapsed()),
@@ -994,7 +1053,7 @@ async fn run_split(
                 last = Some(Arc::new(out));
             }
             Err(err) => {
-                shared.events.emit(
+                shared.info.events.emit(
                     Some(&sub.id),
                     EventKind::StepFailed {
                         category: err.category(),
@@ -1019,14 +1078,17 @@ fn panicked(idx: usize, payload: &(dyn std::any::Any + Send)) -> Done {
         .map(|s| (*s).to_owned())
         .or_else(|| payload.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "unknown panic".into());
+    let error = ModuleError::fatal(
+        ErrorCategory::Unknown,
+        format!("the module panicked: {what} (this is a bug in the module)"),
+    );
     Done {
         idx,
-        result: Err(ModuleError::fatal(
-            ErrorCategory::Unknown,
-            format!("the module panicked: {what} (this is a bug in the module)"),
-        )),
         attempts: 1,
         duration: Duration::ZERO,
-        bypassed: None,
+        failure: Some(Box::new(StepFailure {
+            error,
+            bypassed: None,
+        })),
     }
 }

@@ -60,8 +60,8 @@ pub use event::{Event, EventKind, EventSink, NullSink};
 pub use inspect::{Artifact, InspectionResult, InspectionStats, Symbol};
 pub use llm::{ChatMessage, LlmClient, LlmError, LlmRequest, LlmResponse, Role, TokenUsage};
 pub use module::{
-    CancelSignal, ErrorCategory, Failure, Module, ModuleError, ModuleKind, NeverCancelled,
-    StepContext, StepInputs, StepOutput, WriteSet,
+    CancelSignal, ErrorCategory, Failure, Module, ModuleError, ModuleKind, NeverCancelled, RunInfo,
+    RunScope, StepContext, StepInputs, StepOutput, WriteSet,
 };
 pub use plan::{Complexity, ExecutionPlan, PlanError, PlanRequest, PlanStep, Planner};
 pub use repair::{

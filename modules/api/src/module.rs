@@ -170,25 +170,23 @@ impl StepInputs for NoInputs {
     }
 }
 
-/// Everything a module gets besides its step: who it is in which run, the workspace, the
-/// outputs of its dependencies, where to send events, the model (if any), cancellation and the
-/// deadline.
+/// What every step of a run shares: the run's identity, the workspace, the inputs, the event
+/// sink, the model and the cancel signal.
+///
+/// The engine builds one per run and every [`StepContext`] of the run points at it, so
+/// handing a step its context costs one reference count, however many fields there are.
 #[derive(Clone)]
 #[non_exhaustive]
-pub struct StepContext {
-    /// The run this step belongs to.
+pub struct RunInfo {
+    /// The run.
     pub run_id: Arc<str>,
-    /// The step's id.
-    pub step_id: Arc<str>,
     /// The plan's goal.
     pub goal: Arc<str>,
     /// The workspace root; every path a module touches must resolve inside it.
     pub workspace_root: Arc<Path>,
     /// Whether the run is a dry run: modules must not change anything.
     pub dry_run: bool,
-    /// The attempt number, from 1; greater when the recover stage retries the step.
-    pub attempt: u32,
-    /// Outputs of the dependencies.
+    /// Outputs of the run's steps, keyed by the asking step (see [`StepInputs`]).
     pub inputs: Arc<dyn StepInputs>,
     /// Where events go.
     pub events: Arc<dyn EventSink>,
@@ -196,21 +194,98 @@ pub struct StepContext {
     pub llm: Option<Arc<dyn LlmClient>>,
     /// Run-wide cancellation.
     pub cancel: Arc<dyn CancelSignal>,
-    /// When the step must be done; the engine stops it at this instant.
-    pub deadline: Option<Instant>,
-    /// Feedback for a retried attempt (e.g. the errors of the previous one).
-    pub feedback: Option<String>,
+}
+
+impl RunInfo {
+    /// A run with these fields, not a dry run, without a model.
+    pub fn new(
+        run_id: Arc<str>,
+        goal: Arc<str>,
+        workspace_root: Arc<Path>,
+        inputs: Arc<dyn StepInputs>,
+        events: Arc<dyn EventSink>,
+        cancel: Arc<dyn CancelSignal>,
+    ) -> Self {
+        Self {
+            run_id,
+            goal,
+            workspace_root,
+            dry_run: false,
+            inputs,
+            events,
+            llm: None,
+            cancel,
+        }
+    }
+
+    /// Builder-style: sets dry-run.
+    #[must_use]
+    pub fn with_dry_run(mut self, dry_run: bool) -> Self {
+        self.dry_run = dry_run;
+        self
+    }
+
+    /// Builder-style: sets the model.
+    #[must_use]
+    pub fn with_llm(mut self, llm: Option<Arc<dyn LlmClient>>) -> Self {
+        self.llm = llm;
+        self
+    }
+}
+
+impl std::fmt::Debug for RunInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunInfo")
+            .field("run_id", &self.run_id)
+            .field("workspace_root", &self.workspace_root)
+            .field("dry_run", &self.dry_run)
+            .field("llm", &self.llm.as_ref().map(|l| l.model().to_owned()))
+            .finish_non_exhaustive()
+    }
+}
+
+/// Something that holds a run's [`RunInfo`]. A [`StepContext`] points at its run through
+/// this, so an engine can hand out its own per-run state (which contains the `RunInfo`)
+/// without a second allocation or reference count.
+pub trait RunScope: Send + Sync {
+    /// The run's shared information.
+    fn run_info(&self) -> &RunInfo;
+}
+
+impl RunScope for RunInfo {
+    fn run_info(&self) -> &RunInfo {
+        self
+    }
+}
+
+/// Everything a module gets besides its step: who it is in which run, the workspace, the
+/// outputs of its dependencies, where to send events, the model (if any), cancellation and the
+/// deadline.
+///
+/// Run-wide parts live in the run's shared [`RunInfo`]; the context adds the step's id, the
+/// attempt, the deadline and feedback. Read everything through the accessors; the `with_*`
+/// builders change a copy.
+#[derive(Clone)]
+pub struct StepContext {
+    run: Arc<dyn RunScope>,
+    step_id: Arc<str>,
+    /// Replaces the run's inputs for this step (sub-steps of a split see their parent's).
+    inputs: Option<Arc<dyn StepInputs>>,
+    attempt: u32,
+    deadline: Option<Instant>,
+    feedback: Option<String>,
 }
 
 impl std::fmt::Debug for StepContext {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let run = self.run();
         f.debug_struct("StepContext")
-            .field("run_id", &self.run_id)
+            .field("run_id", &run.run_id)
             .field("step_id", &self.step_id)
-            .field("workspace_root", &self.workspace_root)
-            .field("dry_run", &self.dry_run)
+            .field("workspace_root", &run.workspace_root)
+            .field("dry_run", &run.dry_run)
             .field("attempt", &self.attempt)
-            .field("llm", &self.llm.as_ref().map(|l| l.model().to_owned()))
+            .field("llm", &run.llm.as_ref().map(|l| l.model().to_owned()))
             .field("deadline", &self.deadline)
             .finish_non_exhaustive()
     }
@@ -221,24 +296,18 @@ impl StepContext {
     /// single-purpose commands): no dependencies, events dropped unless a sink is set, never
     /// cancelled.
     pub fn standalone(workspace_root: impl Into<PathBuf>) -> Self {
-        Self {
-            run_id: "standalone".into(),
-            step_id: "standalone".into(),
-            goal: "".into(),
-            workspace_root: Arc::from(workspace_root.into()),
-            dry_run: false,
-            attempt: 1,
-            inputs: Arc::new(NoInputs),
-            events: Arc::new(crate::NullSink),
-            llm: None,
-            cancel: Arc::new(NeverCancelled),
-            deadline: None,
-            feedback: None,
-        }
+        let run = RunInfo::new(
+            "standalone".into(),
+            "".into(),
+            Arc::from(workspace_root.into()),
+            Arc::new(NoInputs),
+            Arc::new(crate::NullSink),
+            Arc::new(NeverCancelled),
+        );
+        Self::for_run(Arc::new(run), "standalone".into())
     }
 
-    /// A context with every field given; the engine uses this for each step (all `Arc`
-    /// clones, no allocation).
+    /// A context with every field given (first attempt, no deadline, not a dry run).
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         run_id: Arc<str>,
@@ -249,41 +318,133 @@ impl StepContext {
         events: Arc<dyn EventSink>,
         cancel: Arc<dyn CancelSignal>,
     ) -> Self {
+        let run = RunInfo::new(run_id, goal, workspace_root, inputs, events, cancel);
+        Self::for_run(Arc::new(run), step_id)
+    }
+
+    /// The context of step `step_id` in a run (first attempt, no deadline). This is what the
+    /// engine uses for each step: one reference count and the step id, no allocation.
+    pub fn for_run(run: Arc<dyn RunScope>, step_id: Arc<str>) -> Self {
         Self {
-            run_id,
+            run,
             step_id,
-            goal,
-            workspace_root,
-            dry_run: false,
+            inputs: None,
             attempt: 1,
-            inputs,
-            events,
-            llm: None,
-            cancel,
             deadline: None,
             feedback: None,
         }
     }
 
-    /// Builder-style: sets the event sink.
-    #[must_use]
-    pub fn with_events(mut self, events: Arc<dyn EventSink>) -> Self {
-        self.events = events;
+    /// What the run's steps share.
+    pub fn run(&self) -> &RunInfo {
+        self.run.run_info()
+    }
+
+    /// The run this step belongs to.
+    pub fn run_id(&self) -> &Arc<str> {
+        &self.run().run_id
+    }
+
+    /// The step's id.
+    pub fn step_id(&self) -> &Arc<str> {
+        &self.step_id
+    }
+
+    /// The plan's goal.
+    pub fn goal(&self) -> &Arc<str> {
+        &self.run().goal
+    }
+
+    /// The workspace root; every path a module touches must resolve inside it.
+    pub fn workspace_root(&self) -> &Arc<Path> {
+        &self.run().workspace_root
+    }
+
+    /// Whether the run is a dry run: modules must not change anything.
+    pub fn dry_run(&self) -> bool {
+        self.run().dry_run
+    }
+
+    /// The attempt number, from 1; greater when the recover stage retries the step.
+    pub fn attempt(&self) -> u32 {
+        self.attempt
+    }
+
+    /// Outputs of the dependencies (prefer [`dependency`](Self::dependency) and
+    /// [`upstream`](Self::upstream), which pass this step's id).
+    pub fn inputs(&self) -> &Arc<dyn StepInputs> {
+        self.inputs.as_ref().unwrap_or(&self.run().inputs)
+    }
+
+    /// Where events go (prefer [`emit`](Self::emit), which names this step).
+    pub fn events(&self) -> &Arc<dyn EventSink> {
+        &self.run().events
+    }
+
+    /// The model, when one is configured.
+    pub fn llm(&self) -> Option<&Arc<dyn LlmClient>> {
+        self.run().llm.as_ref()
+    }
+
+    /// Run-wide cancellation.
+    pub fn cancel(&self) -> &Arc<dyn CancelSignal> {
+        &self.run().cancel
+    }
+
+    /// When the step must be done; the engine stops it at this instant.
+    pub fn deadline(&self) -> Option<Instant> {
+        self.deadline
+    }
+
+    /// Feedback for a retried attempt (e.g. the errors of the previous one).
+    pub fn feedback(&self) -> Option<&str> {
+        self.feedback.as_deref()
+    }
+
+    /// Changes a copy of the run-wide part for this context only.
+    fn edit_run(mut self, edit: impl FnOnce(&mut RunInfo)) -> Self {
+        let mut run = self.run().clone();
+        edit(&mut run);
+        self.run = Arc::new(run);
         self
     }
 
-    /// Builder-style: sets the inputs.
+    /// Builder-style: sets the event sink.
+    #[must_use]
+    pub fn with_events(self, events: Arc<dyn EventSink>) -> Self {
+        self.edit_run(|r| r.events = events)
+    }
+
+    /// Builder-style: sets the inputs of this step.
     #[must_use]
     pub fn with_inputs(mut self, inputs: Arc<dyn StepInputs>) -> Self {
-        self.inputs = inputs;
+        self.inputs = Some(inputs);
         self
     }
 
     /// Builder-style: sets the model.
     #[must_use]
-    pub fn with_llm(mut self, llm: Option<Arc<dyn LlmClient>>) -> Self {
-        self.llm = llm;
-        self
+    pub fn with_llm(self, llm: Option<Arc<dyn LlmClient>>) -> Self {
+        self.edit_run(|r| r.llm = llm)
+    }
+
+    /// Builder-style: sets dry-run.
+    #[must_use]
+    pub fn with_dry_run(self, dry_run: bool) -> Self {
+        self.edit_run(|r| r.dry_run = dry_run)
+    }
+
+    /// Builder-style: sets the workspace root.
+    #[must_use]
+    pub fn with_workspace_root(self, root: impl Into<PathBuf>) -> Self {
+        let root: Arc<Path> = Arc::from(root.into());
+        self.edit_run(|r| r.workspace_root = root)
+    }
+
+    /// Builder-style: sets the cancel signal.
+    #[must_use]
+    pub fn with_cancel(self, cancel: Arc<dyn CancelSignal>) -> Self {
+        self.edit_run(|r| r.cancel = cancel)
     }
 
     /// Builder-style: sets the run identity, step id and goal.
@@ -294,44 +455,78 @@ impl StepContext {
         step_id: impl Into<Arc<str>>,
         goal: impl Into<Arc<str>>,
     ) -> Self {
-        self.run_id = run_id.into();
+        let (run_id, goal) = (run_id.into(), goal.into());
         self.step_id = step_id.into();
-        self.goal = goal.into();
+        if *self.run().run_id == *run_id && *self.run().goal == *goal {
+            return self;
+        }
+        self.edit_run(|r| {
+            r.run_id = run_id;
+            r.goal = goal;
+        })
+    }
+
+    /// Builder-style: sets the step id.
+    #[must_use]
+    pub fn with_step_id(mut self, step_id: impl Into<Arc<str>>) -> Self {
+        self.step_id = step_id.into();
+        self
+    }
+
+    /// Builder-style: sets the attempt number (from 1).
+    #[must_use]
+    pub fn with_attempt(mut self, attempt: u32) -> Self {
+        self.attempt = attempt;
+        self
+    }
+
+    /// Builder-style: sets the deadline.
+    #[must_use]
+    pub fn with_deadline(mut self, deadline: Option<Instant>) -> Self {
+        self.deadline = deadline;
+        self
+    }
+
+    /// Builder-style: sets the feedback for a retried attempt.
+    #[must_use]
+    pub fn with_feedback(mut self, feedback: Option<String>) -> Self {
+        self.feedback = feedback;
         self
     }
 
     /// Builder-style: sets dry-run, attempt, cancellation, deadline and feedback.
     #[must_use]
     pub fn with_execution(
-        mut self,
+        self,
         dry_run: bool,
         attempt: u32,
         cancel: Arc<dyn CancelSignal>,
         deadline: Option<Instant>,
         feedback: Option<String>,
     ) -> Self {
-        self.dry_run = dry_run;
-        self.attempt = attempt;
-        self.cancel = cancel;
-        self.deadline = deadline;
-        self.feedback = feedback;
-        self
+        self.edit_run(|r| {
+            r.dry_run = dry_run;
+            r.cancel = cancel;
+        })
+        .with_attempt(attempt)
+        .with_deadline(deadline)
+        .with_feedback(feedback)
     }
 
     /// Emits an event for this step.
     pub fn emit(&self, kind: EventKind) {
-        self.events.emit(Some(&self.step_id), kind);
+        self.events().emit(Some(&self.step_id), kind);
     }
 
     /// The output of this step's direct dependency `id`.
     pub fn dependency(&self, id: &str) -> Option<Arc<StepOutput>> {
-        self.inputs.dependency(&self.step_id, id)
+        self.inputs().dependency(&self.step_id, id)
     }
 
     /// The outputs of every step this one transitively depends on, dependencies before
     /// dependents, each with its step id.
     pub fn upstream(&self) -> Vec<(String, Arc<StepOutput>)> {
-        self.inputs.upstream(&self.step_id)
+        self.inputs().upstream(&self.step_id)
     }
 
     /// The first upstream output (nearest dependencies first) that `pick` accepts.

@@ -305,7 +305,7 @@ impl Module for EditModule {
             (Some(values), _) => parse_entries(values, &self.editor).map_err(|p| {
                 ModuleError::invalid_config(format!("step `{}`: {}", step.id, p.join("; ")))
             })?,
-            (None, Some(text)) => match (&self.instructions, &ctx.llm) {
+            (None, Some(text)) => match (&self.instructions, &ctx.llm()) {
                 (Some(hook), Some(_)) => hook.edits_for(text, ctx).await?,
                 (_, None) => {
                     return Err(ModuleError::invalid_config(format!(
@@ -332,19 +332,19 @@ impl Module for EditModule {
             block_on_secrets: cfg.block_on_secrets.unwrap_or(defaults.block_on_secrets),
             format: cfg.format.unwrap_or(defaults.format),
         });
-        let mut ws = Workspace::open(&ctx.workspace_root).map_err(|e| {
+        let mut ws = Workspace::open(ctx.workspace_root()).map_err(|e| {
             ModuleError::fatal(ErrorCategory::Io, format!("step `{}`: {e}", step.id))
         })?;
         if let Some(cap) = cfg.max_file_size {
             ws = ws.with_max_file_size(cap);
         }
-        if ctx.cancel.is_cancelled() {
+        if ctx.cancel().is_cancelled() {
             return Err(ModuleError::Cancelled);
         }
-        let events = Arc::clone(&ctx.events);
-        let step_id = ctx.step_id.clone();
-        let run_id = ctx.run_id.clone();
-        let dry_run = ctx.dry_run;
+        let events = Arc::clone(ctx.events());
+        let step_id = ctx.step_id().clone();
+        let run_id = ctx.run_id().clone();
+        let dry_run = ctx.dry_run();
         let work = tokio::task::spawn_blocking(move || {
             let emit = Emit::to(events.as_ref(), Some(&step_id));
             if dry_run {

@@ -121,7 +121,7 @@ impl Module for InspectModule {
         let config = StepConfig::from_step(step).map_err(ModuleError::invalid_config)?;
         let mut options = config.options();
         let (max_files, content_files) = (options.max_files, options.content_files);
-        let llm = ctx.llm.clone();
+        let llm = ctx.llm().cloned();
         if llm.is_some() {
             // The model chooses among more candidates than are returned; the file-found and
             // completed events wait for its choice.
@@ -129,14 +129,14 @@ impl Module for InspectModule {
             options.content_files = options.max_files;
         }
         let goal = match &step.description {
-            Some(d) => format!("{} {d}", ctx.goal),
-            None => ctx.goal.to_string(),
+            Some(d) => format!("{} {d}", ctx.goal()),
+            None => ctx.goal().to_string(),
         };
-        let root = ctx.workspace_root.to_path_buf();
-        let events = ctx.events.clone();
-        let cancel = ctx.cancel.clone();
-        let deadline = ctx.deadline;
-        let step_id = ctx.step_id.to_string();
+        let root = ctx.workspace_root().to_path_buf();
+        let events = ctx.events().clone();
+        let cancel = ctx.cancel().clone();
+        let deadline = ctx.deadline();
+        let step_id = ctx.step_id().to_string();
         let defer_results = llm.is_some();
         let total_bytes = Arc::new(AtomicU64::new(0));
         let bytes_seen = total_bytes.clone();
@@ -194,7 +194,9 @@ impl Module for InspectModule {
         }
         match result {
             Ok(r) => Ok(StepOutput::Inspection(r)),
-            Err(InspectError::Stopped) if ctx.cancel.is_cancelled() => Err(ModuleError::Cancelled),
+            Err(InspectError::Stopped) if ctx.cancel().is_cancelled() => {
+                Err(ModuleError::Cancelled)
+            }
             Err(e @ InspectError::Stopped) => Err(ModuleError::recoverable(
                 ErrorCategory::Timeout,
                 e.to_string(),

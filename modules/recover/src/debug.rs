@@ -77,8 +77,8 @@ impl DebugTests {
         }
         let mut user = format!(
             "Goal of the run: {}\n\nThe test step `{}` failed ({}): {}\n\nFailures:\n{}\n",
-            ctx.goal,
-            ctx.step_id,
+            ctx.goal(),
+            ctx.step_id(),
             input.classification.category,
             scrub(&input.failure.message),
             guard::untrusted("test-failures", &scrub(&failures))
@@ -131,7 +131,7 @@ impl DebugTests {
             }
         }
         let mut artifacts = Vec::new();
-        if let Ok(ws) = Workspace::open(&*ctx.workspace_root) {
+        if let Ok(ws) = Workspace::open(ctx.workspace_root()) {
             for (path, score) in paths {
                 if let Ok(Some(text)) = ws.read_text(&path) {
                     let mut a = Artifact::default();
@@ -157,10 +157,10 @@ impl DebugTests {
         entries: Vec<EditEntry>,
     ) -> Result<Vec<String>, Vec<String>> {
         let editor = self.editor.clone();
-        let root = ctx.workspace_root.clone();
-        let events = ctx.events.clone();
-        let step_id = ctx.step_id.clone();
-        let run_id = ctx.run_id.clone();
+        let root = ctx.workspace_root().clone();
+        let events = ctx.events().clone();
+        let step_id = ctx.step_id().clone();
+        let run_id = ctx.run_id().clone();
         let work = tokio::task::spawn_blocking(move || {
             let ws = Workspace::open(&*root).map_err(|e| vec![e.to_string()])?;
             let emit = Emit::to(events.as_ref(), Some(&step_id));
@@ -206,12 +206,12 @@ impl RepairStrategy for DebugTests {
                 input.classification.category,
                 ErrorCategory::TestFailure | ErrorCategory::CompileError
             )
-            && input.ctx.llm.is_some()
-            && !input.ctx.dry_run
+            && input.ctx.llm().is_some()
+            && !input.ctx.dry_run()
     }
 
     async fn decide(&self, input: &RepairInput<'_>) -> Option<RecoveryDecision> {
-        let llm = input.ctx.llm.as_ref()?;
+        let llm = input.ctx.llm()?;
         let model = preferred_model(input.step);
         let messages = vec![
             ChatMessage::system(guard::with_notice(DEBUG_SYSTEM)),

@@ -56,9 +56,9 @@ impl ModelEditor {
         let packed = context::reduce(&artifacts, self.context_tokens);
         let mut user = format!(
             "Goal of the run: {}\n\nYour task in this step: {instructions}\n",
-            ctx.goal
+            ctx.goal()
         );
-        if let Some(fb) = &ctx.feedback {
+        if let Some(fb) = &ctx.feedback() {
             user.push_str("\nThe previous attempt of this step failed; its output:\n");
             user.push_str(&guard::untrusted(
                 "previous-attempt",
@@ -88,7 +88,7 @@ impl ModelEditor {
     async fn rejections(&self, ctx: &StepContext, entries: &[EditEntry]) -> Vec<String> {
         let editor = self.editor.clone();
         let entries = entries.to_vec();
-        let root = ctx.workspace_root.clone();
+        let root = ctx.workspace_root().clone();
         let work = tokio::task::spawn_blocking(move || {
             let ws = Workspace::open(&*root).map_err(|e| vec![e.to_string()])?;
             let preview = editor.dry_run(&ws, &entries, &Emit::none());
@@ -138,12 +138,12 @@ impl InstructionEditor for ModelEditor {
         instructions: &str,
         ctx: &StepContext,
     ) -> Result<Vec<EditEntry>, ModuleError> {
-        let Some(llm) = ctx.llm.as_ref() else {
+        let Some(llm) = ctx.llm() else {
             return Err(ModuleError::fatal(
                 ErrorCategory::EnvironmentUnavailable,
                 format!(
                     "step `{}`: write edits from instructions: no model is configured",
-                    ctx.step_id
+                    ctx.step_id()
                 ),
             ));
         };

@@ -275,7 +275,7 @@ impl RecoverPolicy {
                 u64::try_from(s.started.elapsed().as_millis()).unwrap_or(u64::MAX),
             )
         });
-        if cfg.rollback_on_failure.unwrap_or(self.rollback_on_failure) && !ctx.dry_run {
+        if cfg.rollback_on_failure.unwrap_or(self.rollback_on_failure) && !ctx.dry_run() {
             rollback(ctx, &scrub(&failure.message));
         }
         ctx.emit(EventKind::RecoverResult {
@@ -288,7 +288,7 @@ impl RecoverPolicy {
 
     /// Ends the recovery of a retried step that succeeded or failed for good.
     fn finished(&self, ctx: &StepContext, success: bool) {
-        let key = (ctx.run_id.to_string(), ctx.step_id.to_string());
+        let key = (ctx.run_id().to_string(), ctx.step_id().to_string());
         if let Some(s) = self.lock_steps().remove(&key) {
             ctx.emit(EventKind::RecoverResult {
                 success,
@@ -301,10 +301,10 @@ impl RecoverPolicy {
 
 /// Rolls back every journaled edit of the run, announcing it.
 fn rollback(ctx: &StepContext, reason: &str) {
-    let Ok(ws) = Workspace::open(&*ctx.workspace_root) else {
+    let Ok(ws) = Workspace::open(ctx.workspace_root()) else {
         return;
     };
-    if let Ok(restored) = Journal::new(&ws).rollback_run(&ctx.run_id) {
+    if let Ok(restored) = Journal::new(&ws).rollback_run(ctx.run_id()) {
         let paths: Vec<String> = restored.into_iter().flat_map(|r| r.paths).collect();
         ctx.emit(EventKind::EditRolledBack {
             paths,
@@ -322,7 +322,7 @@ impl RecoveryPolicy for RecoverPolicy {
         attempt: u32,
         failure: &Failure,
     ) -> RecoveryDecision {
-        let key = (ctx.run_id.to_string(), step.id.clone());
+        let key = (ctx.run_id().to_string(), step.id.clone());
         let cfg = self.config(step).unwrap_or_default();
         let c = classify_error(failure);
         self.lock_steps()
@@ -339,7 +339,7 @@ impl RecoveryPolicy for RecoverPolicy {
             .runs
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .get(ctx.run_id.as_ref())
+            .get(ctx.run_id().as_ref())
             .unwrap_or(&0);
         let run_spent = self.budget.max_run_attempts.is_some_and(|m| run_used >= m);
         let final_error = scrub(&failure.message);
@@ -398,7 +398,7 @@ impl RecoveryPolicy for RecoverPolicy {
                 .runs
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
-                .entry(ctx.run_id.to_string())
+                .entry(ctx.run_id().to_string())
                 .or_insert(0) += 1;
             ctx.emit(EventKind::RecoverAttempt {
                 attempt: repairs,
@@ -470,14 +470,14 @@ impl Module for Recovering {
     }
     async fn run(&self, step: &PlanStep, ctx: &StepContext) -> Result<StepOutput, ModuleError> {
         let mut ctx = ctx.clone();
-        if let (Some(model), Some(llm)) = (preferred_model(step), ctx.llm.clone()) {
-            ctx.llm = Some(Arc::new(Prefer {
+        if let (Some(model), Some(llm)) = (preferred_model(step), ctx.llm().cloned()) {
+            ctx = ctx.with_llm(Some(Arc::new(Prefer {
                 inner: llm,
                 model: model.to_owned(),
-            }));
+            })));
         }
         let out = self.inner.run(&strip(step), &ctx).await;
-        if ctx.attempt > 1 {
+        if ctx.attempt() > 1 {
             match &out {
                 Ok(_) => self.policy.finished(&ctx, true),
                 // A retried attempt that fails for good never reaches the policy again.

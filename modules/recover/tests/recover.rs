@@ -564,7 +564,7 @@ impl Module for Flaky {
         "flaky"
     }
     async fn run(&self, _s: &PlanStep, ctx: &StepContext) -> Result<StepOutput, ModuleError> {
-        if ctx.attempt == 1 {
+        if ctx.attempt() == 1 {
             Err(ModuleError::recoverable(
                 ErrorCategory::Io,
                 "read failed: interrupted",

@@ -141,12 +141,12 @@ impl Module for ReportModule {
 
     async fn run(&self, step: &PlanStep, ctx: &StepContext) -> Result<StepOutput, ModuleError> {
         let cfg = config(step).map_err(ModuleError::invalid_config)?;
-        let mut b = ReportBuilder::for_run(&ctx.run_id, &ctx.goal, ctx.dry_run);
+        let mut b = ReportBuilder::for_run(ctx.run_id(), ctx.goal(), ctx.dry_run());
         for (id, out) in ctx.upstream() {
             b.record_output(&id, None, (*out).clone());
         }
         let report = b.finish();
-        if ctx.dry_run {
+        if ctx.dry_run() {
             ctx.emit(EventKind::ReportGenerated {
                 report_id: report.report_id.clone(),
                 format: "none (dry run)".into(),
@@ -156,9 +156,9 @@ impl Module for ReportModule {
         }
         let rel = match &cfg.output_dir {
             Some(d) => PathBuf::from(d),
-            None => Path::new(".nuvira").join("reports").join(&*ctx.run_id),
+            None => Path::new(".nuvira").join("reports").join(&**ctx.run_id()),
         };
-        let dir = ctx.workspace_root.join(&rel);
+        let dir = ctx.workspace_root().join(&rel);
         let io = |e: crate::ReportError| {
             ModuleError::fatal(nuvira_api::ErrorCategory::Io, format!("failed to {e}"))
         };
@@ -169,7 +169,7 @@ impl Module for ReportModule {
             })
         })?;
         // A symlinked output folder must not lead outside the workspace.
-        if let (Ok(root), Ok(real)) = (ctx.workspace_root.canonicalize(), dir.canonicalize())
+        if let (Ok(root), Ok(real)) = (ctx.workspace_root().canonicalize(), dir.canonicalize())
             && !real.starts_with(&root)
         {
             return Err(ModuleError::fatal(
@@ -184,7 +184,7 @@ impl Module for ReportModule {
         let written = write_reports(&report, &cfg.formats, &dir).map_err(io)?;
         for (format, path) in written {
             let shown = path
-                .strip_prefix(&ctx.workspace_root)
+                .strip_prefix(ctx.workspace_root())
                 .unwrap_or(&path)
                 .to_string_lossy()
                 .into_owned();

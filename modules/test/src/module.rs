@@ -256,7 +256,7 @@ impl TestModule {
         Self
     }
 
-    /// Runs the tests of `ctx.workspace_root` under `config` (what [`Module::run`] does after
+    /// Runs the tests of `ctx.workspace_root()` under `config` (what [`Module::run`] does after
     /// parsing the step's config; the CLI calls it directly).
     ///
     /// # Errors
@@ -266,7 +266,7 @@ impl TestModule {
         config: &TestConfig,
         ctx: &StepContext,
     ) -> Result<TestResult, ModuleError> {
-        let root = &ctx.workspace_root;
+        let root = &ctx.workspace_root();
         let runs = plan_runs(root, config)?;
         let selection = select(&config.sandbox, ctx).await?;
         tracing::info!("sandbox {}", selection.reason);
@@ -390,7 +390,7 @@ impl Module for ExecuteModule {
     async fn run(&self, step: &PlanStep, ctx: &StepContext) -> Result<StepOutput, ModuleError> {
         let (command, config) = Self::config(step).map_err(ModuleError::invalid_config)?;
         let selection = select(&config, ctx).await?;
-        let mut request = config.request(&ctx.workspace_root, command.clone());
+        let mut request = config.request(ctx.workspace_root(), command.clone());
         clamp_to_deadline(&mut request, ctx);
         let outcome = run_sandbox(&selection, &request, ctx).await?;
         let mut output = CommandOutput::default();
@@ -493,7 +493,7 @@ fn plan_runs(root: &Path, config: &TestConfig) -> Result<Vec<Detected>, ModuleEr
 }
 
 async fn select(config: &SandboxConfig, ctx: &StepContext) -> Result<Selection, ModuleError> {
-    if ctx.cancel.is_cancelled() {
+    if ctx.cancel().is_cancelled() {
         return Err(ModuleError::Cancelled);
     }
     if let Some(m) = config.mounts.iter().find(|m| !m.host.exists()) {
@@ -544,7 +544,7 @@ fn sandbox_error(err: SandboxError) -> ModuleError {
 }
 
 fn clamp_to_deadline(request: &mut SandboxRequest, ctx: &StepContext) {
-    if let Some(deadline) = ctx.deadline {
+    if let Some(deadline) = ctx.deadline() {
         let left = deadline.saturating_duration_since(Instant::now());
         if left < request.limits.timeout {
             request.limits.timeout = left.max(Duration::from_millis(1));
@@ -566,7 +566,7 @@ async fn run_sandbox(
     };
     selection
         .sandbox
-        .run_observed(request, ctx.cancel.as_ref(), &on_created)
+        .run_observed(request, ctx.cancel().as_ref(), &on_created)
         .await
         .map_err(sandbox_error)
 }
@@ -579,7 +579,7 @@ async fn run_one(
 ) -> Result<TestResult, ModuleError> {
     let mut request = config
         .sandbox
-        .request(&ctx.workspace_root, run.command.clone());
+        .request(ctx.workspace_root(), run.command.clone());
     request.dir.clone_from(&run.dir);
     request.collect.clone_from(&run.collect);
     for (k, v) in &run.env {
@@ -601,7 +601,7 @@ async fn run_one(
 
     // Parses, makes paths workspace-relative (reading go.mod from the host workspace, since the
     // sandbox copy may be gone), reports OOM kills, and fills duration, command and sandbox.
-    let mut result = parse::parse_outcome(run, &outcome, Some(&ctx.workspace_root));
+    let mut result = parse::parse_outcome(run, &outcome, Some(ctx.workspace_root()));
     result.framework = Some(run.name().to_owned());
     result.command = Some(command_line);
     Ok(result)

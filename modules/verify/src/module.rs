@@ -238,7 +238,7 @@ impl Module for VerifyModule {
             .iter()
             .filter_map(|(_, out)| match out.as_ref() {
                 StepOutput::Edit(r) => Some(r.preview.changes.iter().cloned()),
-                StepOutput::EditPreview(p) if ctx.dry_run => Some(p.changes.iter().cloned()),
+                StepOutput::EditPreview(p) if ctx.dry_run() => Some(p.changes.iter().cloned()),
                 _ => None,
             })
             .flatten()
@@ -247,18 +247,18 @@ impl Module for VerifyModule {
             StepOutput::Test(t) => Some(t.clone()),
             _ => None,
         });
-        let input = CheckInput::new(&ctx.workspace_root, &ctx.goal, ctx.cancel.as_ref())
+        let input = CheckInput::new(ctx.workspace_root(), ctx.goal(), ctx.cancel().as_ref())
             .with_changes(&changes)
             .with_test(test.as_ref())
-            .with_llm(ctx.llm.as_ref())
+            .with_llm(ctx.llm())
             .with_strictness(config.strictness)
-            .with_dry_run(ctx.dry_run);
+            .with_dry_run(ctx.dry_run());
         let emit = |kind| ctx.emit(kind);
         let result = self
             .verify(&config, &input, &emit)
             .await
             .map_err(|e| ModuleError::invalid_config(format!("step `{}`: {e}", step.id)))?;
-        if ctx.cancel.is_cancelled() {
+        if ctx.cancel().is_cancelled() {
             return Err(ModuleError::Cancelled);
         }
         if result.passed {

@@ -256,7 +256,7 @@ impl SwitchModel {
     /// The model to switch to: the first of the client's models that is not the current one,
     /// not already tried and whose breaker is not open.
     pub fn candidate(input: &RepairInput<'_>) -> Option<(String, String)> {
-        let llm = input.ctx.llm.as_ref()?;
+        let llm = input.ctx.llm()?;
         let current =
             preferred_model(input.step).map_or_else(|| llm.model().to_owned(), str::to_owned);
         let tried: Vec<String> = input
