@@ -54,7 +54,8 @@ impl std::fmt::Debug for EventBus {
     }
 }
 
-fn now_ms() -> u64 {
+/// Milliseconds since the Unix epoch, as events are stamped.
+pub fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
@@ -125,8 +126,22 @@ impl EventBus {
         if !self.is_observed() {
             return None;
         }
+        self.publish_at(now_ms(), make)
+    }
+
+    /// Like [`publish_with`](Self::publish_with), stamped with `ts` (milliseconds since the
+    /// Unix epoch, see [`now_ms`]) that the caller read once for a burst of events: the
+    /// scheduler stamps everything it emits while handling one finished step with one clock
+    /// read.
+    pub fn publish_at(
+        &self,
+        ts: u64,
+        make: impl FnOnce() -> (Option<Arc<str>>, EventKind),
+    ) -> Option<u64> {
+        if !self.is_observed() {
+            return None;
+        }
         let (step_id, kind) = make();
-        let ts = now_ms();
         let mut st = self.state();
         let seq = st.seq;
         st.seq += 1;
@@ -152,6 +167,14 @@ impl EventBus {
             }
         }
         Some(seq)
+    }
+
+    /// Makes room in the history for `additional` more events, so a run that knows how many
+    /// it will emit (the scheduler: about three per step) does not grow the history by copying.
+    pub fn reserve(&self, additional: usize) {
+        if let Some(h) = self.state().history.as_mut() {
+            h.reserve(additional);
+        }
     }
 
     /// The events emitted so far (empty without history).

@@ -387,6 +387,10 @@ struct Dispatcher {
     running_writers: Vec<usize>,
     in_flight: usize,
     tasks: JoinSet<Done>,
+    /// Module names handed to `step:started` events, by module address.
+    module_names: Vec<(usize, Arc<str>)>,
+    /// The timestamp of events emitted while handling one wake-up (one clock read for all).
+    now: Option<u64>,
 }
 
 impl Dispatcher {
@@ -418,6 +422,8 @@ impl Dispatcher {
             running_writers: Vec::new(),
             in_flight: 0,
             tasks: JoinSet::new(),
+            module_names: Vec::new(),
+            now: None,
         }
     }
 
@@ -432,6 +438,8 @@ impl Dispatcher {
                 dry_run: self.shared.opts.dry_run,
             },
         );
+        // Each step emits ready, started and an end event; the run emits one more.
+        self.bus.reserve(3 * self.remaining.len() + 1);
         for i in 0..self.remaining.len() {
             if self.remaining[i] == 0 {
                 self.make_ready(i);
@@ -456,7 +464,9 @@ impl Dispatcher {
             if self.in_flight == 0 {
                 break;
             }
-            match self.tasks.join_next().await {
+            let joined = self.tasks.join_next().await;
+            self.now = None;
+            match joined {
                 Some(Ok(done)) if done.idx == CANCELLED => {
                     was_cancelled = true;
                     break;
@@ -523,9 +533,11 @@ impl Dispatcher {
     }
 
     fn make_ready(&mut self, i: usize) {
-        let id = &self.shared.plan.ids[i];
-        self.bus
-            .publish_with(|| (Some(id.clone()), EventKind::StepReady));
+        if self.bus.is_observed() {
+            let ts = self.ts();
+            let id = self.shared.plan.ids[i].clone();
+            self.bus.publish_at(ts, || (Some(id), EventKind::StepReady));
+        }
         self.ready.push_back(i);
     }
 
@@ -558,18 +570,34 @@ impl Dispatcher {
         }
     }
 
+    /// The module name of step `idx`, shared: a run uses few modules (each registered under
+    /// one name), so events reuse one name per module, found by the module's address.
+    fn module_name(&mut self, idx: usize) -> Arc<str> {
+        let addr = Arc::as_ptr(&self.shared.modules[idx]).cast::<()>() as usize;
+        if let Some((_, known)) = self.module_names.iter().find(|(a, _)| *a == addr) {
+            return known.clone();
+        }
+        let known: Arc<str> = Arc::from(self.shared.step(idx).module.as_str());
+        self.module_names.push((addr, known.clone()));
+        known
+    }
+
+    /// The timestamp for events of the current wake-up.
+    fn ts(&mut self) -> u64 {
+        *self.now.get_or_insert_with(crate::events::now_ms)
+    }
+
     fn spawn(&mut self, idx: usize) {
-        let shared = self.shared.clone();
         self.outcomes[idx].status = StepStatus::Running;
-        self.bus.publish_with(|| {
-            (
-                Some(shared.plan.ids[idx].clone()),
-                EventKind::StepStarted {
-                    module: shared.step(idx).module.clone(),
-                    attempt: 1,
-                },
-            )
-        });
+        if self.bus.is_observed() {
+            let module = self.module_name(idx);
+            let ts = self.ts();
+            let id = self.shared.plan.ids[idx].clone();
+            self.bus.publish_at(ts, || {
+                (Some(id), EventKind::StepStarted { module, attempt: 1 })
+            });
+        }
+        let shared = self.shared.clone();
         self.in_flight += 1;
         // A panicking module must not take the run down: the panic becomes the step's failure.
         self.tasks.spawn(
@@ -595,19 +623,22 @@ impl Dispatcher {
         match done.failure {
             None => {
                 outcome.status = StepStatus::Succeeded;
-                let shared = &self.shared;
-                self.bus.publish_with(|| {
-                    (
-                        Some(shared.plan.ids[idx].clone()),
-                        EventKind::StepSucceeded {
-                            duration_ms: millis(done.duration),
-                            output: shared
-                                .outputs
-                                .get(idx)
-                                .map_or(StepOutput::Empty, |o| (*o).clone()),
-                        },
-                    )
-                });
+                if self.bus.is_observed() {
+                    let ts = self.ts();
+                    let shared = &self.shared;
+                    self.bus.publish_at(ts, || {
+                        (
+                            Some(shared.plan.ids[idx].clone()),
+                            EventKind::StepSucceeded {
+                                duration_ms: millis(done.duration),
+                                output: shared
+                                    .outputs
+                                    .get(idx)
+                                    .unwrap_or_else(|| EMPTY_OUTPUT.clone()),
+                            },
+                        )
+                    });
+                }
                 for c in 0..self.shared.plan.children[idx].len() {
                     let child = self.shared.plan.children[idx][c];
                     self.remaining[child] -= 1;
@@ -649,7 +680,7 @@ impl Dispatcher {
                 f.category,
                 f.message.clone(),
                 f.evidence.clone(),
-                f.output.as_deref().cloned(),
+                f.output.as_deref().cloned().map(Arc::new),
             ),
             None => (
                 ErrorCategory::Unknown,
@@ -658,7 +689,7 @@ impl Dispatcher {
                 None,
             ),
         };
-        outcome.output = output.clone().map(Arc::new);
+        outcome.output.clone_from(&output);
         let recoverable = err.is_recoverable();
         outcome.error = Some(err);
         self.bus.publish(
@@ -1029,7 +1060,7 @@ async fn run_split(
         shared.info.events.emit(
             Some(&sub.id),
             EventKind::StepStarted {
-                module: sub.module.clone(),
+                module: sub.module.as_str().into(),
                 attempt: 1,
             },
         );
@@ -1041,7 +1072,7 @@ async fn run_split(
                 outputs: shared.outputs.clone(),
                 idx,
             }));
-        match module.run(sub, &ctx).await {
+        match module.run(sub, &ctx).await.map(Arc::new) {
             Ok(out) => {
                 shared.info.events.emit(
                     Some(&sub.id),
@@ -1050,7 +1081,7 @@ async fn run_split(
                         output: out.clone(),
                     },
                 );
-                last = Some(Arc::new(out));
+                last = Some(out);
             }
             Err(err) => {
                 shared.info.events.emit(

@@ -507,7 +507,7 @@ async fn events_follow_the_lifecycle_and_carry_outputs() {
     );
     match &h[3].kind {
         EventKind::StepSucceeded { output, .. } => {
-            assert_eq!(output, &StepOutput::Value(json!("a")))
+            assert_eq!(**output, StepOutput::Value(json!("a")))
         }
         other => panic!("unexpected {other:?}"),
     }

@@ -77,7 +77,7 @@ pub enum EventKind {
     #[serde(rename = "step:started")]
     StepStarted {
         /// The module running it.
-        module: String,
+        module: Arc<str>,
         /// The attempt, from 1.
         attempt: u32,
     },
@@ -87,7 +87,7 @@ pub enum EventKind {
         /// How long it ran (last attempt).
         duration_ms: u64,
         /// What it produced.
-        output: StepOutput,
+        output: Arc<StepOutput>,
     },
     /// A step failed for good.
     #[serde(rename = "step:failed")]
@@ -105,7 +105,7 @@ pub enum EventKind {
         duration_ms: u64,
         /// What it produced before failing.
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        output: Option<StepOutput>,
+        output: Option<Arc<StepOutput>>,
     },
     /// A step will not run.
     #[serde(rename = "step:skipped")]

@@ -12,6 +12,7 @@ use nuvira_api::{
 use std::collections::{BTreeSet, HashMap};
 use std::io::BufRead;
 use std::path::Path;
+use std::sync::Arc;
 
 /// Folds a run's events, one at a time, into an [`ExecutionReport`].
 ///
@@ -295,13 +296,13 @@ impl ReportBuilder {
         }
     }
 
-    fn succeeded(&mut self, i: usize, duration_ms: u64, output: StepOutput) {
+    fn succeeded(&mut self, i: usize, duration_ms: u64, output: Arc<StepOutput>) {
         let live = self.take_live(i);
         let rec = &mut self.report.steps[i];
         rec.status = StepStatus::Succeeded;
         rec.duration_ms = Some(duration_ms);
         rec.attempts = rec.attempts.max(1);
-        absorb_output(rec, output);
+        absorb_output(rec, Arc::unwrap_or_clone(output));
         absorb_live(rec, live);
     }
 
@@ -312,7 +313,7 @@ impl ReportBuilder {
         message: String,
         evidence: Vec<String>,
         duration_ms: u64,
-        output: Option<StepOutput>,
+        output: Option<Arc<StepOutput>>,
     ) {
         let live = self.take_live(i);
         let rec = &mut self.report.steps[i];
@@ -322,7 +323,7 @@ impl ReportBuilder {
         rec.category = Some(category);
         rec.evidence = evidence;
         if let Some(out) = output {
-            absorb_output(rec, out);
+            absorb_output(rec, Arc::unwrap_or_clone(out));
         }
         absorb_live(rec, live);
         if !rec.findings.iter().any(|f| f.severity == Severity::Error) {

@@ -176,7 +176,7 @@ pub fn failing_run() -> Vec<Event> {
         Some("inspect"),
         EventKind::StepSucceeded {
             duration_ms: 94,
-            output: inspection(),
+            output: Arc::new(inspection()),
         },
     );
     s.started(96, "edit", "edit");
@@ -202,7 +202,7 @@ pub fn failing_run() -> Vec<Event> {
         Some("edit"),
         EventKind::StepSucceeded {
             duration_ms: 94,
-            output: edit_result(),
+            output: Arc::new(edit_result()),
         },
     );
     s.at(
@@ -215,7 +215,7 @@ pub fn failing_run() -> Vec<Event> {
             recoverable: false,
             evidence: vec!["src/lib.rs:9:17: MISSING }".into()],
             duration_ms: 104,
-            output: Some(docs_preview()),
+            output: Some(Arc::new(docs_preview())),
         },
     );
     s.at(
@@ -262,7 +262,7 @@ pub fn failing_run() -> Vec<Event> {
                 "cli::tests::help_mentions_load".into(),
             ],
             duration_ms: 1858,
-            output: Some(test_result()),
+            output: Some(Arc::new(test_result())),
         },
     );
     s.at(
@@ -310,7 +310,7 @@ pub fn passing_run() -> Vec<Event> {
         Some("inspect"),
         EventKind::StepSucceeded {
             duration_ms: 79,
-            output: inspection(),
+            output: Arc::new(inspection()),
         },
     );
     s.started(81, "edit", "edit");
@@ -329,7 +329,7 @@ pub fn passing_run() -> Vec<Event> {
         Some("edit"),
         EventKind::StepSucceeded {
             duration_ms: 69,
-            output: StepOutput::Edit(edit),
+            output: Arc::new(StepOutput::Edit(edit)),
         },
     );
     s.started(151, "test", "test");
@@ -344,7 +344,7 @@ pub fn passing_run() -> Vec<Event> {
         Some("test"),
         EventKind::StepSucceeded {
             duration_ms: 1749,
-            output: StepOutput::Test(t),
+            output: Arc::new(StepOutput::Test(t)),
         },
     );
     s.started(1901, "verify", "verify");
@@ -374,7 +374,7 @@ pub fn passing_run() -> Vec<Event> {
         Some("verify"),
         EventKind::StepSucceeded {
             duration_ms: 99,
-            output: StepOutput::Verification(v),
+            output: Arc::new(StepOutput::Verification(v)),
         },
     );
     s.started(2001, "report", "report");
@@ -383,7 +383,7 @@ pub fn passing_run() -> Vec<Event> {
         Some("report"),
         EventKind::StepSucceeded {
             duration_ms: 9,
-            output: StepOutput::Empty,
+            output: Arc::new(StepOutput::Empty),
         },
     );
     s.at(
@@ -486,7 +486,7 @@ pub fn large_run(events: usize) -> impl Iterator<Item = Event> {
                 Some(id),
                 EventKind::StepSucceeded {
                     duration_ms: 100,
-                    output: StepOutput::Test(t),
+                    output: Arc::new(StepOutput::Test(t)),
                 },
             ));
         } else {
@@ -515,7 +515,7 @@ pub fn large_run(events: usize) -> impl Iterator<Item = Event> {
                 Some(id),
                 EventKind::StepSucceeded {
                     duration_ms: 20,
-                    output: StepOutput::Edit(e),
+                    output: Arc::new(StepOutput::Edit(e)),
                 },
             ));
         }

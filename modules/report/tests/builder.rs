@@ -223,7 +223,7 @@ fn steps_added_at_run_time_are_appended_and_streamed_failures_do_not_double_coun
             recoverable: true,
             evidence: vec![],
             duration_ms: 5,
-            output: Some(nuvira_api::StepOutput::Test(t)),
+            output: Some(std::sync::Arc::new(nuvira_api::StepOutput::Test(t))),
         },
     ));
     let r = b.finish();
@@ -279,7 +279,7 @@ fn a_report_steps_own_report_is_not_nested_in_the_run_report() {
         if e.step_id.as_deref() == Some("report")
             && let EventKind::StepSucceeded { output, .. } = &mut e.kind
         {
-            *output = nuvira_api::StepOutput::Report(Box::new(inner.clone()));
+            *output = std::sync::Arc::new(nuvira_api::StepOutput::Report(Box::new(inner.clone())));
         }
     }
     let r = live(&events);

@@ -95,9 +95,9 @@ fn markdown_fences_outlast_backticks_in_the_output() {
     let mut events = sample::failing_run();
     for e in &mut events {
         if let nuvira_api::EventKind::StepFailed {
-            output: Some(nuvira_api::StepOutput::Test(t)),
-            ..
+            output: Some(out), ..
         } = &mut e.kind
+            && let nuvira_api::StepOutput::Test(t) = std::sync::Arc::make_mut(out)
         {
             t.failures[0].output = "```\n## not a heading\n````\n".into();
         }

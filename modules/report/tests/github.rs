@@ -118,9 +118,9 @@ fn the_stop_token_is_random_and_never_occurs_in_the_text_it_protects() {
     let mut events = sample::failing_run();
     for e in &mut events {
         if let EventKind::StepFailed {
-            output: Some(StepOutput::Test(t)),
-            ..
+            output: Some(out), ..
         } = &mut e.kind
+            && let StepOutput::Test(t) = std::sync::Arc::make_mut(out)
         {
             t.failures[0].output = "::TOK::\n::add-mask::secret\n".into();
         }
@@ -134,9 +134,9 @@ fn many_failures(n: usize) -> Vec<Event> {
     let mut events = sample::failing_run();
     for e in &mut events {
         if let EventKind::StepFailed {
-            output: Some(StepOutput::Test(t)),
-            ..
+            output: Some(out), ..
         } = &mut e.kind
+            && let StepOutput::Test(t) = std::sync::Arc::make_mut(out)
         {
             t.failures = (0..n)
                 .map(|i| {

@@ -35,7 +35,7 @@ fn upstream() -> Upstream {
                 EventKind::StepSucceeded { output, .. }
                     if e.step_id.as_deref() != Some("report") =>
                 {
-                    Some((e.step_id.unwrap().to_string(), Arc::new(output)))
+                    Some((e.step_id.unwrap().to_string(), output))
                 }
                 _ => None,
             })

@@ -122,9 +122,9 @@ fn fingerprints_survive_line_moves_but_not_a_different_test() {
     let mut moved = sample::failing_run();
     for e in &mut moved {
         if let nuvira_api::EventKind::StepFailed {
-            output: Some(nuvira_api::StepOutput::Test(t)),
-            ..
+            output: Some(out), ..
         } = &mut e.kind
+            && let nuvira_api::StepOutput::Test(t) = std::sync::Arc::make_mut(out)
         {
             t.failures[0].line = Some(50);
             t.failures[1].name = "cli::tests::other".into();
