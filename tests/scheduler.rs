@@ -678,3 +678,180 @@ async fn split_task_runs_validated_sub_steps_in_place_and_bypass_lets_dependents
     assert_eq!(st("after_broken"), StepStatus::Skipped);
     assert_eq!(summary.status, RunStatus::Failed);
 }
+
+/// A module for the dispatcher's inline path: `{"do": "cancel" | "notify" | "check"}` cancels
+/// the run, wakes a waiting task, or fails unless that task has run.
+struct Probe {
+    cancel: tokio_util::sync::CancellationToken,
+    notify: Arc<Notify>,
+    side_ran: Arc<std::sync::atomic::AtomicBool>,
+}
+
+#[async_trait]
+impl Module for Probe {
+    fn name(&self) -> &str {
+        "probe"
+    }
+    fn write_set(&self, _step: &PlanStep) -> WriteSet {
+        WriteSet::ReadOnly
+    }
+    async fn run(&self, step: &PlanStep, _ctx: &StepContext) -> Result<StepOutput, ModuleError> {
+        match step.config_value("do").and_then(|v| v.as_str()) {
+            Some("cancel") => self.cancel.cancel(),
+            Some("notify") => self.notify.notify_one(),
+            Some("check") if !self.side_ran.load(Ordering::SeqCst) => {
+                return Err(ModuleError::fatal(
+                    ErrorCategory::Unknown,
+                    "the waiting task never ran during the chain",
+                ));
+            }
+            _ => {}
+        }
+        Ok(StepOutput::Empty)
+    }
+}
+
+fn probe_chain(n: usize, special: &[(usize, &str)]) -> ExecutionPlan {
+    let steps = (0..n)
+        .map(|i| {
+            let what = special
+                .iter()
+                .find(|(at, _)| *at == i)
+                .map_or("ok", |(_, w)| *w);
+            let s = PlanStep::new(format!("p{i}"), "probe").with_config(json!({ "do": what }));
+            if i == 0 {
+                s
+            } else {
+                s.depends_on([format!("p{}", i - 1)])
+            }
+        })
+        .collect();
+    ExecutionPlan {
+        goal: "test".into(),
+        outputs: Some(vec![format!("p{}", n - 1)]),
+        steps,
+        ..Default::default()
+    }
+}
+
+fn probe_engine(
+    settings: &RunSettings,
+) -> (Engine, Arc<Notify>, Arc<std::sync::atomic::AtomicBool>) {
+    let notify = Arc::new(Notify::new());
+    let side_ran = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let engine = Engine::builder()
+        .module(Arc::new(Probe {
+            cancel: settings.cancel.clone(),
+            notify: notify.clone(),
+            side_ran: side_ran.clone(),
+        }))
+        .max_parallel(4)
+        .build();
+    (engine, notify, side_ran)
+}
+
+/// A chain of steps that finish on their first poll runs in the dispatcher without tasks; a
+/// cancellation in the middle of it still stops the chain at once.
+#[tokio::test]
+async fn cancelling_inside_a_chain_of_instant_steps_stops_it() {
+    let settings = RunSettings::default();
+    let (engine, _, _) = probe_engine(&settings);
+    let summary = within(engine.run(
+        probe_chain(200, &[(50, "cancel")]),
+        EventBus::new("r"),
+        settings,
+    ))
+    .await
+    .unwrap();
+    assert_eq!(summary.status, RunStatus::Cancelled);
+    assert_eq!(summary.step("p50").unwrap().status, StepStatus::Succeeded);
+    assert_eq!(summary.step("p51").unwrap().status, StepStatus::Skipped);
+    assert_eq!(summary.count(StepStatus::Succeeded), 51);
+}
+
+/// The dispatcher gives the worker back while it runs a long chain inline: on a one-thread
+/// runtime, a task woken early in the chain runs before the chain ends.
+#[tokio::test(flavor = "current_thread")]
+async fn a_long_inline_chain_lets_other_tasks_run() {
+    let settings = RunSettings::default();
+    let (engine, notify, side_ran) = probe_engine(&settings);
+    let side = {
+        let (notify, side_ran) = (notify.clone(), side_ran.clone());
+        tokio::spawn(async move {
+            notify.notified().await;
+            side_ran.store(true, Ordering::SeqCst);
+        })
+    };
+    let summary = within(engine.run(
+        probe_chain(2000, &[(10, "notify"), (1999, "check")]),
+        EventBus::new("r"),
+        settings,
+    ))
+    .await
+    .unwrap();
+    side.await.unwrap();
+    assert_eq!(
+        summary.status,
+        RunStatus::Succeeded,
+        "{:?}",
+        summary.step("p1999")
+    );
+}
+
+/// A step that is not done at its first (inline) poll moves to a task and is polled there
+/// with the task's waker: its timer still ends it, and the failure and skips are exact.
+#[tokio::test(start_paused = true)]
+async fn a_chain_step_that_waits_moves_to_a_task_and_its_timeout_still_fires() {
+    let m = Arc::new(Scripted::default());
+    let mut slow = step("slow", &["first"], "hang");
+    slow.timeout = Some(Duration::from_secs(5));
+    let steps = vec![
+        step("first", &[], "ok"),
+        slow,
+        step("after", &["slow"], "ok"),
+    ];
+    let summary =
+        within(engine(&m, 4).run(plan(steps), EventBus::new("r"), RunSettings::default()))
+            .await
+            .unwrap();
+    assert_eq!(summary.step("first").unwrap().status, StepStatus::Succeeded);
+    let slow = summary.step("slow").unwrap();
+    assert_eq!(slow.status, StepStatus::Failed);
+    assert!(
+        slow.error
+            .as_ref()
+            .unwrap()
+            .to_string()
+            .contains("timed out"),
+        "{:?}",
+        slow.error
+    );
+    assert_eq!(summary.step("after").unwrap().status, StepStatus::Skipped);
+    assert_eq!(m.dropped.load(Ordering::SeqCst), 2);
+}
+
+/// A module that panics while the dispatcher polls it inline fails its step like any panic.
+#[tokio::test]
+async fn a_panic_in_an_inline_step_fails_the_step_and_skips_its_dependents() {
+    let m = Arc::new(Scripted::default());
+    let steps = vec![
+        step("a", &[], "ok"),
+        step("boom", &["a"], "panic"),
+        step("c", &["boom"], "ok"),
+    ];
+    let summary = engine(&m, 4)
+        .run(plan(steps), EventBus::new("r"), RunSettings::default())
+        .await
+        .unwrap();
+    let boom = summary.step("boom").unwrap();
+    assert_eq!(boom.status, StepStatus::Failed);
+    assert!(
+        boom.error
+            .as_ref()
+            .unwrap()
+            .to_string()
+            .contains("panicked")
+    );
+    assert_eq!(summary.step("c").unwrap().status, StepStatus::Skipped);
+    assert_eq!(summary.status, RunStatus::Failed);
+}
