@@ -6,7 +6,7 @@
 //! lock that appends to the history and sends to consumers, so every consumer sees the same
 //! order without gaps.
 
-use nuvira_api::{Event, EventKind, EventSink};
+use nuvira_api::{Event, EventKind, EventSink, StepOutput};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -35,15 +35,108 @@ struct State {
     consumers: Vec<UnboundedSender<Arc<Event>>>,
 }
 
-/// A history entry: kept inline while nobody subscribes (no allocation per event), shared with
-/// the consumers' copies once someone does.
-#[allow(
-    clippy::large_enum_variant,
-    reason = "inline storage is the point: boxing the event is the allocation we avoid"
-)]
+/// A history entry. Once someone subscribes, the history shares the consumers' events. Until
+/// then it keeps events by value and compactly: the run id and the sequence number are implied
+/// (the bus's run, the entry's position), and the three events every step emits (ready,
+/// started, succeeded) are stored inline in a few words, without an allocation. Other events
+/// are boxed. [`EventBus::history`] rebuilds whole events.
 enum Stored {
-    Owned(Event),
+    Step {
+        ts: u64,
+        step: Arc<str>,
+        what: Lifecycle,
+    },
+    Other(Box<Unshared>),
     Shared(Arc<Event>),
+}
+
+/// The events every step emits on its way, for [`EventBus::publish_step`]: `step:ready`,
+/// `step:started` and `step:succeeded`.
+#[derive(Debug, Clone)]
+pub enum Lifecycle {
+    /// `step:ready`.
+    Ready,
+    /// `step:started`.
+    Started {
+        /// The module running the step.
+        module: Arc<str>,
+        /// The attempt, from 1.
+        attempt: u32,
+    },
+    /// `step:succeeded`.
+    Succeeded {
+        /// How long the step ran.
+        duration_ms: u64,
+        /// What it produced.
+        output: Arc<StepOutput>,
+    },
+}
+
+impl Lifecycle {
+    fn into_kind(self) -> EventKind {
+        match self {
+            Self::Ready => EventKind::StepReady,
+            Self::Started { module, attempt } => EventKind::StepStarted { module, attempt },
+            Self::Succeeded {
+                duration_ms,
+                output,
+            } => EventKind::StepSucceeded {
+                duration_ms,
+                output,
+            },
+        }
+    }
+}
+
+/// Any other event nobody shared yet.
+struct Unshared {
+    ts: u64,
+    step_id: Option<Arc<str>>,
+    kind: EventKind,
+}
+
+impl Stored {
+    fn new(ts: u64, step_id: Option<Arc<str>>, kind: EventKind) -> Self {
+        let (step, what) = match (step_id, kind) {
+            (Some(step), EventKind::StepReady) => (step, Lifecycle::Ready),
+            (Some(step), EventKind::StepStarted { module, attempt }) => {
+                (step, Lifecycle::Started { module, attempt })
+            }
+            (
+                Some(step),
+                EventKind::StepSucceeded {
+                    duration_ms,
+                    output,
+                },
+            ) => (
+                step,
+                Lifecycle::Succeeded {
+                    duration_ms,
+                    output,
+                },
+            ),
+            (step_id, kind) => {
+                return Self::Other(Box::new(Unshared { ts, step_id, kind }));
+            }
+        };
+        Self::Step { ts, step, what }
+    }
+
+    /// The whole event at position `seq` of the history of run `run_id`.
+    fn event(&self, seq: u64, run_id: &Arc<str>) -> Arc<Event> {
+        let (ts, step_id, kind) = match self {
+            Self::Shared(e) => return e.clone(),
+            Self::Other(o) => (o.ts, o.step_id.clone(), o.kind.clone()),
+            Self::Step { ts, step, what } => (*ts, Some(step.clone()), what.clone().into_kind()),
+        };
+        Arc::new(Event {
+            seq,
+            ts,
+            run_id: run_id.clone(),
+            step_id,
+            kind,
+        })
+    }
 }
 
 impl std::fmt::Debug for EventBus {
@@ -145,28 +238,107 @@ impl EventBus {
         let mut st = self.state();
         let seq = st.seq;
         st.seq += 1;
-        let event = Event {
-            seq,
-            ts,
-            run_id: self.inner.run_id.clone(),
-            step_id,
-            kind,
-        };
         let State {
             consumers, history, ..
         } = &mut *st;
         if consumers.is_empty() {
             if let Some(h) = history.as_mut() {
-                h.push(Stored::Owned(event));
+                h.push(Stored::new(ts, step_id, kind));
             }
         } else {
-            let event = Arc::new(event);
+            let event = Arc::new(Event {
+                seq,
+                ts,
+                run_id: self.inner.run_id.clone(),
+                step_id,
+                kind,
+            });
             consumers.retain(|c| c.send(event.clone()).is_ok());
             if let Some(h) = history.as_mut() {
                 h.push(Stored::Shared(event));
             }
         }
         Some(seq)
+    }
+
+    /// Emits a step's lifecycle event (see [`publish_at`](Self::publish_at) for `ts`). The
+    /// same as publishing the matching [`EventKind`], only cheaper: the scheduler emits three
+    /// of these per step, and while nobody subscribes the history keeps them in a few words.
+    pub fn publish_step(
+        &self,
+        ts: u64,
+        step: &Arc<str>,
+        what: impl FnOnce() -> Lifecycle,
+    ) -> Option<u64> {
+        if !self.is_observed() {
+            return None;
+        }
+        let what = what();
+        let mut st = self.state();
+        let seq = st.seq;
+        st.seq += 1;
+        let State {
+            consumers, history, ..
+        } = &mut *st;
+        if consumers.is_empty() {
+            if let Some(h) = history.as_mut() {
+                h.push(Stored::Step {
+                    ts,
+                    step: step.clone(),
+                    what,
+                });
+            }
+        } else {
+            let event = Arc::new(Event {
+                seq,
+                ts,
+                run_id: self.inner.run_id.clone(),
+                step_id: Some(step.clone()),
+                kind: what.into_kind(),
+            });
+            consumers.retain(|c| c.send(event.clone()).is_ok());
+            if let Some(h) = history.as_mut() {
+                h.push(Stored::Shared(event));
+            }
+        }
+        Some(seq)
+    }
+
+    /// Emits a burst of lifecycle events in order, all stamped `ts`, under one lock (see
+    /// [`publish_step`](Self::publish_step)); `events` is left empty. The scheduler collects
+    /// what it emits while handling one wake-up and publishes it here before any step it
+    /// starts can run, so the order consumers see is the order of what happened.
+    pub fn publish_steps(&self, ts: u64, events: &mut Vec<(Arc<str>, Lifecycle)>) {
+        if !self.is_observed() {
+            events.clear();
+            return;
+        }
+        let mut st = self.state();
+        let State {
+            seq,
+            consumers,
+            history,
+        } = &mut *st;
+        for (step, what) in events.drain(..) {
+            if consumers.is_empty() {
+                if let Some(h) = history.as_mut() {
+                    h.push(Stored::Step { ts, step, what });
+                }
+            } else {
+                let event = Arc::new(Event {
+                    seq: *seq,
+                    ts,
+                    run_id: self.inner.run_id.clone(),
+                    step_id: Some(step),
+                    kind: what.into_kind(),
+                });
+                consumers.retain(|c| c.send(event.clone()).is_ok());
+                if let Some(h) = history.as_mut() {
+                    h.push(Stored::Shared(event));
+                }
+            }
+            *seq += 1;
+        }
     }
 
     /// Makes room in the history for `additional` more events, so a run that knows how many
@@ -183,11 +355,9 @@ impl EventBus {
             .history
             .as_ref()
             .map(|h| {
-                h.iter()
-                    .map(|e| match e {
-                        Stored::Owned(e) => Arc::new(e.clone()),
-                        Stored::Shared(e) => e.clone(),
-                    })
+                (0u64..)
+                    .zip(h)
+                    .map(|(seq, e)| e.event(seq, &self.inner.run_id))
                     .collect()
             })
             .unwrap_or_default()
@@ -401,5 +571,85 @@ mod tests {
         .unwrap();
         let err = read_jsonl(&path).unwrap_err();
         assert!(err.contains("e.jsonl:2:"), "{err}");
+    }
+}
+
+#[cfg(test)]
+mod compact_history_tests {
+    use super::*;
+
+    /// Lifecycle events kept compactly come back from `history` exactly as published, in order,
+    /// mixed with other events, however they were published.
+    #[test]
+    fn compact_history_rebuilds_every_event_exactly() {
+        let bus = EventBus::new("r9");
+        let a: Arc<str> = Arc::from("a");
+        let output = Arc::new(StepOutput::Value(serde_json::json!({"n": 1})));
+        bus.publish(None, EventKind::RunCancelled { reason: "x".into() });
+        bus.publish_step(10, &a, || Lifecycle::Ready);
+        let mut burst = vec![
+            (
+                a.clone(),
+                Lifecycle::Started {
+                    module: "m".into(),
+                    attempt: 2,
+                },
+            ),
+            (
+                a.clone(),
+                Lifecycle::Succeeded {
+                    duration_ms: 7,
+                    output: output.clone(),
+                },
+            ),
+        ];
+        bus.publish_steps(11, &mut burst);
+        assert!(burst.is_empty());
+        bus.publish(Some(a.clone()), EventKind::StepReady);
+        let h = bus.history();
+        let got: Vec<(u64, Option<&str>, &EventKind)> = h
+            .iter()
+            .map(|e| (e.seq, e.step_id.as_deref(), &e.kind))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (0, None, &EventKind::RunCancelled { reason: "x".into() }),
+                (1, Some("a"), &EventKind::StepReady),
+                (
+                    2,
+                    Some("a"),
+                    &EventKind::StepStarted {
+                        module: "m".into(),
+                        attempt: 2
+                    }
+                ),
+                (
+                    3,
+                    Some("a"),
+                    &EventKind::StepSucceeded {
+                        duration_ms: 7,
+                        output: output.clone(),
+                    }
+                ),
+                (4, Some("a"), &EventKind::StepReady),
+            ]
+        );
+        assert_eq!((h[1].ts, h[2].ts, h[3].ts), (10, 11, 11));
+        assert!(h.iter().all(|e| &*e.run_id == "r9"));
+        assert_eq!(bus.len(), 5);
+    }
+
+    #[test]
+    fn an_unobserved_bus_numbers_nothing_and_empties_the_burst() {
+        let bus = EventBus::with_history("r", false);
+        let mut burst = vec![(Arc::from("a"), Lifecycle::Ready)];
+        bus.publish_steps(1, &mut burst);
+        assert!(burst.is_empty());
+        assert_eq!(
+            bus.publish_step(1, &Arc::from("a"), || Lifecycle::Ready),
+            None
+        );
+        assert!(bus.is_empty());
     }
 }

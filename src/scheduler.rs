@@ -29,7 +29,7 @@
 //! such a chain the dispatcher still checks for cancellation after every step and yields to the
 //! runtime when tokio's cooperative budget runs out.
 
-use crate::events::EventBus;
+use crate::events::{EventBus, Lifecycle};
 use crate::validate::ValidatedPlan;
 use futures::FutureExt;
 use nuvira_api::{
@@ -397,8 +397,10 @@ struct Dispatcher {
     tasks: JoinSet<Done>,
     /// Module names handed to `step:started` events, by module address.
     module_names: Vec<(usize, Arc<str>)>,
-    /// The timestamp of events emitted while handling one wake-up (one clock read for all).
-    now: Option<u64>,
+    /// Lifecycle events noted while handling one wake-up, published together by `flush`.
+    pending: Vec<(Arc<str>, Lifecycle)>,
+    /// Steps `launch` is starting (kept to reuse its buffer).
+    to_start: Vec<usize>,
     /// A step that finished on its first poll, in the dispatcher (see `run_inline_first`).
     inline_done: Option<Done>,
 }
@@ -433,7 +435,8 @@ impl Dispatcher {
             in_flight: 0,
             tasks: JoinSet::new(),
             module_names: Vec::new(),
-            now: None,
+            pending: Vec::new(),
+            to_start: Vec::new(),
             inline_done: None,
         }
     }
@@ -441,7 +444,7 @@ impl Dispatcher {
     async fn run(mut self) -> RunSummary {
         let started = Instant::now();
         let max_parallel = self.shared.opts.max_parallel.max(1);
-        self.bus.publish(
+        self.publish(
             None,
             EventKind::RunStarted {
                 plan: self.shared.plan.plan.clone(),
@@ -481,14 +484,12 @@ impl Dispatcher {
                     break;
                 }
                 tokio::task::consume_budget().await;
-                self.now = None;
                 continue;
             }
             if self.in_flight == 0 {
                 break;
             }
             let joined = self.tasks.join_next().await;
-            self.now = None;
             match joined {
                 Some(Ok(done)) if done.idx == CANCELLED => {
                     was_cancelled = true;
@@ -533,7 +534,7 @@ impl Dispatcher {
             }
         }
         let duration = started.elapsed();
-        self.bus.publish(
+        self.publish(
             None,
             EventKind::RunCompleted {
                 status,
@@ -557,9 +558,7 @@ impl Dispatcher {
 
     fn make_ready(&mut self, i: usize) {
         if self.bus.is_observed() {
-            let ts = self.ts();
-            let id = self.shared.plan.ids[i].clone();
-            self.bus.publish_at(ts, || (Some(id), EventKind::StepReady));
+            self.note(i, Lifecycle::Ready);
         }
         self.ready.push_back(i);
     }
@@ -573,12 +572,15 @@ impl Dispatcher {
                 .any(|&r| self.write_sets[r].conflicts(ws))
     }
 
+    /// Starts ready steps up to the cap. Their `step:started` events, with whatever else this
+    /// wake-up noted, are published before any of them can run.
     fn launch(&mut self, max_parallel: usize) {
         if self.in_flight == 0 && self.ready.is_empty() && !self.deferred.is_empty() {
             // Nothing runs, so nothing can conflict any more.
             self.ready.extend(self.deferred.drain(..));
         }
-        while self.in_flight < max_parallel {
+        let mut start = std::mem::take(&mut self.to_start);
+        while self.in_flight + start.len() < max_parallel {
             let Some(i) = self.ready.pop_front() else {
                 break;
             };
@@ -589,8 +591,38 @@ impl Dispatcher {
             if !matches!(self.write_sets[i], WriteSet::ReadOnly) {
                 self.running_writers.push(i);
             }
-            self.spawn(i);
+            self.outcomes[i].status = StepStatus::Running;
+            if self.bus.is_observed() {
+                let module = self.module_name(i);
+                self.note(i, Lifecycle::Started { module, attempt: 1 });
+            }
+            start.push(i);
         }
+        self.flush();
+        let alone = self.in_flight == 0 && start.len() == 1 && self.ready.is_empty();
+        for i in start.drain(..) {
+            self.spawn(i, alone);
+        }
+        self.to_start = start;
+    }
+
+    /// Notes a lifecycle event of step `idx`, published with the wake-up's others.
+    fn note(&mut self, idx: usize, what: Lifecycle) {
+        self.pending.push((self.shared.plan.ids[idx].clone(), what));
+    }
+
+    /// Publishes the noted lifecycle events, stamped with one clock read, under one lock.
+    fn flush(&mut self) {
+        if !self.pending.is_empty() {
+            self.bus
+                .publish_steps(crate::events::now_ms(), &mut self.pending);
+        }
+    }
+
+    /// Publishes any other event, after the noted ones, so the order stays what happened.
+    fn publish(&mut self, step: Option<Arc<str>>, kind: EventKind) {
+        self.flush();
+        self.bus.publish(step, kind);
     }
 
     /// The module name of step `idx`, shared: a run uses few modules (each registered under
@@ -605,24 +637,11 @@ impl Dispatcher {
         known
     }
 
-    /// The timestamp for events of the current wake-up.
-    fn ts(&mut self) -> u64 {
-        *self.now.get_or_insert_with(crate::events::now_ms)
-    }
-
-    fn spawn(&mut self, idx: usize) {
-        self.outcomes[idx].status = StepStatus::Running;
-        if self.bus.is_observed() {
-            let module = self.module_name(idx);
-            let ts = self.ts();
-            let id = self.shared.plan.ids[idx].clone();
-            self.bus.publish_at(ts, || {
-                (Some(id), EventKind::StepStarted { module, attempt: 1 })
-            });
-        }
+    /// Gives step `idx` a task; `alone`: it is the only runnable work (see `run_inline_first`).
+    fn spawn(&mut self, idx: usize, alone: bool) {
         let shared = self.shared.clone();
         self.in_flight += 1;
-        if self.in_flight == 1 && self.ready.is_empty() {
+        if alone {
             self.run_inline_first(shared, idx);
             return;
         }
@@ -678,20 +697,18 @@ impl Dispatcher {
             None => {
                 outcome.status = StepStatus::Succeeded;
                 if self.bus.is_observed() {
-                    let ts = self.ts();
-                    let shared = &self.shared;
-                    self.bus.publish_at(ts, || {
-                        (
-                            Some(shared.plan.ids[idx].clone()),
-                            EventKind::StepSucceeded {
-                                duration_ms: millis(done.duration),
-                                output: shared
-                                    .outputs
-                                    .get(idx)
-                                    .unwrap_or_else(|| EMPTY_OUTPUT.clone()),
-                            },
-                        )
-                    });
+                    let output = self
+                        .shared
+                        .outputs
+                        .get(idx)
+                        .unwrap_or_else(|| EMPTY_OUTPUT.clone());
+                    self.note(
+                        idx,
+                        Lifecycle::Succeeded {
+                            duration_ms: millis(done.duration),
+                            output,
+                        },
+                    );
                 }
                 for c in 0..self.shared.plan.children[idx].len() {
                     let child = self.shared.plan.children[idx][c];
@@ -746,7 +763,7 @@ impl Dispatcher {
         outcome.output.clone_from(&output);
         let recoverable = err.is_recoverable();
         outcome.error = Some(err);
-        self.bus.publish(
+        self.publish(
             Some(id.clone()),
             EventKind::StepFailed {
                 category,
@@ -780,7 +797,7 @@ impl Dispatcher {
                 };
                 self.outcomes[child].status = StepStatus::Skipped;
                 self.outcomes[child].skip_reason = Some(reason.clone());
-                self.bus.publish(
+                self.publish(
                     Some(self.shared.plan.ids[child].clone()),
                     EventKind::StepSkipped {
                         reason,
@@ -795,7 +812,7 @@ impl Dispatcher {
     }
 
     async fn cancel_all(&mut self) {
-        self.bus.publish(
+        self.publish(
             None,
             EventKind::RunCancelled {
                 reason: "the run was cancelled".into(),
@@ -815,7 +832,7 @@ impl Dispatcher {
                 self.in_flight -= 1;
                 self.outcomes[i].status = StepStatus::Failed;
                 self.outcomes[i].error = Some(ModuleError::Cancelled);
-                self.bus.publish(
+                self.publish(
                     Some(self.shared.plan.ids[i].clone()),
                     EventKind::StepFailed {
                         category: ErrorCategory::Unknown,
@@ -832,7 +849,7 @@ impl Dispatcher {
             if self.outcomes[i].status == StepStatus::Pending {
                 self.outcomes[i].status = StepStatus::Skipped;
                 self.outcomes[i].skip_reason = Some("the run was cancelled".into());
-                self.bus.publish(
+                self.publish(
                     Some(self.shared.plan.ids[i].clone()),
                     EventKind::StepSkipped {
                         reason: "the run was cancelled".into(),

@@ -855,3 +855,106 @@ async fn a_panic_in_an_inline_step_fails_the_step_and_skips_its_dependents() {
     assert_eq!(summary.step("c").unwrap().status, StepStatus::Skipped);
     assert_eq!(summary.status, RunStatus::Failed);
 }
+
+/// A module that reports one event of its own while it runs, after yielding once, so it runs
+/// in a task even when it is the only runnable step.
+struct Emitter;
+
+#[async_trait]
+impl Module for Emitter {
+    fn name(&self) -> &str {
+        "emitter"
+    }
+    fn write_set(&self, _s: &PlanStep) -> WriteSet {
+        WriteSet::ReadOnly
+    }
+    async fn run(&self, step: &PlanStep, ctx: &StepContext) -> Result<StepOutput, ModuleError> {
+        ctx.emit(EventKind::InspectScanning {
+            path: step.id.clone(),
+        });
+        tokio::task::yield_now().await;
+        Ok(StepOutput::Value(json!(step.id)))
+    }
+}
+
+/// Checks the order a consumer must be able to rely on: numbered from 0 without gaps, the run
+/// framed by run:started and run:completed, and for every step ready < started < its own
+/// events < succeeded, with a dependency's success before its dependent is ready.
+fn assert_causal_order(events: &[Arc<nuvira_api::Event>], plan: &ExecutionPlan) {
+    assert!(events.iter().enumerate().all(|(i, e)| e.seq == i as u64));
+    assert_eq!(events.first().unwrap().kind.name(), "run:started");
+    assert_eq!(events.last().unwrap().kind.name(), "run:completed");
+    let at = |step: &str, name: &str| {
+        events
+            .iter()
+            .position(|e| e.step_id.as_deref() == Some(step) && e.kind.name() == name)
+            .unwrap_or_else(|| panic!("no {name} for {step}"))
+    };
+    for s in &plan.steps {
+        let (ready, started) = (at(&s.id, "step:ready"), at(&s.id, "step:started"));
+        let (own, done) = (at(&s.id, "inspect:scanning"), at(&s.id, "step:succeeded"));
+        assert!(ready < started && started < own && own < done, "{}", s.id);
+        for d in &s.depends_on {
+            assert!(at(d, "step:succeeded") < ready, "{d} before {}", s.id);
+        }
+    }
+}
+
+/// Lifecycle events are published in bursts and, without subscribers, kept compactly: the
+/// history and a subscriber both see the causal order, and the history rebuilds exactly the
+/// events a subscriber received.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_keep_causal_order_in_history_and_for_subscribers() {
+    let mut steps = vec![PlanStep::new("root", "emitter")];
+    for i in 0..40 {
+        steps.push(PlanStep::new(format!("mid{i}"), "emitter").depends_on(["root"]));
+    }
+    let mids: Vec<String> = (0..40).map(|i| format!("mid{i}")).collect();
+    steps.push(PlanStep::new("sink", "emitter").depends_on(mids));
+    let p = ExecutionPlan {
+        goal: "order".into(),
+        outputs: Some(vec!["sink".into()]),
+        steps,
+        ..Default::default()
+    };
+    let engine = Engine::builder()
+        .module(Arc::new(Emitter))
+        .max_parallel(8)
+        .build();
+
+    let quiet = EventBus::new("quiet");
+    let s = within(engine.run(p.clone(), quiet.clone(), RunSettings::default()))
+        .await
+        .unwrap();
+    assert_eq!(s.status, RunStatus::Succeeded);
+    let kept = quiet.history();
+    assert_causal_order(&kept, &p);
+    assert!(kept.iter().all(|e| &*e.run_id == "quiet"));
+    match &kept
+        .iter()
+        .find(|e| e.kind.name() == "step:succeeded")
+        .unwrap()
+        .kind
+    {
+        EventKind::StepSucceeded { output, .. } => {
+            assert_eq!(**output, StepOutput::Value(json!("root")))
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+
+    let watched = EventBus::new("watched");
+    let mut rx = watched.subscribe();
+    let s = within(engine.run(p.clone(), watched.clone(), RunSettings::default()))
+        .await
+        .unwrap();
+    assert_eq!(s.status, RunStatus::Succeeded);
+    watched.close();
+    let mut seen = Vec::new();
+    while let Some(e) = rx.recv().await {
+        seen.push(e);
+    }
+    assert_causal_order(&seen, &p);
+    let history = watched.history();
+    assert_eq!(history.len(), seen.len());
+    assert!(history.iter().zip(&seen).all(|(h, s)| Arc::ptr_eq(h, s)));
+}
