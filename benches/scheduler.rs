@@ -5,6 +5,10 @@
 //! counters, each ready step spawned into a `JoinSet`, the same in-flight cap. Nuvira runs
 //! the same graphs through `Engine::run_validated` with its real event bus (history kept).
 //!
+//! Nuvira polls a step that is the only runnable work in its dispatcher before giving it a
+//! task, so a chain of no-op steps never spawns. `chain-yield` shows the task path on a chain:
+//! every step, in the baseline and in Nuvira, yields once before it finishes.
+//!
 //! A second group measures makespan on a layered graph of 1 ms sleep steps against the
 //! critical path's own sleeps run back to back in one task (the bound no scheduler can beat).
 //!
@@ -55,12 +59,37 @@ impl Module for Sleep {
     }
 }
 
-async fn noop_step(i: usize) -> usize {
+/// A step that is not done at its first poll.
+struct YieldOnce;
+
+#[async_trait]
+impl Module for YieldOnce {
+    fn name(&self) -> &str {
+        "yield"
+    }
+    fn write_set(&self, _s: &PlanStep) -> WriteSet {
+        WriteSet::ReadOnly
+    }
+    async fn run(&self, _s: &PlanStep, _c: &StepContext) -> Result<StepOutput, ModuleError> {
+        tokio::task::yield_now().await;
+        Ok(StepOutput::Empty)
+    }
+}
+
+async fn noop_step(i: usize, yielding: bool) -> usize {
+    if yielding {
+        tokio::task::yield_now().await;
+    }
     std::hint::black_box(i)
 }
 
 /// The hand-written baseline: Kahn's algorithm with a JoinSet, driven by a spawned task.
-async fn baseline(children: Arc<Vec<Vec<usize>>>, indeg: Arc<Vec<usize>>, cap: usize) -> usize {
+async fn baseline(
+    children: Arc<Vec<Vec<usize>>>,
+    indeg: Arc<Vec<usize>>,
+    cap: usize,
+    yielding: bool,
+) -> usize {
     tokio::spawn(async move {
         let mut remaining = (*indeg).clone();
         let mut ready: VecDeque<usize> = (0..remaining.len())
@@ -72,7 +101,7 @@ async fn baseline(children: Arc<Vec<Vec<usize>>>, indeg: Arc<Vec<usize>>, cap: u
         loop {
             while in_flight < cap {
                 let Some(i) = ready.pop_front() else { break };
-                set.spawn(noop_step(i));
+                set.spawn(noop_step(i, yielding));
                 in_flight += 1;
             }
             match set.join_next().await {
@@ -107,12 +136,14 @@ fn overhead(c: &mut Criterion) {
     let rt = runtime();
     let engine = Engine::builder()
         .module(Arc::new(Noop))
+        .module(Arc::new(YieldOnce))
         .max_parallel(CAP)
         .build();
     let graphs = [
         ("layered", common::layered(100, 100, "noop", 11)),
         ("chain", common::chain(10_000, "noop")),
         ("independent", common::independent(10_000, "noop")),
+        ("chain-yield", common::chain(10_000, "yield")),
     ];
     let mut group = c.benchmark_group("schedule-10k");
     group.sample_size(20);
@@ -121,12 +152,13 @@ fn overhead(c: &mut Criterion) {
         let children = Arc::new(validated.children.clone());
         let indeg = Arc::new(validated.parents.iter().map(Vec::len).collect::<Vec<_>>());
         let n = validated.plan.steps.len();
+        let yielding = name.ends_with("-yield");
         group.throughput(Throughput::Elements(n as u64));
         group.bench_function(BenchmarkId::new("baseline-joinset", name), |b| {
             b.to_async(&rt).iter(|| {
                 let (ch, ind) = (children.clone(), indeg.clone());
                 async move {
-                    let done = baseline(ch, ind, CAP).await;
+                    let done = baseline(ch, ind, CAP, yielding).await;
                     assert_eq!(done, n);
                 }
             })
