@@ -274,6 +274,10 @@ impl RunScope for Shared {
     fn run_info(&self) -> &RunInfo {
         &self.info
     }
+
+    fn step_id(&self, index: usize) -> Option<&Arc<str>> {
+        self.plan.ids.get(index)
+    }
 }
 
 impl Shared {
@@ -917,7 +921,7 @@ fn step_context(
     attempt: u32,
     feedback: Option<String>,
 ) -> StepContext {
-    let ctx = StepContext::for_run(shared.clone(), shared.plan.ids[idx].clone());
+    let ctx = StepContext::for_step(shared.clone(), idx);
     let ctx = match shared.step(idx).timeout.or(shared.opts.default_timeout) {
         Some(t) => ctx.with_deadline(Some(Instant::now() + t)),
         None => ctx,

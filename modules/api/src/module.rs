@@ -250,7 +250,25 @@ impl std::fmt::Debug for RunInfo {
 pub trait RunScope: Send + Sync {
     /// The run's shared information.
     fn run_info(&self) -> &RunInfo;
+
+    /// The id of the run's step number `index`, for contexts made with
+    /// [`StepContext::for_step`]. Scopes that do not number their steps return `None`.
+    fn step_id(&self, index: usize) -> Option<&Arc<str>> {
+        let _ = index;
+        None
+    }
 }
+
+/// How a context names its step: by id, or by number in its run's scope (which saves the
+/// engine touching the id's reference count from every worker).
+#[derive(Clone)]
+enum StepName {
+    Id(Arc<str>),
+    Index(usize),
+}
+
+/// The id of a step whose scope could not name it (a scope that numbers no steps).
+static UNNAMED: std::sync::LazyLock<Arc<str>> = std::sync::LazyLock::new(|| Arc::from("?"));
 
 impl RunScope for RunInfo {
     fn run_info(&self) -> &RunInfo {
@@ -268,7 +286,7 @@ impl RunScope for RunInfo {
 #[derive(Clone)]
 pub struct StepContext {
     run: Arc<dyn RunScope>,
-    step_id: Arc<str>,
+    step: StepName,
     /// Replaces the run's inputs for this step (sub-steps of a split see their parent's).
     inputs: Option<Arc<dyn StepInputs>>,
     attempt: u32,
@@ -281,7 +299,7 @@ impl std::fmt::Debug for StepContext {
         let run = self.run();
         f.debug_struct("StepContext")
             .field("run_id", &run.run_id)
-            .field("step_id", &self.step_id)
+            .field("step_id", self.step_id())
             .field("workspace_root", &run.workspace_root)
             .field("dry_run", &run.dry_run)
             .field("attempt", &self.attempt)
@@ -325,9 +343,20 @@ impl StepContext {
     /// The context of step `step_id` in a run (first attempt, no deadline). This is what the
     /// engine uses for each step: one reference count and the step id, no allocation.
     pub fn for_run(run: Arc<dyn RunScope>, step_id: Arc<str>) -> Self {
+        Self::with_name(run, StepName::Id(step_id))
+    }
+
+    /// The context of the run's step number `index`, whose id the scope gives
+    /// ([`RunScope::step_id`]). This is what the engine uses for each step: one reference
+    /// count, no allocation.
+    pub fn for_step(run: Arc<dyn RunScope>, index: usize) -> Self {
+        Self::with_name(run, StepName::Index(index))
+    }
+
+    fn with_name(run: Arc<dyn RunScope>, step: StepName) -> Self {
         Self {
             run,
-            step_id,
+            step,
             inputs: None,
             attempt: 1,
             deadline: None,
@@ -347,7 +376,10 @@ impl StepContext {
 
     /// The step's id.
     pub fn step_id(&self) -> &Arc<str> {
-        &self.step_id
+        match &self.step {
+            StepName::Id(id) => id,
+            StepName::Index(i) => self.run.step_id(*i).unwrap_or(&UNNAMED),
+        }
     }
 
     /// The plan's goal.
@@ -403,6 +435,10 @@ impl StepContext {
 
     /// Changes a copy of the run-wide part for this context only.
     fn edit_run(mut self, edit: impl FnOnce(&mut RunInfo)) -> Self {
+        // The new run is a plain `RunInfo` that numbers no steps: name the step by its id.
+        if let StepName::Index(_) = self.step {
+            self.step = StepName::Id(self.step_id().clone());
+        }
         let mut run = self.run().clone();
         edit(&mut run);
         self.run = Arc::new(run);
@@ -456,7 +492,7 @@ impl StepContext {
         goal: impl Into<Arc<str>>,
     ) -> Self {
         let (run_id, goal) = (run_id.into(), goal.into());
-        self.step_id = step_id.into();
+        self.step = StepName::Id(step_id.into());
         if *self.run().run_id == *run_id && *self.run().goal == *goal {
             return self;
         }
@@ -469,7 +505,7 @@ impl StepContext {
     /// Builder-style: sets the step id.
     #[must_use]
     pub fn with_step_id(mut self, step_id: impl Into<Arc<str>>) -> Self {
-        self.step_id = step_id.into();
+        self.step = StepName::Id(step_id.into());
         self
     }
 
@@ -515,18 +551,18 @@ impl StepContext {
 
     /// Emits an event for this step.
     pub fn emit(&self, kind: EventKind) {
-        self.events().emit(Some(&self.step_id), kind);
+        self.events().emit(Some(self.step_id()), kind);
     }
 
     /// The output of this step's direct dependency `id`.
     pub fn dependency(&self, id: &str) -> Option<Arc<StepOutput>> {
-        self.inputs().dependency(&self.step_id, id)
+        self.inputs().dependency(self.step_id(), id)
     }
 
     /// The outputs of every step this one transitively depends on, dependencies before
     /// dependents, each with its step id.
     pub fn upstream(&self) -> Vec<(String, Arc<StepOutput>)> {
-        self.inputs().upstream(&self.step_id)
+        self.inputs().upstream(self.step_id())
     }
 
     /// The first upstream output (nearest dependencies first) that `pick` accepts.
@@ -835,4 +871,62 @@ pub trait Module: Send + Sync {
 
     /// Runs the step.
     async fn run(&self, step: &PlanStep, ctx: &StepContext) -> Result<StepOutput, ModuleError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A scope that numbers its steps, as the engine's per-run state does.
+    struct Numbered {
+        info: RunInfo,
+        ids: Vec<Arc<str>>,
+    }
+
+    impl RunScope for Numbered {
+        fn run_info(&self) -> &RunInfo {
+            &self.info
+        }
+        fn step_id(&self, index: usize) -> Option<&Arc<str>> {
+            self.ids.get(index)
+        }
+    }
+
+    fn numbered() -> Arc<Numbered> {
+        let base = StepContext::standalone("/ws");
+        Arc::new(Numbered {
+            info: base.run().clone(),
+            ids: vec!["a".into(), "b".into()],
+        })
+    }
+
+    #[test]
+    fn a_context_by_number_reads_its_id_and_the_run_from_the_scope() {
+        let scope = numbered();
+        let ctx = StepContext::for_step(scope.clone(), 1);
+        assert_eq!(&**ctx.step_id(), "b");
+        assert_eq!(&**ctx.workspace_root(), Path::new("/ws"));
+        assert_eq!(ctx.attempt(), 1);
+        // Contexts share the run: no copy until a builder changes a run-wide field.
+        assert!(std::ptr::eq(ctx.run(), scope.run_info()));
+        let retried = ctx
+            .clone()
+            .with_attempt(2)
+            .with_feedback(Some("why".into()));
+        assert!(std::ptr::eq(retried.run(), scope.run_info()));
+        assert_eq!((retried.attempt(), retried.feedback()), (2, Some("why")));
+        let dry = ctx.clone().with_dry_run(true);
+        assert!(dry.dry_run() && !ctx.dry_run());
+        assert_eq!(&**dry.step_id(), "b");
+        assert_eq!(&**ctx.with_step_id("sub").step_id(), "sub");
+    }
+
+    #[test]
+    fn a_number_the_scope_does_not_know_has_a_placeholder_id() {
+        let ctx = StepContext::for_step(numbered(), 9);
+        assert_eq!(&**ctx.step_id(), "?");
+        let plain = StepContext::standalone("/ws");
+        let info: Arc<dyn RunScope> = Arc::new(plain.run().clone());
+        assert_eq!(&**StepContext::for_step(info, 0).step_id(), "?");
+    }
 }
