@@ -392,8 +392,18 @@ struct Dispatcher {
     shared: Arc<Shared>,
     write_sets: Vec<WriteSet>,
     bus: EventBus,
-    remaining: Vec<usize>,
-    outcomes: Vec<StepOutcome>,
+    /// Unfinished dependencies per step.
+    remaining: Vec<u32>,
+    /// Dependents of step `i`: `child_list[child_start[i]..child_start[i + 1]]` (one flat
+    /// array, so the hot loop reads contiguous memory).
+    child_start: Vec<u32>,
+    child_list: Vec<u32>,
+    /// Per-step state the hot path touches, compact; `RunSummary` entries are built at the end.
+    status: Vec<StepStatus>,
+    attempts: Vec<u32>,
+    durations: Vec<Duration>,
+    /// What failed and skipped steps add (few, so kept aside).
+    details: std::collections::HashMap<usize, Detail>,
     ready: VecDeque<usize>,
     deferred: Vec<usize>,
     running_writers: Vec<usize>,
@@ -409,30 +419,42 @@ struct Dispatcher {
     inline_done: Option<Done>,
 }
 
+/// What a failed or skipped step adds to its outcome.
+#[derive(Default)]
+struct Detail {
+    output: Option<Arc<StepOutput>>,
+    error: Option<ModuleError>,
+    skip_reason: Option<String>,
+}
+
+/// A count or index that fits the dispatcher's compact arrays (plans are far below 2^32
+/// steps and edges).
+fn small(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
 impl Dispatcher {
     fn new(shared: Arc<Shared>, write_sets: Vec<WriteSet>, bus: EventBus) -> Self {
         let n = shared.plan.ids.len();
-        let remaining = shared.plan.parents.iter().map(Vec::len).collect();
-        let outcomes = shared
-            .plan
-            .ids
-            .iter()
-            .map(|id| StepOutcome {
-                id: id.clone(),
-                status: StepStatus::Pending,
-                output: None,
-                error: None,
-                skip_reason: None,
-                attempts: 0,
-                duration: Duration::ZERO,
-            })
-            .collect();
+        let remaining = shared.plan.parents.iter().map(|p| small(p.len())).collect();
+        let mut child_start = Vec::with_capacity(n + 1);
+        let mut child_list = Vec::new();
+        child_start.push(0);
+        for children in &shared.plan.children {
+            child_list.extend(children.iter().map(|&c| small(c)));
+            child_start.push(small(child_list.len()));
+        }
         Self {
             shared,
             write_sets,
             bus,
             remaining,
-            outcomes,
+            child_start,
+            child_list,
+            status: vec![StepStatus::Pending; n],
+            attempts: vec![0; n],
+            durations: vec![Duration::ZERO; n],
+            details: std::collections::HashMap::new(),
             ready: VecDeque::with_capacity(n.min(1024)),
             deferred: Vec::new(),
             running_writers: Vec::new(),
@@ -521,22 +543,11 @@ impl Dispatcher {
         }
         let status = if was_cancelled {
             RunStatus::Cancelled
-        } else if self
-            .outcomes
-            .iter()
-            .all(|o| o.status == StepStatus::Succeeded)
-        {
+        } else if self.status.iter().all(|s| *s == StepStatus::Succeeded) {
             RunStatus::Succeeded
         } else {
             RunStatus::Failed
         };
-        // Outputs stay in their cells while the run goes on (a success costs the dispatcher no
-        // reference count); the summary gets them now.
-        for (i, outcome) in self.outcomes.iter_mut().enumerate() {
-            if outcome.status == StepStatus::Succeeded {
-                outcome.output = self.shared.outputs.get(i);
-            }
-        }
         let duration = started.elapsed();
         self.publish(
             None,
@@ -551,13 +562,47 @@ impl Dispatcher {
         RunSummary {
             run_id: self.shared.info.run_id.clone(),
             status,
-            steps: self.outcomes,
+            steps: self.outcomes(),
             duration,
         }
     }
 
+    /// Every step's outcome, in plan order. Outputs stayed in their cells while the run went
+    /// on (a success cost the dispatcher no reference count); the summary gets them now.
+    fn outcomes(&mut self) -> Vec<StepOutcome> {
+        let mut steps: Vec<StepOutcome> = (0..self.status.len())
+            .map(|i| StepOutcome {
+                id: self.shared.plan.ids[i].clone(),
+                status: self.status[i],
+                output: if self.status[i] == StepStatus::Succeeded {
+                    self.shared.outputs.get(i)
+                } else {
+                    None
+                },
+                error: None,
+                skip_reason: None,
+                attempts: self.attempts[i],
+                duration: self.durations[i],
+            })
+            .collect();
+        for (i, d) in self.details.drain() {
+            let step = &mut steps[i];
+            if d.output.is_some() {
+                step.output = d.output;
+            }
+            step.error = d.error;
+            step.skip_reason = d.skip_reason;
+        }
+        steps
+    }
+
     fn count(&self, status: StepStatus) -> usize {
-        self.outcomes.iter().filter(|o| o.status == status).count()
+        self.status.iter().filter(|s| **s == status).count()
+    }
+
+    /// Dependents of step `idx`.
+    fn children(&self, idx: usize) -> std::ops::Range<usize> {
+        self.child_start[idx] as usize..self.child_start[idx + 1] as usize
     }
 
     fn make_ready(&mut self, i: usize) {
@@ -595,7 +640,7 @@ impl Dispatcher {
             if !matches!(self.write_sets[i], WriteSet::ReadOnly) {
                 self.running_writers.push(i);
             }
-            self.outcomes[i].status = StepStatus::Running;
+            self.status[i] = StepStatus::Running;
             if self.bus.is_observed() {
                 let module = self.module_name(i);
                 self.note(i, Lifecycle::Started { module, attempt: 1 });
@@ -694,12 +739,11 @@ impl Dispatcher {
                 self.ready.push_front(d);
             }
         }
-        let outcome = &mut self.outcomes[idx];
-        outcome.attempts = done.attempts;
-        outcome.duration = done.duration;
+        self.attempts[idx] = done.attempts;
+        self.durations[idx] = done.duration;
         match done.failure {
             None => {
-                outcome.status = StepStatus::Succeeded;
+                self.status[idx] = StepStatus::Succeeded;
                 if self.bus.is_observed() {
                     let output = self
                         .shared
@@ -714,15 +758,7 @@ impl Dispatcher {
                         },
                     );
                 }
-                for c in 0..self.shared.plan.children[idx].len() {
-                    let child = self.shared.plan.children[idx][c];
-                    self.remaining[child] -= 1;
-                    if self.remaining[child] == 0
-                        && self.outcomes[child].status == StepStatus::Pending
-                    {
-                        self.make_ready(child);
-                    }
-                }
+                self.release_children(idx);
             }
             Some(failure) => {
                 let StepFailure { error, bypassed } = *failure;
@@ -735,12 +771,13 @@ impl Dispatcher {
         }
     }
 
-    /// Lets a bypassed step's dependents run as if it had succeeded.
+    /// Counts a succeeded (or bypassed) step off its dependents; those with nothing left to
+    /// wait for become ready.
     fn release_children(&mut self, idx: usize) {
-        for c in 0..self.shared.plan.children[idx].len() {
-            let child = self.shared.plan.children[idx][c];
+        for e in self.children(idx) {
+            let child = self.child_list[e] as usize;
             self.remaining[child] -= 1;
-            if self.remaining[child] == 0 && self.outcomes[child].status == StepStatus::Pending {
+            if self.remaining[child] == 0 && self.status[child] == StepStatus::Pending {
                 self.make_ready(child);
             }
         }
@@ -748,8 +785,7 @@ impl Dispatcher {
 
     fn fail(&mut self, idx: usize, err: ModuleError, duration: Duration, skip_dependents: bool) {
         let id = self.shared.plan.ids[idx].clone();
-        let outcome = &mut self.outcomes[idx];
-        outcome.status = StepStatus::Failed;
+        self.status[idx] = StepStatus::Failed;
         let (category, message, evidence, output) = match err.failure() {
             Some(f) => (
                 f.category,
@@ -764,9 +800,10 @@ impl Dispatcher {
                 None,
             ),
         };
-        outcome.output.clone_from(&output);
         let recoverable = err.is_recoverable();
-        outcome.error = Some(err);
+        let detail = self.details.entry(idx).or_default();
+        detail.output.clone_from(&output);
+        detail.error = Some(err);
         self.publish(
             Some(id.clone()),
             EventKind::StepFailed {
@@ -788,9 +825,9 @@ impl Dispatcher {
         let root = self.shared.plan.ids[failed].clone();
         let mut queue: VecDeque<usize> = VecDeque::from([failed]);
         while let Some(i) = queue.pop_front() {
-            for c in 0..self.shared.plan.children[i].len() {
-                let child = self.shared.plan.children[i][c];
-                if self.outcomes[child].status != StepStatus::Pending {
+            for e in self.children(i) {
+                let child = self.child_list[e] as usize;
+                if self.status[child] != StepStatus::Pending {
                     continue;
                 }
                 let via = &self.shared.plan.ids[i];
@@ -799,8 +836,8 @@ impl Dispatcher {
                 } else {
                     format!("dependency `{via}` was skipped because `{root}` failed")
                 };
-                self.outcomes[child].status = StepStatus::Skipped;
-                self.outcomes[child].skip_reason = Some(reason.clone());
+                self.status[child] = StepStatus::Skipped;
+                self.details.entry(child).or_default().skip_reason = Some(reason.clone());
                 self.publish(
                     Some(self.shared.plan.ids[child].clone()),
                     EventKind::StepSkipped {
@@ -831,11 +868,11 @@ impl Dispatcher {
             }
         }
         // Every task has ended; those that were aborted are still marked running.
-        for i in 0..self.outcomes.len() {
-            if self.outcomes[i].status == StepStatus::Running {
+        for i in 0..self.status.len() {
+            if self.status[i] == StepStatus::Running {
                 self.in_flight -= 1;
-                self.outcomes[i].status = StepStatus::Failed;
-                self.outcomes[i].error = Some(ModuleError::Cancelled);
+                self.status[i] = StepStatus::Failed;
+                self.details.entry(i).or_default().error = Some(ModuleError::Cancelled);
                 self.publish(
                     Some(self.shared.plan.ids[i].clone()),
                     EventKind::StepFailed {
@@ -849,10 +886,11 @@ impl Dispatcher {
                 );
             }
         }
-        for i in 0..self.outcomes.len() {
-            if self.outcomes[i].status == StepStatus::Pending {
-                self.outcomes[i].status = StepStatus::Skipped;
-                self.outcomes[i].skip_reason = Some("the run was cancelled".into());
+        for i in 0..self.status.len() {
+            if self.status[i] == StepStatus::Pending {
+                self.status[i] = StepStatus::Skipped;
+                self.details.entry(i).or_default().skip_reason =
+                    Some("the run was cancelled".into());
                 self.publish(
                     Some(self.shared.plan.ids[i].clone()),
                     EventKind::StepSkipped {
