@@ -6,6 +6,7 @@
 //! lock that appends to the history and sends to consumers, so every consumer sees the same
 //! order without gaps.
 
+use crate::validate::ValidatedPlan;
 use nuvira_api::{Event, EventKind, EventSink, StepOutput};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -33,6 +34,8 @@ struct State {
     seq: u64,
     history: Option<Vec<Stored>>,
     consumers: Vec<UnboundedSender<Arc<Event>>>,
+    /// Plans whose steps history entries name by number (see [`Stored::Planned`]).
+    plans: Vec<Arc<ValidatedPlan>>,
 }
 
 /// A history entry. Once someone subscribes, the history shares the consumers' events. Until
@@ -41,6 +44,13 @@ struct State {
 /// started, succeeded) are stored inline in a few words, without an allocation. Other events
 /// are boxed. [`EventBus::history`] rebuilds whole events.
 enum Stored {
+    /// A lifecycle event the scheduler published for step `index` of `plans[plan]`.
+    Planned {
+        ts: u64,
+        plan: u32,
+        index: u32,
+        phase: Phase,
+    },
     Step {
         ts: u64,
         step: Arc<str>,
@@ -88,6 +98,44 @@ impl Lifecycle {
     }
 }
 
+/// A lifecycle event of a plan's step, as the scheduler notes it: the step by number, the
+/// module's shared name, and an empty output as `None`, so noting and keeping it touches no
+/// reference count but the module name's.
+#[derive(Debug, Clone)]
+pub(crate) enum Phase {
+    Ready,
+    Started {
+        module: Arc<str>,
+    },
+    Succeeded {
+        duration_ms: u64,
+        output: Option<Arc<StepOutput>>,
+    },
+}
+
+impl Phase {
+    fn lifecycle(&self) -> Lifecycle {
+        match self {
+            Self::Ready => Lifecycle::Ready,
+            Self::Started { module } => Lifecycle::Started {
+                module: module.clone(),
+                attempt: 1,
+            },
+            Self::Succeeded {
+                duration_ms,
+                output,
+            } => Lifecycle::Succeeded {
+                duration_ms: *duration_ms,
+                output: output.clone().unwrap_or_else(|| EMPTY_OUTPUT.clone()),
+            },
+        }
+    }
+}
+
+/// The output of steps that produced nothing, shared.
+pub(crate) static EMPTY_OUTPUT: std::sync::LazyLock<Arc<StepOutput>> =
+    std::sync::LazyLock::new(|| Arc::new(StepOutput::Empty));
+
 /// Any other event nobody shared yet.
 struct Unshared {
     ts: u64,
@@ -123,9 +171,19 @@ impl Stored {
     }
 
     /// The whole event at position `seq` of the history of run `run_id`.
-    fn event(&self, seq: u64, run_id: &Arc<str>) -> Arc<Event> {
+    fn event(&self, seq: u64, run_id: &Arc<str>, plans: &[Arc<ValidatedPlan>]) -> Arc<Event> {
         let (ts, step_id, kind) = match self {
             Self::Shared(e) => return e.clone(),
+            Self::Planned {
+                ts,
+                plan,
+                index,
+                phase,
+            } => (
+                *ts,
+                Some(plans[*plan as usize].ids[*index as usize].clone()),
+                phase.lifecycle().into_kind(),
+            ),
             Self::Other(o) => (o.ts, o.step_id.clone(), o.kind.clone()),
             Self::Step { ts, step, what } => (*ts, Some(step.clone()), what.clone().into_kind()),
         };
@@ -171,6 +229,7 @@ impl EventBus {
                     seq: 0,
                     history: keep_history.then(Vec::new),
                     consumers: Vec::new(),
+                    plans: Vec::new(),
                 }),
             }),
         }
@@ -318,6 +377,7 @@ impl EventBus {
             seq,
             consumers,
             history,
+            ..
         } = &mut *st;
         for (step, what) in events.drain(..) {
             if consumers.is_empty() {
@@ -341,6 +401,66 @@ impl EventBus {
         }
     }
 
+    /// The scheduler's burst of lifecycle events for steps of `plan`, by step number (see
+    /// [`publish_steps`](Self::publish_steps)); `events` is left empty.
+    pub(crate) fn publish_plan_steps(
+        &self,
+        ts: u64,
+        plan: &Arc<ValidatedPlan>,
+        events: &mut Vec<(u32, Phase)>,
+    ) {
+        if !self.is_observed() {
+            events.clear();
+            return;
+        }
+        let mut st = self.state();
+        let State {
+            seq,
+            consumers,
+            history,
+            plans,
+        } = &mut *st;
+        if consumers.is_empty() {
+            let Some(h) = history.as_mut() else {
+                *seq += events.len() as u64;
+                events.clear();
+                return;
+            };
+            let plan_no = match plans.iter().rposition(|p| Arc::ptr_eq(p, plan)) {
+                Some(i) => i,
+                None => {
+                    plans.push(plan.clone());
+                    plans.len() - 1
+                }
+            };
+            let plan_no = u32::try_from(plan_no).unwrap_or(u32::MAX);
+            for (index, phase) in events.drain(..) {
+                h.push(Stored::Planned {
+                    ts,
+                    plan: plan_no,
+                    index,
+                    phase,
+                });
+                *seq += 1;
+            }
+        } else {
+            for (index, phase) in events.drain(..) {
+                let event = Arc::new(Event {
+                    seq: *seq,
+                    ts,
+                    run_id: self.inner.run_id.clone(),
+                    step_id: Some(plan.ids[index as usize].clone()),
+                    kind: phase.lifecycle().into_kind(),
+                });
+                consumers.retain(|c| c.send(event.clone()).is_ok());
+                if let Some(h) = history.as_mut() {
+                    h.push(Stored::Shared(event));
+                }
+                *seq += 1;
+            }
+        }
+    }
+
     /// Makes room in the history for `additional` more events, so a run that knows how many
     /// it will emit (the scheduler: about three per step) does not grow the history by copying.
     pub fn reserve(&self, additional: usize) {
@@ -351,13 +471,13 @@ impl EventBus {
 
     /// The events emitted so far (empty without history).
     pub fn history(&self) -> Vec<Arc<Event>> {
-        self.state()
-            .history
+        let st = self.state();
+        st.history
             .as_ref()
             .map(|h| {
                 (0u64..)
                     .zip(h)
-                    .map(|(seq, e)| e.event(seq, &self.inner.run_id))
+                    .map(|(seq, e)| e.event(seq, &self.inner.run_id, &st.plans))
                     .collect()
             })
             .unwrap_or_default()

@@ -29,7 +29,7 @@
 //! such a chain the dispatcher still checks for cancellation after every step and yields to the
 //! runtime when tokio's cooperative budget runs out.
 
-use crate::events::{EventBus, Lifecycle};
+use crate::events::{EMPTY_OUTPUT, EventBus, Phase};
 use crate::validate::ValidatedPlan;
 use futures::FutureExt;
 use nuvira_api::{
@@ -412,7 +412,7 @@ struct Dispatcher {
     /// Module names handed to `step:started` events, by module address.
     module_names: Vec<(usize, Arc<str>)>,
     /// Lifecycle events noted while handling one wake-up, published together by `flush`.
-    pending: Vec<(Arc<str>, Lifecycle)>,
+    pending: Vec<(u32, Phase)>,
     /// Steps `launch` is starting (kept to reuse its buffer).
     to_start: Vec<usize>,
     /// A step that finished on its first poll, in the dispatcher (see `run_inline_first`).
@@ -607,7 +607,7 @@ impl Dispatcher {
 
     fn make_ready(&mut self, i: usize) {
         if self.bus.is_observed() {
-            self.note(i, Lifecycle::Ready);
+            self.note(i, Phase::Ready);
         }
         self.ready.push_back(i);
     }
@@ -643,7 +643,7 @@ impl Dispatcher {
             self.status[i] = StepStatus::Running;
             if self.bus.is_observed() {
                 let module = self.module_name(i);
-                self.note(i, Lifecycle::Started { module, attempt: 1 });
+                self.note(i, Phase::Started { module });
             }
             start.push(i);
         }
@@ -656,15 +656,18 @@ impl Dispatcher {
     }
 
     /// Notes a lifecycle event of step `idx`, published with the wake-up's others.
-    fn note(&mut self, idx: usize, what: Lifecycle) {
-        self.pending.push((self.shared.plan.ids[idx].clone(), what));
+    fn note(&mut self, idx: usize, phase: Phase) {
+        self.pending.push((small(idx), phase));
     }
 
     /// Publishes the noted lifecycle events, stamped with one clock read, under one lock.
     fn flush(&mut self) {
         if !self.pending.is_empty() {
-            self.bus
-                .publish_steps(crate::events::now_ms(), &mut self.pending);
+            self.bus.publish_plan_steps(
+                crate::events::now_ms(),
+                &self.shared.plan,
+                &mut self.pending,
+            );
         }
     }
 
@@ -745,14 +748,10 @@ impl Dispatcher {
             None => {
                 self.status[idx] = StepStatus::Succeeded;
                 if self.bus.is_observed() {
-                    let output = self
-                        .shared
-                        .outputs
-                        .get(idx)
-                        .unwrap_or_else(|| EMPTY_OUTPUT.clone());
+                    let output = self.shared.outputs.cells[idx].get().cloned().flatten();
                     self.note(
                         idx,
-                        Lifecycle::Succeeded {
+                        Phase::Succeeded {
                             duration_ms: millis(done.duration),
                             output,
                         },
@@ -902,10 +901,6 @@ impl Dispatcher {
         }
     }
 }
-
-/// The output of steps that produced nothing, shared so that such steps allocate nothing.
-static EMPTY_OUTPUT: std::sync::LazyLock<Arc<StepOutput>> =
-    std::sync::LazyLock::new(|| Arc::new(StepOutput::Empty));
 
 /// Runs one step. The common path (first attempt succeeds or fails for good) keeps the future
 /// small, because tokio moves a task's future by value; timeouts and recovery are boxed.
