@@ -515,16 +515,25 @@ impl Dispatcher {
             if self.in_flight == 0 {
                 break;
             }
-            let joined = self.tasks.join_next().await;
-            match joined {
-                Some(Ok(done)) if done.idx == CANCELLED => {
-                    was_cancelled = true;
-                    break;
+            // Every step that has finished by now is handled before the next launch, so one
+            // wake-up starts their dependents together and publishes their events at once.
+            let mut joined = self.tasks.join_next().await;
+            let mut ended = false;
+            while let Some(result) = joined {
+                match result {
+                    Ok(done) if done.idx == CANCELLED => {
+                        was_cancelled = true;
+                        ended = true;
+                        break;
+                    }
+                    Ok(done) => self.finish(done),
+                    // Tasks are only aborted on cancellation, which leaves this loop first.
+                    Err(_) => {}
                 }
-                Some(Ok(done)) => self.finish(done),
-                // Tasks are only aborted on cancellation, which leaves this loop first.
-                Some(Err(_)) => {}
-                None => break,
+                joined = self.tasks.try_join_next();
+            }
+            if ended || self.tasks.is_empty() {
+                break;
             }
         }
         if !was_cancelled {
