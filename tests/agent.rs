@@ -194,9 +194,15 @@ fn cli_goal_with_the_llm_planner_and_a_scripted_model_fixes_the_repo() {
     let lib = std::fs::read_to_string(dir.path().join("src/lib.rs")).unwrap();
     assert!(lib.contains("(fahrenheit - 32.0) * 5.0 / 9.0"), "{lib}");
     let types = event_types(&events);
+    // Planning happened before the run; its events still lead the event file.
+    assert_eq!(types.first().map(String::as_str), Some("- plan:started"));
     assert_in_order(
         &types,
         &[
+            "- plan:started",
+            "inspect plan:step-created",
+            "- plan:completed",
+            "- run:started",
             "test step:started",
             "test recover:classified",
             "test recover:attempt",

@@ -180,6 +180,9 @@ async fn run(args: Args) -> u8 {
     };
 
     // The plan.
+    // Planning happens before the run's event bus exists; its events are held and replayed
+    // onto the bus, with their own times, before the run starts.
+    let held = Arc::new(HeldEvents::default());
     let (mut plan, loaded) = match (&args.plan, &args.goal) {
         (Some(path), _) => match nuvira_plan::load_file(path) {
             Ok(l) => (l.plan.clone(), Some(l)),
@@ -188,10 +191,12 @@ async fn run(args: Args) -> u8 {
                 return exit::INVALID;
             }
         },
-        (None, Some(goal)) => match plan_from_goal(goal, args.planner, llm.clone()).await {
-            Ok(p) => (p, None),
-            Err(code) => return code,
-        },
+        (None, Some(goal)) => {
+            match plan_from_goal(goal, args.planner, llm.clone(), held.clone()).await {
+                Ok(p) => (p, None),
+                Err(code) => return code,
+            }
+        }
         (None, None) => {
             eprintln!("error: give a plan file or --goal TEXT");
             return exit::INVALID;
@@ -289,6 +294,7 @@ async fn run(args: Args) -> u8 {
         }
         b.finish()
     });
+    held.replay(&bus);
 
     // Run, with Ctrl-C as cancellation.
     let settings = crate::RunSettings {
@@ -461,10 +467,43 @@ fn model_client(model: Option<&str>) -> Result<Option<Arc<dyn nuvira_api::LlmCli
     }
 }
 
+/// Events emitted before the run's bus exists (while planning), with the time they happened.
+#[derive(Default)]
+struct HeldEvents(std::sync::Mutex<Vec<HeldEvent>>);
+
+/// When it happened, the step, what happened.
+type HeldEvent = (u64, Option<Arc<str>>, EventKind);
+
+impl EventSink for HeldEvents {
+    fn emit(&self, step_id: Option<&str>, kind: EventKind) {
+        let at = crate::events::now_ms();
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push((at, step_id.map(Arc::from), kind));
+    }
+}
+
+impl HeldEvents {
+    /// Publishes the held events on `bus`, in order, stamped with their own times.
+    fn replay(&self, bus: &crate::EventBus) {
+        let held = std::mem::take(
+            &mut *self
+                .0
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        for (at, step_id, kind) in held {
+            bus.publish_at(at, || (step_id, kind));
+        }
+    }
+}
+
 async fn plan_from_goal(
     goal: &str,
     planner: PlannerArg,
     llm: Option<Arc<dyn nuvira_api::LlmClient>>,
+    events: Arc<HeldEvents>,
 ) -> Result<ExecutionPlan, u8> {
     match planner {
         PlannerArg::Template => nuvira_plan::TemplatePlanner::new()
@@ -485,7 +524,7 @@ async fn plan_from_goal(
             let engine = Arc::new(
                 crate::agent::configure(crate::defaults::engine(), Some(&llm), None).build(),
             );
-            let planner = crate::agent::llm_planner(llm, engine, Arc::new(nuvira_api::NullSink));
+            let planner = crate::agent::llm_planner(llm, engine, events);
             planner.plan(&PlanRequest::new(goal)).await.map_err(|e| {
                 eprintln!("error: failed to plan: {e}");
                 match e {
