@@ -349,7 +349,8 @@ pub async fn run(
         Arc::new(TokenSignal(opts.cancel.clone())),
     )
     .with_dry_run(opts.dry_run)
-    .with_llm(opts.llm.clone());
+    .with_llm(opts.llm.clone())
+    .with_plan(Some(plan.plan.clone()));
     let shared = Arc::new(Shared {
         info,
         plan,

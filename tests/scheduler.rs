@@ -958,3 +958,42 @@ async fn events_keep_causal_order_in_history_and_for_subscribers() {
     assert_eq!(history.len(), seen.len());
     assert!(history.iter().zip(&seen).all(|(h, s)| Arc::ptr_eq(h, s)));
 }
+
+/// Every step sees the plan being run.
+struct PlanSize;
+
+#[async_trait]
+impl Module for PlanSize {
+    fn name(&self) -> &str {
+        "plan-size"
+    }
+    fn write_set(&self, _s: &PlanStep) -> WriteSet {
+        WriteSet::ReadOnly
+    }
+    async fn run(&self, _s: &PlanStep, ctx: &StepContext) -> Result<StepOutput, ModuleError> {
+        let plan = ctx.plan().map(|p| (p.goal.clone(), p.steps.len()));
+        Ok(StepOutput::Value(json!(plan)))
+    }
+}
+
+#[tokio::test]
+async fn steps_see_the_plan_being_run() {
+    let p = ExecutionPlan {
+        goal: "see the plan".into(),
+        outputs: Some(vec!["b".into()]),
+        steps: vec![
+            PlanStep::new("a", "plan-size"),
+            PlanStep::new("b", "plan-size").depends_on(["a"]),
+        ],
+        ..Default::default()
+    };
+    let engine = Engine::builder().module(Arc::new(PlanSize)).build();
+    let s = engine
+        .run(p, EventBus::new("r"), RunSettings::default())
+        .await
+        .unwrap();
+    for id in ["a", "b"] {
+        let out = s.step(id).unwrap().output.clone().unwrap();
+        assert_eq!(*out, StepOutput::Value(json!(["see the plan", 2])), "{id}");
+    }
+}

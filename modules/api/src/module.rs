@@ -2,8 +2,9 @@
 //! ([`StepOutput`] or [`ModuleError`]).
 
 use crate::{
-    EditPreview, EditResult, EventKind, EventSink, ExecutionReport, InspectionResult, LlmClient,
-    PlanStep, RepairResult, TestResult, VerificationResult, async_trait, test::CommandOutput,
+    EditPreview, EditResult, EventKind, EventSink, ExecutionPlan, ExecutionReport,
+    InspectionResult, LlmClient, PlanStep, RepairResult, TestResult, VerificationResult,
+    async_trait, test::CommandOutput,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
@@ -194,6 +195,9 @@ pub struct RunInfo {
     pub llm: Option<Arc<dyn LlmClient>>,
     /// Run-wide cancellation.
     pub cancel: Arc<dyn CancelSignal>,
+    /// The plan being run, when the run has one (the engine sets it; a standalone context
+    /// has none).
+    pub plan: Option<Arc<ExecutionPlan>>,
 }
 
 impl RunInfo {
@@ -215,7 +219,15 @@ impl RunInfo {
             events,
             llm: None,
             cancel,
+            plan: None,
         }
+    }
+
+    /// Builder-style: sets the plan being run.
+    #[must_use]
+    pub fn with_plan(mut self, plan: Option<Arc<ExecutionPlan>>) -> Self {
+        self.plan = plan;
+        self
     }
 
     /// Builder-style: sets dry-run.
@@ -423,6 +435,12 @@ impl StepContext {
         &self.run().cancel
     }
 
+    /// The plan being run, when there is one: a step can see the whole graph (a report step
+    /// draws its edges from it).
+    pub fn plan(&self) -> Option<&Arc<ExecutionPlan>> {
+        self.run().plan.as_ref()
+    }
+
     /// When the step must be done; the engine stops it at this instant.
     pub fn deadline(&self) -> Option<Instant> {
         self.deadline
@@ -462,6 +480,12 @@ impl StepContext {
     #[must_use]
     pub fn with_llm(self, llm: Option<Arc<dyn LlmClient>>) -> Self {
         self.edit_run(|r| r.llm = llm)
+    }
+
+    /// Builder-style: sets the plan being run.
+    #[must_use]
+    pub fn with_plan(self, plan: Option<Arc<ExecutionPlan>>) -> Self {
+        self.edit_run(|r| r.plan = plan)
     }
 
     /// Builder-style: sets dry-run.

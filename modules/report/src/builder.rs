@@ -69,6 +69,29 @@ impl ReportBuilder {
         absorb_output(rec, output);
     }
 
+    /// Takes the dependencies and descriptions of the steps already in the report from the
+    /// plan, keeping only dependencies that are in the report too: a report step inside a run
+    /// knows its upstream steps, and this gives them their edges.
+    pub fn record_edges(&mut self, plan: &ExecutionPlan) {
+        for step in &plan.steps {
+            let Some(&i) = self.index.get(&step.id) else {
+                continue;
+            };
+            let deps = step
+                .depends_on
+                .iter()
+                .filter(|d| self.index.contains_key(d.as_str()))
+                .cloned()
+                .collect();
+            let rec = &mut self.report.steps[i];
+            rec.depends_on = deps;
+            rec.description.clone_from(&step.description);
+            if rec.module.is_empty() {
+                rec.module.clone_from(&step.module);
+            }
+        }
+    }
+
     /// Folds one event (payloads that the report keeps are cloned).
     pub fn fold(&mut self, event: &Event) {
         self.stamp(event);

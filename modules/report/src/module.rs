@@ -15,7 +15,8 @@ pub const REPORT_MODULE: &str = "report";
 /// Step config: `{ formats: [text|json|markdown|github|sarif|junit|html, ...], output_dir? }`.
 /// `formats` defaults to `[json]`; `output_dir` is workspace-relative and defaults to
 /// `.nuvira/reports/<run id>`. A report step runs inside the run, so it builds its report from
-/// the outputs of the steps it (transitively) depends on; the full report of a run, with
+/// the outputs of the steps it (transitively) depends on, with the edges between them taken
+/// from the plan (`StepContext::plan`); the full report of a run, with
 /// failed and skipped steps, comes from its events (`nuvira run --report FORMAT=PATH`,
 /// `nuvira report EVENTS`). It writes nothing in a dry run, and nothing outside `.nuvira/` or
 /// its `output_dir`: its write set is read-only as far as the user's files are concerned.
@@ -144,6 +145,9 @@ impl Module for ReportModule {
         let mut b = ReportBuilder::for_run(ctx.run_id(), ctx.goal(), ctx.dry_run());
         for (id, out) in ctx.upstream() {
             b.record_output(&id, None, (*out).clone());
+        }
+        if let Some(plan) = ctx.plan() {
+            b.record_edges(plan);
         }
         let report = b.finish();
         if ctx.dry_run() {

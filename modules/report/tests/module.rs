@@ -178,3 +178,57 @@ async fn a_symlinked_output_dir_leading_outside_is_refused() {
     assert!(err.to_string().contains("outside the workspace"), "{err}");
     assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
 }
+
+/// The plan of the sample run, as the engine hands it to every step's context.
+fn sample_plan() -> Arc<nuvira_api::ExecutionPlan> {
+    sample::passing_run()
+        .into_iter()
+        .find_map(|e| match e.kind {
+            EventKind::RunStarted { plan, .. } => Some(plan),
+            _ => None,
+        })
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_report_step_draws_the_edges_between_its_upstream_steps_from_the_plan() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = sample_plan();
+    let st = step(serde_json::json!({ "formats": ["json"] }));
+    let with_plan =
+        ctx(dir.path(), Arc::new(Collect::default()), true).with_plan(Some(plan.clone()));
+    let StepOutput::Report(report) = ReportModule.run(&st, &with_plan).await.unwrap() else {
+        panic!("not a report")
+    };
+    let reported: Vec<&str> = report.steps.iter().map(|s| s.id.as_str()).collect();
+    let mut edges = 0;
+    for rec in &report.steps {
+        let planned = plan.steps.iter().find(|s| s.id == rec.id).unwrap();
+        // Every edge between reported steps is there, and none to a step the report lacks.
+        let expected: Vec<&String> = planned
+            .depends_on
+            .iter()
+            .filter(|d| reported.contains(&d.as_str()))
+            .collect();
+        assert_eq!(
+            rec.depends_on.iter().collect::<Vec<_>>(),
+            expected,
+            "{}",
+            rec.id
+        );
+        edges += rec.depends_on.len();
+    }
+    assert!(
+        edges > 0,
+        "the sample plan has edges between its upstream steps"
+    );
+    // Without the plan the same step knows no edges.
+    let StepOutput::Report(plain) = ReportModule
+        .run(&st, &ctx(dir.path(), Arc::new(Collect::default()), true))
+        .await
+        .unwrap()
+    else {
+        panic!("not a report")
+    };
+    assert!(plain.steps.iter().all(|s| s.depends_on.is_empty()));
+}
