@@ -1,91 +1,10 @@
-//! The secret scan: patterns of credentials an edit must not add to a repository.
+//! The secret scan: credentials an edit must not add to a repository (the patterns are
+//! `nuvira-secrets`, shared with the `security` verification check).
 //!
 //! Only lines the edit *adds* are scanned, so a file that already held a test key does not
 //! warn on every unrelated edit. A finding names the rule and the line, never the secret.
 
 use nuvira_api::{SecurityWarning, Severity};
-use regex::Regex;
-use std::sync::LazyLock;
-
-struct Rule {
-    id: &'static str,
-    what: &'static str,
-    re: Regex,
-}
-
-#[expect(
-    clippy::expect_used,
-    reason = "the patterns are constants covered by the unit tests below"
-)]
-static RULES: LazyLock<Vec<Rule>> = LazyLock::new(|| {
-    let rule = |id, what, pattern: &str| Rule {
-        id,
-        what,
-        re: Regex::new(pattern).expect("secret patterns are valid"),
-    };
-    vec![
-        rule(
-            "private-key",
-            "a private key block",
-            r"-----BEGIN (?:RSA |EC |DSA |OPENSSH |PGP |ENCRYPTED )?PRIVATE KEY(?: BLOCK)?-----",
-        ),
-        rule(
-            "aws-access-key",
-            "an AWS access key id",
-            r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA)[0-9A-Z]{16}\b",
-        ),
-        rule(
-            "aws-secret-key",
-            "an AWS secret access key",
-            r#"(?i)aws_?secret_?(?:access_?)?key["']?\s*[:=]\s*["']?[A-Za-z0-9/+=]{40}\b"#,
-        ),
-        rule(
-            "gcp-api-key",
-            "a Google Cloud API key",
-            r"\bAIza[0-9A-Za-z_\-]{35}\b",
-        ),
-        rule(
-            "gcp-service-account",
-            "a Google Cloud service-account private key",
-            r#""private_key_id"\s*:\s*"[0-9a-f]{40}""#,
-        ),
-        rule(
-            "github-token",
-            "a GitHub token",
-            r"\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})\b",
-        ),
-        rule(
-            "slack-token",
-            "a Slack token",
-            r"\bxox[abposr]-[0-9A-Za-z\-]{10,}\b",
-        ),
-        rule(
-            "slack-webhook",
-            "a Slack webhook URL",
-            r"https://hooks\.slack\.com/services/T[A-Za-z0-9_]+/B[A-Za-z0-9_]+/[A-Za-z0-9_]+",
-        ),
-        rule(
-            "anthropic-key",
-            "an Anthropic API key",
-            r"\bsk-ant-(?:api|admin)[0-9]{2}-[A-Za-z0-9_\-]{20,}",
-        ),
-        rule(
-            "openai-key",
-            "an OpenAI-style API key",
-            r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}T3BlbkFJ[A-Za-z0-9_\-]{20,}|\bsk-(?:proj-|svcacct-)[A-Za-z0-9_\-]{40,}|\bsk-[A-Za-z0-9]{48}\b",
-        ),
-        rule(
-            "stripe-key",
-            "a Stripe live secret key",
-            r"\b(?:sk|rk)_live_[0-9A-Za-z]{24,}\b",
-        ),
-        rule(
-            "jwt",
-            "a JSON Web Token",
-            r"\beyJ[A-Za-z0-9_\-]{10,}\.eyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}",
-        ),
-    ]
-});
 
 /// Scans the lines an edit added (`(line number, text)`, 1-based) for secrets.
 pub(crate) fn scan_added_lines<'a>(
@@ -95,16 +14,14 @@ pub(crate) fn scan_added_lines<'a>(
 ) -> Vec<SecurityWarning> {
     let mut out = Vec::new();
     for (line, text) in added {
-        for rule in RULES.iter() {
-            if rule.re.is_match(text) {
-                out.push(SecurityWarning::new(
-                    path,
-                    line,
-                    rule.id,
-                    format!("the edit adds {} on line {line}; keep secrets out of the repository (use an environment variable or a secret store)", rule.what),
-                    severity,
-                ));
-            }
+        for rule in nuvira_secrets::find(text) {
+            out.push(SecurityWarning::new(
+                path,
+                line,
+                rule.id,
+                format!("the edit adds {} on line {line}; keep secrets out of the repository (use an environment variable or a secret store)", rule.what),
+                severity,
+            ));
         }
     }
     out

@@ -9,7 +9,8 @@ use nuvira_api::{CheckStatus, SecurityWarning, Severity, async_trait};
 use regex::Regex;
 use std::sync::LazyLock;
 
-/// One rule: a stable id, a pattern, what it means, and how serious it is.
+/// One rule: a stable id, a pattern, what it means, and how serious it is. Credentials are
+/// not here: they come from `nuvira-secrets`, the list the edit module uses too.
 struct Rule {
     id: &'static str,
     pattern: &'static str,
@@ -18,66 +19,6 @@ struct Rule {
 }
 
 const RULES: &[Rule] = &[
-    Rule {
-        id: "private-key",
-        pattern: r"-----BEGIN (?:RSA |EC |DSA |OPENSSH |PGP |ENCRYPTED )?PRIVATE KEY(?: BLOCK)?-----",
-        message: "private key material",
-        severity: Severity::Error,
-    },
-    Rule {
-        id: "aws-access-key",
-        pattern: r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b",
-        message: "AWS access key id",
-        severity: Severity::Error,
-    },
-    Rule {
-        id: "aws-secret-key",
-        pattern: r#"(?i)aws_?secret_?(?:access_?)?key\s*[:=]\s*["']?[A-Za-z0-9/+=]{40}\b"#,
-        message: "AWS secret access key",
-        severity: Severity::Error,
-    },
-    Rule {
-        id: "github-token",
-        pattern: r"\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})\b",
-        message: "GitHub token",
-        severity: Severity::Error,
-    },
-    Rule {
-        id: "gitlab-token",
-        pattern: r"\bglpat-[A-Za-z0-9_\-]{20,}\b",
-        message: "GitLab token",
-        severity: Severity::Error,
-    },
-    Rule {
-        id: "slack-token",
-        pattern: r"\bxox[abposr]-[A-Za-z0-9-]{10,}\b",
-        message: "Slack token",
-        severity: Severity::Error,
-    },
-    Rule {
-        id: "google-api-key",
-        pattern: r"\bAIza[0-9A-Za-z_\-]{35}\b",
-        message: "Google API key",
-        severity: Severity::Error,
-    },
-    Rule {
-        id: "stripe-secret-key",
-        pattern: r"\b[sr]k_live_[0-9A-Za-z]{20,}\b",
-        message: "Stripe live secret key",
-        severity: Severity::Error,
-    },
-    Rule {
-        id: "llm-api-key",
-        pattern: r"\bsk-(?:ant-|proj-)?[A-Za-z0-9_\-]{32,}\b",
-        message: "OpenAI/Anthropic style API key",
-        severity: Severity::Error,
-    },
-    Rule {
-        id: "jwt",
-        pattern: r"\beyJ[A-Za-z0-9_\-]{10,}\.eyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}\b",
-        message: "JSON web token",
-        severity: Severity::Error,
-    },
     Rule {
         id: "hardcoded-secret",
         pattern: r#"(?i)\b(?:password|passwd|secret|api_?key|access_?token|auth_?token)\b["']?\s*[:=]\s*["'][^"'\s]{8,}["']"#,
@@ -154,10 +95,20 @@ pub fn added_lines(diff: &str) -> Vec<(u32, &str)> {
     out
 }
 
-/// Scans the added lines of one file's diff.
+/// Scans the added lines of one file's diff: credentials (the shared `nuvira-secrets` list,
+/// all errors), then the dangerous patterns above.
 pub fn scan_diff(path: &str, diff: &str) -> Vec<SecurityWarning> {
     let mut out = Vec::new();
     for (line, text) in added_lines(diff) {
+        for secret in nuvira_secrets::find(text) {
+            out.push(SecurityWarning::new(
+                path,
+                line,
+                secret.id,
+                format!("adds {}", secret.what),
+                Severity::Error,
+            ));
+        }
         for (rule, re) in COMPILED.iter() {
             if re.is_match(text) {
                 out.push(SecurityWarning::new(

@@ -158,7 +158,7 @@ async fn security_flags_secrets_and_dangerous_patterns_only_in_added_lines() {
     assert_eq!(out.check.status, CheckStatus::Failed);
     let f = &out.check.findings;
     assert!(
-        f.contains(&"app/net.py:3: error: AWS access key id [aws-access-key]".to_owned()),
+        f.contains(&"app/net.py:3: error: adds an AWS access key id [aws-access-key]".to_owned()),
         "{f:?}"
     );
     assert!(
