@@ -440,6 +440,73 @@ fn rollback_undoes_only_the_last_apply() {
     );
 }
 
+#[test]
+fn rollback_refuses_to_overwrite_a_file_edited_after_the_apply_unless_told() {
+    let r = repo(&[("a.txt", "one\n"), ("b.txt", "bee\n")]);
+    let f = tempfile::tempdir().unwrap();
+    let edits = edits_file(
+        f.path(),
+        "e.yaml",
+        "edits:\n  - strategy: search-replace\n    path: a.txt\n    search: one\n    replace: two\n  - strategy: search-replace\n    path: b.txt\n    search: bee\n    replace: wasp\n",
+    );
+    let apply = || {
+        nuvira()
+            .args(["apply", "--repo"])
+            .arg(r.path())
+            .arg(&edits)
+            .assert()
+            .code(0);
+    };
+    let rollback = |flag: Option<&str>| {
+        let mut cmd = nuvira();
+        cmd.args(["rollback", "--repo"]).arg(r.path());
+        if let Some(flag) = flag {
+            cmd.arg(flag);
+        }
+        cmd.assert()
+    };
+    let read = |rel: &str| std::fs::read_to_string(r.path().join(rel)).unwrap();
+    apply();
+    std::fs::write(r.path().join("a.txt"), "two, and my own line\n").unwrap();
+
+    // Refused: exit 1, names the file and the ways out, touches nothing.
+    let out = rollback(None).code(1).get_output().clone();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("a.txt (edited)"), "{stderr}");
+    assert!(stderr.contains("nothing was restored"), "{stderr}");
+    assert!(
+        stderr.contains("--keep-changed") && stderr.contains("--force"),
+        "{stderr}"
+    );
+    assert_eq!(read("a.txt"), "two, and my own line\n");
+    assert_eq!(read("b.txt"), "wasp\n");
+
+    // --keep-changed: the other file is restored, the edited one kept.
+    let out = rollback(Some("--keep-changed"))
+        .code(0)
+        .get_output()
+        .clone();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("kept 1 file(s)"), "{stdout}");
+    assert_eq!(read("a.txt"), "two, and my own line\n");
+    assert_eq!(read("b.txt"), "bee\n");
+
+    // --force overwrites the later edit.
+    std::fs::write(r.path().join("a.txt"), "one\n").unwrap();
+    apply();
+    std::fs::write(r.path().join("b.txt"), "my bees\n").unwrap();
+    rollback(Some("--force")).code(0);
+    assert_eq!(read("a.txt"), "one\n");
+    assert_eq!(read("b.txt"), "bee\n");
+
+    // The two flags exclude each other.
+    let mut both = nuvira();
+    both.args(["rollback", "--force", "--keep-changed", "--repo"])
+        .arg(r.path())
+        .assert()
+        .code(2);
+}
+
 /// A three-file batch whose process is killed (the documented fault-injection hook aborts it
 /// like a kill) after its second durable file write.
 fn crash_mid_batch() -> (tempfile::TempDir, BTreeMap<String, Vec<u8>>) {

@@ -2,7 +2,7 @@
 
 use crate::exit;
 use anyhow::anyhow;
-use nuvira_edit::nuvira_workspace::{Journal, Workspace};
+use nuvira_edit::nuvira_workspace::{Journal, JournalError, OnChanged, Workspace};
 use std::path::PathBuf;
 
 /// Arguments of `nuvira rollback`.
@@ -11,11 +11,28 @@ pub struct Args {
     /// The repository (workspace root) whose last change to undo.
     #[arg(long, value_name = "DIR", default_value = ".")]
     pub repo: PathBuf,
+
+    /// Restore files that changed after the run wrote them too, losing those later changes.
+    /// Without it (or --keep-changed), such a file makes the rollback restore nothing.
+    #[arg(long, conflicts_with = "keep_changed")]
+    pub force: bool,
+
+    /// Restore every other file and leave the ones changed after the run as they are.
+    #[arg(long)]
+    pub keep_changed: bool,
 }
 
 /// Runs the command: first a batch a crash left half-written (that is the last apply), else
-/// every batch of the newest run that is not rolled back yet.
+/// every batch of the newest run that is not rolled back yet. A file changed since the run
+/// wrote it is never overwritten without `--force`.
 pub fn execute(args: Args) -> u8 {
+    let on_changed = if args.force {
+        OnChanged::Overwrite
+    } else if args.keep_changed {
+        OnChanged::Keep
+    } else {
+        OnChanged::Refuse
+    };
     let ws = match Workspace::open(&args.repo) {
         Ok(ws) => ws,
         Err(e) => {
@@ -28,7 +45,7 @@ pub fn execute(args: Args) -> u8 {
         Ok(_) => return exit::SUCCESS,
         Err(code) => return code,
     }
-    match Journal::new(&ws).rollback_last() {
+    match Journal::new(&ws).rollback_last_with(on_changed) {
         Ok(Some((run, done))) => {
             let mut paths: Vec<&str> = done
                 .iter()
@@ -36,6 +53,12 @@ pub fn execute(args: Args) -> u8 {
                 .collect();
             paths.sort_unstable();
             paths.dedup();
+            let mut kept: Vec<&str> = done
+                .iter()
+                .flat_map(|r| r.kept.iter().map(String::as_str))
+                .collect();
+            kept.sort_unstable();
+            kept.dedup();
             println!(
                 "rolled back `{run}`: restored {} file(s) to their contents before it",
                 paths.len()
@@ -43,7 +66,29 @@ pub fn execute(args: Args) -> u8 {
             for p in paths {
                 println!("  {p}");
             }
+            if !kept.is_empty() {
+                println!(
+                    "kept {} file(s) as they are: they changed after the run wrote them",
+                    kept.len()
+                );
+                for p in kept {
+                    println!("  {p}");
+                }
+            }
             exit::SUCCESS
+        }
+        Err(JournalError::Changed { run_id, files }) => {
+            eprintln!(
+                "error: rollback of `{run_id}` refused: {} file(s) changed after the run wrote them, and restoring would overwrite those changes",
+                files.len()
+            );
+            for f in &files {
+                eprintln!("  {} ({})", f.path, f.what);
+            }
+            eprintln!(
+                "nothing was restored. Save those changes elsewhere and retry, or pass --keep-changed to restore only the other files, or --force to overwrite them"
+            );
+            exit::FAILED
         }
         Ok(None) => {
             eprintln!(

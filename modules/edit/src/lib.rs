@@ -73,7 +73,7 @@ use nuvira_api::{
     ChangeKind, EditEntry, EditError, EditPreview, EditResult, EditStrategy, EventKind, EventSink,
     FileChange, SecurityWarning, Severity, SkippedChange, SyntaxChecker, SyntaxDiagnostic,
 };
-use nuvira_workspace::{FileOp, Journal, JournalError, Workspace};
+use nuvira_workspace::{FileOp, Journal, JournalError, OnChanged, Workspace};
 use overlay::{FileState, Overlay};
 use similar::{ChangeTag, TextDiff};
 use std::collections::{BTreeMap, BTreeSet};
@@ -660,6 +660,9 @@ pub fn new_diagnostics(
 /// Undoes every batch of a run (for a cancelled or failed run) and emits one
 /// `edit:rolled-back` event per restored batch. Returns the restored paths.
 ///
+/// A file changed after the run wrote it (by the user, during the run) is left as it is; the
+/// event's reason names it.
+///
 /// # Errors
 /// When the journal cannot be read or a file cannot be restored.
 pub fn rollback_run(
@@ -668,7 +671,7 @@ pub fn rollback_run(
     reason: &str,
     emit: &Emit<'_>,
 ) -> Result<Vec<String>, JournalError> {
-    let done = Journal::new(ws).rollback_run(run_id)?;
+    let done = Journal::new(ws).rollback_run_with(run_id, OnChanged::Keep)?;
     let mut paths = Vec::new();
     for batch in done {
         let scoped = Emit {
@@ -677,11 +680,25 @@ pub fn rollback_run(
         };
         scoped.emit(EventKind::EditRolledBack {
             paths: batch.paths.clone(),
-            reason: reason.to_owned(),
+            reason: with_kept(reason, &batch.kept),
         });
         paths.extend(batch.paths);
     }
     Ok(paths)
+}
+
+/// A rollback's reason, naming the files it left because they changed after the run wrote them.
+pub fn with_kept(reason: &str, kept: &[String]) -> String {
+    if kept.is_empty() {
+        reason.to_owned()
+    } else {
+        format!(
+            "{reason}; not restored, as {} changed after the run wrote {}: {}",
+            if kept.len() == 1 { "it" } else { "they" },
+            if kept.len() == 1 { "it" } else { "them" },
+            kept.join(", ")
+        )
+    }
 }
 
 /// Every reason a preview is not valid, as skipped changes naming path and line.

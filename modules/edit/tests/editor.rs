@@ -355,6 +355,49 @@ fn rollback_run_restores_a_run_and_emits_rolled_back_per_step() {
 }
 
 #[test]
+fn rollback_run_keeps_a_file_changed_during_the_run_and_says_so() {
+    let dir = repo(&[("a.txt", "one\n"), ("b.txt", "bee\n")]);
+    let ws = Workspace::open(dir.path()).unwrap();
+    let edits = [
+        entry(
+            json!({"strategy": "search-replace", "path": "a.txt", "search": "one", "replace": "two"}),
+        ),
+        entry(
+            json!({"strategy": "search-replace", "path": "b.txt", "search": "bee", "replace": "wasp"}),
+        ),
+    ];
+    editor()
+        .edit(
+            &ws,
+            &edits,
+            "run-y",
+            &Emit::to(&Events::default(), Some("s")),
+        )
+        .unwrap();
+    // The user saves their own change to a.txt while the run goes on; then the run fails.
+    std::fs::write(dir.path().join("a.txt"), "two, and mine\n").unwrap();
+    let events = Events::default();
+    let paths =
+        nuvira_edit::rollback_run(&ws, "run-y", "run failed", &Emit::to(&events, None)).unwrap();
+    assert_eq!(paths, vec!["b.txt"]);
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("a.txt")).unwrap(),
+        "two, and mine\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("b.txt")).unwrap(),
+        "bee\n"
+    );
+    let got = events.0.lock().unwrap();
+    assert!(
+        matches!(&got[0].1, nuvira_api::EventKind::EditRolledBack { reason, .. }
+            if reason.starts_with("run failed; not restored") && reason.ends_with(": a.txt")),
+        "{:?}",
+        got[0].1
+    );
+}
+
+#[test]
 fn format_runs_the_installed_formatter_before_the_atomic_write_and_a_missing_one_only_warns() {
     let dir = repo(&[
         ("src/lib.rs", "pub fn a() -> u8 {\n    1\n}\n"),

@@ -5,7 +5,7 @@ use nuvira_api::{
     ModuleError, ModuleKind, PlanStep, RecoveryDecision, RecoveryPolicy, RepairBudget, StepContext,
     StepOutput, WriteSet, async_trait,
 };
-use nuvira_edit::nuvira_workspace::{Journal, Workspace};
+use nuvira_edit::nuvira_workspace::{Journal, OnChanged, Workspace};
 use nuvira_repair_strategies::{
     RepairInput, RepairStrategy, classify_error, default_strategies, preferred_model, scrub,
 };
@@ -304,11 +304,12 @@ fn rollback(ctx: &StepContext, reason: &str) {
     let Ok(ws) = Workspace::open(ctx.workspace_root()) else {
         return;
     };
-    if let Ok(restored) = Journal::new(&ws).rollback_run(ctx.run_id()) {
+    if let Ok(restored) = Journal::new(&ws).rollback_run_with(ctx.run_id(), OnChanged::Keep) {
+        let kept: Vec<String> = restored.iter().flat_map(|r| r.kept.clone()).collect();
         let paths: Vec<String> = restored.into_iter().flat_map(|r| r.paths).collect();
         ctx.emit(EventKind::EditRolledBack {
             paths,
-            reason: format!("recovery gave up: {reason}"),
+            reason: nuvira_edit::with_kept(&format!("recovery gave up: {reason}"), &kept),
         });
     }
 }

@@ -13,6 +13,18 @@
 //! cancelled or failed run, [`Journal::rollback_run`]) undoes them. Transaction ids start with
 //! the creation time in milliseconds, so sorting them sorts by age.
 //!
+//! ## Later changes are never overwritten silently
+//!
+//! A commit also records what each file looked like right after the batch (its length and
+//! SHA-256, or that it was deleted). Before a rollback restores anything, it compares every file
+//! with that record; a file edited, deleted or created since the run wrote it is a *changed*
+//! file, and [`OnChanged`] says what happens: by default ([`OnChanged::Refuse`]) the rollback
+//! restores nothing and fails with [`JournalError::Changed`] naming each file, so a user's work
+//! after the run is never lost to an undo. [`OnChanged::Keep`] restores every other file and
+//! leaves the changed ones as they are (the engine's own rollback of a failed run does this);
+//! [`OnChanged::Overwrite`] restores them anyway. Transactions recorded before this check
+//! existed carry no record and are restored as before.
+//!
 //! ## Fault injection (a test hook)
 //!
 //! When the environment variable [`FAULT_CRASH_AFTER_WRITES_ENV`]
@@ -74,6 +86,19 @@ pub enum JournalError {
         /// Why.
         reason: String,
     },
+    /// Files changed after the run wrote them; nothing was restored ([`OnChanged::Refuse`]).
+    #[error(
+        "{} changed after run `{run_id}` wrote {}: {}; nothing was restored, so those changes are safe. Save them elsewhere and retry, restore only the other files, or overwrite them",
+        count(files.len()),
+        if files.len() == 1 { "it" } else { "them" },
+        describe(files)
+    )]
+    Changed {
+        /// The run being rolled back.
+        run_id: String,
+        /// Each changed file, in path order.
+        files: Vec<ChangedFile>,
+    },
     /// A write of the batch failed; every file already written was restored.
     #[error("{source}; the files already written were restored")]
     WriteFailed {
@@ -81,6 +106,90 @@ pub enum JournalError {
         #[source]
         source: WorkspaceError,
     },
+}
+
+fn count(n: usize) -> String {
+    if n == 1 {
+        "1 file".to_owned()
+    } else {
+        format!("{n} files")
+    }
+}
+
+fn describe(files: &[ChangedFile]) -> String {
+    files
+        .iter()
+        .map(|f| format!("`{}` ({})", f.path, f.what))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// What a rollback does with a file that changed after the run wrote it (see the
+/// [module docs](self)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum OnChanged {
+    /// Restore nothing and fail with [`JournalError::Changed`].
+    #[default]
+    Refuse,
+    /// Restore every other file; leave the changed ones as they are (listed in
+    /// [`RolledBack::kept`]).
+    Keep,
+    /// Restore them too: the later changes are lost.
+    Overwrite,
+}
+
+/// A file that changed after a run wrote it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ChangedFile {
+    /// The workspace-relative path.
+    pub path: String,
+    /// How it changed: `edited`, `deleted`, `created again`, `replaced by a folder`.
+    pub what: String,
+}
+
+/// What a file looked like: absent, or bytes of this length and SHA-256.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+enum FileState {
+    Absent,
+    Folder,
+    File { len: u64, sha256: String },
+}
+
+impl FileState {
+    fn of_bytes(bytes: &[u8]) -> Self {
+        use sha2::Digest as _;
+        let digest = sha2::Sha256::digest(bytes);
+        let mut hex = String::with_capacity(64);
+        for b in digest {
+            hex.push_str(&format!("{b:02x}"));
+        }
+        Self::File {
+            len: bytes.len() as u64,
+            sha256: hex,
+        }
+    }
+
+    /// The state of the file at `abs` now.
+    fn on_disk(abs: &Path) -> io::Result<Self> {
+        match std::fs::symlink_metadata(abs) {
+            Ok(meta) if meta.is_dir() => Ok(Self::Folder),
+            Ok(_) => std::fs::read(abs).map(|b| Self::of_bytes(&b)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Self::Absent),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// How `now` differs from `self` (the state the run left), for a [`ChangedFile`].
+    fn change_to(&self, now: &Self) -> &'static str {
+        match (self, now) {
+            (_, Self::Folder) => "replaced by a folder",
+            (Self::File { .. }, Self::Absent) => "deleted",
+            (Self::Absent | Self::Folder, Self::File { .. }) => "created again",
+            _ => "edited",
+        }
+    }
 }
 
 fn jio<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> JournalError + 'a {
@@ -155,6 +264,9 @@ struct Entry {
     path: String,
     /// `None`: the file did not exist before the batch.
     original: Option<Original>,
+    /// What the batch left (recorded at commit; absent in older journals and pending batches).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    after: Option<FileState>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -176,6 +288,9 @@ pub struct RolledBack {
     pub step_id: Option<String>,
     /// The files restored (or removed, for files the batch created).
     pub paths: Vec<String>,
+    /// Files left as they were because they changed after the run wrote them
+    /// ([`OnChanged::Keep`]).
+    pub kept: Vec<String>,
 }
 
 /// The rollback journal of one workspace.
@@ -257,7 +372,7 @@ impl Journal {
                 // Another live process is mid-batch: its transaction is not ours to undo.
                 Some(m) if m.state == TxnState::Pending && is_other_live_process(m.pid) => {}
                 Some(m) if m.state == TxnState::Pending => {
-                    out.push(self.restore(&dir, m)?);
+                    out.push(self.restore(&dir, m, &BTreeSet::new())?);
                 }
                 Some(_) => {}
             }
@@ -270,18 +385,81 @@ impl Journal {
     ///
     /// # Errors
     /// When the journal cannot be read or a file cannot be restored.
+    ///
+    /// A file changed since the run wrote it makes the whole rollback fail with
+    /// [`JournalError::Changed`] before anything is restored; see [`Journal::rollback_run_with`].
     pub fn rollback_run(&self, run_id: &str) -> Result<Vec<RolledBack>, JournalError> {
+        self.rollback_run_with(run_id, OnChanged::Refuse)
+    }
+
+    /// [`Journal::rollback_run`], with a choice of what happens to files changed since the run
+    /// wrote them.
+    ///
+    /// # Errors
+    /// [`JournalError::Changed`] (with [`OnChanged::Refuse`]; nothing restored), or when the
+    /// journal cannot be read or a file cannot be restored.
+    pub fn rollback_run_with(
+        &self,
+        run_id: &str,
+        on_changed: OnChanged,
+    ) -> Result<Vec<RolledBack>, JournalError> {
         let _guard = lock();
-        let mut out = Vec::new();
-        for (dir, manifest) in self.transactions()?.into_iter().rev() {
-            if let Some(m) = manifest
-                && m.run_id == run_id
-                && m.state != TxnState::RolledBack
-            {
-                out.push(self.restore(&dir, m)?);
+        let txns: Vec<(PathBuf, Manifest)> = self
+            .transactions()?
+            .into_iter()
+            .rev()
+            .filter_map(|(dir, m)| m.map(|m| (dir, m)))
+            .filter(|(_, m)| m.run_id == run_id && m.state != TxnState::RolledBack)
+            .collect();
+        let keep: BTreeSet<String> = match on_changed {
+            OnChanged::Overwrite => BTreeSet::new(),
+            OnChanged::Refuse | OnChanged::Keep => {
+                let changed = self.changed_since(&txns)?;
+                if on_changed == OnChanged::Refuse && !changed.is_empty() {
+                    return Err(JournalError::Changed {
+                        run_id: run_id.to_owned(),
+                        files: changed,
+                    });
+                }
+                changed.into_iter().map(|c| c.path).collect()
             }
+        };
+        let mut out = Vec::with_capacity(txns.len());
+        for (dir, m) in txns {
+            out.push(self.restore(&dir, m, &keep)?);
         }
         Ok(out)
+    }
+
+    /// Every file of these transactions (newest first) that differs from what the newest of
+    /// them to touch it left, in path order.
+    fn changed_since(
+        &self,
+        txns: &[(PathBuf, Manifest)],
+    ) -> Result<Vec<ChangedFile>, JournalError> {
+        let mut seen = BTreeSet::new();
+        let mut changed = Vec::new();
+        for (_, m) in txns {
+            for entry in m.entries.iter().rev() {
+                if !seen.insert(entry.path.as_str()) {
+                    continue;
+                }
+                let Some(after) = &entry.after else {
+                    continue;
+                };
+                let target = self.ws.resolve_for_write(&entry.path)?;
+                let now = FileState::on_disk(&target.abs)
+                    .map_err(|e| WorkspaceError::io("read", &entry.path, e))?;
+                if now != *after {
+                    changed.push(ChangedFile {
+                        path: entry.path.clone(),
+                        what: after.change_to(&now).to_owned(),
+                    });
+                }
+            }
+        }
+        changed.sort_by(|a, b| a.path.cmp(&b.path));
+        Ok(changed)
     }
 
     /// The run of the newest transaction that is not rolled back, if any.
@@ -304,10 +482,22 @@ impl Journal {
     /// # Errors
     /// When the journal cannot be read or a file cannot be restored.
     pub fn rollback_last(&self) -> Result<Option<(String, Vec<RolledBack>)>, JournalError> {
+        self.rollback_last_with(OnChanged::Refuse)
+    }
+
+    /// [`Journal::rollback_last`] with a choice for files changed since the run wrote them
+    /// (see [`Journal::rollback_run_with`]).
+    ///
+    /// # Errors
+    /// As [`Journal::rollback_run_with`].
+    pub fn rollback_last_with(
+        &self,
+        on_changed: OnChanged,
+    ) -> Result<Option<(String, Vec<RolledBack>)>, JournalError> {
         let Some(run) = self.last_run()? else {
             return Ok(None);
         };
-        let done = self.rollback_run(&run)?;
+        let done = self.rollback_run_with(&run, on_changed)?;
         Ok(Some((run, done)))
     }
 
@@ -366,11 +556,21 @@ impl Journal {
         Ok(out)
     }
 
-    /// Restores a transaction's originals and marks it rolled back. Idempotent: running it
-    /// again after a crash halfway through gives the same result.
-    fn restore(&self, dir: &Path, mut m: Manifest) -> Result<RolledBack, JournalError> {
+    /// Restores a transaction's originals (but for the paths in `keep`) and marks it rolled
+    /// back. Idempotent: running it again after a crash halfway through gives the same result.
+    fn restore(
+        &self,
+        dir: &Path,
+        mut m: Manifest,
+        keep: &BTreeSet<String>,
+    ) -> Result<RolledBack, JournalError> {
         let mut paths = Vec::with_capacity(m.entries.len());
+        let mut kept = Vec::new();
         for entry in m.entries.iter().rev() {
+            if keep.contains(&entry.path) {
+                kept.push(entry.path.clone());
+                continue;
+            }
             let target = self.ws.resolve_for_write(&entry.path)?;
             match &entry.original {
                 Some(orig) => {
@@ -405,6 +605,7 @@ impl Journal {
             }
         }
         paths.reverse();
+        kept.reverse();
         m.state = TxnState::RolledBack;
         write_manifest(dir, &m)?;
         Ok(RolledBack {
@@ -412,6 +613,7 @@ impl Journal {
             run_id: m.run_id,
             step_id: m.step_id,
             paths,
+            kept,
         })
     }
 }
@@ -499,6 +701,7 @@ impl Transaction<'_> {
             new_entries.push(Entry {
                 path: target.rel.clone(),
                 original,
+                after: None,
             });
         }
         if !new_entries.is_empty() || !new_dirs.is_empty() || !self.on_disk {
@@ -516,9 +719,22 @@ impl Transaction<'_> {
             self.on_disk = true;
         }
 
-        // 2. Write.
+        // 2. Write, noting what each file holds afterwards (made durable by the commit).
+        let entry_of: Vec<Option<usize>> = {
+            let index: std::collections::HashMap<&str, usize> = self
+                .manifest
+                .entries
+                .iter()
+                .enumerate()
+                .map(|(i, e)| (e.path.as_str(), i))
+                .collect();
+            targets
+                .iter()
+                .map(|t| index.get(t.rel.as_str()).copied())
+                .collect()
+        };
         let mut written = Vec::with_capacity(ops.len());
-        for (op, target) in ops.iter().zip(&targets) {
+        for ((op, target), entry) in ops.iter().zip(&targets).zip(entry_of) {
             let result = match op {
                 FileOp::Write { content, mode, .. } => create_parents(&target.abs)
                     .and_then(|()| atomic_write(&target.abs, content, *mode))
@@ -526,11 +742,21 @@ impl Transaction<'_> {
                 FileOp::Delete { .. } => remove_durably(&target.abs).map(|()| 0),
             };
             match result {
-                Ok(n) => written.push(n),
+                Ok(n) => {
+                    written.push(n);
+                    let after = match op {
+                        FileOp::Write { content, .. } => FileState::of_bytes(content),
+                        FileOp::Delete { .. } => FileState::Absent,
+                    };
+                    if let Some(entry) = entry.and_then(|i| self.manifest.entries.get_mut(i)) {
+                        entry.after = Some(after);
+                    }
+                }
                 Err(e) => {
                     let source = WorkspaceError::io("write", &target.rel, e);
                     self.finished = true;
-                    self.journal.restore(&self.dir, self.manifest.clone())?;
+                    self.journal
+                        .restore(&self.dir, self.manifest.clone(), &BTreeSet::new())?;
                     return Err(JournalError::WriteFailed { source });
                 }
             }
@@ -579,9 +805,11 @@ impl Transaction<'_> {
                 run_id: self.manifest.run_id.clone(),
                 step_id: self.manifest.step_id.clone(),
                 paths: Vec::new(),
+                kept: Vec::new(),
             });
         }
-        self.journal.restore(&self.dir, self.manifest.clone())
+        self.journal
+            .restore(&self.dir, self.manifest.clone(), &BTreeSet::new())
     }
 
     fn prepare_dir(&self) -> Result<(), JournalError> {
@@ -609,7 +837,9 @@ impl Transaction<'_> {
 impl Drop for Transaction<'_> {
     fn drop(&mut self) {
         if !self.finished && self.on_disk {
-            let _ = self.journal.restore(&self.dir, self.manifest.clone());
+            let _ = self
+                .journal
+                .restore(&self.dir, self.manifest.clone(), &BTreeSet::new());
         }
     }
 }

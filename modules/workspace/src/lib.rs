@@ -39,8 +39,8 @@ mod journal;
 
 pub use atomic::{atomic_write, remove_durably, sync_dir};
 pub use journal::{
-    FAULT_CRASH_AFTER_WRITES_ENV, FileOp, Journal, JournalError, KEEP_TRANSACTIONS, RolledBack,
-    Transaction, TxnState,
+    ChangedFile, FAULT_CRASH_AFTER_WRITES_ENV, FileOp, Journal, JournalError, KEEP_TRANSACTIONS,
+    OnChanged, RolledBack, Transaction, TxnState,
 };
 
 use std::io;

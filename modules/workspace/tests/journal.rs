@@ -223,3 +223,177 @@ fn a_run_rollback_waits_for_a_batch_in_flight_instead_of_racing_it() {
     assert_eq!(read(dir.path(), "a.txt").as_deref(), Some("alpha\n"));
     assert!(journal.rollback_last().unwrap().is_none());
 }
+
+// ---- files changed after the run wrote them ----------------------------------------------
+
+use nuvira_workspace::{JournalError, OnChanged};
+
+/// One committed run: `a.txt` edited, `new/c.txt` created, `gone.txt` deleted.
+fn committed_run(ws: &Workspace, run: &str) {
+    let journal = Journal::new(ws);
+    let mut txn = journal.begin(run, Some("edit"));
+    txn.apply(&[
+        op("a.txt", "ALPHA\n"),
+        op("new/c.txt", "new\n"),
+        FileOp::Delete {
+            path: "gone.txt".into(),
+        },
+    ])
+    .unwrap();
+    txn.commit().unwrap();
+}
+
+fn changed_files(err: JournalError) -> Vec<(String, String)> {
+    match err {
+        JournalError::Changed { files, .. } => {
+            files.into_iter().map(|f| (f.path, f.what)).collect()
+        }
+        other => panic!("expected Changed, got {other}"),
+    }
+}
+
+#[test]
+fn a_file_edited_after_the_run_makes_rollback_refuse_and_restore_nothing() {
+    let (dir, ws) = repo();
+    committed_run(&ws, "run-1");
+    write(dir.path(), "a.txt", "my own work\n");
+
+    let journal = Journal::new(&ws);
+    let err = journal.rollback_last().unwrap_err();
+    let message = err.to_string();
+    assert_eq!(
+        changed_files(err),
+        vec![("a.txt".to_owned(), "edited".to_owned())]
+    );
+    assert!(message.contains("`a.txt` (edited)"), "{message}");
+    assert!(message.contains("run `run-1`"), "{message}");
+    assert!(message.contains("nothing was restored"), "{message}");
+    // Nothing at all was restored: not the edited file, not the others.
+    assert_eq!(read(dir.path(), "a.txt").as_deref(), Some("my own work\n"));
+    assert_eq!(read(dir.path(), "new/c.txt").as_deref(), Some("new\n"));
+    assert!(read(dir.path(), "gone.txt").is_none());
+    // The run can still be rolled back later: refusing marked nothing rolled back.
+    assert_eq!(journal.last_run().unwrap().as_deref(), Some("run-1"));
+    assert!(journal.rollback_last().is_err());
+}
+
+#[test]
+fn keep_restores_every_other_file_and_leaves_the_changed_one() {
+    let (dir, ws) = repo();
+    committed_run(&ws, "run-1");
+    write(dir.path(), "a.txt", "my own work\n");
+
+    let journal = Journal::new(&ws);
+    let (run, done) = journal
+        .rollback_last_with(OnChanged::Keep)
+        .unwrap()
+        .unwrap();
+    assert_eq!(run, "run-1");
+    assert_eq!(done[0].kept, vec!["a.txt"]);
+    assert_eq!(done[0].paths, vec!["new/c.txt", "gone.txt"]);
+    assert_eq!(read(dir.path(), "a.txt").as_deref(), Some("my own work\n"));
+    assert!(read(dir.path(), "new/c.txt").is_none());
+    assert_eq!(read(dir.path(), "gone.txt").as_deref(), Some("bye\n"));
+    assert!(
+        journal.rollback_last().unwrap().is_none(),
+        "the run is done"
+    );
+}
+
+#[test]
+fn deleted_recreated_and_replaced_files_are_named_and_overwrite_restores_them_all() {
+    let (dir, ws) = repo();
+    committed_run(&ws, "run-1");
+    std::fs::remove_file(dir.path().join("a.txt")).unwrap();
+    write(dir.path(), "gone.txt", "mine now\n");
+    std::fs::remove_file(dir.path().join("new/c.txt")).unwrap();
+    std::fs::create_dir(dir.path().join("new/c.txt")).unwrap();
+
+    let journal = Journal::new(&ws);
+    assert_eq!(
+        changed_files(journal.rollback_last().unwrap_err()),
+        vec![
+            ("a.txt".to_owned(), "deleted".to_owned()),
+            ("gone.txt".to_owned(), "created again".to_owned()),
+            ("new/c.txt".to_owned(), "replaced by a folder".to_owned()),
+        ]
+    );
+    std::fs::remove_dir(dir.path().join("new/c.txt")).unwrap();
+    let (_, done) = journal
+        .rollback_last_with(OnChanged::Overwrite)
+        .unwrap()
+        .unwrap();
+    assert!(done[0].kept.is_empty());
+    assert_eq!(read(dir.path(), "a.txt").as_deref(), Some("alpha\n"));
+    assert_eq!(read(dir.path(), "gone.txt").as_deref(), Some("bye\n"));
+    assert!(!dir.path().join("new").exists());
+}
+
+#[test]
+fn a_file_written_by_several_batches_of_one_run_is_checked_against_the_last_batch() {
+    let (dir, ws) = repo();
+    let journal = Journal::new(&ws);
+    for (step, text) in [("s1", "one\n"), ("s2", "two\n"), ("s3", "three\n")] {
+        let mut txn = journal.begin("run-1", Some(step));
+        txn.apply(&[op("a.txt", text)]).unwrap();
+        txn.commit().unwrap();
+    }
+    // Untouched since: the whole chain unwinds to the original.
+    let done = journal.rollback_run("run-1").unwrap();
+    assert_eq!(done.len(), 3);
+    assert_eq!(read(dir.path(), "a.txt").as_deref(), Some("alpha\n"));
+
+    // Edited after the last batch: refused, whatever the earlier batches left.
+    for (step, text) in [("s1", "one\n"), ("s2", "two\n")] {
+        let mut txn = journal.begin("run-2", Some(step));
+        txn.apply(&[op("a.txt", text)]).unwrap();
+        txn.commit().unwrap();
+    }
+    write(dir.path(), "a.txt", "one\n");
+    assert_eq!(
+        changed_files(journal.rollback_run("run-2").unwrap_err()),
+        vec![("a.txt".to_owned(), "edited".to_owned())]
+    );
+}
+
+#[test]
+fn rolling_back_an_older_run_refuses_a_file_a_later_run_rewrote() {
+    let (dir, ws) = repo();
+    let journal = Journal::new(&ws);
+    committed_run(&ws, "run-1");
+    let mut txn = journal.begin("run-2", None);
+    txn.apply(&[op("a.txt", "later run\n")]).unwrap();
+    txn.commit().unwrap();
+    assert_eq!(
+        changed_files(journal.rollback_run("run-1").unwrap_err()),
+        vec![("a.txt".to_owned(), "edited".to_owned())]
+    );
+    assert_eq!(read(dir.path(), "a.txt").as_deref(), Some("later run\n"));
+}
+
+#[test]
+fn a_journal_written_before_the_check_existed_still_rolls_back() {
+    let (dir, ws) = repo();
+    committed_run(&ws, "run-1");
+    // Strip the records of what the batch left, as an older Nuvira wrote the manifest.
+    let journal_dir = dir.path().join(".nuvira/journal");
+    let txn = std::fs::read_dir(&journal_dir)
+        .unwrap()
+        .filter_map(Result::ok)
+        .find(|e| e.path().is_dir())
+        .unwrap()
+        .path();
+    let manifest = txn.join("txn.json");
+    let mut m: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&manifest).unwrap()).unwrap();
+    let entries = m["entries"].as_array_mut().unwrap();
+    assert!(entries.iter().all(|e| e.get("after").is_some()), "{m}");
+    for e in entries {
+        e.as_object_mut().unwrap().remove("after");
+    }
+    std::fs::write(&manifest, serde_json::to_vec(&m).unwrap()).unwrap();
+    write(dir.path(), "a.txt", "edited, but nobody can tell\n");
+
+    Journal::new(&ws).rollback_last().unwrap().unwrap();
+    assert_eq!(read(dir.path(), "a.txt").as_deref(), Some("alpha\n"));
+}
