@@ -47,6 +47,7 @@ enum Command {
 
 /// Parses the command line, runs the command and returns its exit code.
 pub fn main() -> ExitCode {
+    exit_quietly_when_output_fails();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(err) => {
@@ -71,6 +72,41 @@ pub fn main() -> ExitCode {
         Command::Report(a) => report::execute(a),
     };
     ExitCode::from(code)
+}
+
+/// Output that cannot be written must not end in a panic. std's `print!`/`eprint!` panic when
+/// stdout or stderr fails (`nuvira graph big.yaml | head` closes the pipe; `> /dev/full` has no
+/// space), so this hook turns exactly those panics into an exit: 0 for a closed pipe (the
+/// reader took all it wanted, as `head` expects), 3 (the environment failed) for any other write
+/// error, with one line on stderr if stderr still works. Every other panic keeps the default
+/// hook.
+fn exit_quietly_when_output_fails() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info.payload();
+        let msg = payload
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| payload.downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        let stream = ["stdout", "stderr"]
+            .into_iter()
+            .find(|s| msg.starts_with(&format!("failed printing to {s}")));
+        let Some(stream) = stream else {
+            return default(info);
+        };
+        if msg.contains("Broken pipe") {
+            std::process::exit(i32::from(crate::exit::SUCCESS));
+        }
+        if stream == "stdout" {
+            use std::io::Write;
+            let _ = writeln!(
+                std::io::stderr(),
+                "error: {msg}; the output is incomplete (free some space or write elsewhere)"
+            );
+        }
+        std::process::exit(i32::from(crate::exit::ENVIRONMENT));
+    }));
 }
 
 fn init_tracing(verbose: u8) {
