@@ -8,16 +8,24 @@
 //! - `invalid-config`: a module rejected the step's config;
 //! - `dangling`: a `depends_on` names a step that does not exist (`steps` = `[step, missing]`);
 //! - `unknown-output`: `outputs` names a step that does not exist;
-//! - `cycle`: each strongly connected component with a cycle, named as a path
-//!   `a -> b -> a` (`steps` = the path, ending with its first id repeated). Arrows follow the
-//!   graph's edges as `nuvira graph` draws them, from a dependency to its dependent: in
-//!   `a -> b`, `b` depends on `a`;
+//! - `cycle`: every elementary cycle, named as a path `a -> b -> a` (`steps` = the path,
+//!   ending with its first id repeated; self-loops are `a -> a`). Arrows follow the graph's
+//!   edges as `nuvira graph` draws them, from a dependency to its dependent: in `a -> b`, `b`
+//!   depends on `a`. Cycles that share steps are each reported. A group of mutually dependent
+//!   steps can hold exponentially many cycles, so at most [`MAX_CYCLES_PER_GROUP`] are listed
+//!   per group, and the last one listed says that more exist;
 //! - `ambiguous-goal`: no `outputs`, no verify/report step, and more than one sink;
-//! - `orphan`: a step from which no path leads to an output.
+//! - `orphan`: a step from which no path leads to an output (not checked while `outputs`
+//!   names a missing step: the outputs themselves are wrong then).
 //!
-//! Cost is linear in steps + edges: one hash map of ids, one pass over the edges, Tarjan's
-//! strongly connected components (petgraph), one reverse breadth-first search from the
-//! outputs.
+//! A step whose id repeats an earlier one is still checked: its dependencies can dangle, and
+//! they join the graph as the first step's, so a cycle through it is found too.
+//!
+//! Cost is linear in steps + edges for a plan without cycles: one hash map of ids, one pass
+//! over the edges, Kosaraju's strongly connected components (petgraph's, iterative: a chain
+//! of a million steps does not overflow the stack), one reverse
+//! breadth-first search from the outputs. Each group of mutually dependent steps adds
+//! Johnson's circuit search, O((steps + edges) x cycles listed) with the cap above.
 
 use crate::registry::ModuleRegistry;
 use nuvira_api::{ExecutionPlan, ModuleKind};
@@ -198,6 +206,10 @@ impl ValidatedPlan {
     }
 }
 
+/// The most cycles listed for one group of mutually dependent steps (one strongly connected
+/// component of the dependency graph).
+pub const MAX_CYCLES_PER_GROUP: usize = 50;
+
 /// Whether an id is made of `[A-Za-z0-9_.-]` only (and is not empty).
 pub fn is_valid_id(id: &str) -> bool {
     !id.is_empty()
@@ -316,17 +328,17 @@ pub fn validate(
     let mut parents: Vec<Vec<usize>> = vec![Vec::new(); n];
     let mut children: Vec<Vec<usize>> = vec![Vec::new(); n];
     for (i, step) in steps.iter().enumerate() {
-        if index.get(step.id.as_str()) != Some(&i) {
-            continue; // a duplicate: already reported, keep it out of the graph
-        }
-        let mut seen: HashSet<usize> = HashSet::new();
+        // A duplicate (already reported) joins the graph as the step that owns its id, so its
+        // dependencies are checked too.
+        let node = index.get(step.id.as_str()).copied().unwrap_or(i);
+        let mut seen: HashSet<usize> = parents[node].iter().copied().collect();
         for dep in &step.depends_on {
             match index.get(dep.as_str()) {
                 Some(&d) => {
                     if seen.insert(d) {
-                        parents[i].push(d);
-                        children[d].push(i);
-                        graph.add_edge(NodeIndex::new(d), NodeIndex::new(i), ());
+                        parents[node].push(d);
+                        children[d].push(node);
+                        graph.add_edge(NodeIndex::new(d), NodeIndex::new(node), ());
                     }
                 }
                 None => problems.push(
@@ -345,28 +357,39 @@ pub fn validate(
         }
     }
 
-    // Cycles: one path per strongly connected component that has one.
+    // Cycles: every elementary cycle of each strongly connected component that has one, in
+    // the order of the components' first steps.
     let mut in_cycle = vec![false; n];
-    for scc in petgraph::algo::tarjan_scc(&graph) {
-        let is_cycle = scc.len() > 1 || scc.first().is_some_and(|&v| graph.contains_edge(v, v));
-        if !is_cycle {
-            continue;
+    let mut groups: Vec<Vec<usize>> = petgraph::algo::kosaraju_scc(&graph)
+        .into_iter()
+        .filter(|scc| scc.len() > 1 || scc.first().is_some_and(|&v| graph.contains_edge(v, v)))
+        .map(|scc| {
+            let mut members: Vec<usize> = scc.into_iter().map(NodeIndex::index).collect();
+            members.sort_unstable();
+            members
+        })
+        .collect();
+    groups.sort_unstable_by_key(|g| g.first().copied());
+    for members in groups {
+        for &v in &members {
+            in_cycle[v] = true;
         }
-        for v in &scc {
-            in_cycle[v.index()] = true;
-        }
-        let members: HashSet<usize> = scc.iter().map(|v| v.index()).collect();
-        let start = scc.iter().map(|v| v.index()).min().unwrap_or(0);
-        let path = cycle_path(start, &members, &children);
-        let ids: Vec<String> = path.iter().map(|&i| steps[i].id.clone()).collect();
-        problems.push(Problem::new(
-            ProblemKind::Cycle,
-            ids.clone(),
-            format!(
+        let (cycles, more) = elementary_cycles(&members, &children, MAX_CYCLES_PER_GROUP);
+        let last = cycles.len().saturating_sub(1);
+        for (k, path) in cycles.into_iter().enumerate() {
+            let ids: Vec<String> = path.iter().map(|&i| steps[i].id.clone()).collect();
+            let mut message = format!(
                 "steps depend on each other in a cycle: {} (each step waits for the one before it; remove one of these dependencies)",
                 ids.join(" -> ")
-            ),
-        ));
+            );
+            if more && k == last {
+                message.push_str(&format!(
+                    "; these {} steps form more cycles than the {MAX_CYCLES_PER_GROUP} listed: break these and validate again",
+                    members.len()
+                ));
+            }
+            problems.push(Problem::new(ProblemKind::Cycle, ids, message));
+        }
     }
 
     // Outputs.
@@ -376,14 +399,18 @@ pub fn validate(
         for id in named {
             match index.get(id.as_str()) {
                 Some(&i) => outputs.push(i),
-                None => problems.push(Problem::new(
+                // The outputs are wrong: which steps are orphans cannot be told yet.
+                None => outputs_known = false,
+            }
+            if !index.contains_key(id.as_str()) {
+                problems.push(Problem::new(
                     ProblemKind::UnknownOutput,
                     vec![id.clone()],
                     format!(
                         "`outputs` names `{id}`, which is not a step{}",
                         suggestion(id, index.keys().copied())
                     ),
-                )),
+                ));
             }
         }
         if named.is_empty() {
@@ -475,56 +502,176 @@ pub fn validate(
     }
 }
 
-/// A shortest cycle through `start` inside one strongly connected component, following the
-/// graph's edges (a dependency -> its dependent, the direction `nuvira graph` draws), as a path
-/// ending with `start` again.
-fn cycle_path(start: usize, members: &HashSet<usize>, next: &[Vec<usize>]) -> Vec<usize> {
-    let mut prev: HashMap<usize, usize> = HashMap::new();
-    let mut queue = VecDeque::from([start]);
-    let mut visited: HashSet<usize> = HashSet::from([start]);
-    while let Some(v) = queue.pop_front() {
-        for &d in &next[v] {
-            if d == start {
-                let mut path = vec![v];
-                let mut cur = v;
-                while cur != start {
-                    cur = prev[&cur];
-                    path.push(cur);
+/// The elementary cycles of one strongly connected component (`members`, sorted), at most
+/// `cap` of them, each a path along `next` (a dependency -> its dependent) ending with its
+/// first step again; and whether more exist.
+///
+/// Johnson's algorithm: for the least step `s` of each remaining component, every cycle through
+/// `s` over steps after it, found by a depth-first search whose blocking keeps it from walking
+/// a dead end twice; then `s` is dropped and the components recomputed. Iterative, so a cycle
+/// of 100,000 steps does not overflow the stack. Every round finds at least one cycle, so the
+/// work is O((steps + edges) x cycles found).
+fn elementary_cycles(
+    members: &[usize],
+    next: &[Vec<usize>],
+    cap: usize,
+) -> (Vec<Vec<usize>>, bool) {
+    // Local numbering: members[k] is local k; edges leave the component's member set out.
+    let local: HashMap<usize, usize> = members.iter().enumerate().map(|(k, &v)| (v, k)).collect();
+    let adj: Vec<Vec<usize>> = members
+        .iter()
+        .map(|&v| {
+            next[v]
+                .iter()
+                .filter_map(|w| local.get(w).copied())
+                .collect()
+        })
+        .collect();
+    let m = members.len();
+    let mut cycles: Vec<Vec<usize>> = Vec::new();
+    let mut removed = vec![false; m];
+    let mut blocked = vec![false; m];
+    let mut block_map: Vec<Vec<usize>> = vec![Vec::new(); m];
+    let mut in_comp = vec![false; m];
+    loop {
+        // The least remaining step that lies on a cycle, and its component.
+        let Some(comp) = least_cyclic_component(&adj, &removed) else {
+            return (cycles, false);
+        };
+        let s = comp[0];
+        for &v in &comp {
+            in_comp[v] = true;
+            blocked[v] = false;
+            block_map[v].clear();
+        }
+        // Frames: (step, next neighbour to try, found a cycle below).
+        let mut frames: Vec<(usize, usize, bool)> = vec![(s, 0, false)];
+        let mut path: Vec<usize> = vec![s];
+        blocked[s] = true;
+        while let Some(frame) = frames.last_mut() {
+            let (v, pos) = (frame.0, frame.1);
+            if let Some(&w) = adj[v].get(pos) {
+                frame.1 += 1;
+                if !in_comp[w] {
+                    continue;
                 }
-                path.reverse();
-                path.push(start);
-                return path;
+                if w == s {
+                    frame.2 = true;
+                    if cycles.len() == cap {
+                        return (cycles, true);
+                    }
+                    let mut cycle: Vec<usize> = path.iter().map(|&k| members[k]).collect();
+                    cycle.push(members[s]);
+                    cycles.push(cycle);
+                } else if !blocked[w] {
+                    blocked[w] = true;
+                    path.push(w);
+                    frames.push((w, 0, false));
+                }
+                continue;
             }
-            if members.contains(&d) && visited.insert(d) {
-                prev.insert(d, v);
-                queue.push_back(d);
+            let found = frame.2;
+            if found {
+                unblock(v, &mut blocked, &mut block_map);
+            } else {
+                for &w in &adj[v] {
+                    if in_comp[w] && !block_map[w].contains(&v) {
+                        block_map[w].push(v);
+                    }
+                }
+            }
+            frames.pop();
+            path.pop();
+            if let Some(parent) = frames.last_mut() {
+                parent.2 |= found;
+            }
+        }
+        for &v in &comp {
+            in_comp[v] = false;
+        }
+        removed[s] = true;
+    }
+}
+
+/// Johnson's unblock, without recursion.
+fn unblock(u: usize, blocked: &mut [bool], block_map: &mut [Vec<usize>]) {
+    let mut stack = vec![u];
+    while let Some(x) = stack.pop() {
+        if blocked[x] {
+            blocked[x] = false;
+            stack.append(&mut block_map[x]);
+        }
+    }
+}
+
+/// Among the steps not `removed`, the strongly connected component (sorted) that holds the
+/// least step lying on a cycle, if any.
+fn least_cyclic_component(adj: &[Vec<usize>], removed: &[bool]) -> Option<Vec<usize>> {
+    let mut g: DiGraph<(), ()> = DiGraph::with_capacity(adj.len(), adj.len());
+    for _ in 0..adj.len() {
+        g.add_node(());
+    }
+    for (v, out) in adj.iter().enumerate() {
+        if removed[v] {
+            continue;
+        }
+        for &w in out {
+            if !removed[w] {
+                g.add_edge(NodeIndex::new(v), NodeIndex::new(w), ());
             }
         }
     }
-    vec![start, start]
+    petgraph::algo::kosaraju_scc(&g)
+        .into_iter()
+        .filter(|scc| {
+            scc.first().is_some_and(|v| !removed[v.index()])
+                && (scc.len() > 1 || scc.first().is_some_and(|&v| g.contains_edge(v, v)))
+        })
+        .map(|scc| {
+            let mut c: Vec<usize> = scc.into_iter().map(NodeIndex::index).collect();
+            c.sort_unstable();
+            c
+        })
+        .min_by_key(|c| c[0])
 }
 
-/// " (did you mean `x`?)" when a known id is close to the unknown one.
+/// " (did you mean `x`?)" when a known id is close to the unknown one: at most one edit
+/// (insertion, deletion, substitution or swap of two neighbours) per three characters, and
+/// never an id that shares nothing with it (`x` does not suggest `a`).
 fn suggestion<'a>(unknown: &str, known: impl Iterator<Item = &'a str>) -> String {
+    let len = unknown.chars().count();
     known
-        .map(|k| (edit_distance(unknown, k), k))
-        .filter(|(d, k)| *d <= 2.max(k.len() / 4))
+        .filter_map(|k| {
+            let longest = len.max(k.chars().count());
+            let d = edit_distance(unknown, k);
+            (d <= (longest / 3).max(1) && d < len.min(k.chars().count())).then_some((d, k))
+        })
         .min()
         .map(|(_, k)| format!(" (did you mean `{k}`?)"))
         .unwrap_or_default()
 }
 
+/// Optimal string alignment distance: Levenshtein plus the swap of two neighbours.
 fn edit_distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
     let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut prev = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let cur = row[j + 1];
-            row[j + 1] = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(cur + 1);
-            prev = cur;
+    let w = b.len() + 1;
+    let mut d = vec![0usize; (a.len() + 1) * w];
+    for (j, cell) in d.iter_mut().take(w).enumerate() {
+        *cell = j;
+    }
+    for i in 1..=a.len() {
+        d[i * w] = i;
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut best = (d[(i - 1) * w + j] + 1)
+                .min(d[i * w + j - 1] + 1)
+                .min(d[(i - 1) * w + j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                best = best.min(d[(i - 2) * w + j - 2] + 1);
+            }
+            d[i * w + j] = best;
         }
     }
-    row[b.len()]
+    d[a.len() * w + b.len()]
 }

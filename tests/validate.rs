@@ -233,3 +233,260 @@ proptest! {
         }
     }
 }
+
+// ---- every cycle, duplicates, outputs, suggestions ----------------------------------------
+
+fn cycles(p: &ExecutionPlan) -> Vec<Vec<String>> {
+    kinds(p)
+        .into_iter()
+        .filter(|(k, _)| *k == ProblemKind::Cycle)
+        .map(|(_, s)| s)
+        .collect()
+}
+
+#[test]
+fn cycles_that_share_steps_are_each_reported() {
+    // b depends on a and c, a on b, c on b: two cycles through b.
+    let p = plan(vec![
+        s("a", "m", &["b"]),
+        s("b", "m", &["a", "c"]),
+        s("c", "m", &["b"]),
+        s("r", "report", &["a"]),
+    ]);
+    assert_eq!(cycles(&p), vec![v(&["a", "b", "a"]), v(&["b", "c", "b"])]);
+
+    // A figure eight through a, and a self-loop inside a larger cycle.
+    let fig8 = plan(vec![
+        s("a", "m", &["c", "d"]),
+        s("b", "m", &["a"]),
+        s("c", "m", &["b"]),
+        s("d", "m", &["a"]),
+        s("r", "report", &["a"]),
+    ]);
+    assert_eq!(
+        cycles(&fig8),
+        vec![v(&["a", "b", "c", "a"]), v(&["a", "d", "a"])]
+    );
+    let selfloop = plan(vec![
+        s("a", "m", &["a", "b"]),
+        s("b", "m", &["a"]),
+        s("r", "report", &["a"]),
+    ]);
+    assert_eq!(cycles(&selfloop), vec![v(&["a", "a"]), v(&["a", "b", "a"])]);
+}
+
+#[test]
+fn every_elementary_cycle_of_a_complete_graph_is_listed_once() {
+    // Three steps each depending on the other two: 3 two-cycles and 2 three-cycles.
+    let p = plan(vec![
+        s("a", "m", &["b", "c"]),
+        s("b", "m", &["a", "c"]),
+        s("c", "m", &["a", "b"]),
+        s("r", "report", &["a"]),
+    ]);
+    let mut got = cycles(&p);
+    got.sort();
+    assert_eq!(
+        got,
+        vec![
+            v(&["a", "b", "a"]),
+            v(&["a", "b", "c", "a"]),
+            v(&["a", "c", "a"]),
+            v(&["a", "c", "b", "a"]),
+            v(&["b", "c", "b"]),
+        ]
+    );
+}
+
+#[test]
+fn a_group_with_too_many_cycles_lists_the_cap_and_says_there_are_more() {
+    // Eight steps, each depending on all the others: thousands of elementary cycles.
+    let ids: Vec<String> = (0..8).map(|i| format!("s{i}")).collect();
+    let mut steps: Vec<PlanStep> = ids
+        .iter()
+        .map(|id| {
+            PlanStep::new(id.as_str(), "m")
+                .depends_on(ids.iter().filter(|o| *o != id).map(String::as_str))
+        })
+        .collect();
+    steps.push(s("r", "report", &["s0"]));
+    let err = validate(&plan(steps), None).unwrap_err();
+    let listed: Vec<_> = err
+        .problems
+        .iter()
+        .filter(|p| p.kind == ProblemKind::Cycle)
+        .collect();
+    assert_eq!(listed.len(), nuvira::validate::MAX_CYCLES_PER_GROUP);
+    let distinct: HashSet<&Vec<String>> = listed.iter().map(|p| &p.steps).collect();
+    assert_eq!(distinct.len(), listed.len(), "no cycle twice");
+    let last = listed.last().unwrap();
+    assert!(
+        last.message.contains("more cycles than the 50 listed"),
+        "{}",
+        last.message
+    );
+    assert!(!listed[0].message.contains("more cycles"));
+}
+
+#[test]
+fn a_cycle_of_100000_steps_is_one_path_without_overflowing_the_stack() {
+    let n = 100_000;
+    let mut steps: Vec<PlanStep> = (0..n)
+        .map(|i| {
+            let dep = format!("s{}", (i + n - 1) % n);
+            PlanStep::new(format!("s{i}"), "m").depends_on([dep.as_str()])
+        })
+        .collect();
+    steps.push(s("r", "report", &["s0"]));
+    let found = cycles(&plan(steps));
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].len(), n + 1);
+    assert_eq!(found[0][0], "s0");
+    assert_eq!(found[0][1], "s1");
+}
+
+#[test]
+fn a_duplicate_steps_own_dependencies_are_checked() {
+    let dangling = plan(vec![
+        s("a", "m", &[]),
+        s("a", "m", &["ghost"]),
+        s("r", "report", &["a"]),
+    ]);
+    let got = kinds(&dangling);
+    assert!(
+        got.contains(&(ProblemKind::DuplicateId, v(&["a"]))),
+        "{got:?}"
+    );
+    assert!(
+        got.contains(&(ProblemKind::Dangling, v(&["a", "ghost"]))),
+        "{got:?}"
+    );
+
+    let cycle = plan(vec![
+        s("a", "m", &[]),
+        s("b", "m", &["a"]),
+        s("a", "m", &["b"]),
+        s("r", "report", &["b"]),
+    ]);
+    assert_eq!(cycles(&cycle), vec![v(&["a", "b", "a"])]);
+}
+
+#[test]
+fn a_missing_output_does_not_make_every_step_an_orphan() {
+    let mut p = plan(vec![s("a", "m", &[]), s("r", "m", &["a"])]);
+    p.outputs = Some(vec!["nope".into()]);
+    assert_eq!(kinds(&p), vec![(ProblemKind::UnknownOutput, v(&["nope"]))]);
+    // One right and one misspelt: still no orphan guesses while the outputs are wrong.
+    let mut p = plan(vec![
+        s("a", "m", &[]),
+        s("b", "m", &[]),
+        s("r", "m", &["a"]),
+    ]);
+    p.outputs = Some(vec!["r".into(), "bb".into()]);
+    assert_eq!(kinds(&p), vec![(ProblemKind::UnknownOutput, v(&["bb"]))]);
+}
+
+#[test]
+fn suggestions_are_close_matches_only() {
+    let message = |dep: &str, known: &[&str]| {
+        let mut steps: Vec<PlanStep> = known.iter().map(|k| s(k, "m", &[])).collect();
+        steps.push(s("zzz-final", "report", &[dep]));
+        let err = validate(&plan(steps), None).unwrap_err();
+        err.problems
+            .into_iter()
+            .find(|p| p.kind == ProblemKind::Dangling)
+            .unwrap()
+            .message
+    };
+    assert!(message("buid", &["build", "test"]).contains("did you mean `build`"));
+    assert!(message("tset", &["build", "test"]).contains("did you mean `test`"));
+    // Short ids that share nothing are not suggested.
+    assert!(!message("x", &["a", "r"]).contains("did you mean"));
+    assert!(!message("zz", &["a"]).contains("did you mean"));
+    assert!(!message("deploy", &["build", "test"]).contains("did you mean"));
+}
+
+/// Every elementary cycle of a small graph, by brute force, as rotations starting at the
+/// least step.
+fn brute_force_cycles(n: usize, edges: &HashSet<(usize, usize)>) -> HashSet<Vec<usize>> {
+    let mut out = HashSet::new();
+    fn walk(
+        start: usize,
+        path: &mut Vec<usize>,
+        n: usize,
+        edges: &HashSet<(usize, usize)>,
+        out: &mut HashSet<Vec<usize>>,
+    ) {
+        let last = *path.last().unwrap();
+        for next in start..n {
+            if !edges.contains(&(last, next)) {
+                continue;
+            }
+            if next == start {
+                let mut c = path.clone();
+                c.push(start);
+                out.insert(c);
+            } else if !path.contains(&next) {
+                path.push(next);
+                walk(start, path, n, edges, out);
+                path.pop();
+            }
+        }
+    }
+    for start in 0..n {
+        walk(start, &mut vec![start], n, edges, &mut out);
+    }
+    out
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    #[test]
+    fn the_reported_cycles_are_exactly_the_elementary_cycles(
+        n in 1usize..7,
+        raw_edges in proptest::collection::vec((0usize..7, 0usize..7), 0..16),
+    ) {
+        let edges: HashSet<(usize, usize)> =
+            raw_edges.into_iter().map(|(a, b)| (a % n, b % n)).collect();
+        let list: Vec<(usize, usize)> = edges.iter().copied().collect();
+        let expected = brute_force_cycles(n, &edges);
+        prop_assume!(expected.len() <= nuvira::validate::MAX_CYCLES_PER_GROUP);
+        let p = random_plan(n, &list, Some(vec![0]));
+        let got: Vec<Vec<usize>> = match validate(&p, None) {
+            Ok(_) => vec![],
+            Err(e) => e
+                .problems
+                .into_iter()
+                .filter(|p| p.kind == ProblemKind::Cycle)
+                .map(|p| {
+                    let mut c: Vec<usize> =
+                        p.steps.iter().map(|id| id[1..].parse().unwrap()).collect();
+                    // Rotate to start at the least step, as the brute force does.
+                    c.pop();
+                    let k = (0..c.len()).min_by_key(|&k| c[k]).unwrap();
+                    c.rotate_left(k);
+                    c.push(c[0]);
+                    c
+                })
+                .collect(),
+        };
+        let got_set: HashSet<Vec<usize>> = got.iter().cloned().collect();
+        prop_assert_eq!(got_set.len(), got.len(), "a cycle was listed twice");
+        prop_assert_eq!(got_set, expected);
+    }
+}
+
+#[test]
+fn a_chain_of_200000_steps_validates_without_overflowing_the_stack() {
+    // Test threads have small stacks; a recursive search would overflow long before this.
+    let n = 200_000;
+    let mut steps: Vec<PlanStep> = vec![PlanStep::new("s0", "m")];
+    for i in 1..n {
+        let dep = format!("s{}", i - 1);
+        steps.push(PlanStep::new(format!("s{i}"), "m").depends_on([dep.as_str()]));
+    }
+    let ok = validate(&plan(steps), None).unwrap();
+    assert_eq!(ok.critical_path_len(), n);
+    assert_eq!(ok.topological_order().len(), n);
+}
