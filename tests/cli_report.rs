@@ -148,3 +148,36 @@ fn inside_github_actions_it_annotates_and_appends_the_job_summary() {
     assert!(md.starts_with("# earlier step output\n"));
     assert!(md.contains("## ❌ Nuvira run `run-7f3a` failed"), "{md}");
 }
+
+#[test]
+fn events_of_a_newer_nuvira_are_skipped_with_a_warning_and_listed_in_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let events = events_file(dir.path(), &nuvira_report::sample::failing_run());
+    let mut text = std::fs::read_to_string(&events).unwrap();
+    text.push_str(
+        "{\"seq\":100,\"ts\":1,\"run_id\":\"run-7f3a\",\"type\":\"cache:hit\",\"key\":\"k\"}\n",
+    );
+    std::fs::write(&events, text).unwrap();
+
+    let out = nuvira().arg("report").arg(&events).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("warning:") && stderr.contains("cache:hit"),
+        "{stderr}"
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("run run-7f3a failed"), "{stdout}");
+
+    let out = nuvira()
+        .args(["report", "--format", "json"])
+        .arg(&events)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        json["unknown_event_types"],
+        serde_json::json!(["cache:hit"])
+    );
+}

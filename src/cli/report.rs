@@ -40,6 +40,13 @@ pub fn execute(args: Args) -> u8 {
             return crate::exit::INVALID;
         }
     };
+    if !report.unknown_event_types.is_empty() {
+        eprintln!(
+            "warning: {}: skipped events of types this nuvira does not know ({}); a newer nuvira wrote them: upgrade to see them in the report",
+            args.events.display(),
+            report.unknown_event_types.join(", ")
+        );
+    }
     let text = nuvira_report::render(&report, format);
     match &args.output {
         Some(path) => {

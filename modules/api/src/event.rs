@@ -366,6 +366,51 @@ pub enum EventKind {
 }
 
 impl EventKind {
+    /// Every serialized `type` name this version knows, in declaration order. A reader of
+    /// stored events can tell an event of a newer Nuvira (a `type` not in this list) from a
+    /// malformed line.
+    pub const TYPES: &'static [&'static str] = &[
+        "run:started",
+        "run:completed",
+        "run:cancelled",
+        "step:ready",
+        "step:started",
+        "step:succeeded",
+        "step:failed",
+        "step:skipped",
+        "step:retrying",
+        "plan:started",
+        "plan:step-created",
+        "plan:completed",
+        "inspect:scanning",
+        "inspect:file-found",
+        "inspect:completed",
+        "edit:generating",
+        "edit:validating",
+        "edit:written",
+        "edit:skipped",
+        "edit:rolled-back",
+        "test:started",
+        "test:sandbox-created",
+        "test:failure",
+        "test:completed",
+        "recover:classified",
+        "recover:attempt",
+        "recover:model-switch",
+        "recover:budget-exhausted",
+        "recover:result",
+        "verify:starting",
+        "verify:check",
+        "verify:completed",
+        "report:generated",
+        "custom",
+    ];
+
+    /// Whether `name` is the `type` of an event this version knows.
+    pub fn is_known_type(name: &str) -> bool {
+        Self::TYPES.contains(&name)
+    }
+
     /// The serialized `type` name (`"step:started"`, ...).
     pub fn name(&self) -> &'static str {
         match self {
@@ -472,6 +517,22 @@ mod tests {
         let back: Event = serde_json::from_str(&text).unwrap();
         assert_eq!(back, ev);
         assert_eq!(ev.kind.name(), "step:started");
+    }
+
+    #[test]
+    fn types_lists_exactly_the_tags_serde_accepts() {
+        // serde names every variant it accepts when it meets an unknown one.
+        let err = serde_json::from_str::<EventKind>(r#"{"type":"no:such"}"#).unwrap_err();
+        let msg = err.to_string();
+        let listed = msg
+            .split_once("expected one of ")
+            .map(|(_, rest)| rest)
+            .unwrap_or_else(|| panic!("unexpected serde message: {msg}"));
+        // `a`, `b`, ..., `z` at line 1 column 18: every other piece between backticks.
+        let accepted: Vec<&str> = listed.split('`').skip(1).step_by(2).collect();
+        assert_eq!(accepted, EventKind::TYPES, "{msg}");
+        assert!(EventKind::is_known_type("step:started"));
+        assert!(!EventKind::is_known_type("step:exploded"));
     }
 
     #[test]

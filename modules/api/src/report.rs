@@ -169,6 +169,10 @@ pub struct ExecutionReport {
     /// Number of events the report was built from.
     #[serde(default)]
     pub events: u64,
+    /// Event types this version does not know (written by a newer Nuvira), skipped while
+    /// building the report: each once, in order of first appearance.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unknown_event_types: Vec<String>,
 }
 
 impl ExecutionReport {

@@ -823,6 +823,7 @@ pub struct EventReader<R> {
     line: u64,
     buf: String,
     done: bool,
+    unknown: Vec<(u64, String)>,
 }
 
 impl<R: BufRead> EventReader<R> {
@@ -834,8 +835,26 @@ impl<R: BufRead> EventReader<R> {
             line: 0,
             buf: String::new(),
             done: false,
+            unknown: Vec::new(),
         }
     }
+
+    /// The events skipped so far because their `type` is not one this version knows (from a
+    /// newer Nuvira): line number and type.
+    pub fn unknown(&self) -> &[(u64, String)] {
+        &self.unknown
+    }
+}
+
+/// The `type` of a JSON object line when it is a string this version does not know.
+fn unknown_type(line: &str) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Tagged {
+        #[serde(rename = "type")]
+        kind: String,
+    }
+    let tagged: Tagged = serde_json::from_str(line).ok()?;
+    (!EventKind::is_known_type(&tagged.kind)).then_some(tagged.kind)
 }
 
 impl<R: BufRead> Iterator for EventReader<R> {
@@ -848,16 +867,21 @@ impl<R: BufRead> Iterator for EventReader<R> {
             match self.reader.read_line(&mut self.buf) {
                 Ok(0) => self.done = true,
                 Ok(_) if self.buf.trim().is_empty() => {}
-                Ok(_) => {
-                    return Some(serde_json::from_str(&self.buf).map_err(|source| {
+                Ok(_) => match serde_json::from_str(&self.buf) {
+                    Ok(event) => return Some(Ok(event)),
+                    // An event of a newer Nuvira: skipped, and noted, rather than fatal.
+                    Err(_) if let Some(kind) = unknown_type(&self.buf) => {
+                        self.unknown.push((self.line, kind));
+                    }
+                    Err(source) => {
                         self.done = true;
-                        ReportError::Malformed {
+                        return Some(Err(ReportError::Malformed {
                             path: self.path.clone(),
                             line: self.line,
                             source,
-                        }
-                    }));
-                }
+                        }));
+                    }
+                },
                 Err(source) => {
                     self.done = true;
                     return Some(Err(ReportError::Read {
@@ -876,12 +900,22 @@ impl<R: BufRead> Iterator for EventReader<R> {
 /// # Errors
 /// [`ReportError::Malformed`] for a line that is not one JSON event (with its number),
 /// [`ReportError::Read`] when reading fails.
+///
+/// A line whose `type` this version does not know (an event of a newer Nuvira) is skipped; its
+/// type is listed in [`ExecutionReport::unknown_event_types`].
 pub fn read_jsonl(reader: impl BufRead, path: &Path) -> Result<ExecutionReport, ReportError> {
     let mut b = ReportBuilder::new();
-    for ev in EventReader::new(reader, path) {
+    let mut events = EventReader::new(reader, path);
+    for ev in events.by_ref() {
         b.fold_owned(ev?);
     }
-    Ok(b.finish())
+    let mut report = b.finish();
+    for (_, kind) in events.unknown() {
+        if !report.unknown_event_types.contains(kind) {
+            report.unknown_event_types.push(kind.clone());
+        }
+    }
+    Ok(report)
 }
 
 /// Builds a report from a stored JSONL event file, streaming.

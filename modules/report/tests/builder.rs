@@ -126,10 +126,41 @@ fn a_malformed_line_is_named_by_file_and_line_number() {
 }
 
 #[test]
-fn an_unknown_event_type_is_a_malformed_line_not_a_panic() {
-    let text = "{\"seq\":0,\"ts\":1,\"run_id\":\"r\",\"type\":\"step:exploded\"}\n";
+fn events_of_a_newer_nuvira_are_skipped_and_listed_not_fatal() {
+    let mut text = String::new();
+    for (i, ev) in sample::failing_run().iter().enumerate() {
+        text.push_str(&serde_json::to_string(ev).unwrap());
+        text.push('\n');
+        if i == 2 {
+            text.push_str("{\"seq\":99,\"ts\":1,\"run_id\":\"run-7f3a\",\"type\":\"step:exploded\",\"how\":\"loudly\"}\n");
+            text.push_str("{\"seq\":99,\"ts\":1,\"run_id\":\"run-7f3a\",\"type\":\"cache:hit\"}\n");
+            text.push_str(
+                "{\"seq\":99,\"ts\":1,\"run_id\":\"run-7f3a\",\"type\":\"step:exploded\"}\n",
+            );
+        }
+    }
+    let got = read_jsonl(Cursor::new(text), Path::new("e.jsonl")).unwrap();
+    assert_eq!(got.unknown_event_types, vec!["step:exploded", "cache:hit"]);
+    // The known events make the same report as without the unknown ones.
+    let mut expected = live(&sample::failing_run());
+    expected.unknown_event_types = got.unknown_event_types.clone();
+    assert_eq!(got, expected);
+}
+
+#[test]
+fn a_known_event_with_a_broken_payload_is_still_a_malformed_line() {
+    // `run:cancelled` is known, so its missing `reason` is an error, not a newer event.
+    let text = "{\"seq\":0,\"ts\":1,\"run_id\":\"r\",\"type\":\"run:cancelled\"}\n";
     let err = read_jsonl(Cursor::new(text), Path::new("e.jsonl")).unwrap_err();
     assert!(err.to_string().contains("line 1"), "{err}");
+    // A line with no string `type` is malformed too.
+    for bad in [
+        "{\"seq\":0,\"ts\":1,\"run_id\":\"r\",\"type\":7}\n",
+        "[1,2]\n",
+    ] {
+        let err = read_jsonl(Cursor::new(bad), Path::new("e.jsonl")).unwrap_err();
+        assert!(err.to_string().contains("line 1"), "{err}");
+    }
 }
 
 #[test]
