@@ -22,14 +22,14 @@
 //! they join the graph as the first step's, so a cycle through it is found too.
 //!
 //! Cost is linear in steps + edges for a plan without cycles: one hash map of ids, one pass
-//! over the edges, Kosaraju's strongly connected components (petgraph's, iterative: a chain
-//! of a million steps does not overflow the stack), one reverse
-//! breadth-first search from the outputs. Each group of mutually dependent steps adds
-//! Johnson's circuit search, O((steps + edges) x cycles listed) with the cap above.
+//! over the edges, one topological sort (Kahn's; the scheduler reuses it), one reverse
+//! breadth-first search from the outputs. Only when the sort leaves steps over (there is a
+//! cycle) do Tarjan's strongly connected components run, then Johnson's circuit search per
+//! group of mutually dependent steps, O((steps + edges) x cycles listed) with the cap above.
+//! Nothing recurses, so a chain or cycle of a million steps does not overflow the stack.
 
 use crate::registry::ModuleRegistry;
 use nuvira_api::{ExecutionPlan, ModuleKind};
-use petgraph::graph::{DiGraph, NodeIndex};
 use serde::Serialize;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt;
@@ -181,19 +181,7 @@ impl ValidatedPlan {
 
     /// Step indices in a topological order (dependencies first, plan order among equals).
     pub fn topological_order(&self) -> Vec<usize> {
-        let mut indeg: Vec<usize> = self.parents.iter().map(Vec::len).collect();
-        let mut queue: VecDeque<usize> = (0..indeg.len()).filter(|&i| indeg[i] == 0).collect();
-        let mut order = Vec::with_capacity(indeg.len());
-        while let Some(i) = queue.pop_front() {
-            order.push(i);
-            for &c in &self.children[i] {
-                indeg[c] -= 1;
-                if indeg[c] == 0 {
-                    queue.push_back(c);
-                }
-            }
-        }
-        order
+        topological_order(&self.parents, &self.children)
     }
 
     /// The length (in steps) of the longest dependency chain.
@@ -321,10 +309,6 @@ pub fn validate(
 
     // Edges: dangling references; build the graph over first-occurrence ids.
     let n = steps.len();
-    let mut graph: DiGraph<(), ()> = DiGraph::with_capacity(n, n);
-    for _ in 0..n {
-        graph.add_node(());
-    }
     let mut parents: Vec<Vec<usize>> = vec![Vec::new(); n];
     let mut children: Vec<Vec<usize>> = vec![Vec::new(); n];
     for (i, step) in steps.iter().enumerate() {
@@ -338,7 +322,6 @@ pub fn validate(
                     if seen.insert(d) {
                         parents[node].push(d);
                         children[d].push(node);
-                        graph.add_edge(NodeIndex::new(d), NodeIndex::new(node), ());
                     }
                 }
                 None => problems.push(
@@ -360,16 +343,12 @@ pub fn validate(
     // Cycles: every elementary cycle of each strongly connected component that has one, in
     // the order of the components' first steps.
     let mut in_cycle = vec![false; n];
-    let mut groups: Vec<Vec<usize>> = petgraph::algo::kosaraju_scc(&graph)
-        .into_iter()
-        .filter(|scc| scc.len() > 1 || scc.first().is_some_and(|&v| graph.contains_edge(v, v)))
-        .map(|scc| {
-            let mut members: Vec<usize> = scc.into_iter().map(NodeIndex::index).collect();
-            members.sort_unstable();
-            members
-        })
-        .collect();
-    groups.sort_unstable_by_key(|g| g.first().copied());
+    let order = topological_order(&parents, &children);
+    let groups = if order.len() == n {
+        Vec::new()
+    } else {
+        cyclic_components(&children, &vec![false; n])
+    };
     for members in groups {
         for &v in &members {
             in_cycle[v] = true;
@@ -492,7 +471,7 @@ pub fn validate(
             outputs,
         };
         let mut rank = vec![0; n];
-        for (r, i) in validated.topological_order().into_iter().enumerate() {
+        for (r, i) in order.into_iter().enumerate() {
             rank[i] = r;
         }
         validated.topo_rank = rank;
@@ -535,7 +514,7 @@ fn elementary_cycles(
     let mut in_comp = vec![false; m];
     loop {
         // The least remaining step that lies on a cycle, and its component.
-        let Some(comp) = least_cyclic_component(&adj, &removed) else {
+        let Some(comp) = cyclic_components(&adj, &removed).into_iter().next() else {
             return (cycles, false);
         };
         let s = comp[0];
@@ -604,35 +583,87 @@ fn unblock(u: usize, blocked: &mut [bool], block_map: &mut [Vec<usize>]) {
     }
 }
 
-/// Among the steps not `removed`, the strongly connected component (sorted) that holds the
-/// least step lying on a cycle, if any.
-fn least_cyclic_component(adj: &[Vec<usize>], removed: &[bool]) -> Option<Vec<usize>> {
-    let mut g: DiGraph<(), ()> = DiGraph::with_capacity(adj.len(), adj.len());
-    for _ in 0..adj.len() {
-        g.add_node(());
-    }
-    for (v, out) in adj.iter().enumerate() {
-        if removed[v] {
-            continue;
-        }
-        for &w in out {
-            if !removed[w] {
-                g.add_edge(NodeIndex::new(v), NodeIndex::new(w), ());
+/// Kahn's topological sort: dependencies first, plan order among equals. Shorter than the
+/// plan when there is a cycle (the steps on or after a cycle are left out).
+fn topological_order(parents: &[Vec<usize>], children: &[Vec<usize>]) -> Vec<usize> {
+    let mut indeg: Vec<usize> = parents.iter().map(Vec::len).collect();
+    let mut queue: VecDeque<usize> = (0..indeg.len()).filter(|&i| indeg[i] == 0).collect();
+    let mut order = Vec::with_capacity(indeg.len());
+    while let Some(i) = queue.pop_front() {
+        order.push(i);
+        for &c in &children[i] {
+            indeg[c] -= 1;
+            if indeg[c] == 0 {
+                queue.push_back(c);
             }
         }
     }
-    petgraph::algo::kosaraju_scc(&g)
-        .into_iter()
-        .filter(|scc| {
-            scc.first().is_some_and(|v| !removed[v.index()])
-                && (scc.len() > 1 || scc.first().is_some_and(|&v| g.contains_edge(v, v)))
-        })
-        .map(|scc| {
-            let mut c: Vec<usize> = scc.into_iter().map(NodeIndex::index).collect();
-            c.sort_unstable();
-            c
-        })
-        .min_by_key(|c| c[0])
+    order
+}
+
+/// The strongly connected components that hold a cycle (more than one step, or a step that
+/// depends on itself), over the steps not `removed`: each sorted, ordered by their least step.
+/// Tarjan's algorithm with an explicit stack.
+fn cyclic_components(adj: &[Vec<usize>], removed: &[bool]) -> Vec<Vec<usize>> {
+    const UNSEEN: usize = usize::MAX;
+    let n = adj.len();
+    let mut index = vec![UNSEEN; n];
+    let mut low = vec![0; n];
+    let mut on_stack = vec![false; n];
+    let mut stack: Vec<usize> = Vec::new();
+    let mut calls: Vec<(usize, usize)> = Vec::new();
+    let mut next = 0;
+    let mut out: Vec<Vec<usize>> = Vec::new();
+    for root in 0..n {
+        if removed[root] || index[root] != UNSEEN {
+            continue;
+        }
+        index[root] = next;
+        low[root] = next;
+        next += 1;
+        stack.push(root);
+        on_stack[root] = true;
+        calls.push((root, 0));
+        while let Some(&mut (v, ref mut pos)) = calls.last_mut() {
+            if let Some(&w) = adj[v].get(*pos) {
+                *pos += 1;
+                if removed[w] {
+                    continue;
+                }
+                if index[w] == UNSEEN {
+                    index[w] = next;
+                    low[w] = next;
+                    next += 1;
+                    stack.push(w);
+                    on_stack[w] = true;
+                    calls.push((w, 0));
+                } else if on_stack[w] {
+                    low[v] = low[v].min(index[w]);
+                }
+                continue;
+            }
+            calls.pop();
+            if let Some(&(u, _)) = calls.last() {
+                low[u] = low[u].min(low[v]);
+            }
+            if low[v] == index[v] {
+                let mut comp = Vec::new();
+                while let Some(w) = stack.pop() {
+                    on_stack[w] = false;
+                    comp.push(w);
+                    if w == v {
+                        break;
+                    }
+                }
+                if comp.len() > 1 || adj[v].contains(&v) {
+                    comp.sort_unstable();
+                    out.push(comp);
+                }
+            }
+        }
+    }
+    out.sort_unstable_by_key(|c| c[0]);
+    out
 }
 
 /// " (did you mean `x`?)" when a known id is close to the unknown one: at most one edit
