@@ -493,6 +493,114 @@ mod tests {
         assert!(e.message.contains("no such file"), "{e}");
     }
 
+    fn yaml_err(src: &str) -> LoadError {
+        parse_str(src, PlanFormat::Yaml, "p.yaml").unwrap_err()
+    }
+
+    #[test]
+    fn a_leading_bom_is_ignored_in_every_format() {
+        parse_str(
+            "\u{feff}steps:\n  - {id: a, module: report}\n",
+            PlanFormat::Yaml,
+            "p.yaml",
+        )
+        .unwrap();
+        parse_str(
+            "\u{feff}{\"steps\": [{\"id\": \"a\", \"module\": \"report\"}]}",
+            PlanFormat::Json,
+            "p.json",
+        )
+        .unwrap();
+        parse_str(
+            "\u{feff}[[steps]]\nid = \"a\"\nmodule = \"report\"\n",
+            PlanFormat::Toml,
+            "p.toml",
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn empty_json_and_toml_say_the_file_is_empty() {
+        for format in [PlanFormat::Json, PlanFormat::Toml, PlanFormat::Yaml] {
+            let e = parse_str(" \n\t\n", format, "p").unwrap_err();
+            assert!(e.message.contains("the file is empty"), "{e}");
+            assert_eq!(e.column, None);
+        }
+    }
+
+    #[test]
+    fn json_and_toml_columns_count_characters_not_bytes() {
+        let e = parse_str("{\"goal\": \"ééé\" x}", PlanFormat::Json, "p.json").unwrap_err();
+        assert_eq!((e.line, e.column), (Some(1), Some(16)), "{e}");
+        let e = parse_str("goal = \"ééé\" x\n", PlanFormat::Toml, "p.toml").unwrap_err();
+        assert_eq!((e.line, e.column), (Some(1), Some(14)), "{e}");
+        let e = parse_str("{", PlanFormat::Json, "p.json").unwrap_err();
+        assert!(e.column.is_some_and(|c| c >= 1), "{e}");
+    }
+
+    #[test]
+    fn yaml_parse_messages_keep_libyaml_context() {
+        let e = yaml_err("goal: \"g\nsteps:\n  - id: a\n    module: report\n");
+        assert!(
+            e.message
+                .contains("while scanning a quoted scalar at line 1 column 7"),
+            "{e}"
+        );
+        assert!(
+            !e.message.contains(&format!("at line {}", e.line.unwrap())),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn yaml_field_errors_point_at_the_field() {
+        let e = yaml_err("steps:\n  - id: a\n    module: report\n    timeout: banana\n");
+        assert_eq!(e.line, Some(4), "{e}");
+        let e = yaml_err("goal: g\nsteps:\n  - id: a\n    module: report\n    module: inspect\n");
+        assert_eq!(e.line, Some(5), "{e}");
+        let e = yaml_err(
+            "steps:\n  - id: r\n    module: report\n    depends_on: [a]\n    dependsOn: [a]\n",
+        );
+        assert!(e.message.contains("dependsOn"), "{e}");
+        assert_eq!(e.line, Some(5), "{e}");
+    }
+
+    #[test]
+    fn every_schema_error_is_reported_each_at_its_line() {
+        let e = yaml_err(
+            "steps:\n  - id: a\n    module: inspect\n    depend_on: [x]\n  - id: r\n    module: report\n    dependson: [a]\n",
+        );
+        let all: Vec<_> = e.all().map(|e| (e.line, e.message.clone())).collect();
+        assert_eq!(all.len(), 2, "{all:?}");
+        assert_eq!(all[0].0, Some(4));
+        assert!(all[0].1.contains("depend_on"));
+        assert_eq!(all[1].0, Some(7));
+        assert!(all[1].1.contains("dependson"));
+        let e = parse_str("{\"steps\": [{\"id\": 1, \"module\": \"x\", \"x\": 1},\n {\"id\": \"b\", \"module\": \"x\", \"timeout\": \"0s\"}]}", PlanFormat::Json, "p.json").unwrap_err();
+        assert_eq!(e.all().count(), 3, "{e:?}");
+        assert_eq!(e.others[1].line, Some(2), "{e:?}");
+    }
+
+    #[test]
+    fn null_and_blank_ids_and_top_level_lists_are_explained() {
+        for src in [
+            "steps:\n  - id: null\n    module: report\n",
+            "steps:\n  - id: ~\n    module: report\n",
+            "steps:\n  - id:\n    module: report\n",
+        ] {
+            let e = yaml_err(src);
+            assert!(e.message.contains("step 1 has no id"), "{e}");
+            assert_eq!(e.line, Some(2), "{e}");
+        }
+        let e = yaml_err("- id: a\n  module: report\n");
+        assert!(
+            e.message
+                .contains("a plan must be a mapping with `goal` and `steps`"),
+            "{e}"
+        );
+        assert!(!e.message.contains("struct"), "{e}");
+    }
+
     #[test]
     fn a_missing_file_is_not_found_whatever_its_extension() {
         let e = load_file(Path::new("/nonexistent/missing.txt")).unwrap_err();
