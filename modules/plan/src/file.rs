@@ -609,4 +609,32 @@ mod tests {
         let e = load_file(dir.path()).unwrap_err();
         assert!(e.message.contains("directory"), "{e}");
     }
+
+    #[test]
+    fn every_step_of_the_example_plans_has_the_line_of_its_id() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+        for file in [
+            "plans/invalid.yaml",
+            "plans/pipeline.yaml",
+            "plans/fan-out.yaml",
+            "plans/pipeline.toml",
+            "plans/pipeline.json",
+            "agent/plan.yaml",
+            "quickstart/plan.yaml",
+        ] {
+            let loaded = load_file(&root.join(file)).unwrap();
+            let lines: Vec<&str> = loaded.source.lines().collect();
+            for (i, step) in loaded.plan.steps.iter().enumerate() {
+                let line = loaded
+                    .line_of_step_index(i)
+                    .unwrap_or_else(|| panic!("{file}: step {i} has no line"));
+                let text = lines[line as usize - 1];
+                assert!(
+                    text.contains("id") && text.contains(&step.id),
+                    "{file}: step {i} (`{}`) at line {line}: {text}",
+                    step.id
+                );
+            }
+        }
+    }
 }
