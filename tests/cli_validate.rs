@@ -189,3 +189,148 @@ fn bad_arguments_exit_2() {
         .code(2);
     nuvira().args(["frobnicate"]).assert().code(2);
 }
+
+fn stderr_of(path: &std::path::Path) -> String {
+    let out = nuvira().arg("validate").arg(path).assert().code(2);
+    String::from_utf8_lossy(&out.get_output().stderr).to_string()
+}
+
+#[test]
+fn step_lines_come_from_the_steps_list_not_from_ids_in_strings_or_configs() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = write(
+        &dir,
+        "cfg_id.yaml",
+        "goal: \"step - id: r is the report\"\nsteps:\n  - id: a\n    module: inspect\n    config: { keywords: [x], id: r }\n  - id: lonely\n    module: inspect\n  - id: r\n    module: report\n    depends_on: [a, ghost]\n",
+    );
+    let stderr = stderr_of(&plan);
+    assert!(
+        stderr.contains("cfg_id.yaml:8: step `r` depends on `ghost`"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("cfg_id.yaml:6: step `lonely`"), "{stderr}");
+    let flow = write(
+        &dir,
+        "flow.toml",
+        "steps = [\n  { id = \"a\", module = \"inspect\" },\n  { module = \"report\", id = \"r\", depends_on = [\"a\", \"ghost\"] },\n]\n",
+    );
+    assert!(stderr_of(&flow).contains("flow.toml:3: step `r`"));
+}
+
+#[test]
+fn invalid_ids_unknown_outputs_and_empty_plans_get_a_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = write(
+        &dir,
+        "ids.yaml",
+        "outputs:\n  - r\n  - nope\nsteps:\n  - id: a\n    module: inspect\n  - id: b c\n    module: bogus\n    depends_on: [zz]\n  - id: r\n    module: report\n    depends_on: [a, \"b c\"]\n",
+    );
+    let stderr = stderr_of(&plan);
+    for expected in [
+        "error[invalid-id]: ",
+        "error[unknown-module]: ",
+        "error[dangling]: ",
+    ] {
+        let line = stderr
+            .lines()
+            .find(|l| l.starts_with(expected))
+            .unwrap_or_else(|| panic!("{expected}: {stderr}"));
+        assert!(line.contains("ids.yaml:7: "), "{line}");
+    }
+    assert!(
+        stderr.contains("error[unknown-output]: ")
+            && stderr.contains("ids.yaml:3: `outputs` names `nope`"),
+        "{stderr}"
+    );
+    let empty = write(&dir, "empty.yaml", "goal: g\nsteps: []\n");
+    assert!(
+        stderr_of(&empty).contains("error[empty-plan]: ")
+            && stderr_of(&empty).contains("empty.yaml:2: "),
+        "{}",
+        stderr_of(&empty)
+    );
+}
+
+#[test]
+fn thousands_of_problems_each_get_the_line_of_their_own_step() {
+    // Every lookup reads one index built once; this checks the lines, not the time.
+    let dir = tempfile::tempdir().unwrap();
+    let mut text = String::from("steps:\n");
+    for i in 0..3000 {
+        text.push_str(&format!("  - id: o{i}\n    module: inspect\n"));
+    }
+    text.push_str("  - id: r\n    module: report\n");
+    let plan = write(&dir, "orphans.yaml", &text);
+    let out = nuvira()
+        .args(["validate", "--format", "json"])
+        .arg(&plan)
+        .assert()
+        .code(2);
+    let v: Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    let errors = v["errors"].as_array().unwrap();
+    assert_eq!(errors.len(), 3000);
+    for (i, e) in errors.iter().enumerate() {
+        assert_eq!(e["steps"][0], format!("o{i}"));
+        assert_eq!(e["line"], 2 + 2 * i, "{e}");
+    }
+}
+
+#[test]
+fn every_schema_error_is_its_own_parse_problem_with_line_and_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = write(
+        &dir,
+        "typos.yaml",
+        "steps:\n  - id: a\n    module: inspect\n    depend_on: [x]\n  - id: r\n    module: report\n    dependson: [a]\n    timeout: 0s\n",
+    );
+    let out = nuvira()
+        .args(["validate", "--format", "json"])
+        .arg(&plan)
+        .assert()
+        .code(2);
+    let v: Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    let errors = v["errors"].as_array().unwrap();
+    let located: Vec<_> = errors
+        .iter()
+        .map(|e| (e["kind"].clone(), e["line"].clone(), e["column"].clone()))
+        .collect();
+    assert_eq!(
+        located,
+        vec![
+            ("parse".into(), 4.into(), 5.into()),
+            ("parse".into(), 7.into(), 5.into()),
+            ("parse".into(), 8.into(), 5.into()),
+        ],
+        "{errors:?}"
+    );
+    assert!(errors[1]["message"].as_str().unwrap().contains("dependson"));
+    assert!(errors[2]["message"].as_str().unwrap().contains("\"30s\""));
+}
+
+#[test]
+fn bom_empty_and_missing_files_get_friendly_messages() {
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = write(
+        &dir,
+        "bom.yaml",
+        "\u{feff}steps:\n  - id: a\n    module: report\n",
+    );
+    nuvira().arg("validate").arg(&yaml).assert().code(0);
+    let json = write(
+        &dir,
+        "bom.json",
+        "\u{feff}{\"steps\": [{\"id\": \"a\", \"module\": \"report\"}]}",
+    );
+    nuvira().arg("validate").arg(&json).assert().code(0);
+    let empty = write(&dir, "empty.json", "\n  \n");
+    let stderr = stderr_of(&empty);
+    assert!(stderr.contains("empty.json: the file is empty"), "{stderr}");
+    let stderr = stderr_of(&dir.path().join("missing.txt"));
+    assert!(stderr.contains("no such file"), "{stderr}");
+    let unicode = write(&dir, "u.json", "{\"goal\": \"ééé\" x}");
+    assert!(
+        stderr_of(&unicode).contains("u.json:1:16: "),
+        "{}",
+        stderr_of(&unicode)
+    );
+}

@@ -30,17 +30,18 @@ pub(crate) fn check(path: &std::path::Path) -> Result<crate::ValidatedPlan, (usi
     let loaded = match nuvira_plan::load_file(path) {
         Ok(l) => l,
         Err(e) => {
-            return Err((
-                0,
-                vec![Problem {
+            let problems = e
+                .all()
+                .map(|e| Problem {
                     kind: ProblemKind::Parse,
                     steps: vec![],
                     message: e.message.clone(),
                     line: e.line,
                     column: e.column,
                     step_index: None,
-                }],
-            ));
+                })
+                .collect();
+            return Err((0, problems));
         }
     };
     // The registry `nuvira run` uses: built-ins wrapped by the recover stage, so
@@ -52,16 +53,37 @@ pub(crate) fn check(path: &std::path::Path) -> Result<crate::ValidatedPlan, (usi
             .into_iter()
             .map(|mut p| {
                 if p.line.is_none() {
-                    p.line = match p.step_index {
-                        Some(i) => loaded.line_of_step_index(i),
-                        None => p.steps.first().and_then(|id| loaded.line_of_step(id)),
-                    };
+                    p.line = line_of(&loaded, &p);
                 }
                 p
             })
             .collect();
         (loaded.plan.steps.len(), problems)
     })
+}
+
+/// Where a validation problem is in the file. Every lookup is a constant-time read of an
+/// index built once per file, so locating n problems is linear in n.
+pub(crate) fn line_of(loaded: &nuvira_plan::LoadedPlan, p: &Problem) -> Option<u32> {
+    if let Some(i) = p.step_index {
+        return loaded.line_of_step_index(i);
+    }
+    match p.kind {
+        ProblemKind::EmptyPlan => Some(loaded.line_of_key("steps").unwrap_or(1)),
+        ProblemKind::UnknownOutput => p
+            .steps
+            .first()
+            .and_then(|id| loaded.line_of_output(id))
+            .or_else(|| loaded.line_of_key("outputs")),
+        ProblemKind::AmbiguousGoal if p.steps.is_empty() => loaded
+            .plan
+            .outputs
+            .is_some()
+            .then(|| loaded.line_of_key("outputs"))
+            .flatten()
+            .or_else(|| loaded.line_of_key("steps")),
+        _ => p.steps.first().and_then(|id| loaded.line_of_step(id)),
+    }
 }
 
 /// Runs the command.

@@ -97,6 +97,25 @@ pub fn format(d: Duration) -> String {
     out
 }
 
+/// Why a zero timeout is refused, and what to write instead.
+pub const ZERO_TIMEOUT: &str = "a timeout of 0s would stop the step before it starts: give a positive duration such as \"30s\", or leave `timeout` out for the default";
+
+/// Like [`serde_opt`], for a step's timeout: also refuses a zero duration ([`ZERO_TIMEOUT`]).
+pub mod serde_opt_nonzero {
+    use serde::{Deserializer, de::Error as _};
+    use std::time::Duration;
+
+    pub use super::serde_opt::serialize;
+
+    /// Accepts what [`super::serde_opt::deserialize`] does, except zero.
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+        match super::serde_opt::deserialize(d)? {
+            Some(t) if t.is_zero() => Err(D::Error::custom(super::ZERO_TIMEOUT)),
+            other => Ok(other),
+        }
+    }
+}
+
 /// Serde helpers for `Option<Duration>` written as text (`"120s"`) or a number of seconds.
 pub mod serde_opt {
     use super::{format, parse};
@@ -153,5 +172,22 @@ mod tests {
         assert!(parse("").is_err());
         assert!(parse("-3").is_err());
         assert!(parse("s").is_err());
+    }
+
+    #[test]
+    fn a_zero_step_timeout_is_refused_with_what_to_write() {
+        #[derive(serde::Deserialize)]
+        struct T {
+            #[serde(default, with = "serde_opt_nonzero")]
+            #[allow(dead_code)]
+            t: Option<Duration>,
+        }
+        let err = serde_json::from_str::<T>(r#"{"t":"0s"}"#)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains("30s"), "{err}");
+        assert!(serde_json::from_str::<T>(r#"{"t":0}"#).is_err());
+        assert!(serde_json::from_str::<T>(r#"{"t":"1s"}"#).is_ok());
     }
 }

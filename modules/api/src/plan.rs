@@ -63,7 +63,9 @@ pub enum Complexity {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PlanStep {
-    /// Unique id, matching `[A-Za-z0-9_.-]+`.
+    /// Unique id, matching `[A-Za-z0-9_.-]+`. A null or blank id does not deserialize (YAML
+    /// would otherwise read `id: null` as the id `"null"`).
+    #[serde(deserialize_with = "present_id")]
     pub id: String,
     /// The module that runs the step (`inspect`, `edit`, `test`, `verify`, `execute`,
     /// `report`, or any registered name).
@@ -81,7 +83,7 @@ pub struct PlanStep {
     /// when absent.
     #[serde(
         default,
-        with = "crate::duration::serde_opt",
+        with = "crate::duration::serde_opt_nonzero",
         skip_serializing_if = "Option::is_none"
     )]
     pub timeout: Option<Duration>,
@@ -89,6 +91,17 @@ pub struct PlanStep {
     /// their write set from the config. Steps whose write sets overlap never run together.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub writes: Vec<String>,
+}
+
+/// A step id that is there: not null (`id: null`, `id: ~`, `id:` in YAML) and not blank.
+fn present_id<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    use serde::de::Error as _;
+    match Option::<String>::deserialize(d)? {
+        Some(id) if !id.trim().is_empty() => Ok(id),
+        _ => Err(D::Error::custom(
+            "the step has no id: give it a unique `id` of letters, digits, `_`, `.` or `-`",
+        )),
+    }
 }
 
 impl PlanStep {
@@ -224,6 +237,17 @@ mod tests {
                 .unwrap();
         assert_eq!(step.depends_on, vec!["e"]);
         assert_eq!(step.timeout, Some(Duration::from_secs(120)));
+    }
+
+    #[test]
+    fn a_null_or_blank_id_or_a_zero_timeout_is_refused() {
+        for text in [r#"{"id":null,"module":"x"}"#, r#"{"id":"  ","module":"x"}"#] {
+            let err = serde_json::from_str::<PlanStep>(text).unwrap_err();
+            assert!(err.to_string().contains("no id"), "{err}");
+        }
+        let err = serde_json::from_str::<PlanStep>(r#"{"id":"a","module":"x","timeout":"0s"}"#)
+            .unwrap_err();
+        assert!(err.to_string().contains("0s"), "{err}");
     }
 
     #[test]

@@ -1,10 +1,12 @@
 //! Plan files: YAML, JSON and TOML.
 
+use crate::index::{PlanIndex, Pos, char_column, pos_of_offset};
+use crate::schema;
 use nuvira_api::{ExecutionPlan, PlanError, PlanRequest, Planner, async_trait};
-use regex::Regex;
+use std::collections::HashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::LazyLock;
+use std::sync::OnceLock;
 
 /// The format of a plan file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,16 +46,38 @@ impl PlanFormat {
 }
 
 /// Why a plan file could not be loaded: names the file and, for parse errors, the line and column.
+///
+/// A file with several schema errors (unknown or wrongly typed fields in several steps) gives
+/// one `LoadError` for the first and the rest in [`others`](Self::others), each located.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub struct LoadError {
     /// The file.
     pub file: String,
     /// 1-based line, for parse errors.
     pub line: Option<u32>,
-    /// 1-based column, for parse errors.
+    /// 1-based column (in characters), for parse errors.
     pub column: Option<u32>,
     /// What is wrong and what to do.
     pub message: String,
+    /// Further problems of the same file, in file order.
+    pub others: Vec<LoadError>,
+}
+
+impl LoadError {
+    fn new(file: &str, pos: Option<Pos>, message: String) -> Self {
+        Self {
+            file: file.to_owned(),
+            line: pos.map(|p| p.line),
+            column: pos.map(|p| p.column),
+            message,
+            others: Vec::new(),
+        }
+    }
+
+    /// This problem and the others, in order.
+    pub fn all(&self) -> impl Iterator<Item = &LoadError> {
+        std::iter::once(self).chain(self.others.iter())
+    }
 }
 
 impl fmt::Display for LoadError {
@@ -65,7 +89,15 @@ impl fmt::Display for LoadError {
                 write!(f, ":{col}")?;
             }
         }
-        write!(f, ": {}", self.message)
+        write!(f, ": {}", self.message)?;
+        if !self.others.is_empty() {
+            write!(
+                f,
+                " (and {} more problem(s) in this file: `nuvira validate` lists them)",
+                self.others.len()
+            )?;
+        }
+        Ok(())
     }
 }
 
@@ -76,47 +108,62 @@ pub struct LoadedPlan {
     pub plan: ExecutionPlan,
     /// The file it was read from (or a name such as `<stdin>`).
     pub source_name: String,
-    /// The source text.
+    /// The source text (without a leading byte order mark).
     pub source: String,
     /// Its format.
     pub format: PlanFormat,
+    /// Where each step is, built on the first lookup (one pass over the source).
+    index: OnceLock<PlanIndex>,
+    /// The index of the first step with each id, built on the first lookup by id.
+    first_by_id: OnceLock<HashMap<String, usize>>,
 }
 
-static ID_KEY: LazyLock<Regex> = LazyLock::new(|| {
-    #[expect(clippy::expect_used, reason = "a constant pattern, covered by tests")]
-    Regex::new(r#"(?:^|[\s{,\-])["']?id["']?\s*[:=]\s*["']?([A-Za-z0-9_.\-]+)["']?"#)
-        .expect("valid regex")
-});
-
 impl LoadedPlan {
-    /// The 1-based line where the step with this id is defined, if it can be found.
+    fn index(&self) -> &PlanIndex {
+        self.index
+            .get_or_init(|| PlanIndex::build(&self.source, self.format))
+    }
+
+    /// The 1-based line where the first step with this id is defined, if it can be found.
     pub fn line_of_step(&self, id: &str) -> Option<u32> {
-        self.line_of_step_nth(id, 0)
+        let first = self.first_by_id.get_or_init(|| {
+            let mut m = HashMap::with_capacity(self.plan.steps.len());
+            for (i, s) in self.plan.steps.iter().enumerate() {
+                m.entry(s.id.clone()).or_insert(i);
+            }
+            m
+        });
+        self.line_of_step_index(*first.get(id)?)
     }
 
-    /// The 1-based line of the `nth` (from 0) definition of a step id, for duplicates.
-    pub fn line_of_step_nth(&self, id: &str, nth: usize) -> Option<u32> {
-        self.source
-            .lines()
-            .enumerate()
-            .flat_map(|(n, line)| {
-                ID_KEY
-                    .captures_iter(line)
-                    .filter(|c| c.get(1).is_some_and(|m| m.as_str() == id))
-                    .map(move |_| u32::try_from(n + 1).unwrap_or(u32::MAX))
-                    .collect::<Vec<_>>()
-            })
-            .nth(nth)
-    }
-
-    /// The 1-based line where the step at `index` of `plan.steps` is defined.
+    /// The 1-based line where the step at `index` of `plan.steps` is defined: the line of its
+    /// `id` key, or where the item starts. Found from the step's place in the file (the n-th
+    /// item of `steps`), so any id, even an invalid or duplicate one, has its own line.
     pub fn line_of_step_index(&self, index: usize) -> Option<u32> {
-        let id = &self.plan.steps.get(index)?.id;
-        let nth = self.plan.steps[..index]
-            .iter()
-            .filter(|s| &s.id == id)
-            .count();
-        self.line_of_step_nth(id, nth)
+        let ix = self.index();
+        // Only trust the index when it saw exactly the plan's steps.
+        if ix.steps.len() != self.plan.steps.len() {
+            return None;
+        }
+        ix.steps.get(index)?.pos().map(|p| p.line)
+    }
+
+    /// The 1-based line of a top-level key such as `steps` or `outputs`.
+    pub fn line_of_key(&self, key: &str) -> Option<u32> {
+        self.index().top_key(key).map(|p| p.line)
+    }
+
+    /// The 1-based line of the first `outputs` entry naming `id`, else of the `outputs` key.
+    pub fn line_of_output(&self, id: &str) -> Option<u32> {
+        let ix = self.index();
+        let entry = self.plan.outputs.as_ref().and_then(|named| {
+            if named.len() != ix.outputs.len() {
+                return None;
+            }
+            let j = named.iter().position(|n| n == id)?;
+            Some(ix.outputs[j].line)
+        });
+        entry.or_else(|| self.line_of_key("outputs"))
     }
 }
 
@@ -124,99 +171,209 @@ impl LoadedPlan {
 ///
 /// # Errors
 /// A [`LoadError`] naming the file (and line and column for syntax and schema errors) when the
-/// file cannot be read, has an unknown extension, or does not parse as a plan.
+/// file does not exist or cannot be read, has an unknown extension, or does not parse as a plan.
 pub fn load_file(path: &Path) -> Result<LoadedPlan, LoadError> {
     let name = path.display().to_string();
-    let format = PlanFormat::from_path(path).ok_or_else(|| LoadError {
-        file: name.clone(),
-        line: None,
-        column: None,
-        message: "unsupported plan format: use a .yaml, .yml, .json or .toml file".into(),
+    let fail = |message: String| LoadError::new(&name, None, message);
+    match std::fs::metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(fail("no such file: check the path".into()));
+        }
+        Ok(m) if m.is_dir() => {
+            return Err(fail(
+                "this is a directory: give the path of a plan file".into(),
+            ));
+        }
+        _ => {}
+    }
+    let format = PlanFormat::from_path(path).ok_or_else(|| {
+        fail("unsupported plan format: use a .yaml, .yml, .json or .toml file".into())
     })?;
-    let source = std::fs::read_to_string(path).map_err(|e| LoadError {
-        file: name.clone(),
-        line: None,
-        column: None,
-        message: match e.kind() {
+    let source = std::fs::read_to_string(path).map_err(|e| {
+        fail(match e.kind() {
             std::io::ErrorKind::NotFound => "no such file: check the path".into(),
             std::io::ErrorKind::InvalidData => "not UTF-8 text".into(),
             _ => format!("cannot read it: {e}"),
-        },
+        })
     })?;
     parse_str(&source, format, &name)
 }
 
-/// Parses plan text of a known format.
+/// Parses plan text of a known format. A leading byte order mark is ignored.
 ///
 /// # Errors
-/// A [`LoadError`] with line and column when the text does not parse as a plan.
+/// A [`LoadError`] with line and column when the text does not parse as a plan; every schema
+/// error of the file, each located, when there are several.
 pub fn parse_str(
     source: &str,
     format: PlanFormat,
     source_name: &str,
 ) -> Result<LoadedPlan, LoadError> {
-    let err = |line: Option<usize>, column: Option<usize>, message: String| LoadError {
-        file: source_name.to_owned(),
-        line: line.map(|l| u32::try_from(l).unwrap_or(u32::MAX)),
-        column: column.map(|c| u32::try_from(c).unwrap_or(u32::MAX)),
-        message,
-    };
-    let plan: ExecutionPlan = match format {
+    let source = source.strip_prefix('\u{feff}').unwrap_or(source);
+    if source.trim().is_empty() {
+        let hint = match format {
+            PlanFormat::Yaml => "`steps:`",
+            PlanFormat::Json => "`{\"steps\": [...]}`",
+            PlanFormat::Toml => "`[[steps]]` tables",
+        };
+        return Err(LoadError::new(
+            source_name,
+            None,
+            format!("the file is empty: a plan needs {hint}"),
+        ));
+    }
+    let typed: Result<ExecutionPlan, (Option<Pos>, String)> = match format {
         PlanFormat::Json => serde_json::from_str(source).map_err(|e| {
-            let msg = strip_position(&e.to_string());
-            err(Some(e.line()), Some(e.column()), msg)
-        })?,
-        PlanFormat::Yaml => {
-            if source.trim().is_empty() {
-                return Err(err(
-                    None,
-                    None,
-                    "the file is empty: a plan needs `steps:`".into(),
-                ));
-            }
-            serde_yaml_ng::from_str(source).map_err(|e| {
-                let loc = e.location();
-                err(
-                    loc.as_ref().map(|l| l.line()),
-                    loc.as_ref().map(|l| l.column()),
-                    strip_position(&e.to_string()),
-                )
-            })?
-        }
+            let pos = (e.line() > 0).then(|| Pos {
+                line: to_u32(e.line()),
+                column: to_u32(char_column(source, e.line(), e.column())),
+            });
+            (pos, strip_position(&e.to_string(), e.line(), e.column()))
+        }),
+        PlanFormat::Yaml => serde_yaml_ng::from_str(source).map_err(|e| match e.location() {
+            Some(l) => (
+                Some(Pos {
+                    line: to_u32(l.line()),
+                    column: to_u32(l.column()),
+                }),
+                strip_position(&e.to_string(), l.line(), l.column()),
+            ),
+            None => (None, strip_position(&e.to_string(), 0, 0)),
+        }),
         PlanFormat::Toml => toml::from_str(source).map_err(|e| {
-            let (line, col) = e
-                .span()
-                .map(|span| line_col(source, span.start))
-                .map_or((None, None), |(l, c)| (Some(l), Some(c)));
-            err(line, col, e.message().trim().to_owned())
-        })?,
+            (
+                e.span().map(|s| pos_of_offset(source, s.start)),
+                e.message().trim().to_owned(),
+            )
+        }),
     };
-    Ok(LoadedPlan {
-        plan,
-        source_name: source_name.to_owned(),
-        source: source.to_owned(),
-        format,
-    })
+    match typed {
+        Ok(plan) => Ok(LoadedPlan {
+            plan,
+            source_name: source_name.to_owned(),
+            source: source.to_owned(),
+            format,
+            index: OnceLock::new(),
+            first_by_id: OnceLock::new(),
+        }),
+        Err((pos, message)) => Err(explain(source, format, source_name, pos, message)),
+    }
 }
 
-/// 1-based line and column of a byte offset.
-fn line_col(source: &str, offset: usize) -> (usize, usize) {
-    let before = &source[..offset.min(source.len())];
-    let line = before.matches('\n').count() + 1;
-    let col = before
-        .rfind('\n')
-        .map_or(before.len(), |nl| before.len() - nl - 1)
-        + 1;
-    (line, col)
+/// Turns the parser's first error into every problem of the file that a structural pass over
+/// the generic value finds, each at its own line; falls back to the parser's error (moved to the
+/// field it names, for YAML) when that pass finds nothing or the text is not even a value.
+fn explain(
+    source: &str,
+    format: PlanFormat,
+    name: &str,
+    pos: Option<Pos>,
+    message: String,
+) -> LoadError {
+    // Nesting too deep for the parser will be too deep for the generic parse too.
+    let too_deep = message.contains("recursion limit") || message.contains("max recursion depth");
+    let generic: Option<serde_json::Value> = match format {
+        _ if too_deep => None,
+        PlanFormat::Json => serde_json::from_str(source).ok(),
+        PlanFormat::Yaml => serde_yaml_ng::from_str(source).ok(),
+        PlanFormat::Toml => toml::from_str(source).ok(),
+    };
+    let index = PlanIndex::build(source, format);
+    let mut found = match &generic {
+        Some(v) => schema::check(v, &index, format == PlanFormat::Yaml),
+        None => Vec::new(),
+    };
+    let original = relocate(&index, pos, words_for_types(&message));
+    // A duplicate key is invisible in a generic value (the last one wins): keep the parser's
+    // report of it unless it is the alias pair the structural pass already named.
+    let is_duplicate = message.contains("duplicate field") || message.contains("duplicate key");
+    let alias_pair = found.iter().any(|(m, _)| m.contains("are the same field"));
+    if found.is_empty() || (is_duplicate && !alias_pair) {
+        found.push(original);
+    }
+    found.sort_by_key(|(_, p)| p.map_or((u32::MAX, u32::MAX), |p| (p.line, p.column)));
+    let mut errors = found.into_iter().map(|(m, p)| LoadError::new(name, p, m));
+    let mut first = errors
+        .next()
+        .unwrap_or_else(|| LoadError::new(name, None, message));
+    first.others = errors.collect();
+    first
 }
 
-/// Drops the " at line X column Y" suffix the parsers add, since we report it separately.
-fn strip_position(msg: &str) -> String {
-    let cut = msg
-        .find(" at line ")
-        .or_else(|| msg.find(" at position "))
-        .unwrap_or(msg.len());
-    msg[..cut].trim().to_owned()
+/// For YAML, serde reports errors of a step's fields (`unknown field`, `duplicate field`, a bad
+/// duration) at the start of the step; move them to the line of the field they name.
+fn relocate(index: &PlanIndex, pos: Option<Pos>, mut message: String) -> (String, Option<Pos>) {
+    let Some(rest) = message.strip_prefix("steps[") else {
+        return (message, pos);
+    };
+    let Some((n, tail)) = rest.split_once("]: ") else {
+        return (message, pos);
+    };
+    let Some(step) = n.parse::<usize>().ok().and_then(|n| index.steps.get(n)) else {
+        return (message, pos);
+    };
+    let named = |marker: &str| {
+        tail.strip_prefix(marker)
+            .and_then(|t| t.split('`').next())
+            .map(str::to_owned)
+    };
+    let target = if let Some(field) = named("duplicate field `") {
+        if field == "depends_on" && step.key_nth("dependsOn", 0).is_some() {
+            message = format!(
+                "steps[{n}]: both `depends_on` and `dependsOn` are given, but they are the same field: keep one"
+            );
+            let (a, b) = (step.key_nth("depends_on", 0), step.key_nth("dependsOn", 0));
+            a.max(b)
+        } else {
+            step.key_nth(&field, 1)
+        }
+    } else if let Some(field) = named("unknown field `") {
+        step.key_nth(&field, 0)
+    } else if tail.contains("duration") || tail.contains("timeout") {
+        step.key_nth("timeout", 0)
+    } else if tail.contains("no id") {
+        step.key_nth("id", 0)
+    } else {
+        None
+    };
+    (message, target.or(pos))
+}
+
+/// serde names Rust types in some messages; say what is expected in words.
+fn words_for_types(message: &str) -> String {
+    message
+        .replace(
+            "expected struct ExecutionPlan",
+            "expected a plan: a mapping with `goal` and `steps`",
+        )
+        .replace(
+            "expected struct PlanStep",
+            "expected a step: a mapping with `id` and `module`",
+        )
+}
+
+fn to_u32(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+/// Drops the position the parser appends for the error itself (" at line L column C", which
+/// we report as FILE:LINE:COL), keeping any context after it, such as libyaml's
+/// ", while scanning a quoted scalar at line 1 column 7".
+fn strip_position(msg: &str, line: usize, column: usize) -> String {
+    let own = format!(" at line {line} column {column}");
+    if let Some(at) = msg.find(&own) {
+        let mut out = String::with_capacity(msg.len());
+        out.push_str(&msg[..at]);
+        out.push_str(&msg[at + own.len()..]);
+        return out.trim().to_owned();
+    }
+    if let Some(at) = msg.find(" at position ") {
+        let end = msg[at + 13..]
+            .find(|c: char| !c.is_ascii_digit())
+            .map_or(msg.len(), |e| at + 13 + e);
+        return format!("{}{}", &msg[..at], &msg[end..]).trim().to_owned();
+    }
+    msg.trim().to_owned()
 }
 
 /// A [`Planner`] that reads a plan file, ignoring the goal (the file's own goal wins; the
@@ -326,10 +483,158 @@ mod tests {
 
     #[test]
     fn unsupported_extension_and_missing_file_are_named() {
-        let e = load_file(Path::new("plan.txt")).unwrap_err();
+        let dir = tempfile::tempdir().unwrap();
+        let txt = dir.path().join("plan.txt");
+        std::fs::write(&txt, "steps: []").unwrap();
+        let e = load_file(&txt).unwrap_err();
         assert!(e.to_string().contains("plan.txt"));
         assert!(e.message.contains(".yaml"));
         let e = load_file(Path::new("/nonexistent/plan.yaml")).unwrap_err();
         assert!(e.message.contains("no such file"), "{e}");
+    }
+
+    fn yaml_err(src: &str) -> LoadError {
+        parse_str(src, PlanFormat::Yaml, "p.yaml").unwrap_err()
+    }
+
+    #[test]
+    fn a_leading_bom_is_ignored_in_every_format() {
+        parse_str(
+            "\u{feff}steps:\n  - {id: a, module: report}\n",
+            PlanFormat::Yaml,
+            "p.yaml",
+        )
+        .unwrap();
+        parse_str(
+            "\u{feff}{\"steps\": [{\"id\": \"a\", \"module\": \"report\"}]}",
+            PlanFormat::Json,
+            "p.json",
+        )
+        .unwrap();
+        parse_str(
+            "\u{feff}[[steps]]\nid = \"a\"\nmodule = \"report\"\n",
+            PlanFormat::Toml,
+            "p.toml",
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn empty_json_and_toml_say_the_file_is_empty() {
+        for format in [PlanFormat::Json, PlanFormat::Toml, PlanFormat::Yaml] {
+            let e = parse_str(" \n\t\n", format, "p").unwrap_err();
+            assert!(e.message.contains("the file is empty"), "{e}");
+            assert_eq!(e.column, None);
+        }
+    }
+
+    #[test]
+    fn json_and_toml_columns_count_characters_not_bytes() {
+        let e = parse_str("{\"goal\": \"ééé\" x}", PlanFormat::Json, "p.json").unwrap_err();
+        assert_eq!((e.line, e.column), (Some(1), Some(16)), "{e}");
+        let e = parse_str("goal = \"ééé\" x\n", PlanFormat::Toml, "p.toml").unwrap_err();
+        assert_eq!((e.line, e.column), (Some(1), Some(14)), "{e}");
+        let e = parse_str("{", PlanFormat::Json, "p.json").unwrap_err();
+        assert!(e.column.is_some_and(|c| c >= 1), "{e}");
+    }
+
+    #[test]
+    fn yaml_parse_messages_keep_libyaml_context() {
+        let e = yaml_err("goal: \"g\nsteps:\n  - id: a\n    module: report\n");
+        assert!(
+            e.message
+                .contains("while scanning a quoted scalar at line 1 column 7"),
+            "{e}"
+        );
+        assert!(
+            !e.message.contains(&format!("at line {}", e.line.unwrap())),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn yaml_field_errors_point_at_the_field() {
+        let e = yaml_err("steps:\n  - id: a\n    module: report\n    timeout: banana\n");
+        assert_eq!(e.line, Some(4), "{e}");
+        let e = yaml_err("goal: g\nsteps:\n  - id: a\n    module: report\n    module: inspect\n");
+        assert_eq!(e.line, Some(5), "{e}");
+        let e = yaml_err(
+            "steps:\n  - id: r\n    module: report\n    depends_on: [a]\n    dependsOn: [a]\n",
+        );
+        assert!(e.message.contains("dependsOn"), "{e}");
+        assert_eq!(e.line, Some(5), "{e}");
+    }
+
+    #[test]
+    fn every_schema_error_is_reported_each_at_its_line() {
+        let e = yaml_err(
+            "steps:\n  - id: a\n    module: inspect\n    depend_on: [x]\n  - id: r\n    module: report\n    dependson: [a]\n",
+        );
+        let all: Vec<_> = e.all().map(|e| (e.line, e.message.clone())).collect();
+        assert_eq!(all.len(), 2, "{all:?}");
+        assert_eq!(all[0].0, Some(4));
+        assert!(all[0].1.contains("depend_on"));
+        assert_eq!(all[1].0, Some(7));
+        assert!(all[1].1.contains("dependson"));
+        let e = parse_str("{\"steps\": [{\"id\": 1, \"module\": \"x\", \"x\": 1},\n {\"id\": \"b\", \"module\": \"x\", \"timeout\": \"0s\"}]}", PlanFormat::Json, "p.json").unwrap_err();
+        assert_eq!(e.all().count(), 3, "{e:?}");
+        assert_eq!(e.others[1].line, Some(2), "{e:?}");
+    }
+
+    #[test]
+    fn null_and_blank_ids_and_top_level_lists_are_explained() {
+        for src in [
+            "steps:\n  - id: null\n    module: report\n",
+            "steps:\n  - id: ~\n    module: report\n",
+            "steps:\n  - id:\n    module: report\n",
+        ] {
+            let e = yaml_err(src);
+            assert!(e.message.contains("step 1 has no id"), "{e}");
+            assert_eq!(e.line, Some(2), "{e}");
+        }
+        let e = yaml_err("- id: a\n  module: report\n");
+        assert!(
+            e.message
+                .contains("a plan must be a mapping with `goal` and `steps`"),
+            "{e}"
+        );
+        assert!(!e.message.contains("struct"), "{e}");
+    }
+
+    #[test]
+    fn a_missing_file_is_not_found_whatever_its_extension() {
+        let e = load_file(Path::new("/nonexistent/missing.txt")).unwrap_err();
+        assert!(e.message.contains("no such file"), "{e}");
+        let dir = tempfile::tempdir().unwrap();
+        let e = load_file(dir.path()).unwrap_err();
+        assert!(e.message.contains("directory"), "{e}");
+    }
+
+    #[test]
+    fn every_step_of_the_example_plans_has_the_line_of_its_id() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+        for file in [
+            "plans/invalid.yaml",
+            "plans/pipeline.yaml",
+            "plans/fan-out.yaml",
+            "plans/pipeline.toml",
+            "plans/pipeline.json",
+            "agent/plan.yaml",
+            "quickstart/plan.yaml",
+        ] {
+            let loaded = load_file(&root.join(file)).unwrap();
+            let lines: Vec<&str> = loaded.source.lines().collect();
+            for (i, step) in loaded.plan.steps.iter().enumerate() {
+                let line = loaded
+                    .line_of_step_index(i)
+                    .unwrap_or_else(|| panic!("{file}: step {i} has no line"));
+                let text = lines[line as usize - 1];
+                assert!(
+                    text.contains("id") && text.contains(&step.id),
+                    "{file}: step {i} (`{}`) at line {line}: {text}",
+                    step.id
+                );
+            }
+        }
     }
 }

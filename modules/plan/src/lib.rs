@@ -12,7 +12,9 @@
 #![forbid(unsafe_code)]
 
 mod file;
+mod index;
 mod llm;
+mod schema;
 mod template;
 
 pub use file::{FilePlanner, LoadError, LoadedPlan, PlanFormat, load_file, parse_str};
