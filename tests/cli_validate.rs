@@ -334,3 +334,28 @@ fn bom_empty_and_missing_files_get_friendly_messages() {
         stderr_of(&unicode)
     );
 }
+
+#[test]
+fn invalid_config_says_the_expected_keys_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = write(
+        &dir,
+        "cfg.yaml",
+        "goal: g\nsteps:\n  - id: look\n    module: inspect\n    config: { keyword: [x] }\n  - id: look2\n    module: inspect\n    config: { max_files: ten }\n  - id: check\n    module: verify\n    depends_on: [look, look2]\n    config: { check: [] }\n",
+    );
+    let out = nuvira().arg("validate").arg(&plan).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("invalid-config"))
+        .collect();
+    assert_eq!(lines.len(), 3, "{stderr}");
+    // Unknown keys: serde's own list, once.
+    for line in [lines[0], lines[2]] {
+        assert_eq!(line.matches("expected one of").count(), 1, "{line}");
+        assert!(!line.contains("expected keys"), "{line}");
+    }
+    // A wrong type: the keys are named once, by us.
+    assert_eq!(lines[1].matches("expected keys").count(), 1, "{}", lines[1]);
+}

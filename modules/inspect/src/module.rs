@@ -45,10 +45,14 @@ impl StepConfig {
             Self::default()
         } else {
             serde_json::from_value(step.config.clone()).map_err(|e| {
-                format!(
-                    "step `{}`: invalid inspect config: {e} (expected keys: keywords, max_files, paths, max_file_bytes)",
-                    step.id
-                )
+                let e = e.to_string();
+                // serde lists the keys itself for an unknown one; say them once.
+                let keys = if e.contains("expected one of") {
+                    ""
+                } else {
+                    " (expected keys: keywords, max_files, paths, max_file_bytes)"
+                };
+                format!("step `{}`: invalid inspect config: {e}{keys}", step.id)
             })?
         };
         if config.max_files == Some(0) {

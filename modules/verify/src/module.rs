@@ -54,10 +54,14 @@ impl VerifyConfig {
             return Ok(Self::default());
         }
         serde_json::from_value(step.config.clone()).map_err(|e| {
-            format!(
-                "step `{}`: invalid verify config: {e} (expected keys: checks, strictness, lint, lint_timeout)",
-                step.id
-            )
+            let e = e.to_string();
+            // serde lists the keys itself for an unknown one; say them once.
+            let keys = if e.contains("expected one of") {
+                ""
+            } else {
+                " (expected keys: checks, strictness, lint, lint_timeout)"
+            };
+            format!("step `{}`: invalid verify config: {e}{keys}", step.id)
         })
     }
 }
