@@ -166,6 +166,29 @@ fn an_invalid_plan_exits_2_before_anything_runs() {
         err.contains("error[dangling]") && err.contains("bad.yaml:2"),
         "{err}"
     );
+    // Problems that are not about one step (a cycle, a missing output) are located too.
+    let cyclic = dir.path().join("cyclic.yaml");
+    std::fs::write(
+        &cyclic,
+        "goal: g\nsteps:\n  - id: a\n    module: inspect\n    depends_on: [b]\n  - id: b\n    module: inspect\n    depends_on: [a]\noutputs: [b, nope]\n",
+    )
+    .unwrap();
+    let out = nuvira()
+        .arg("run")
+        .arg(&cyclic)
+        .arg("--repo")
+        .arg(&repo)
+        .assert()
+        .code(2);
+    let err = stderr(&out);
+    assert!(
+        err.contains("error[cycle]: ") && err.contains("cyclic.yaml:3:"),
+        "{err}"
+    );
+    assert!(
+        err.contains("error[unknown-output]: ") && err.contains("cyclic.yaml:9:"),
+        "{err}"
+    );
     assert_eq!(
         std::fs::read_to_string(repo.join("src/lib.rs")).unwrap(),
         before

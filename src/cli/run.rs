@@ -230,7 +230,7 @@ async fn run(args: Args) -> u8 {
                 .into_iter()
                 .map(|mut p| {
                     if let (None, Some(l)) = (p.line, &loaded) {
-                        p.line = p.step_index.and_then(|i| l.line_of_step_index(i));
+                        p.line = super::validate::line_of(l, &p);
                     }
                     p
                 })
