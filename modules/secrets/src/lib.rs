@@ -104,6 +104,71 @@ static RULES: LazyLock<Vec<Rule>> = LazyLock::new(|| {
     ]
 });
 
+/// What [`redact`] puts in place of a secret.
+pub const REDACTED: &str = "[redacted]";
+
+/// Shapes that are worth cutting out of text that leaves the process (logs, events, prompts)
+/// but too loose to fail a change over: any `sk-` key, shorter provider tokens, bearer tokens.
+#[expect(
+    clippy::expect_used,
+    reason = "the patterns are constants covered by the unit tests below"
+)]
+static REDACT_ONLY: LazyLock<Vec<Regex>> = LazyLock::new(|| {
+    [
+        // A whole private key block, body included (the rule matches only its first line).
+        r"(?s)-----BEGIN [A-Z ]*PRIVATE KEY[A-Z ]*-----.*?(?:-----END [A-Z ]*PRIVATE KEY[A-Z ]*-----|\z)",
+        r"\bsk-(?:ant-|proj-)?[A-Za-z0-9_-]{16,}",
+        r"\bgh[pousr]_[A-Za-z0-9]{30,}",
+        r"(?i)\bbearer\s+[A-Za-z0-9._~+/=-]{8,}",
+        r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",
+    ]
+    .iter()
+    .map(|p| Regex::new(p).expect("redaction patterns are valid"))
+    .collect()
+});
+
+/// `name = value` (or `name: value`) where the name says secret: the value is cut, the name kept.
+#[expect(
+    clippy::expect_used,
+    reason = "the pattern is a constant covered by the unit tests below"
+)]
+static ASSIGNMENT: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r#"(?i)\b([A-Za-z0-9_]*(?:api[_-]?key|secret|token|password|passwd|authorization)[A-Za-z0-9_]*)(["']?\s*[:=]\s*["']?)([^\s"',;]{4,})"#,
+    )
+    .expect("the assignment pattern is valid")
+});
+
+/// `text` with every credential of the [rules](rules), other key and token shapes, and the
+/// values of secret-named assignments replaced by [`REDACTED`]. For error text, test output and
+/// anything else about to be logged, emitted or sent to a model.
+///
+/// ```
+/// let s = nuvira_secrets::redact("OPENAI_API_KEY=sk-abcdefghijklmnopqrstuvwx failed");
+/// assert_eq!(s, "OPENAI_API_KEY=[redacted] failed");
+/// assert_eq!(nuvira_secrets::redact("3 tests failed"), "3 tests failed");
+/// ```
+pub fn redact(text: &str) -> String {
+    use std::borrow::Cow;
+    let mut out: Cow<'_, str> = Cow::Borrowed(text);
+    // The key block first, so that its body goes with its first line.
+    let (block, loose) = REDACT_ONLY.split_at(1);
+    for re in block
+        .iter()
+        .chain(RULES.iter().map(|r| &r.re))
+        .chain(loose.iter())
+    {
+        if let Cow::Owned(s) = re.replace_all(&out, REDACTED) {
+            out = Cow::Owned(s);
+        }
+    }
+    ASSIGNMENT
+        .replace_all(&out, |c: &regex::Captures<'_>| {
+            format!("{}{}{REDACTED}", &c[1], &c[2])
+        })
+        .into_owned()
+}
+
 /// Every rule.
 pub fn rules() -> impl Iterator<Item = &'static Rule> {
     RULES.iter()
@@ -192,6 +257,38 @@ mod tests {
                 "no case for {}",
                 r.id
             );
+        }
+    }
+
+    #[test]
+    fn redact_cuts_every_rule_and_the_looser_shapes_but_keeps_ordinary_text() {
+        let key = format!("sk-{}", "abcdefghijklmnopqrstu");
+        assert_eq!(
+            redact(&format!("OPENAI_API_KEY={key} failed")),
+            "OPENAI_API_KEY=[redacted] failed"
+        );
+        assert_eq!(redact(&format!("AKIA{}", "IOSFODNN7EXAMPLE")), REDACTED);
+        assert_eq!(
+            redact("password = \"hunter22\""),
+            "password = \"[redacted]\""
+        );
+        assert_eq!(
+            redact(&format!("Authorization: Bearer {}", "abc.def-ghi_jkl")),
+            "Authorization: [redacted]"
+        );
+        let block = format!(
+            "before\n-----BEGIN {}PRIVATE KEY-----\nMIIEvQIBADANBg\nkqhkiG9w0BAQEF\n-----END {}PRIVATE KEY-----\nafter",
+            "RSA ", "RSA "
+        );
+        assert_eq!(redact(&block), "before\n[redacted]\nafter");
+        let truncated = format!("-----BEGIN {}PRIVATE KEY-----\nMIIEvQIBADANBg", "OPENSSH ");
+        assert_eq!(redact(&truncated), REDACTED);
+        for ordinary in [
+            "3 tests failed; expected 4, got 5",
+            "token count: 12",
+            "let key = std::env::var(\"API_KEY\")?;",
+        ] {
+            assert_eq!(redact(ordinary), ordinary);
         }
     }
 

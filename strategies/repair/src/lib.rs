@@ -11,7 +11,7 @@
 //! them by name per category (`config.recover.strategies`), a user can add their own, and each
 //! can be tested alone by calling [`RepairStrategy::decide`]. The one strategy that needs a
 //! model and the editor (`debug-tests`) lives in `nuvira-recover`, keeping this crate at
-//! `nuvira-api` + `regex`.
+//! `nuvira-api`, `nuvira-secrets` + `regex`.
 //!
 //! | strategy | decision |
 //! |---|---|
