@@ -62,6 +62,8 @@ pub struct EngineBuilder {
     llm: Option<Arc<dyn LlmClient>>,
     recovery: Option<Arc<dyn RecoveryPolicy>>,
     errors: Vec<AlreadyRegistered>,
+    /// Modules whose name was taken, in order: [`build`](Self::build) lets the last one win.
+    later: Vec<Arc<dyn Module>>,
 }
 
 impl EngineBuilder {
@@ -100,11 +102,13 @@ impl EngineBuilder {
         self
     }
 
-    /// Registers a module; registering a taken name is reported by [`try_build`](Self::try_build).
+    /// Registers a module. A taken name is an error for [`try_build`](Self::try_build); for
+    /// [`build`](Self::build) the module registered last under a name wins.
     #[must_use]
     pub fn module(mut self, module: Arc<dyn Module>) -> Self {
-        if let Err(e) = self.registry.register(module) {
+        if let Err(e) = self.registry.register(module.clone()) {
             self.errors.push(e);
+            self.later.push(module);
         }
         self
     }
@@ -134,9 +138,13 @@ impl EngineBuilder {
         })
     }
 
-    /// Builds the engine; a name registered twice keeps its last module.
+    /// Builds the engine; a name registered twice with [`module`](Self::module) keeps the
+    /// module registered last (use [`try_build`](Self::try_build) to be told instead).
     pub fn build(mut self) -> Engine {
         self.errors.clear();
+        for module in std::mem::take(&mut self.later) {
+            self.registry.replace(module);
+        }
         match self.try_build() {
             Ok(e) => e,
             Err(_) => unreachable!("errors were cleared"),

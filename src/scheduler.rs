@@ -325,13 +325,21 @@ struct StepFailure {
 ///
 /// Emits `run:started`, `step:*` and `run:completed` (after `run:cancelled` when cancelled) on
 /// the bus.
+///
+/// Dropping the returned future before it completes (a `tokio::time::timeout`, a `select!`)
+/// cancels the run as `opts.cancel` would: no step starts after the drop and the running ones
+/// are stopped, though the drop itself does not wait for them. `opts.cancel` itself is not
+/// cancelled by a drop (the run uses a child token), so other runs sharing it go on.
 pub async fn run(
     plan: Arc<ValidatedPlan>,
     modules: Vec<Arc<dyn Module>>,
     write_sets: Vec<WriteSet>,
     bus: EventBus,
-    opts: RunOptions,
+    mut opts: RunOptions,
 ) -> RunSummary {
+    // The run's own token: cancelled by the caller's, or by dropping this future.
+    opts.cancel = opts.cancel.child_token();
+    let cancel_on_drop = opts.cancel.clone().drop_guard();
     let n = plan.plan.steps.len();
     let run_id = bus.run_id().clone();
     let started = Instant::now();
@@ -359,7 +367,9 @@ pub async fn run(
         opts,
     });
     let dispatcher = Dispatcher::new(shared, write_sets, bus.clone());
-    match tokio::spawn(dispatcher.run()).await {
+    let joined = tokio::spawn(dispatcher.run()).await;
+    cancel_on_drop.disarm();
+    match joined {
         Ok(summary) => summary,
         Err(e) => {
             // The dispatcher itself panicked: report the run as failed rather than unwinding
@@ -499,8 +509,9 @@ impl Dispatcher {
                 failure: None,
             }
         });
-        let mut was_cancelled = false;
-        loop {
+        // A token cancelled before the run starts nothing.
+        let mut was_cancelled = self.shared.opts.cancel.is_cancelled();
+        while !was_cancelled {
             self.launch(max_parallel);
             if let Some(done) = self.inline_done.take() {
                 self.finish(done);
@@ -541,10 +552,10 @@ impl Dispatcher {
             sentinel.abort();
             // Reap the sentinel (and catch a cancellation that raced the last step).
             while let Some(joined) = self.tasks.join_next().await {
-                if let Ok(done) = joined
-                    && done.idx != CANCELLED
-                {
-                    self.finish(done);
+                match joined {
+                    Ok(done) if done.idx == CANCELLED => was_cancelled = true,
+                    Ok(done) => self.finish(done),
+                    Err(_) => {}
                 }
             }
         }

@@ -390,6 +390,75 @@ async fn cancellation_stops_every_running_step_before_run_returns() {
     assert_eq!(names.last(), Some(&"run:completed"));
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_the_run_future_cancels_the_run_but_not_the_callers_token() {
+    let m = Arc::new(Scripted::default());
+    let steps = vec![
+        step("h0", &[], "hang"),
+        step("h1", &[], "hang"),
+        step("after", &["h0"], "ok"),
+    ];
+    let settings = RunSettings::default();
+    let callers = settings.cancel.clone();
+    let eng = engine(&m, 4);
+    let bus = EventBus::new("r");
+    let mut events = bus.subscribe();
+    let run = eng.run(plan(steps), bus.clone(), settings);
+    // Drop the run as soon as both hanging steps are running, like a `select!` would.
+    let m2 = m.clone();
+    let both_started = async move {
+        loop {
+            let notified = m2.started_notify.notified();
+            if m2.started.load(Ordering::SeqCst) >= 2 {
+                break;
+            }
+            notified.await;
+        }
+    };
+    tokio::select! {
+        _ = run => panic!("a run of hanging steps finished"),
+        () = both_started => {}
+    }
+    // The dispatcher goes on in its task just long enough to stop the steps and say so.
+    within(async {
+        while let Some(ev) = events.recv().await {
+            if matches!(ev.kind, EventKind::RunCompleted { .. }) {
+                break;
+            }
+        }
+    })
+    .await;
+    assert_eq!(m.running.load(Ordering::SeqCst), 0, "a step survived");
+    assert_eq!(m.dropped.load(Ordering::SeqCst), 2);
+    let log = m.log.lock().unwrap().clone();
+    assert!(!log.contains(&Mark::Start("after".into())), "{log:?}");
+    let names: Vec<&str> = bus.history().iter().map(|e| e.kind.name()).collect();
+    assert!(names.contains(&"run:cancelled"), "{names:?}");
+    assert!(
+        !callers.is_cancelled(),
+        "the caller's token is the caller's"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_cancelled_before_the_run_starts_no_step() {
+    for _ in 0..50 {
+        let m = Arc::new(Scripted::default());
+        let steps = vec![
+            step("a", &[], "ok"),
+            step("b", &[], "ok"),
+            step("c", &["a"], "ok"),
+        ];
+        let settings = RunSettings::default();
+        settings.cancel.cancel();
+        let summary = within(engine(&m, 4).run(plan(steps), EventBus::new("r"), settings))
+            .await
+            .unwrap();
+        assert_eq!(summary.status, RunStatus::Cancelled);
+        assert_eq!(m.started.load(Ordering::SeqCst), 0, "a step ran");
+    }
+}
+
 struct RetryTwice;
 
 #[async_trait]
@@ -996,4 +1065,52 @@ async fn steps_see_the_plan_being_run() {
         let out = s.step(id).unwrap().output.clone().unwrap();
         assert_eq!(*out, StepOutput::Value(json!(["see the plan", 2])), "{id}");
     }
+}
+
+/// A module that answers with its own label.
+struct Labelled(&'static str);
+
+#[async_trait]
+impl Module for Labelled {
+    fn name(&self) -> &str {
+        "labelled"
+    }
+    fn write_set(&self, _step: &PlanStep) -> WriteSet {
+        WriteSet::ReadOnly
+    }
+    async fn run(&self, _step: &PlanStep, _ctx: &StepContext) -> Result<StepOutput, ModuleError> {
+        Ok(StepOutput::Value(json!(self.0)))
+    }
+}
+
+#[tokio::test]
+async fn a_name_registered_twice_is_an_error_for_try_build_and_the_last_wins_for_build() {
+    let err = Engine::builder()
+        .module(Arc::new(Labelled("first")))
+        .module(Arc::new(Labelled("second")))
+        .try_build()
+        .err()
+        .expect("a taken name is an error");
+    assert!(err.to_string().contains("labelled"), "{err}");
+
+    let eng = Engine::builder()
+        .module(Arc::new(Labelled("first")))
+        .module(Arc::new(Labelled("second")))
+        .build();
+    let bus = EventBus::new("r");
+    let p = plan(vec![PlanStep::new("only", "labelled")]);
+    let summary = eng
+        .run(p, bus.clone(), RunSettings::default())
+        .await
+        .unwrap();
+    assert_eq!(summary.status, RunStatus::Succeeded);
+    let output = bus
+        .history()
+        .iter()
+        .find_map(|e| match &e.kind {
+            EventKind::StepSucceeded { output, .. } => Some(output.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(*output, StepOutput::Value(json!("second")));
 }

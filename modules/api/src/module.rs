@@ -894,6 +894,18 @@ pub trait Module: Send + Sync {
     }
 
     /// Runs the step.
+    ///
+    /// The future runs on the tokio runtime of the caller of `Engine::run`, so:
+    /// - do not block in it: a blocking call holds a worker thread and no timeout can interrupt
+    ///   it (the step's timeout is checked when the future yields). Use
+    ///   `tokio::task::spawn_blocking` or async I/O;
+    /// - its first poll may happen on the engine's dispatcher, with a waker that wakes nothing,
+    ///   before it moves to a task of its own; every later poll has the task's waker. Futures
+    ///   built from tokio's and the standard library's primitives re-register their waker on
+    ///   every poll, as the `Future` contract asks, and are unaffected; a hand-written future
+    ///   must do the same rather than keep the waker of its first poll;
+    /// - it may be dropped at any `.await` (cancellation, a timeout): keep the workspace
+    ///   consistent across drops, e.g. by writing through the edit module's journal.
     async fn run(&self, step: &PlanStep, ctx: &StepContext) -> Result<StepOutput, ModuleError>;
 }
 
