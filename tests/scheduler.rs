@@ -1085,12 +1085,13 @@ impl Module for Labelled {
 
 #[tokio::test]
 async fn a_name_registered_twice_is_an_error_for_try_build_and_the_last_wins_for_build() {
-    let err = Engine::builder()
+    let Err(err) = Engine::builder()
         .module(Arc::new(Labelled("first")))
         .module(Arc::new(Labelled("second")))
         .try_build()
-        .err()
-        .expect("a taken name is an error");
+    else {
+        panic!("a taken name is an error");
+    };
     assert!(err.to_string().contains("labelled"), "{err}");
 
     let eng = Engine::builder()
