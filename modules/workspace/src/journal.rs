@@ -650,6 +650,10 @@ impl Transaction<'_> {
     /// A refused path (nothing written), a journal failure (nothing written), or
     /// [`JournalError::WriteFailed`] (written files restored).
     pub fn apply(&mut self, ops: &[FileOp]) -> Result<Vec<u64>, JournalError> {
+        if ops.is_empty() {
+            // Nothing to record: an empty batch must not become the "last run" to undo.
+            return Ok(Vec::new());
+        }
         let ws = self.journal.ws.clone();
         let mut targets = Vec::with_capacity(ops.len());
         for op in ops {

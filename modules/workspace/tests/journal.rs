@@ -397,3 +397,17 @@ fn a_journal_written_before_the_check_existed_still_rolls_back() {
     Journal::new(&ws).rollback_last().unwrap().unwrap();
     assert_eq!(read(dir.path(), "a.txt").as_deref(), Some("alpha\n"));
 }
+
+#[test]
+fn an_empty_batch_leaves_no_record_and_does_not_hide_the_run_before_it() {
+    let (dir, ws) = repo();
+    committed_run(&ws, "run-1");
+    let journal = Journal::new(&ws);
+    let mut txn = journal.begin("run-empty", None);
+    assert!(txn.apply(&[]).unwrap().is_empty());
+    txn.commit().unwrap();
+    assert_eq!(journal.last_run().unwrap().as_deref(), Some("run-1"));
+    let (run, _) = journal.rollback_last().unwrap().unwrap();
+    assert_eq!(run, "run-1");
+    assert_eq!(read(dir.path(), "a.txt").as_deref(), Some("alpha\n"));
+}
