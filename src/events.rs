@@ -7,7 +7,7 @@
 //! order without gaps.
 
 use crate::validate::ValidatedPlan;
-use nuvira_api::{Event, EventKind, EventSink, StepOutput};
+use nuvira_api::{Event, EventKind, EventSink, RunStatus, StepOutput};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -594,20 +594,172 @@ pub fn spawn_tracing_consumer(bus: &EventBus) -> JoinHandle<()> {
     let mut rx = bus.subscribe();
     tokio::spawn(async move {
         while let Some(ev) = rx.recv().await {
-            let name = ev.kind.name();
-            let step = ev.step_id.as_deref().unwrap_or("-");
-            if name.starts_with("run:") || name.starts_with("step:") {
-                tracing::info!(target: "nuvira::events", seq = ev.seq, step, "{name}");
-            } else {
-                tracing::debug!(target: "nuvira::events", seq = ev.seq, step, "{name}");
-            }
+            log_event(&ev);
         }
     })
+}
+
+/// One event as one `tracing` record (target `nuvira::events`): what went wrong at `warn` with
+/// its message, the rest of the run and step lifecycle at `info`, module detail at `debug`.
+fn log_event(ev: &Event) {
+    const T: &str = "nuvira::events";
+    let name = ev.kind.name();
+    let seq = ev.seq;
+    let step = ev.step_id.as_deref().unwrap_or("-");
+    match &ev.kind {
+        EventKind::StepFailed {
+            category,
+            message,
+            recoverable,
+            ..
+        } => tracing::warn!(
+            target: T, seq, step, category = category.as_str(), recoverable = *recoverable,
+            "{name}: {}", message.lines().next().unwrap_or_default()
+        ),
+        EventKind::StepSkipped { reason, .. } => {
+            tracing::info!(target: T, seq, step, "{name}: {reason}");
+        }
+        EventKind::StepRetrying {
+            attempt,
+            reason,
+            delay_ms,
+        } => tracing::info!(
+            target: T, seq, step, attempt = *attempt, delay_ms = *delay_ms,
+            "{name}: {}", reason.lines().next().unwrap_or_default()
+        ),
+        EventKind::RunCancelled { reason } => {
+            tracing::warn!(target: T, seq, "{name}: {reason}");
+        }
+        EventKind::RunCompleted {
+            status,
+            succeeded,
+            failed,
+            skipped,
+            duration_ms,
+        } => {
+            let status = match status {
+                RunStatus::Succeeded => "succeeded",
+                RunStatus::Failed => "failed",
+                RunStatus::Cancelled => "cancelled",
+            };
+            if status == "succeeded" {
+                tracing::info!(
+                    target: T, seq, succeeded = *succeeded, duration_ms = *duration_ms,
+                    "{name}: {status}"
+                );
+            } else {
+                tracing::warn!(
+                    target: T, seq, succeeded = *succeeded, failed = *failed,
+                    skipped = *skipped, duration_ms = *duration_ms, "{name}: {status}"
+                );
+            }
+        }
+        EventKind::EditRolledBack { paths, reason } => tracing::warn!(
+            target: T, seq, step, files = paths.len(), "{name}: {reason}"
+        ),
+        EventKind::RecoverBudgetExhausted {
+            attempts,
+            final_error,
+        } => tracing::warn!(
+            target: T, seq, step, attempts = *attempts,
+            "{name}: {}", final_error.lines().next().unwrap_or_default()
+        ),
+        _ if name.starts_with("run:") || name.starts_with("step:") => {
+            tracing::info!(target: T, seq, step, "{name}");
+        }
+        _ => tracing::debug!(target: T, seq, step, "{name}"),
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A `tracing` writer into a shared buffer.
+    #[cfg(feature = "cli")]
+    #[derive(Clone, Default)]
+    struct Captured(Arc<Mutex<Vec<u8>>>);
+
+    #[cfg(feature = "cli")]
+    impl Write for Captured {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[cfg(feature = "cli")]
+    #[tokio::test(flavor = "current_thread")]
+    async fn the_tracing_consumer_logs_failures_as_warnings_with_their_message() {
+        let out = Captured::default();
+        let writer = out.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .with_max_level(tracing::Level::DEBUG)
+            .finish();
+        let _default = tracing::subscriber::set_default(subscriber);
+        let bus = EventBus::new("r");
+        let consumer = spawn_tracing_consumer(&bus);
+        bus.emit(Some("build"), EventKind::StepReady);
+        bus.emit(
+            Some("build"),
+            EventKind::StepFailed {
+                category: nuvira_api::ErrorCategory::CompileError,
+                message: "src/lib.rs:3: expected `;`\nmore detail".into(),
+                recoverable: true,
+                evidence: vec![],
+                output: None,
+                duration_ms: 1,
+            },
+        );
+        bus.emit(
+            Some("ship"),
+            EventKind::StepSkipped {
+                reason: "dependency `build` failed".into(),
+                cause: Some("build".into()),
+            },
+        );
+        bus.emit(
+            None,
+            EventKind::RunCompleted {
+                status: RunStatus::Failed,
+                succeeded: 0,
+                failed: 1,
+                skipped: 1,
+                duration_ms: 5,
+            },
+        );
+        bus.close();
+        consumer.await.unwrap_or_default();
+        let text = String::from_utf8_lossy(&out.0.lock().unwrap_or_else(PoisonError::into_inner))
+            .into_owned();
+        let line = |needle: &str| {
+            text.lines()
+                .find(|l| l.contains(needle))
+                .unwrap_or_else(|| panic!("no line with {needle} in:\n{text}"))
+                .to_owned()
+        };
+        let failed = line("step:failed");
+        assert!(failed.contains("WARN"), "{failed}");
+        assert!(failed.contains("src/lib.rs:3: expected `;`"), "{failed}");
+        assert!(!failed.contains("more detail"), "{failed}");
+        assert!(failed.contains("compile-error"), "{failed}");
+        let skipped = line("step:skipped");
+        assert!(
+            skipped.contains("INFO") && skipped.contains("dependency `build` failed"),
+            "{skipped}"
+        );
+        let done = line("run:completed");
+        assert!(done.contains("WARN") && done.contains("failed"), "{done}");
+        assert!(line("step:ready").contains("INFO"));
+    }
 
     #[tokio::test]
     async fn every_consumer_sees_every_event_in_order_and_history_matches() {

@@ -73,3 +73,24 @@ fn a_full_disk_on_stdout_exits_3_with_one_line_and_no_panic() {
     );
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
 }
+
+#[test]
+fn log_lines_on_a_pipe_carry_no_colour_codes() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = nuvira()
+        .arg("-v")
+        .arg("run")
+        .arg(root.join("examples/quickstart/plan.yaml"))
+        .arg("--repo")
+        .arg(root.join("examples/quickstart"))
+        .args(["--scratch", "--dry-run"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("INFO") && stderr.contains("run:started"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains('\u{1b}'), "{stderr}");
+}

@@ -118,9 +118,12 @@ fn init_tracing(verbose: u8) {
         _ => "trace",
     };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    use std::io::IsTerminal;
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        // Colour codes only for a terminal, not for a pipe or a CI log file.
+        .with_ansi(std::io::stderr().is_terminal())
         .with_target(false)
         .try_init();
 }
