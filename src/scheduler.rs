@@ -413,6 +413,9 @@ struct Dispatcher {
     status: Vec<StepStatus>,
     attempts: Vec<u32>,
     durations: Vec<Duration>,
+    /// When each step's `step:started` was stamped (ms since the epoch; 0 while unobserved),
+    /// for the duration of a step cut short by cancellation.
+    started_ms: Vec<u64>,
     /// What failed and skipped steps add (few, so kept aside).
     details: std::collections::HashMap<usize, Detail>,
     ready: VecDeque<usize>,
@@ -465,6 +468,7 @@ impl Dispatcher {
             status: vec![StepStatus::Pending; n],
             attempts: vec![0; n],
             durations: vec![Duration::ZERO; n],
+            started_ms: vec![0; n],
             details: std::collections::HashMap::new(),
             ready: VecDeque::with_capacity(n.min(1024)),
             deferred: Vec::new(),
@@ -558,6 +562,14 @@ impl Dispatcher {
                     Err(_) => {}
                 }
             }
+        }
+        // A step that noticed the cancellation itself and failed may end the run before the
+        // sentinel is reaped: the run was still cancelled, unless every step got done anyway.
+        if !was_cancelled
+            && self.shared.opts.cancel.is_cancelled()
+            && self.status.iter().any(|s| *s != StepStatus::Succeeded)
+        {
+            was_cancelled = true;
         }
         if was_cancelled {
             self.cancel_all().await;
@@ -684,11 +696,14 @@ impl Dispatcher {
     /// Publishes the noted lifecycle events, stamped with one clock read, under one lock.
     fn flush(&mut self) {
         if !self.pending.is_empty() {
-            self.bus.publish_plan_steps(
-                crate::events::now_ms(),
-                &self.shared.plan,
-                &mut self.pending,
-            );
+            let now = crate::events::now_ms();
+            for (idx, phase) in &self.pending {
+                if let Phase::Started { .. } = phase {
+                    self.started_ms[*idx as usize] = now;
+                }
+            }
+            self.bus
+                .publish_plan_steps(now, &self.shared.plan, &mut self.pending);
         }
     }
 
@@ -814,7 +829,7 @@ impl Dispatcher {
                 f.output.as_deref().cloned().map(Arc::new),
             ),
             None => (
-                ErrorCategory::Unknown,
+                ErrorCategory::Cancelled,
                 "cancelled while running".to_owned(),
                 Vec::new(),
                 None,
@@ -851,7 +866,10 @@ impl Dispatcher {
                     continue;
                 }
                 let via = &self.shared.plan.ids[i];
-                let reason = if i == failed {
+                let reason = if self.shared.opts.cancel.is_cancelled() {
+                    // A step that stopped because of the cancellation did not fail on its own.
+                    "the run was cancelled".to_owned()
+                } else if i == failed {
                     format!("dependency `{root}` failed")
                 } else {
                     format!("dependency `{via}` was skipped because `{root}` failed")
@@ -893,14 +911,20 @@ impl Dispatcher {
                 self.in_flight -= 1;
                 self.status[i] = StepStatus::Failed;
                 self.details.entry(i).or_default().error = Some(ModuleError::Cancelled);
+                // How long it ran: from its `step:started` stamp (kept while events are observed).
+                let ran_ms = match self.started_ms[i] {
+                    0 => 0,
+                    at => crate::events::now_ms().saturating_sub(at),
+                };
+                self.durations[i] = Duration::from_millis(ran_ms);
                 self.publish(
                     Some(self.shared.plan.ids[i].clone()),
                     EventKind::StepFailed {
-                        category: ErrorCategory::Unknown,
+                        category: ErrorCategory::Cancelled,
                         message: "cancelled while running".into(),
                         recoverable: false,
                         evidence: Vec::new(),
-                        duration_ms: 0,
+                        duration_ms: ran_ms,
                         output: None,
                     },
                 );

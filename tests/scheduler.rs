@@ -68,7 +68,7 @@ impl Module for Scripted {
             WriteSet::paths(&step.writes)
         }
     }
-    async fn run(&self, step: &PlanStep, _ctx: &StepContext) -> Result<StepOutput, ModuleError> {
+    async fn run(&self, step: &PlanStep, ctx: &StepContext) -> Result<StepOutput, ModuleError> {
         self.log.lock().unwrap().push(Mark::Start(step.id.clone()));
         let now = self.running.fetch_add(1, Ordering::SeqCst) + 1;
         self.max_running.fetch_max(now, Ordering::SeqCst);
@@ -104,6 +104,15 @@ impl Module for Scripted {
             "hang" => {
                 std::future::pending::<()>().await;
                 unreachable!()
+            }
+            // Notices the cancellation itself and returns an error, as a module that kills its
+            // child process would.
+            "until-cancelled" => {
+                ctx.cancel().cancelled().await;
+                Err(ModuleError::recoverable(
+                    ErrorCategory::Io,
+                    format!("{} was stopped", step.id),
+                ))
             }
             "panic" => panic!("scripted panic in {}", step.id),
             "barrier" => {
@@ -385,9 +394,68 @@ async fn cancellation_stops_every_running_step_before_run_returns() {
     assert_eq!(m.running.load(Ordering::SeqCst), 0);
     assert_eq!(m.dropped.load(Ordering::SeqCst), 4);
     assert_eq!(summary.step("later").unwrap().status, StepStatus::Skipped);
-    let names: Vec<&str> = bus.history().iter().map(|e| e.kind.name()).collect();
+    let history = bus.history();
+    let names: Vec<&str> = history.iter().map(|e| e.kind.name()).collect();
     assert!(names.contains(&"run:cancelled"));
     assert_eq!(names.last(), Some(&"run:completed"));
+    // The steps cut short say so: category `cancelled`, not `unknown`.
+    let cut: Vec<_> = history
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::StepFailed { category, .. } => Some(*category),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(cut, vec![ErrorCategory::Cancelled; 4]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dependents_of_a_step_stopped_by_cancellation_are_skipped_as_cancelled() {
+    let m = Arc::new(Scripted::default());
+    let steps = vec![
+        step("slow", &[], "until-cancelled"),
+        step("report", &["slow"], "ok"),
+    ];
+    let settings = RunSettings::default();
+    let cancel = settings.cancel.clone();
+    let bus = EventBus::new("r");
+    let m2 = m.clone();
+    let trigger = tokio::spawn(async move {
+        loop {
+            let notified = m2.started_notify.notified();
+            if m2.started.load(Ordering::SeqCst) >= 1 {
+                break;
+            }
+            notified.await;
+        }
+        // Not synchronisation: the step must run for a measurable time before it is cut short.
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        cancel.cancel();
+    });
+    let summary = within(engine(&m, 2).run(plan(steps), bus.clone(), settings))
+        .await
+        .unwrap();
+    trigger.await.unwrap();
+    assert_eq!(summary.status, RunStatus::Cancelled);
+    let reason = bus
+        .history()
+        .iter()
+        .find_map(|e| match &e.kind {
+            EventKind::StepSkipped { reason, .. } => Some(reason.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(reason, "the run was cancelled");
+    // The stopped step's failure carries how long it ran.
+    let ran = bus
+        .history()
+        .iter()
+        .find_map(|e| match &e.kind {
+            EventKind::StepFailed { duration_ms, .. } => Some(*duration_ms),
+            _ => None,
+        })
+        .unwrap();
+    assert!(ran >= 25, "ran {ran} ms");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

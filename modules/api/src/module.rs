@@ -699,6 +699,8 @@ pub enum ErrorCategory {
     Io,
     /// A dependency failed or was skipped.
     DependencyFailed,
+    /// The run was cancelled while the step ran.
+    Cancelled,
     /// None of the above.
     Unknown,
 }
@@ -728,6 +730,7 @@ impl ErrorCategory {
             Self::InvalidConfig => "invalid-config",
             Self::Io => "io",
             Self::DependencyFailed => "dependency-failed",
+            Self::Cancelled => "cancelled",
             Self::Unknown => "unknown",
         }
     }
@@ -828,10 +831,10 @@ impl ModuleError {
         }
     }
 
-    /// The category (cancellation reports [`ErrorCategory::Unknown`]).
+    /// The category ([`ErrorCategory::Cancelled`] for a cancellation).
     pub fn category(&self) -> ErrorCategory {
         self.failure()
-            .map_or(ErrorCategory::Unknown, |f| f.category)
+            .map_or(ErrorCategory::Cancelled, |f| f.category)
     }
 
     /// Whether the recover stage may retry.

@@ -77,6 +77,7 @@ const CATEGORIES: &[ErrorCategory] = &[
     ErrorCategory::InvalidConfig,
     ErrorCategory::Io,
     ErrorCategory::DependencyFailed,
+    ErrorCategory::Cancelled,
     ErrorCategory::Unknown,
 ];
 
