@@ -14,9 +14,11 @@ use tokio_util::sync::CancellationToken;
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-/// use nuvira::{Engine, events::EventBus};
-/// let engine = Engine::builder().workspace(".").build();
-/// let plan = nuvira_plan::load_file("plan.yaml".as_ref())?.plan;
+/// use nuvira::EventBus;
+/// // The built-in modules (inspect, edit, test, execute, verify, report); add your own with
+/// // `.module(..)`, or start from `Engine::builder()` for none at all.
+/// let engine = nuvira::defaults::engine().workspace(".").build();
+/// let plan = nuvira::plan::load_file("plan.yaml".as_ref())?.plan;
 /// let summary = engine.run(plan, EventBus::new("run-1"), Default::default()).await?;
 /// println!("{:?}", summary.status);
 /// # Ok(()) }

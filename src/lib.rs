@@ -2,6 +2,9 @@
 #![forbid(unsafe_code)]
 
 pub use nuvira_api as api;
+/// Plan files (`load_file`, `parse_str`) and the planners, so an embedder needs no extra
+/// dependency to load a plan.
+pub use nuvira_plan as plan;
 
 pub mod agent;
 #[cfg(feature = "cli")]
