@@ -518,20 +518,24 @@ pub struct JsonlStore {
 }
 
 impl JsonlStore {
-    /// Creates (truncates) the file and starts writing events to it.
+    /// Creates (truncates) the file and starts writing events to it, on a thread of tokio's
+    /// blocking pool (file writes never hold up the runtime's workers).
     ///
     /// # Errors
     /// When the file cannot be created.
+    ///
+    /// # Panics
+    /// Outside a tokio runtime, like `tokio::task::spawn_blocking`.
     pub fn spawn(bus: &EventBus, path: &Path) -> std::io::Result<Self> {
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent)?;
         }
         let file = std::fs::File::create(path)?;
         let mut rx = bus.subscribe();
-        let handle = tokio::spawn(async move {
+        let handle = tokio::task::spawn_blocking(move || {
             let mut out = std::io::BufWriter::new(file);
             let mut written = 0u64;
-            while let Some(ev) = rx.recv().await {
+            while let Some(ev) = rx.blocking_recv() {
                 write_line(&mut out, &ev)?;
                 written += 1;
                 while let Ok(ev) = rx.try_recv() {
@@ -588,8 +592,11 @@ pub fn read_jsonl(path: &Path) -> Result<Vec<Event>, String> {
         .collect()
 }
 
-/// Logs every event of a bus through `tracing` (run and step events at info, module events at
-/// debug) until the bus closes.
+/// Logs every event of a bus through `tracing` (failures at warn, the rest of the run and step
+/// lifecycle at info, module events at debug) until the bus closes.
+///
+/// # Panics
+/// Outside a tokio runtime, like `tokio::spawn`.
 pub fn spawn_tracing_consumer(bus: &EventBus) -> JoinHandle<()> {
     let mut rx = bus.subscribe();
     tokio::spawn(async move {
