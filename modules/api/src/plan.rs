@@ -136,6 +136,24 @@ impl PlanStep {
         self
     }
 
+    /// Builder-style: declares paths the step writes (its `writes:`), so that steps writing
+    /// elsewhere may run beside it. A module's own [`write_set`](crate::Module::write_set), if
+    /// it has one, decides instead.
+    ///
+    /// ```
+    /// let step = nuvira_api::PlanStep::new("fmt", "execute").with_writes(["src/", "Cargo.lock"]);
+    /// assert_eq!(step.writes, ["src/", "Cargo.lock"]);
+    /// ```
+    #[must_use]
+    pub fn with_writes<I, S>(mut self, paths: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.writes.extend(paths.into_iter().map(Into::into));
+        self
+    }
+
     /// Builder-style: sets the timeout.
     #[must_use]
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
