@@ -1099,6 +1099,9 @@ async fn recover(
             }
             RecoveryDecision::Split { steps } => {
                 let result = Box::pin(run_split(shared, idx, &ctx, steps)).await;
+                if let Some(policy) = &shared.opts.recovery {
+                    policy.on_split_finished(step, &ctx, result.is_ok()).await;
+                }
                 let result = result.map(|output| shared.outputs.set_shared(idx, output));
                 return done(idx, result, attempt + 1, started, None);
             }

@@ -457,6 +457,7 @@ async fn a_rejected_instruction_edit_is_split_into_sub_steps_that_the_scheduler_
             "fix-part-2 plan:step-created",
             "fix-part-1 step:succeeded",
             "fix-part-2 step:succeeded",
+            "fix recover:result=true",
             "fix step:succeeded",
         ],
     );

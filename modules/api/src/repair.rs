@@ -136,4 +136,15 @@ pub trait RecoveryPolicy: Send + Sync {
         attempt: u32,
         failure: &crate::Failure,
     ) -> RecoveryDecision;
+
+    /// Called once the sub-steps of a [`RecoveryDecision::Split`] for `step` have all run:
+    /// `success` is whether every one of them succeeded. The default does nothing.
+    async fn on_split_finished(
+        &self,
+        step: &crate::PlanStep,
+        ctx: &crate::StepContext,
+        success: bool,
+    ) {
+        let _ = (step, ctx, success);
+    }
 }

@@ -317,6 +317,11 @@ fn rollback(ctx: &StepContext, reason: &str) {
 
 #[async_trait]
 impl RecoveryPolicy for RecoverPolicy {
+    /// A split task's sub-steps have run: that is the end of this step's recovery.
+    async fn on_split_finished(&self, _step: &PlanStep, ctx: &StepContext, success: bool) {
+        self.finished(ctx, success);
+    }
+
     async fn on_failure(
         &self,
         step: &PlanStep,
