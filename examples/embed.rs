@@ -36,10 +36,17 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
     let mut events = bus.subscribe(); // independent consumers: logs, JSONL, a UI, ...
     let printer = tokio::spawn(async move {
         while let Some(e) = events.recv().await {
-            println!("{:>4} {:<18} {}", e.seq, e.kind.name(), e.step_id.as_deref().unwrap_or(""));
+            println!(
+                "{:>4} {:<18} {}",
+                e.seq,
+                e.kind.name(),
+                e.step_id.as_deref().unwrap_or("")
+            );
         }
     });
-    let summary = engine.run(plan, bus.clone(), RunSettings::default()).await?;
+    let summary = engine
+        .run(plan, bus.clone(), RunSettings::default())
+        .await?;
     bus.close(); // no more events: lets the printer finish
     printer.await?;
     println!("{:?}: exit code {}", summary.status, summary.exit_code());

@@ -507,6 +507,40 @@ fn rollback_refuses_to_overwrite_a_file_edited_after_the_apply_unless_told() {
         .code(2);
 }
 
+#[test]
+fn rollback_says_which_files_it_restored_and_which_it_removed() {
+    let r = repo(&[("a.txt", "one\n")]);
+    let f = tempfile::tempdir().unwrap();
+    let edits = edits_file(
+        f.path(),
+        "e.yaml",
+        "edits:\n  - strategy: search-replace\n    path: a.txt\n    search: one\n    replace: two\n  - strategy: whole-file\n    path: notes/new.txt\n    content: made by the run\n",
+    );
+    nuvira()
+        .args(["apply", "--repo"])
+        .arg(r.path())
+        .arg(&edits)
+        .assert()
+        .code(0);
+    let out = nuvira()
+        .args(["rollback", "--repo"])
+        .arg(r.path())
+        .assert()
+        .code(0)
+        .get_output()
+        .clone();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains(
+            "restored 1 file(s) to their contents before it and removed 1 file(s) it had created"
+        ),
+        "{stdout}"
+    );
+    assert!(stdout.contains("\n  a.txt\n"), "{stdout}");
+    assert!(stdout.contains("\n  notes/new.txt (removed)"), "{stdout}");
+    assert!(!r.path().join("notes").exists());
+}
+
 /// A three-file batch whose process is killed (the documented fault-injection hook aborts it
 /// like a kill) after its second durable file write.
 fn crash_mid_batch() -> (tempfile::TempDir, BTreeMap<String, Vec<u8>>) {

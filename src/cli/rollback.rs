@@ -47,24 +47,31 @@ pub fn execute(args: Args) -> u8 {
     }
     match Journal::new(&ws).rollback_last_with(on_changed) {
         Ok(Some((run, done))) => {
-            let mut paths: Vec<&str> = done
-                .iter()
-                .flat_map(|r| r.paths.iter().map(String::as_str))
-                .collect();
-            paths.sort_unstable();
-            paths.dedup();
+            // Batches come newest first, so the last word on a path is its oldest batch's: a
+            // file created by the run is removed, any other restored.
+            let mut fate: std::collections::BTreeMap<&str, bool> = Default::default();
+            for r in &done {
+                for p in &r.paths {
+                    fate.insert(p, r.removed.contains(p));
+                }
+            }
+            let removed = fate.values().filter(|r| **r).count();
             let mut kept: Vec<&str> = done
                 .iter()
                 .flat_map(|r| r.kept.iter().map(String::as_str))
                 .collect();
             kept.sort_unstable();
             kept.dedup();
-            println!(
-                "rolled back `{run}`: restored {} file(s) to their contents before it",
-                paths.len()
+            let restored = fate.len() - removed;
+            let mut line = format!(
+                "rolled back `{run}`: restored {restored} file(s) to their contents before it"
             );
-            for p in paths {
-                println!("  {p}");
+            if removed > 0 {
+                line.push_str(&format!(" and removed {removed} file(s) it had created"));
+            }
+            println!("{line}");
+            for (p, gone) in fate {
+                println!("  {p}{}", if gone { " (removed)" } else { "" });
             }
             if !kept.is_empty() {
                 println!(

@@ -288,6 +288,8 @@ pub struct RolledBack {
     pub step_id: Option<String>,
     /// The files restored (or removed, for files the batch created).
     pub paths: Vec<String>,
+    /// Of `paths`, those removed because the batch had created them.
+    pub removed: Vec<String>,
     /// Files left as they were because they changed after the run wrote them
     /// ([`OnChanged::Keep`]).
     pub kept: Vec<String>,
@@ -566,6 +568,7 @@ impl Journal {
     ) -> Result<RolledBack, JournalError> {
         let mut paths = Vec::with_capacity(m.entries.len());
         let mut kept = Vec::new();
+        let mut removed = Vec::new();
         for entry in m.entries.iter().rev() {
             if keep.contains(&entry.path) {
                 kept.push(entry.path.clone());
@@ -593,8 +596,11 @@ impl Journal {
                     atomic_write(&target.abs, &bytes, orig.mode)
                         .map_err(|e| WorkspaceError::io("restore", &entry.path, e))?;
                 }
-                None => remove_durably(&target.abs)
-                    .map_err(|e| WorkspaceError::io("remove", &entry.path, e))?,
+                None => {
+                    remove_durably(&target.abs)
+                        .map_err(|e| WorkspaceError::io("remove", &entry.path, e))?;
+                    removed.push(entry.path.clone());
+                }
             }
             paths.push(entry.path.clone());
         }
@@ -606,6 +612,7 @@ impl Journal {
         }
         paths.reverse();
         kept.reverse();
+        removed.reverse();
         m.state = TxnState::RolledBack;
         write_manifest(dir, &m)?;
         Ok(RolledBack {
@@ -613,6 +620,7 @@ impl Journal {
             run_id: m.run_id,
             step_id: m.step_id,
             paths,
+            removed,
             kept,
         })
     }
@@ -809,6 +817,7 @@ impl Transaction<'_> {
                 run_id: self.manifest.run_id.clone(),
                 step_id: self.manifest.step_id.clone(),
                 paths: Vec::new(),
+                removed: Vec::new(),
                 kept: Vec::new(),
             });
         }
