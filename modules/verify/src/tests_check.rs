@@ -16,6 +16,15 @@ impl VerifyCheck for TestsCheck {
 
     async fn run(&self, input: &CheckInput<'_>) -> CheckOutcome {
         let Some(t) = input.test else {
+            if input.dry_run {
+                // A dry run runs no tests, so there is no result to check, whatever the plan.
+                return CheckOutcome::new(
+                    "tests",
+                    CheckStatus::NotRun,
+                    true,
+                    "not run: a dry run runs no tests",
+                );
+            }
             return CheckOutcome::new(
                 "tests",
                 CheckStatus::NotRun,

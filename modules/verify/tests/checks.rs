@@ -146,6 +146,18 @@ async fn tests_check_reads_the_upstream_test_result() {
 
     let out = TestsCheck.run(&input(dir.path(), &[])).await;
     assert_eq!(out.check.status, CheckStatus::NotRun);
+    assert!(
+        out.check.details.contains("add a `test` step"),
+        "{}",
+        out.check.details
+    );
+
+    // In a dry run the test step runs nothing: say that, not that the plan lacks one.
+    let out = TestsCheck
+        .run(&input(dir.path(), &[]).with_dry_run(true))
+        .await;
+    assert_eq!(out.check.status, CheckStatus::NotRun);
+    assert_eq!(out.check.details, "not run: a dry run runs no tests");
 }
 
 #[tokio::test]
