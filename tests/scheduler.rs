@@ -38,6 +38,19 @@ struct Scripted {
     write_overlap: AtomicUsize,
 }
 
+impl Scripted {
+    /// Waits until `n` steps have started (woken by each start, no polling).
+    async fn until_started(&self, n: usize) {
+        loop {
+            let notified = self.started_notify.notified();
+            if self.started.load(Ordering::SeqCst) >= n {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
 struct RunningGuard<'a> {
     m: &'a Scripted,
     id: String,
@@ -375,13 +388,7 @@ async fn cancellation_stops_every_running_step_before_run_returns() {
     let bus = EventBus::new("r");
     let m2 = m.clone();
     let trigger = tokio::spawn(async move {
-        loop {
-            let notified = m2.started_notify.notified();
-            if m2.started.load(Ordering::SeqCst) >= 4 {
-                break;
-            }
-            notified.await;
-        }
+        m2.until_started(4).await;
         cancel.cancel();
     });
     let summary = within(eng.run(plan(steps), bus.clone(), settings))
@@ -421,13 +428,7 @@ async fn dependents_of_a_step_stopped_by_cancellation_are_skipped_as_cancelled()
     let bus = EventBus::new("r");
     let m2 = m.clone();
     let trigger = tokio::spawn(async move {
-        loop {
-            let notified = m2.started_notify.notified();
-            if m2.started.load(Ordering::SeqCst) >= 1 {
-                break;
-            }
-            notified.await;
-        }
+        m2.until_started(1).await;
         // Not synchronisation: the step must run for a measurable time before it is cut short.
         tokio::time::sleep(Duration::from_millis(30)).await;
         cancel.cancel();
@@ -475,13 +476,7 @@ async fn dropping_the_run_future_cancels_the_run_but_not_the_callers_token() {
     // Drop the run as soon as both hanging steps are running, like a `select!` would.
     let m2 = m.clone();
     let both_started = async move {
-        loop {
-            let notified = m2.started_notify.notified();
-            if m2.started.load(Ordering::SeqCst) >= 2 {
-                break;
-            }
-            notified.await;
-        }
+        m2.until_started(2).await;
     };
     tokio::select! {
         _ = run => panic!("a run of hanging steps finished"),
