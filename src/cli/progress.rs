@@ -90,12 +90,21 @@ pub(crate) async fn follow(
                 ));
             }
             EventKind::StepFailed {
-                message, category, ..
+                message,
+                category,
+                evidence,
+                ..
             } => {
                 if let Some(bar) = bars.remove(&step) {
                     bar.finish_and_clear();
                 }
                 line(format!("FAILED   {step} ({category}): {message}"));
+                // A rejected edit's evidence is its reasons, one `path:line: reason` each.
+                if *category == nuvira_api::ErrorCategory::EditRejected {
+                    for reason in evidence {
+                        line(format!("         {step}: {reason}"));
+                    }
+                }
             }
             EventKind::StepSkipped { reason, .. } => {
                 line(format!("skipped  {step}: {reason}"));

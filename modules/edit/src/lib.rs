@@ -319,11 +319,9 @@ impl Editor {
             };
             // Entries are atomic on the overlay too: a failing entry leaves no half-change for
             // the entries after it.
-            let snapshot = overlay.current.clone();
-            let renames = overlay.renamed_from.clone();
+            let checkpoint = overlay.checkpoint();
             if let Err(mut e) = strategy.apply(entry, &mut overlay) {
-                overlay.current = snapshot;
-                overlay.renamed_from = renames;
+                overlay.restore(checkpoint);
                 if e.path.is_none() {
                     e.path.clone_from(&entry.path);
                 }

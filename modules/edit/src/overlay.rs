@@ -43,6 +43,13 @@ pub(crate) struct Overlay<'w> {
     pub(crate) modes: BTreeMap<String, u32>,
 }
 
+/// The overlay's mutable state before an entry ran ([`Overlay::checkpoint`]).
+pub(crate) struct Checkpoint {
+    current: BTreeMap<String, FileState>,
+    renamed_from: BTreeMap<String, String>,
+    modes: BTreeMap<String, u32>,
+}
+
 pub(crate) fn ws_error(path: &str, e: &WorkspaceError) -> EditError {
     EditError::new(Some(path.to_owned()), e.to_string())
 }
@@ -82,6 +89,30 @@ impl<'w> Overlay<'w> {
             self.order.push(rel.clone());
         }
         Ok(rel)
+    }
+
+    /// What an entry may change, saved before it runs so a failing entry can be undone.
+    pub(crate) fn checkpoint(&self) -> Checkpoint {
+        Checkpoint {
+            current: self.current.clone(),
+            renamed_from: self.renamed_from.clone(),
+            modes: self.modes.clone(),
+        }
+    }
+
+    /// Undoes everything since `checkpoint`. A file the failing entry loaded for the first
+    /// time keeps what it holds on disk: dropping it from `current` alone would leave its
+    /// original behind with no current state, which reads as "deleted" to the diff and as
+    /// "does not exist" to the entries after it.
+    pub(crate) fn restore(&mut self, checkpoint: Checkpoint) {
+        self.current = checkpoint.current;
+        self.renamed_from = checkpoint.renamed_from;
+        self.modes = checkpoint.modes;
+        for (rel, state) in &self.original {
+            if !self.current.contains_key(rel) {
+                self.current.insert(rel.clone(), state.clone());
+            }
+        }
     }
 
     fn state(&self, rel: &str) -> &FileState {

@@ -4,4 +4,5 @@
 mod support;
 
 mod editor;
+mod failed_entries;
 mod module;

@@ -6,8 +6,8 @@ use nuvira_api::report::{
     VerificationSummary,
 };
 use nuvira_api::{
-    CheckStatus, EditPreview, Event, EventKind, ExecutionPlan, RunStatus, Severity, StepOutput,
-    StepStatus, TestFailure, TestResult, VerificationCheck, VerificationResult,
+    ChangeKind, CheckStatus, EditPreview, Event, EventKind, ExecutionPlan, RunStatus, Severity,
+    StepOutput, StepStatus, TestFailure, TestResult, VerificationCheck, VerificationResult,
 };
 use std::collections::{BTreeSet, HashMap};
 use std::io::BufRead;
@@ -32,8 +32,15 @@ pub struct ReportBuilder {
     live_checks: HashMap<usize, Vec<VerificationCheck>>,
     /// Steps whose repair budget ran out: (step, attempts, last error).
     budget_exhausted: Vec<(String, u32, String)>,
+    /// Paths of `edit:rolled-back` events not scoped to a step (the CLI's rollback of a
+    /// cancelled run): matched against every step's changes when the report is finished.
+    rolled_back_unscoped: Vec<String>,
     completed: bool,
 }
+
+/// The message the scheduler gives a step it stopped because the run was cancelled (with
+/// category `unknown`, no evidence and no output).
+const CANCELLED_MESSAGE: &str = "cancelled while running";
 
 impl ReportBuilder {
     /// An empty builder.
@@ -117,12 +124,13 @@ impl ReportBuilder {
                 output,
             } => {
                 if let Some(i) = self.scoped(event) {
+                    let duration_ms = self.failed_duration(i, *duration_ms, event.ts);
                     self.failed(
                         i,
                         *category,
                         message.clone(),
                         evidence.clone(),
-                        *duration_ms,
+                        duration_ms,
                         output.clone(),
                     );
                 }
@@ -170,7 +178,10 @@ impl ReportBuilder {
                     ..
                 },
                 Some(i),
-            ) => self.failed(i, category, message, evidence, duration_ms, output),
+            ) => {
+                let duration_ms = self.failed_duration(i, duration_ms, event.ts);
+                self.failed(i, category, message, evidence, duration_ms, output);
+            }
             (EventKind::TestFailed { failure }, Some(i)) => {
                 self.live_failures.entry(i).or_default().push(failure);
             }
@@ -237,8 +248,10 @@ impl ReportBuilder {
                         .map(|_| nuvira_api::ErrorCategory::DependencyFailed);
                 }
             }
-            EventKind::EditRolledBack { paths, .. } => {
-                if let Some(i) = self.scoped(event) {
+            // Whenever it arrives (the CLI's rollback of a cancelled run comes after
+            // `run:completed`, with no step): the changes of those paths were undone.
+            EventKind::EditRolledBack { paths, .. } => match self.scoped(event) {
+                Some(i) => {
                     let rec = &mut self.report.steps[i];
                     for p in paths {
                         if !rec.rolled_back.contains(p) {
@@ -246,7 +259,8 @@ impl ReportBuilder {
                         }
                     }
                 }
-            }
+                None => self.rolled_back_unscoped.extend(paths.iter().cloned()),
+            },
             EventKind::RecoverAttempt { attempt, .. } => {
                 if let Some(i) = self.scoped(event) {
                     let rec = &mut self.report.steps[i];
@@ -339,16 +353,53 @@ impl ReportBuilder {
         output: Option<Arc<StepOutput>>,
     ) {
         let live = self.take_live(i);
+        let cancelled = is_cancellation(category, &message, &evidence, output.is_some());
         let rec = &mut self.report.steps[i];
         rec.status = StepStatus::Failed;
         rec.duration_ms = Some(duration_ms);
         rec.attempts = rec.attempts.max(1);
+        if cancelled {
+            // Not a failure of the step: no category (`unknown` would send the reader looking
+            // for a bug), a warning rather than an error.
+            rec.category = None;
+            absorb_live(rec, live);
+            rec.findings.push(Finding::new(
+                FindingKind::StepFailure,
+                Severity::Warning,
+                "nuvira/step-failure/cancelled",
+                format!("step `{}` was cancelled", rec.id),
+                "the run was cancelled while the step ran; it did not finish",
+            ));
+            rec.message = Some(message);
+            return;
+        }
         rec.category = Some(category);
         rec.evidence = evidence;
         if let Some(out) = output {
             absorb_output(rec, Arc::unwrap_or_clone(out));
         }
         absorb_live(rec, live);
+        if category == nuvira_api::ErrorCategory::EditRejected
+            && !rec.findings.iter().any(|f| f.severity == Severity::Error)
+        {
+            // A rejection without the edit's output (older events): its evidence lines are
+            // `path:line: reason`.
+            for line in &rec.evidence {
+                let (path, lineno, column, msg) = split_location(line);
+                let mut f = Finding::new(
+                    FindingKind::StepFailure,
+                    Severity::Error,
+                    format!("nuvira/step-failure/{}", category.as_str()),
+                    "edit rejected",
+                    msg.to_owned(),
+                );
+                if let Some(p) = path {
+                    f = f.at(p, lineno);
+                    f.column = column;
+                }
+                rec.findings.push(f);
+            }
+        }
         if !rec.findings.iter().any(|f| f.severity == Severity::Error) {
             let mut f = Finding::new(
                 FindingKind::StepFailure,
@@ -363,6 +414,15 @@ impl ReportBuilder {
             rec.findings.push(f);
         }
         rec.message = Some(message);
+    }
+
+    /// The duration of a failed step. A step stopped by a cancellation is reported with 0 ms
+    /// by the scheduler; its real time is from its `step:started` to this event.
+    fn failed_duration(&self, i: usize, duration_ms: u64, ts: u64) -> u64 {
+        match self.report.steps[i].started_ms {
+            Some(started) if duration_ms == 0 => self.offset(ts).saturating_sub(started),
+            _ => duration_ms,
+        }
     }
 
     fn take_live(&mut self, i: usize) -> (Vec<TestFailure>, Vec<VerificationCheck>) {
@@ -394,6 +454,28 @@ impl ReportBuilder {
             absorb_live(&mut self.report.steps[i], live);
         }
         let mut r = self.report;
+        if !self.rolled_back_unscoped.is_empty() {
+            for rec in &mut r.steps {
+                let undone: Vec<String> = rec
+                    .file_changes
+                    .iter()
+                    .flat_map(|c| {
+                        let from = match &c.kind {
+                            ChangeKind::Rename { from } => Some(from.as_str()),
+                            _ => None,
+                        };
+                        std::iter::once(c.path.as_str()).chain(from)
+                    })
+                    .filter(|p| self.rolled_back_unscoped.iter().any(|u| u == p))
+                    .map(str::to_owned)
+                    .collect();
+                for p in undone {
+                    if !rec.rolled_back.contains(&p) {
+                        rec.rolled_back.push(p);
+                    }
+                }
+            }
+        }
         if !self.completed {
             r.duration_ms = self
                 .last_ts
@@ -438,6 +520,19 @@ impl ReportBuilder {
         );
         r
     }
+}
+
+/// Whether a `step:failed` is the scheduler stopping the step because the run was cancelled.
+fn is_cancellation(
+    category: nuvira_api::ErrorCategory,
+    message: &str,
+    evidence: &[String],
+    has_output: bool,
+) -> bool {
+    category == nuvira_api::ErrorCategory::Unknown
+        && message == CANCELLED_MESSAGE
+        && evidence.is_empty()
+        && !has_output
 }
 
 fn is_terminal(s: StepStatus) -> bool {
@@ -489,6 +584,27 @@ fn absorb_live(
 
 fn absorb_edit(rec: &mut StepRecord, p: &mut EditPreview) {
     rec.file_changes = std::mem::take(&mut p.changes);
+    // Entries that did not apply: each reason with its file and line, not only a count.
+    for e in std::mem::take(&mut p.errors) {
+        let mut message = e.message;
+        if let Some(c) = &e.candidate {
+            message.push_str(&format!("; closest match: {c}"));
+        }
+        let mut f = Finding::new(
+            FindingKind::StepFailure,
+            Severity::Error,
+            format!(
+                "nuvira/step-failure/{}",
+                nuvira_api::ErrorCategory::EditRejected.as_str()
+            ),
+            "edit rejected",
+            message,
+        );
+        if let Some(path) = e.path {
+            f = f.at(path, e.line);
+        }
+        rec.findings.push(f);
+    }
     for d in std::mem::take(&mut p.validation.ast_issues) {
         let f = Finding::new(
             FindingKind::Syntax,
@@ -650,7 +766,11 @@ fn count(steps: &[StepRecord]) -> ReportCounts {
             StepStatus::Skipped => c.skipped += 1,
             StepStatus::Pending | StepStatus::Running => c.unfinished += 1,
         }
-        for ch in &s.file_changes {
+        for ch in s
+            .file_changes
+            .iter()
+            .filter(|c| !crate::is_rolled_back(s, c))
+        {
             files.insert(ch.path.as_str());
             c.lines_added += ch.additions;
             c.lines_removed += ch.deletions;
@@ -711,7 +831,22 @@ fn summary(r: &ExecutionReport) -> String {
             c.lines_removed
         ));
     }
+    let undone = rolled_back_files(r);
+    if undone > 0 {
+        s.push_str(&format!(
+            "; {undone} file(s) changed, then rolled back (nothing of it is left)"
+        ));
+    }
     s
+}
+
+/// Distinct files whose changes were rolled back.
+pub(crate) fn rolled_back_files(r: &ExecutionReport) -> usize {
+    r.file_changes()
+        .filter(|(s, c)| crate::is_rolled_back(s, c))
+        .map(|(_, c)| c.path.as_str())
+        .collect::<BTreeSet<_>>()
+        .len()
 }
 
 fn follow_up(r: &ExecutionReport) -> Vec<String> {
@@ -777,7 +912,11 @@ fn follow_up(r: &ExecutionReport) -> Vec<String> {
                 ));
             }
         }
-        if s.status == StepStatus::Failed && tests.is_empty() && syn.is_empty() {
+        if s.status == StepStatus::Failed
+            && tests.is_empty()
+            && syn.is_empty()
+            && !crate::was_cancelled(s)
+        {
             if let Some(m) = &s.message {
                 out.push(format!("step `{}` failed: {m}", s.id));
             }
@@ -788,10 +927,11 @@ fn follow_up(r: &ExecutionReport) -> Vec<String> {
             }
         }
     }
+    // Steps skipped by a cancellation have no cause; the cancellation line above covers them.
     let skipped = r
         .steps
         .iter()
-        .filter(|s| s.status == StepStatus::Skipped)
+        .filter(|s| s.status == StepStatus::Skipped && s.skip_cause.is_some())
         .count();
     if skipped > 0 {
         out.push(format!(

@@ -7,7 +7,7 @@
 //! a sandboxed browser alike. All text is HTML-escaped.
 
 use crate::builder::location;
-use crate::{ExecutionReport, StepRecord, human_ms, run_label, severity_label, status_label};
+use crate::{ExecutionReport, StepRecord, human_ms, run_label, severity_label, step_label};
 use nuvira_api::StepStatus;
 use nuvira_api::report::FindingKind;
 use std::collections::HashMap;
@@ -85,7 +85,7 @@ pub fn render(r: &ExecutionReport) -> String {
         let _ = writeln!(
             o,
             "<tr class=\"{status}\"><td><code>{id}</code></td><td>{module}</td><td><span class=\"swatch {status}\"></span>{status}</td><td>{attempts}</td><td>{time}</td><td>{result}</td></tr>",
-            status = status_label(s.status),
+            status = step_label(s),
             id = esc(&s.id),
             module = esc(&s.module),
             attempts = s.attempts,
@@ -147,17 +147,25 @@ pub fn render(r: &ExecutionReport) -> String {
     if !changes.is_empty() {
         let _ = writeln!(
             o,
-            "<section id=\"changes\"><h2>File changes <small>{} file(s), +{} −{}</small></h2>",
-            c.files_changed, c.lines_added, c.lines_removed
+            "<section id=\"changes\"><h2>File changes <small>{} file(s), +{} −{}{}</small></h2>",
+            c.files_changed,
+            c.lines_added,
+            c.lines_removed,
+            esc(&crate::rolled_back_note(r))
         );
         for (s, ch) in changes {
             let _ = write!(
                 o,
-                "<details open><summary><code>{}</code> <span class=\"add\">+{}</span> <span class=\"del\">−{}</span> · step <code>{}</code></summary><pre class=\"diff\">",
+                "<details open><summary><code>{}</code> <span class=\"add\">+{}</span> <span class=\"del\">−{}</span> · step <code>{}</code>{}</summary><pre class=\"diff\">",
                 esc(&ch.path),
                 ch.additions,
                 ch.deletions,
-                esc(&s.id)
+                esc(&s.id),
+                if crate::is_rolled_back(s, ch) {
+                    " · <b>rolled back</b>"
+                } else {
+                    ""
+                }
             );
             for line in ch.diff.lines() {
                 let class = if line.starts_with("+++") || line.starts_with("---") {
@@ -339,7 +347,7 @@ fn dag(o: &mut String, steps: &[StepRecord]) {
     o.push_str(&edges);
     for (i, s) in steps.iter().enumerate() {
         let Some(&(x, y)) = xy.get(&i) else { continue };
-        let status = status_label(s.status);
+        let status = step_label(s);
         let sub = match (s.status, s.duration_ms) {
             (StepStatus::Succeeded | StepStatus::Failed, Some(d)) => {
                 format!("{} · {status} · {}", s.module, human_ms(d))
@@ -376,7 +384,7 @@ fn timeline(o: &mut String, r: &ExecutionReport) {
         .max(1);
     o.push_str("<div class=\"timeline\">\n");
     for s in &r.steps {
-        let status = status_label(s.status);
+        let status = step_label(s);
         let (left, width, label) = match s.started_ms {
             Some(start) => {
                 let d = s.duration_ms.unwrap_or(end.saturating_sub(start));
@@ -436,10 +444,10 @@ main{padding:0 28px 28px}.goal,.summary{margin:4px 0}.note{color:var(--run)}
 .counts{list-style:none;display:flex;flex-wrap:wrap;gap:8px;padding:0;margin:10px 0 0}.counts li{background:#fff;border:1px solid var(--line);border-radius:6px;padding:3px 10px}.counts li.failed b{color:var(--bad)}.counts li.succeeded b{color:var(--ok)}
 #dag{max-width:100%;height:auto;display:block}#dag .edge{fill:none;stroke:#57606a;stroke-width:1.6}
 #dag .node rect{stroke-width:1.5}#dag .node text{font:13px system-ui,sans-serif}#dag .node .id{font-weight:600}#dag .node .sub{font-size:11px}
-#dag .succeeded rect{fill:#dafbe1;stroke:var(--ok)}#dag .failed rect{fill:#ffebe9;stroke:var(--bad)}#dag .skipped rect{fill:#f6f8fa;stroke:var(--skip);stroke-dasharray:5 3}#dag .running rect{fill:#fff8c5;stroke:var(--run)}#dag .pending rect{fill:#fff;stroke:var(--pend)}
+#dag .succeeded rect{fill:#dafbe1;stroke:var(--ok)}#dag .failed rect{fill:#ffebe9;stroke:var(--bad)}#dag .skipped rect{fill:#f6f8fa;stroke:var(--skip);stroke-dasharray:5 3}#dag .running rect,#dag .cancelled rect{fill:#fff8c5;stroke:var(--run)}#dag .pending rect{fill:#fff;stroke:var(--pend)}
 #dag .failed .id{fill:var(--bad)}#dag .skipped text{fill:var(--mut)}
 .legend{color:var(--mut);font-size:12px}.swatch{display:inline-block;width:12px;height:12px;border-radius:3px;margin:0 4px 0 10px;vertical-align:-2px}
-.swatch.succeeded,.bar.succeeded{background:var(--ok)}.swatch.failed,.bar.failed{background:var(--bad)}.swatch.skipped,.bar.skipped{background:var(--skip)}.swatch.running,.bar.running{background:var(--run)}.swatch.pending,.bar.pending{background:var(--pend)}
+.swatch.succeeded,.bar.succeeded{background:var(--ok)}.swatch.failed,.bar.failed{background:var(--bad)}.swatch.skipped,.bar.skipped{background:var(--skip)}.swatch.running,.bar.running,.swatch.cancelled,.bar.cancelled{background:var(--run)}.swatch.pending,.bar.pending{background:var(--pend)}
 .timeline .row{display:grid;grid-template-columns:160px 1fr 150px;gap:10px;align-items:center;margin:3px 0}.track{position:relative;height:14px;background:#f6f8fa;border-radius:3px}.bar{position:absolute;top:0;height:14px;border-radius:3px}.when{color:var(--mut);font-size:12px}
 table{border-collapse:collapse;width:100%}th,td{border:1px solid var(--line);padding:4px 8px;text-align:left;vertical-align:top}tr.error td:first-child{color:var(--bad);font-weight:600}tr.warning td:first-child{color:var(--run);font-weight:600}
 pre{background:#f6f8fa;border:1px solid var(--line);border-radius:6px;padding:8px 10px;overflow:auto;white-space:pre-wrap;word-break:break-word;margin:6px 0}

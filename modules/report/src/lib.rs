@@ -265,6 +265,37 @@ pub(crate) fn step_result(s: &StepRecord) -> String {
     }
 }
 
+/// Whether the step was stopped by the run's cancellation (the builder gives such a failed step
+/// no category).
+pub(crate) fn was_cancelled(s: &StepRecord) -> bool {
+    s.status == nuvira_api::StepStatus::Failed && s.category.is_none()
+}
+
+/// The status label of a step: its status, or `cancelled` for a step the run's cancellation
+/// stopped.
+pub(crate) fn step_label(s: &StepRecord) -> &'static str {
+    if was_cancelled(s) {
+        "cancelled"
+    } else {
+        status_label(s.status)
+    }
+}
+
+/// Whether a change of the step was undone by an `edit:rolled-back`.
+pub(crate) fn is_rolled_back(s: &StepRecord, c: &nuvira_api::FileChange) -> bool {
+    s.rolled_back.contains(&c.path)
+        || matches!(&c.kind, nuvira_api::ChangeKind::Rename { from } if s.rolled_back.contains(from))
+}
+
+/// `; N rolled back` after the change totals when some changes were undone ("" otherwise): the
+/// totals count only what is left.
+pub(crate) fn rolled_back_note(r: &ExecutionReport) -> String {
+    match builder::rolled_back_files(r) {
+        0 => String::new(),
+        n => format!("; {n} file(s) rolled back, not counted"),
+    }
+}
+
 /// The label of a step status.
 pub(crate) fn status_label(status: nuvira_api::StepStatus) -> &'static str {
     use nuvira_api::StepStatus as S;

@@ -4,7 +4,7 @@
 //! it (blocks), so test output or model text cannot add links, images, HTML or break tables.
 
 use crate::builder::location;
-use crate::{ExecutionReport, human_ms, run_label, severity_label, status_label};
+use crate::{ExecutionReport, human_ms, run_label, severity_label, step_label};
 use nuvira_api::{FileChange, StepStatus};
 use std::fmt::Write as _;
 
@@ -49,8 +49,12 @@ pub fn render_blocks(r: &ExecutionReport) -> Vec<String> {
             "| `{}` | {} | {} {} | {} | {} |",
             code_safe(&s.id),
             inline(&s.module),
-            status_icon(s.status),
-            status_label(s.status),
+            if crate::was_cancelled(s) {
+                "⏹️"
+            } else {
+                status_icon(s.status)
+            },
+            step_label(s),
             s.duration_ms.map(human_ms).unwrap_or_default(),
             inline(result.lines().next().unwrap_or_default())
         );
@@ -102,11 +106,14 @@ pub fn render_blocks(r: &ExecutionReport) -> Vec<String> {
     let changes: Vec<_> = r.file_changes().collect();
     if !changes.is_empty() {
         blocks.push(format!(
-            "### File changes ({} file(s), +{} −{})\n\n",
-            r.counts.files_changed, r.counts.lines_added, r.counts.lines_removed
+            "### File changes ({} file(s), +{} −{}{})\n\n",
+            r.counts.files_changed,
+            r.counts.lines_added,
+            r.counts.lines_removed,
+            crate::rolled_back_note(r)
         ));
         for (s, c) in changes {
-            blocks.push(change_block(&s.id, c));
+            blocks.push(change_block(&s.id, c, crate::is_rolled_back(s, c)));
         }
     }
 
@@ -127,13 +134,18 @@ pub fn render_blocks(r: &ExecutionReport) -> Vec<String> {
     blocks
 }
 
-fn change_block(step: &str, c: &FileChange) -> String {
+fn change_block(step: &str, c: &FileChange, rolled_back: bool) -> String {
     format!(
-        "<details><summary><code>{}</code> (+{} −{}) [{}]</summary>\n\n{}\n</details>\n\n",
+        "<details><summary><code>{}</code> (+{} −{}) [{}]{}</summary>\n\n{}\n</details>\n\n",
         html_escape(&c.path),
         c.additions,
         c.deletions,
         html_escape(step),
+        if rolled_back {
+            " <b>rolled back</b>"
+        } else {
+            ""
+        },
         fenced("diff", &c.diff)
     )
 }

@@ -1,7 +1,7 @@
 //! The plain-text report, for a terminal.
 
 use crate::builder::location;
-use crate::{ExecutionReport, human_ms, run_label, severity_label, status_label};
+use crate::{ExecutionReport, human_ms, is_rolled_back, run_label, severity_label, step_label};
 use std::fmt::Write as _;
 
 /// Renders the report as plain text.
@@ -36,7 +36,7 @@ pub fn render(r: &ExecutionReport) -> String {
             o,
             "  {:<w$}  {:<9}  {:>8}  {}",
             s.id,
-            status_label(s.status),
+            step_label(s),
             s.duration_ms.map(human_ms).unwrap_or_default(),
             first_line(&result)
         );
@@ -64,14 +64,25 @@ pub fn render(r: &ExecutionReport) -> String {
     if !changes.is_empty() {
         let _ = writeln!(
             o,
-            "\nfile changes ({} file(s), +{} -{}):",
-            r.counts.files_changed, r.counts.lines_added, r.counts.lines_removed
+            "\nfile changes ({} file(s), +{} -{}{}):",
+            r.counts.files_changed,
+            r.counts.lines_added,
+            r.counts.lines_removed,
+            crate::rolled_back_note(r)
         );
         for (s, c) in changes {
             let _ = writeln!(
                 o,
-                "  {:<40} +{:<4} -{:<4} [{}]",
-                c.path, c.additions, c.deletions, s.id
+                "  {:<40} +{:<4} -{:<4} [{}]{}",
+                c.path,
+                c.additions,
+                c.deletions,
+                s.id,
+                if is_rolled_back(s, c) {
+                    " rolled back"
+                } else {
+                    ""
+                }
             );
         }
     }

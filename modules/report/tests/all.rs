@@ -6,6 +6,7 @@ mod builder;
 mod formats;
 mod github;
 mod module;
+mod recorded;
 mod sarif;
 
 use nuvira_api::Event;
