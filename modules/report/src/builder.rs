@@ -38,8 +38,8 @@ pub struct ReportBuilder {
     completed: bool,
 }
 
-/// The message the scheduler gives a step it stopped because the run was cancelled (with
-/// category `unknown`, no evidence and no output).
+/// The message the scheduler gives a step it stopped because the run was cancelled (category
+/// `unknown` before `cancelled` existed, no evidence and no output).
 const CANCELLED_MESSAGE: &str = "cancelled while running";
 
 impl ReportBuilder {
@@ -522,17 +522,20 @@ impl ReportBuilder {
     }
 }
 
-/// Whether a `step:failed` is the scheduler stopping the step because the run was cancelled.
+/// Whether a `step:failed` is the scheduler stopping the step because the run was cancelled:
+/// category `cancelled`, or (in event files of earlier versions) category `unknown` with the
+/// scheduler's message and nothing else.
 fn is_cancellation(
     category: nuvira_api::ErrorCategory,
     message: &str,
     evidence: &[String],
     has_output: bool,
 ) -> bool {
-    category == nuvira_api::ErrorCategory::Unknown
-        && message == CANCELLED_MESSAGE
-        && evidence.is_empty()
-        && !has_output
+    category == nuvira_api::ErrorCategory::Cancelled
+        || (category == nuvira_api::ErrorCategory::Unknown
+            && message == CANCELLED_MESSAGE
+            && evidence.is_empty()
+            && !has_output)
 }
 
 fn is_terminal(s: StepStatus) -> bool {

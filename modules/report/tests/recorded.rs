@@ -74,6 +74,25 @@ fn a_step_stopped_by_the_cancellation_shows_as_cancelled_with_its_real_duration(
 }
 
 #[test]
+fn the_cancelled_category_of_current_runs_is_read_as_a_cancellation_too() {
+    // The fixture predates `ErrorCategory::Cancelled`; today's scheduler says it directly.
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/cancelled_run.jsonl");
+    let text = std::fs::read_to_string(path).unwrap();
+    let old = r#""category":"unknown","message":"cancelled while running""#;
+    assert!(text.contains(old));
+    let now = text.replace(
+        old,
+        r#""category":"cancelled","message":"cancelled while running""#,
+    );
+    let r = nuvira_report::read_jsonl(std::io::Cursor::new(now), Path::new("now.jsonl")).unwrap();
+    let wait = step(&r, "wait");
+    assert_eq!(wait.status, StepStatus::Failed);
+    assert_eq!(wait.category, None);
+    assert_eq!(wait.findings[0].rule_id, "nuvira/step-failure/cancelled");
+    assert!(render(&r, Format::Text).contains("  wait    cancelled"));
+}
+
+#[test]
 fn the_text_report_of_a_rejected_edit_names_each_reason_with_its_file() {
     let r = recorded("edit_rejected_run.jsonl");
     let text = render(&r, Format::Text);
