@@ -210,12 +210,15 @@ fn every_command_with_repo_words_a_missing_or_file_repository_the_same_way() {
         for (repo, expected) in [
             (
                 &missing,
-                format!("error: repository `{}` does not exist\n", missing.display()),
+                format!(
+                    "error: repository `{}` does not exist; pass the repository folder with --repo DIR\n",
+                    missing.display()
+                ),
             ),
             (
                 &file,
                 format!(
-                    "error: repository `{}` is a file, not a folder\n",
+                    "error: repository `{}` is a file, not a folder; pass the repository folder with --repo DIR\n",
                     file.display()
                 ),
             ),

@@ -140,6 +140,9 @@ pub(crate) fn print_error(err: &anyhow::Error) {
     }
 }
 
+/// What to do about a bad `--repo`.
+const REPO_HINT: &str = "pass the repository folder with --repo DIR";
+
 /// Checks the folder a command's `--repo` names: `repository `X` does not exist` or
 /// `repository `X` is a file, not a folder` (every command exits 2 for these).
 ///
@@ -149,12 +152,13 @@ pub(crate) fn check_repo(repo: &std::path::Path) -> Result<(), String> {
     match std::fs::metadata(repo) {
         Ok(m) if m.is_dir() => Ok(()),
         Ok(_) => Err(format!(
-            "repository `{}` is a file, not a folder",
+            "repository `{}` is a file, not a folder; {REPO_HINT}",
             repo.display()
         )),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            Err(format!("repository `{}` does not exist", repo.display()))
-        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(format!(
+            "repository `{}` does not exist; {REPO_HINT}",
+            repo.display()
+        )),
         Err(e) => Err(format!(
             "repository `{}` cannot be read: {}",
             repo.display(),
