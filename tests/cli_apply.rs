@@ -689,3 +689,39 @@ fn nuvira_state_stays_in_dot_nuvira_and_is_ignored_by_git() {
         "*\n"
     );
 }
+
+#[test]
+fn the_undo_hint_after_apply_names_the_repository() {
+    // Regression: after `apply --repo rs` the hint said `nuvira rollback`, which would undo
+    // in the current folder instead.
+    let parent = tempfile::tempdir().unwrap();
+    let f = tempfile::tempdir().unwrap();
+    let edits = edits_file(f.path(), "e.yaml", RENAME_YAML);
+    for name in ["rs", "my repo"] {
+        let r = parent.path().join(name);
+        std::fs::create_dir(&r).unwrap();
+        std::fs::write(r.join("a.txt"), "one\n").unwrap();
+        let out = nuvira()
+            .current_dir(parent.path())
+            .args(["apply", "--repo", name])
+            .arg(&edits)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let hint = if name.contains(' ') {
+            format!("undo with `nuvira rollback --repo '{name}'`")
+        } else {
+            format!("undo with `nuvira rollback --repo {name}`")
+        };
+        assert!(stdout.contains(&hint), "{stdout}");
+    }
+    let r = repo(&[("a.txt", "one\n")]);
+    let out = nuvira()
+        .current_dir(r.path())
+        .arg("apply")
+        .arg(&edits)
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("undo with `nuvira rollback`\n"));
+}

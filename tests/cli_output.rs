@@ -94,3 +94,164 @@ fn log_lines_on_a_pipe_carry_no_colour_codes() {
     );
     assert!(!stderr.contains('\u{1b}'), "{stderr}");
 }
+
+fn json_stdout(out: &std::process::Output) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not JSON ({e}): {:?}\nstderr: {}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+#[test]
+fn json_format_prints_an_error_object_when_run_graph_or_test_fail_early() {
+    // Regression: `--format json` printed nothing on stdout when these failed early.
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(
+        &bad,
+        "steps:\n  - id: a\n    module: nope\n  - id: r\n    module: report\n    depends_on: [a]\n",
+    )
+    .unwrap();
+    let missing = dir.path().join("no-such-repo");
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/quickstart");
+    let cases: Vec<(Vec<std::ffi::OsString>, i32, &str)> = vec![
+        (
+            vec![
+                "graph".into(),
+                bad.clone().into(),
+                "--format".into(),
+                "json".into(),
+            ],
+            2,
+            "invalid-plan",
+        ),
+        (
+            vec![
+                "run".into(),
+                bad.clone().into(),
+                "--repo".into(),
+                example.into(),
+                "--format".into(),
+                "json".into(),
+            ],
+            2,
+            "invalid-plan",
+        ),
+        (
+            vec![
+                "run".into(),
+                bad.clone().into(),
+                "--repo".into(),
+                missing.clone().into(),
+                "--format".into(),
+                "json".into(),
+            ],
+            2,
+            "repository",
+        ),
+        (
+            vec![
+                "test".into(),
+                "--repo".into(),
+                missing.clone().into(),
+                "--format".into(),
+                "json".into(),
+            ],
+            2,
+            "repository",
+        ),
+        (
+            vec![
+                "test".into(),
+                "--repo".into(),
+                example.into(),
+                "--sandbox".into(),
+                "docker".into(),
+                "--format".into(),
+                "json".into(),
+            ],
+            3,
+            "environment",
+        ),
+    ];
+    for (args, code, kind) in cases {
+        let out = nuvira()
+            .args(&args)
+            .env("DOCKER_HOST", "unix:///tmp/nuvira-no-such-engine.sock")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(code), "{args:?}");
+        let v = json_stdout(&out);
+        assert_eq!(v["ok"], false, "{args:?}: {v}");
+        assert_eq!(v["error"]["kind"], kind, "{args:?}: {v}");
+        let message = v["error"]["message"].as_str().unwrap();
+        assert!(!message.is_empty());
+        // The human message still goes to stderr.
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("error"),
+            "{args:?}"
+        );
+        if kind == "invalid-plan" {
+            let problems = v["error"]["problems"].as_array().unwrap();
+            assert!(
+                problems
+                    .iter()
+                    .any(|p| p["kind"] == "unknown-module" && p["line"] == 2),
+                "{v}"
+            );
+        }
+    }
+}
+
+#[test]
+fn every_command_with_repo_words_a_missing_or_file_repository_the_same_way() {
+    // Regression: four wordings, a duplicated cause and a raw `(os error 2)`.
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("no-such-repo");
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, "x").unwrap();
+    let edits = dir.path().join("e.yaml");
+    std::fs::write(
+        &edits,
+        "edits:\n  - { strategy: whole-file, path: a.txt, content: x }\n",
+    )
+    .unwrap();
+    let plan = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/quickstart/plan.yaml");
+    let commands: Vec<Vec<std::ffi::OsString>> = vec![
+        vec!["apply".into(), edits.clone().into()],
+        vec!["rollback".into()],
+        vec!["run".into(), plan.into()],
+        vec!["test".into()],
+        vec!["inspect".into(), "--goal".into(), "x".into()],
+    ];
+    for args in commands {
+        for (repo, expected) in [
+            (
+                &missing,
+                format!(
+                    "error: repository `{}` does not exist; pass the repository folder with --repo DIR\n",
+                    missing.display()
+                ),
+            ),
+            (
+                &file,
+                format!(
+                    "error: repository `{}` is a file, not a folder; pass the repository folder with --repo DIR\n",
+                    file.display()
+                ),
+            ),
+        ] {
+            let out = nuvira()
+                .args(&args)
+                .arg("--repo")
+                .arg(repo)
+                .output()
+                .unwrap();
+            assert_eq!(out.status.code(), Some(2), "{args:?} {}", repo.display());
+            assert_eq!(String::from_utf8_lossy(&out.stderr), expected, "{args:?}");
+        }
+    }
+}

@@ -299,3 +299,100 @@ fn ctrl_c_stops_the_run_and_rolls_its_edits_back() {
         before
     );
 }
+
+#[test]
+fn run_with_docker_and_no_engine_exits_3_before_writing_any_edit() {
+    // Regression: the edit was written, then the test step found no engine (exit 3).
+    let (dir, repo) = quickstart();
+    let before = std::fs::read_to_string(repo.join("src/lib.rs")).unwrap();
+    let plan = plan_with_edit(dir.path(), "/ (len - 1)", "/ len");
+    let out = nuvira()
+        .args(["run", "--quiet", "--sandbox", "docker", "--format", "json"])
+        .arg(&plan)
+        .arg("--repo")
+        .arg(&repo)
+        .env("DOCKER_HOST", "unix:///tmp/nuvira-no-such-engine.sock")
+        .assert()
+        .code(3);
+    let err = stderr(&out);
+    assert!(
+        err.contains("no Docker engine answers") && err.contains("step(s) `test`"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(repo.join("src/lib.rs")).unwrap(),
+        before
+    );
+    assert!(
+        !repo.join(".nuvira/journal").exists() || {
+            std::fs::read_dir(repo.join(".nuvira/journal"))
+                .unwrap()
+                .count()
+                == 0
+        }
+    );
+    let json: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(json["ok"], false);
+    assert_eq!(json["error"]["kind"], "environment");
+}
+
+#[test]
+fn report_targets_that_cannot_be_written_exit_2_before_the_run() {
+    // Regression: `--report html=DIR` failed after the run with a raw `(os error 21)`.
+    let (dir, repo) = quickstart();
+    let before = std::fs::read_to_string(repo.join("src/lib.rs")).unwrap();
+    let plan = plan_with_edit(dir.path(), "/ (len - 1)", "/ len");
+    let folder = dir.path().join("a-folder");
+    std::fs::create_dir(&folder).unwrap();
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, "x").unwrap();
+    for (target, why) in [
+        (folder.clone(), "it is a folder"),
+        (file.join("sub/report.html"), "is a file"),
+    ] {
+        let out = nuvira()
+            .args(["run", "--quiet", "--sandbox", "local"])
+            .arg(&plan)
+            .arg("--repo")
+            .arg(&repo)
+            .arg("--report")
+            .arg(format!("html={}", target.display()))
+            .assert()
+            .code(2);
+        let err = stderr(&out);
+        assert!(
+            err.contains(&target.display().to_string()) && err.contains(why),
+            "{err}"
+        );
+        assert!(!err.contains("os error"), "{err}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(repo.join("src/lib.rs")).unwrap(),
+        before
+    );
+}
+
+#[test]
+fn a_goal_without_a_model_exits_3_and_says_what_to_set_before_running() {
+    // Regression: the inspect step ran, then the edit step failed (exit 1).
+    let (dir, repo) = quickstart();
+    let events = dir.path().join("events.jsonl");
+    let out = nuvira()
+        .args(["run", "--quiet", "--goal", "fix add", "--format", "json"])
+        .arg("--repo")
+        .arg(&repo)
+        .arg("--events")
+        .arg(&events)
+        .env_remove("NUVIRA_MODEL")
+        .env_remove("NUVIRA_SCRIPTED_LLM")
+        .assert()
+        .code(3);
+    let err = stderr(&out);
+    assert!(
+        err.contains("no model is configured") && err.contains("NUVIRA_MODEL="),
+        "{err}"
+    );
+    assert!(!events.exists(), "nothing should have run");
+    let json: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(json["error"]["kind"], "environment");
+}

@@ -423,3 +423,43 @@ fn ctrl_c_exits_130_and_kills_the_command() {
     }
     assert!(!alive(), "the sandboxed command {pid} survived Ctrl-C");
 }
+
+#[test]
+fn no_detected_framework_says_what_was_looked_for_and_how_to_pass_a_command() {
+    // Regression: `find a test framework in …: pass a command` named no marker file and no flag.
+    let empty = tempfile::tempdir().unwrap();
+    let out = nuvira()
+        .args(["test", "--sandbox", "local", "--repo"])
+        .arg(empty.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    for marker in [
+        "Cargo.toml",
+        "pytest.ini",
+        "package.json",
+        "go.mod",
+        "found none",
+        "--command \"",
+    ] {
+        assert!(err.contains(marker), "{marker}: {err}");
+    }
+
+    let out = nuvira()
+        .args(["test", "--sandbox", "local", "--framework", "go", "--repo"])
+        .arg(project("cargo-basic"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    for part in [
+        "find a go project",
+        "`go.mod`",
+        "found only cargo",
+        "--framework",
+        "--command \"go test ./...\"",
+    ] {
+        assert!(err.contains(part), "{part}: {err}");
+    }
+}

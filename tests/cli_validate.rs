@@ -359,3 +359,66 @@ fn invalid_config_says_the_expected_keys_once() {
     // A wrong type: the keys are named once, by us.
     assert_eq!(lines[1].matches("expected keys").count(), 1, "{}", lines[1]);
 }
+
+#[test]
+fn validate_rejects_step_paths_that_leave_the_workspace() {
+    // Regression: inspect `paths` and edit paths outside the repository were `valid`.
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        (
+            "inspect",
+            r#"config: { paths: ["../"] }"#,
+            "paths[0]",
+            "../",
+        ),
+        (
+            "inspect",
+            r#"config: { paths: [src, "/etc"] }"#,
+            "paths[1]",
+            "/etc",
+        ),
+        (
+            "inspect",
+            r#"config: { paths: [".git"] }"#,
+            "paths[0]",
+            ".git",
+        ),
+        (
+            "edit",
+            r#"config: { edits: [{ path: "../x", strategy: whole-file, content: "x" }] }"#,
+            "edits[0].path",
+            "../x",
+        ),
+        (
+            "edit",
+            r#"config: { edits: [{ path: a.txt, strategy: whole-file, content: "" }, { path: /etc/passwd, strategy: whole-file, content: "x" }] }"#,
+            "edits[1].path",
+            "/etc/passwd",
+        ),
+        (
+            "edit",
+            r#"config: { edits: [{ path: a.txt, strategy: rename-file, to: .git/hooks/pre-commit }] }"#,
+            "edits[0].to",
+            ".git/hooks/pre-commit",
+        ),
+    ];
+    for (module, config, index, path) in cases {
+        let plan = write(
+            &dir,
+            "plan.yaml",
+            &format!(
+                "steps:\n  - id: s1\n    module: {module}\n    {config}\n  - id: report\n    module: report\n    depends_on: [s1]\n"
+            ),
+        );
+        let out = nuvira().arg("validate").arg(&plan).assert().code(2);
+        let stderr = String::from_utf8_lossy(&out.get_output().stderr).to_string();
+        assert!(
+            stderr.starts_with("error[invalid-config]: ")
+                && stderr.contains("step `s1`")
+                && stderr.contains(index)
+                && stderr.contains(&format!("`{path}`"))
+                && stderr.contains("relative to the repository root"),
+            "{module} {path}: {stderr}"
+        );
+    }
+}

@@ -41,6 +41,10 @@ pub fn execute(args: Args) -> u8 {
             return exit::INVALID;
         }
     };
+    if let Err(msg) = crate::cli::check_repo(&args.repo) {
+        eprintln!("error: {msg}");
+        return exit::INVALID;
+    }
     let ws = match Workspace::open(&args.repo) {
         Ok(ws) => ws,
         Err(e) => {
@@ -97,7 +101,7 @@ pub fn execute(args: Args) -> u8 {
         Ok(result) => {
             match args.format {
                 Format::Json => print_json(&result),
-                Format::Text => print_result(&result),
+                Format::Text => print_result(&result, &args.repo),
             }
             exit::SUCCESS
         }
@@ -301,7 +305,7 @@ fn print_notes(preview: &EditPreview) {
     }
 }
 
-fn print_result(result: &EditResult) {
+fn print_result(result: &EditResult, repo: &Path) {
     let p = &result.preview;
     println!(
         "applied {} change(s): +{} -{} line(s) ({} impact)",
@@ -312,7 +316,25 @@ fn print_result(result: &EditResult) {
     );
     print_changes(p);
     print_notes(p);
-    println!("undo with `nuvira rollback`");
+    println!("undo with `{}`", rollback_command(repo));
+}
+
+/// `nuvira rollback`, with `--repo DIR` unless the repository is the current folder (quoted
+/// for a POSIX shell when it needs it).
+fn rollback_command(repo: &Path) -> String {
+    let shown = repo.display().to_string();
+    if shown.is_empty() || repo.components().eq(Path::new(".").components()) {
+        return "nuvira rollback".into();
+    }
+    let plain = shown
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "/._-+,:@%=".contains(c));
+    let quoted = if plain {
+        shown
+    } else {
+        format!("'{}'", shown.replace('\'', "'\\''"))
+    };
+    format!("nuvira rollback --repo {quoted}")
 }
 
 fn print_preview(preview: &EditPreview) {
@@ -372,5 +394,23 @@ mod tests {
         assert_eq!(toml_entry_lines(toml), vec![1, 4]);
         assert_eq!(entry_index("edits[12].search: missing"), Some(12));
         assert_eq!(entry_index("other"), None);
+    }
+
+    #[test]
+    fn the_undo_hint_names_the_repository_unless_it_is_the_current_folder() {
+        assert_eq!(rollback_command(Path::new(".")), "nuvira rollback");
+        assert_eq!(rollback_command(Path::new("./")), "nuvira rollback");
+        assert_eq!(
+            rollback_command(Path::new("rs")),
+            "nuvira rollback --repo rs"
+        );
+        assert_eq!(
+            rollback_command(Path::new("my repo")),
+            "nuvira rollback --repo 'my repo'"
+        );
+        assert_eq!(
+            rollback_command(Path::new("it's")),
+            "nuvira rollback --repo 'it'\\''s'"
+        );
     }
 }

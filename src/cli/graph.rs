@@ -24,7 +24,8 @@ pub enum Format {
     Json,
 }
 
-/// Runs the command: prints the graph of a valid plan, or the plan's problems (exit 2).
+/// Runs the command: prints the graph of a valid plan, or the plan's problems (exit 2; with
+/// `--format json` also `{"ok": false, "error": {...}}` on stdout).
 pub fn execute(args: Args) -> u8 {
     match super::validate::check(&args.plan) {
         Ok(plan) => {
@@ -38,6 +39,17 @@ pub fn execute(args: Args) -> u8 {
         }
         Err((_, problems)) => {
             super::validate::print_problems(&args.plan, &problems);
+            if matches!(args.format, Format::Json) {
+                super::print_stdout(&super::json_error(
+                    "invalid-plan",
+                    &format!(
+                        "`{}` is not a valid plan: {} problem(s)",
+                        args.plan.display(),
+                        problems.len()
+                    ),
+                    Some(super::problems_json(&args.plan, &problems)),
+                ));
+            }
             crate::exit::INVALID
         }
     }

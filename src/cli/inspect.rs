@@ -44,11 +44,8 @@ pub fn execute(args: Args) -> u8 {
         eprintln!("error: failed to inspect: `--goal` is empty; say what the work is about");
         return exit::INVALID;
     }
-    if !args.repo.is_dir() {
-        eprintln!(
-            "error: failed to inspect: repository folder {} does not exist or is not a folder; pass an existing folder with --repo",
-            args.repo.display()
-        );
+    if let Err(msg) = super::check_repo(&args.repo) {
+        eprintln!("error: {msg}");
         return exit::INVALID;
     }
     let options = InspectOptions::default()

@@ -128,13 +128,98 @@ fn init_tracing(verbose: u8) {
         .try_init();
 }
 
-/// Prints an error the way every command does: `error: ...` on stderr, with its causes.
-#[allow(dead_code, reason = "used by the subcommands as they land")]
+/// Prints an error the way every command does: `error: ...` on stderr, with its causes. A cause
+/// whose text the message above it already contains (many errors print their source) is not
+/// repeated.
 pub(crate) fn print_error(err: &anyhow::Error) {
     eprintln!("error: {err}");
+    let mut shown = err.to_string();
     for cause in err.chain().skip(1) {
-        eprintln!("  caused by: {cause}");
+        let text = cause.to_string();
+        if !shown.contains(&text) {
+            eprintln!("  caused by: {text}");
+        }
+        shown = text;
     }
+}
+
+/// What to do about a bad `--repo`.
+const REPO_HINT: &str = "pass the repository folder with --repo DIR";
+
+/// Checks the folder a command's `--repo` names: `repository `X` does not exist` or
+/// `repository `X` is a file, not a folder` (every command exits 2 for these).
+///
+/// # Errors
+/// The message to print after `error: `.
+pub(crate) fn check_repo(repo: &std::path::Path) -> Result<(), String> {
+    match std::fs::metadata(repo) {
+        Ok(m) if m.is_dir() => Ok(()),
+        Ok(_) => Err(format!(
+            "repository `{}` is a file, not a folder; {REPO_HINT}",
+            repo.display()
+        )),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(format!(
+            "repository `{}` does not exist; {REPO_HINT}",
+            repo.display()
+        )),
+        Err(e) => Err(format!(
+            "repository `{}` cannot be read: {}",
+            repo.display(),
+            io_reason(&e)
+        )),
+    }
+}
+
+/// An I/O error in words, without the `(os error N)` suffix.
+pub(crate) fn io_reason(e: &std::io::Error) -> String {
+    let text = e.to_string();
+    match text.find(" (os error ") {
+        Some(i) => text[..i].to_owned(),
+        None => text,
+    }
+}
+
+/// The JSON object a command with `--format json` prints on stdout when it fails before it
+/// has its normal output: `{"ok": false, "error": {"kind", "message"}}`, plus
+/// `error.problems` (the objects of `nuvira validate --format json`'s `errors`) for an invalid
+/// plan. Kinds: `invalid-plan`, `invalid-input`, `repository`, `environment`, `failed`,
+/// `cancelled`.
+pub(crate) fn json_error(kind: &str, message: &str, problems: Option<serde_json::Value>) -> String {
+    let mut error = serde_json::json!({ "kind": kind, "message": message });
+    if let Some(p) = problems {
+        error["problems"] = p;
+    }
+    format!("{:#}\n", serde_json::json!({ "ok": false, "error": error }))
+}
+
+/// Validation problems as the objects `nuvira validate --format json` lists.
+pub(crate) fn problems_json(
+    file: &std::path::Path,
+    problems: &[crate::validate::Problem],
+) -> serde_json::Value {
+    let file = file.display().to_string();
+    problems
+        .iter()
+        .map(|p| {
+            let mut v = serde_json::json!({
+                "kind": p.kind, "steps": p.steps, "message": p.message, "file": file
+            });
+            if let Some(l) = p.line {
+                v["line"] = serde_json::json!(l);
+            }
+            if let Some(c) = p.column {
+                v["column"] = serde_json::json!(c);
+            }
+            v
+        })
+        .collect()
+}
+
+/// Writes `text` to stdout; a closed pipe (`| head`) is not an error worth reporting.
+pub(crate) fn print_stdout(text: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
 }
 
 /// A multi-threaded tokio runtime for commands that need one.

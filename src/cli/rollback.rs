@@ -33,6 +33,10 @@ pub fn execute(args: Args) -> u8 {
     } else {
         OnChanged::Refuse
     };
+    if let Err(msg) = crate::cli::check_repo(&args.repo) {
+        eprintln!("error: {msg}");
+        return exit::INVALID;
+    }
     let ws = match Workspace::open(&args.repo) {
         Ok(ws) => ws,
         Err(e) => {

@@ -134,25 +134,152 @@ fn new_run_id() -> String {
     )
 }
 
+/// Why a run stopped before it started: the exit code, a kind for `--format json`
+/// (see [`super::json_error`]), the message, and the validation problems of an invalid plan
+/// (already printed on stderr, one line each).
+struct Fail {
+    code: u8,
+    kind: &'static str,
+    message: String,
+    problems: Option<Value>,
+}
+
+impl Fail {
+    fn new(code: u8, kind: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            kind,
+            message: message.into(),
+            problems: None,
+        }
+    }
+
+    fn invalid(message: impl Into<String>) -> Self {
+        Self::new(exit::INVALID, "invalid-input", message)
+    }
+
+    fn environment(message: impl Into<String>) -> Self {
+        Self::new(exit::ENVIRONMENT, "environment", message)
+    }
+}
+
 /// Runs the command.
 pub fn execute(args: Args) -> u8 {
-    match crate::cli::runtime() {
+    let json = matches!(args.format, Some(FormatArg::Json));
+    let outcome = match crate::cli::runtime() {
         Ok(rt) => rt.block_on(run(args)),
-        Err(e) => {
-            eprintln!("error: failed to start the async runtime: {e}");
-            exit::ENVIRONMENT
+        Err(e) => Err(Fail::environment(format!(
+            "failed to start the async runtime: {e}"
+        ))),
+    };
+    match outcome {
+        Ok(code) => code,
+        Err(fail) => {
+            match &fail.problems {
+                Some(_) => {} // printed with their locations
+                None => eprintln!("error: {}", fail.message),
+            }
+            if json {
+                print_stdout(&super::json_error(fail.kind, &fail.message, fail.problems));
+            }
+            fail.code
         }
     }
 }
 
-async fn run(args: Args) -> u8 {
-    // The repository.
-    if !args.repo.is_dir() {
-        eprintln!(
-            "error: failed to open repository {}: not a directory (pass --repo DIR)",
-            args.repo.display()
-        );
-        return exit::INVALID;
+/// Checks a `--report` target before anything runs: it must not be a folder, and the nearest
+/// existing ancestor must be a folder (missing parent folders are created when the report is
+/// written).
+fn check_report_target(format: Format, path: &Path) -> Result<(), Fail> {
+    let bad = |why: String| {
+        Fail::invalid(format!(
+            "cannot write the {format} report to `{}`: {why}",
+            path.display()
+        ))
+    };
+    if path.is_dir() {
+        return Err(bad(
+            "it is a folder; give a file path, e.g. `--report html=out/report.html`".into(),
+        ));
+    }
+    let mut ancestor = path.parent();
+    while let Some(dir) = ancestor.filter(|d| !d.as_os_str().is_empty()) {
+        match std::fs::metadata(dir) {
+            Ok(m) if m.is_dir() => return Ok(()),
+            Ok(_) => {
+                return Err(bad(format!(
+                    "`{}` is a file, so no folder can be created there; choose another path",
+                    dir.display()
+                )));
+            }
+            Err(_) => ancestor = dir.parent(),
+        }
+    }
+    Ok(())
+}
+
+/// The `test` and `execute` steps that will use Docker (`sandbox: docker`, from the plan or
+/// `--sandbox`), by image. `auto` falls back to the local sandbox, so it needs no engine.
+fn docker_steps(plan: &ExecutionPlan) -> Vec<(Option<String>, Vec<String>)> {
+    let mut by_image: Vec<(Option<String>, Vec<String>)> = Vec::new();
+    for step in &plan.steps {
+        if !matches!(step.module.as_str(), "test" | "execute") {
+            continue;
+        }
+        let Ok(config) = nuvira_test::TestConfig::from_value(&step.config) else {
+            continue; // validation reported it
+        };
+        if config.sandbox.sandbox != nuvira_test::sandbox::SandboxKind::Docker {
+            continue;
+        }
+        let image = config.sandbox.image.clone();
+        match by_image.iter_mut().find(|(i, _)| *i == image) {
+            Some((_, ids)) => ids.push(step.id.clone()),
+            None => by_image.push((image, vec![step.id.clone()])),
+        }
+    }
+    by_image
+}
+
+/// Asks the Docker engine (and for the image) before any step runs, so a run that needs Docker
+/// and has none changes nothing.
+async fn check_docker(plan: &ExecutionPlan) -> Result<(), Fail> {
+    for (image, steps) in docker_steps(plan) {
+        match nuvira_test::sandbox::select(
+            nuvira_test::sandbox::SandboxKind::Docker,
+            image.as_deref(),
+        )
+        .await
+        {
+            Ok(_) => {}
+            Err(nuvira_api::SandboxError::Unavailable(msg)) => {
+                let ids: Vec<String> = steps.iter().map(|s| format!("`{s}`")).collect();
+                return Err(Fail::environment(format!(
+                    "{msg}; step(s) {} need it (sandbox: docker), so nothing was run (pass --sandbox local or auto to run without Docker)",
+                    ids.join(", ")
+                )));
+            }
+            Err(_) => {} // the step reports anything else when it runs
+        }
+    }
+    Ok(())
+}
+
+/// The edit steps that need a model (`instructions` without `edits`).
+fn steps_needing_a_model(plan: &ExecutionPlan) -> Vec<String> {
+    plan.steps
+        .iter()
+        .filter(|s| s.module == "edit")
+        .filter(|s| s.config.get("instructions").is_some() && s.config.get("edits").is_none())
+        .map(|s| s.id.clone())
+        .collect()
+}
+
+async fn run(args: Args) -> Result<u8, Fail> {
+    // The repository, and the report targets.
+    super::check_repo(&args.repo).map_err(|m| Fail::new(exit::INVALID, "repository", m))?;
+    for (format, path) in &args.reports {
+        check_report_target(*format, path)?;
     }
     let repo = if args.scratch {
         match crate::scratch::copy_to_temp(&args.repo) {
@@ -165,8 +292,9 @@ async fn run(args: Args) -> u8 {
                 dir
             }
             Err(e) => {
-                eprintln!("error: failed to make a scratch copy: {e}");
-                return exit::ENVIRONMENT;
+                return Err(Fail::environment(format!(
+                    "failed to make a scratch copy: {e}"
+                )));
             }
         }
     } else {
@@ -174,10 +302,7 @@ async fn run(args: Args) -> u8 {
     };
 
     // The model, when one is configured.
-    let llm = match model_client(args.model.as_deref()) {
-        Ok(llm) => llm,
-        Err(code) => return code,
-    };
+    let llm = model_client(args.model.as_deref())?;
 
     // The plan.
     // Planning happens before the run's event bus exists; its events are held and replayed
@@ -188,19 +313,27 @@ async fn run(args: Args) -> u8 {
             Ok(l) => (l.plan.clone(), Some(l)),
             Err(e) => {
                 eprintln!("error[parse]: {e}");
-                return exit::INVALID;
+                let problems: Vec<_> = e
+                    .all()
+                    .map(|e| crate::validate::Problem {
+                        kind: crate::validate::ProblemKind::Parse,
+                        steps: vec![],
+                        message: e.message.clone(),
+                        line: e.line,
+                        column: e.column,
+                        step_index: None,
+                    })
+                    .collect();
+                let mut fail = Fail::new(exit::INVALID, "invalid-plan", e.to_string());
+                fail.problems = Some(super::problems_json(path, &problems));
+                return Err(fail);
             }
         },
-        (None, Some(goal)) => {
-            match plan_from_goal(goal, args.planner, llm.clone(), held.clone()).await {
-                Ok(p) => (p, None),
-                Err(code) => return code,
-            }
-        }
-        (None, None) => {
-            eprintln!("error: give a plan file or --goal TEXT");
-            return exit::INVALID;
-        }
+        (None, Some(goal)) => (
+            plan_from_goal(goal, args.planner, llm.clone(), held.clone()).await?,
+            None,
+        ),
+        (None, None) => return Err(Fail::invalid("give a plan file or --goal TEXT")),
     };
     apply_overrides(&mut plan, &args);
 
@@ -236,9 +369,34 @@ async fn run(args: Args) -> u8 {
                 })
                 .collect();
             super::validate::print_problems(&name, &problems);
-            return exit::INVALID;
+            let mut fail = Fail::new(
+                exit::INVALID,
+                "invalid-plan",
+                format!(
+                    "`{}` is not a valid plan: {} problem(s)",
+                    name.display(),
+                    problems.len()
+                ),
+            );
+            fail.problems = Some(super::problems_json(&name, &problems));
+            return Err(fail);
         }
     };
+
+    // What the run needs from the environment, before anything runs.
+    if llm.is_none() {
+        let needing = steps_needing_a_model(&plan);
+        if !needing.is_empty() {
+            let ids: Vec<String> = needing.iter().map(|s| format!("`{s}`")).collect();
+            return Err(Fail::environment(format!(
+                "no model is configured, and edit step(s) {} have the model write their edits (`instructions`): set NUVIRA_MODEL=provider:model (e.g. openai:gpt-4.1) and the key in NUVIRA_LLM_API_KEY, or pass --model; or give the steps `edits`",
+                ids.join(", ")
+            )));
+        }
+    }
+    if !args.dry_run {
+        check_docker(&plan).await?;
+    }
 
     // Finish any transaction a crashed earlier run left half-done.
     let journal = match Workspace::open(&repo) {
@@ -271,11 +429,10 @@ async fn run(args: Args) -> u8 {
         Some(path) => match crate::events::JsonlStore::spawn(&bus, path) {
             Ok(s) => Some(s),
             Err(e) => {
-                eprintln!(
-                    "error: failed to create the event file {}: {e}",
+                return Err(Fail::invalid(format!(
+                    "failed to create the event file {}: {e}",
                     path.display()
-                );
-                return exit::INVALID;
+                )));
             }
         },
         None => None,
@@ -348,7 +505,7 @@ async fn run(args: Args) -> u8 {
         Ok(r) => r,
         Err(e) => {
             eprintln!("error: failed to build the report: {e}");
-            return exit::FAILED.max(summary.exit_code());
+            return Ok(exit::FAILED.max(summary.exit_code()));
         }
     };
 
@@ -371,13 +528,14 @@ async fn run(args: Args) -> u8 {
     for (f, path) in &args.reports {
         if let Err(e) = write_report(path, &nuvira_report::render(&report, *f)) {
             eprintln!(
-                "error: failed to write the {f} report to {}: {e}",
-                path.display()
+                "error: failed to write the {f} report to {}: {}",
+                path.display(),
+                super::io_reason(&e)
             );
             code = code.max(exit::FAILED);
         }
     }
-    code
+    Ok(code)
 }
 
 fn write_report(path: &Path, text: &str) -> std::io::Result<()> {
@@ -387,12 +545,7 @@ fn write_report(path: &Path, text: &str) -> std::io::Result<()> {
     std::fs::write(path, text)
 }
 
-fn print_stdout(text: &str) {
-    use std::io::Write;
-    let mut out = std::io::stdout().lock();
-    // A closed pipe (`| head`) is not our error.
-    let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
-}
+use super::print_stdout;
 
 /// Points test and execute steps at the sandbox and image given on the command line.
 fn apply_overrides(plan: &mut ExecutionPlan, args: &Args) {
@@ -426,7 +579,7 @@ fn apply_overrides(plan: &mut ExecutionPlan, args: &Args) {
 ///
 /// `NUVIRA_SCRIPTED_LLM=FILE` replays a recorded transcript (YAML or JSONL, see
 /// `nuvira_llm::ScriptedLlm`) instead of calling a provider: offline demos and tests.
-fn model_client(model: Option<&str>) -> Result<Option<Arc<dyn nuvira_api::LlmClient>>, u8> {
+fn model_client(model: Option<&str>) -> Result<Option<Arc<dyn nuvira_api::LlmClient>>, Fail> {
     if let Some(path) = std::env::var_os("NUVIRA_SCRIPTED_LLM").filter(|p| !p.is_empty()) {
         return match nuvira_llm::ScriptedLlm::from_file(&path) {
             Ok(mut scripted) => {
@@ -435,13 +588,10 @@ fn model_client(model: Option<&str>) -> Result<Option<Arc<dyn nuvira_api::LlmCli
                 }
                 Ok(Some(Arc::new(scripted)))
             }
-            Err(e) => {
-                eprintln!(
-                    "error: failed to load the scripted model (NUVIRA_SCRIPTED_LLM={}): {e}",
-                    PathBuf::from(&path).display()
-                );
-                Err(exit::INVALID)
-            }
+            Err(e) => Err(Fail::invalid(format!(
+                "failed to load the scripted model (NUVIRA_SCRIPTED_LLM={}): {e}",
+                PathBuf::from(&path).display()
+            ))),
         };
     }
     let configured = model.is_some() || std::env::var_os("NUVIRA_MODEL").is_some();
@@ -451,8 +601,9 @@ fn model_client(model: Option<&str>) -> Result<Option<Arc<dyn nuvira_api::LlmCli
     let mut settings = match nuvira_llm::LlmSettings::from_env() {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("error: failed to configure the model: {e}");
-            return Err(exit::ENVIRONMENT);
+            return Err(Fail::environment(format!(
+                "failed to configure the model: {e}"
+            )));
         }
     };
     if let Some(m) = model {
@@ -460,10 +611,9 @@ fn model_client(model: Option<&str>) -> Result<Option<Arc<dyn nuvira_api::LlmCli
     }
     match nuvira_llm::client_from_settings(&settings) {
         Ok(c) => Ok(Some(c)),
-        Err(e) => {
-            eprintln!("error: failed to configure the model: {e}");
-            Err(exit::ENVIRONMENT)
-        }
+        Err(e) => Err(Fail::environment(format!(
+            "failed to configure the model: {e}"
+        ))),
     }
 }
 
@@ -504,21 +654,17 @@ async fn plan_from_goal(
     planner: PlannerArg,
     llm: Option<Arc<dyn nuvira_api::LlmClient>>,
     events: Arc<HeldEvents>,
-) -> Result<ExecutionPlan, u8> {
+) -> Result<ExecutionPlan, Fail> {
     match planner {
         PlannerArg::Template => nuvira_plan::TemplatePlanner::new()
             .plan(&PlanRequest::new(goal))
             .await
-            .map_err(|e| {
-                eprintln!("error: failed to plan: {e}");
-                exit::INVALID
-            }),
+            .map_err(|e| Fail::invalid(format!("failed to plan: {e}"))),
         PlannerArg::Llm => {
             let Some(llm) = llm else {
-                eprintln!(
-                    "error: failed to plan with the model: no model is configured (set NUVIRA_MODEL=provider:model and the key in NUVIRA_LLM_API_KEY, or pass --model)"
-                );
-                return Err(exit::ENVIRONMENT);
+                return Err(Fail::environment(
+                    "failed to plan with the model: no model is configured (set NUVIRA_MODEL=provider:model and the key in NUVIRA_LLM_API_KEY, or pass --model)",
+                ));
             };
             // The plan must pass the same validation as the engine that will run it.
             let engine = Arc::new(
@@ -526,13 +672,13 @@ async fn plan_from_goal(
             );
             let planner = crate::agent::llm_planner(llm, engine, events);
             planner.plan(&PlanRequest::new(goal)).await.map_err(|e| {
-                eprintln!("error: failed to plan: {e}");
+                let message = format!("failed to plan: {e}");
                 match e {
                     nuvira_api::PlanError::Llm(nuvira_api::LlmError::Config(_)) => {
-                        exit::ENVIRONMENT
+                        Fail::environment(message)
                     }
-                    nuvira_api::PlanError::Llm(_) => exit::FAILED,
-                    _ => exit::INVALID,
+                    nuvira_api::PlanError::Llm(_) => Fail::new(exit::FAILED, "failed", message),
+                    _ => Fail::invalid(message),
                 }
             })
         }

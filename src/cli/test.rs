@@ -196,29 +196,32 @@ impl<T: ValueEnum> ValueEnumName for T {
 
 /// Runs the command.
 pub fn execute(args: Args) -> u8 {
-    if !args.repo.is_dir() {
-        eprintln!(
-            "error: test {}: no such folder; pass the repository with --repo DIR",
-            args.repo.display()
-        );
-        return exit::INVALID;
+    let format = args.format;
+    let fail = |code: u8, kind: &str, message: &str| {
+        eprintln!("error: {message}");
+        if format == Format::Json {
+            super::print_stdout(&super::json_error(kind, message, None));
+        }
+        code
+    };
+    if let Err(msg) = super::check_repo(&args.repo) {
+        return fail(exit::INVALID, "repository", &msg);
     }
     let repo = std::fs::canonicalize(&args.repo).unwrap_or_else(|_| args.repo.clone());
     let config = match TestConfig::from_value(&args.config()) {
         Ok(c) => c,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return exit::INVALID;
-        }
+        Err(e) => return fail(exit::INVALID, "invalid-input", &e),
     };
     let rt = match super::runtime() {
         Ok(rt) => rt,
         Err(e) => {
-            super::print_error(&e);
-            return exit::FAILED;
+            return fail(
+                exit::FAILED,
+                "failed",
+                &format!("failed to start the async runtime: {e}"),
+            );
         }
     };
-    let format = args.format;
     rt.block_on(async move {
         let token = CancellationToken::new();
         let interrupt = token.clone();
@@ -238,35 +241,40 @@ pub fn execute(args: Args) -> u8 {
     })
 }
 
-/// Maps the module's outcome to output and an exit code.
+/// Maps the module's outcome to output and an exit code. A failure without a test result
+/// prints `error: ...` on stderr, and with `--format json` `{"ok": false, "error": {...}}` on
+/// stdout.
 fn report(outcome: Result<TestResult, ModuleError>, format: Format) -> u8 {
+    let fail = |code: u8, kind: &str, message: &str| {
+        eprintln!("error: {message}");
+        if format == Format::Json {
+            super::print_stdout(&super::json_error(kind, message, None));
+        }
+        code
+    };
     let result = match outcome {
         Ok(result) => result,
         Err(ModuleError::Recoverable(failure)) => match failure.output.as_deref() {
             Some(StepOutput::Test(result)) => result.clone(),
-            _ => {
-                eprintln!("error: {}", failure.message);
-                return exit::FAILED;
-            }
+            _ => return fail(exit::FAILED, "failed", &failure.message),
         },
         Err(ModuleError::Fatal(failure)) => {
-            eprintln!("error: {}", failure.message);
             return if failure.category == ErrorCategory::InvalidConfig {
-                exit::INVALID
+                fail(exit::INVALID, "invalid-input", &failure.message)
             } else if failure.category.is_environment() {
-                exit::ENVIRONMENT
+                fail(exit::ENVIRONMENT, "environment", &failure.message)
             } else {
-                exit::FAILED
+                fail(exit::FAILED, "failed", &failure.message)
             };
         }
         Err(ModuleError::Cancelled) => {
-            eprintln!("error: interrupted: the test run was cancelled and its sandbox removed");
-            return exit::CANCELLED;
+            return fail(
+                exit::CANCELLED,
+                "cancelled",
+                "interrupted: the test run was cancelled and its sandbox removed",
+            );
         }
-        Err(other) => {
-            eprintln!("error: {other}");
-            return exit::FAILED;
-        }
+        Err(other) => return fail(exit::FAILED, "failed", &other.to_string()),
     };
     let text = match format {
         Format::Text => render_text(&result),
@@ -280,10 +288,7 @@ fn report(outcome: Result<TestResult, ModuleError>, format: Format) -> u8 {
             }
         },
     };
-    // A closed pipe (`| head`) is not an error worth a panic.
-    let mut stdout = std::io::stdout().lock();
-    let _ = std::io::Write::write_all(&mut stdout, text.as_bytes())
-        .and_then(|()| std::io::Write::flush(&mut stdout));
+    super::print_stdout(&text);
     if result.success {
         exit::SUCCESS
     } else {

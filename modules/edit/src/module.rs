@@ -286,11 +286,59 @@ impl Module for EditModule {
     }
 
     fn validate(&self, step: &PlanStep) -> Result<(), String> {
+        /// Why `path` cannot be written, judged lexically (the workspace checks symlinks when
+        /// the step runs): absolute, `..` above the root, or a `.git`/`.nuvira` component.
+        fn outside(path: &str) -> Option<&'static str> {
+            let mut depth = 0usize;
+            for c in std::path::Path::new(path).components() {
+                match c {
+                    std::path::Component::Prefix(_) | std::path::Component::RootDir => {
+                        return Some("it is absolute");
+                    }
+                    std::path::Component::CurDir => {}
+                    std::path::Component::ParentDir => match depth.checked_sub(1) {
+                        Some(d) => depth = d,
+                        None => return Some("`..` leads outside the workspace"),
+                    },
+                    std::path::Component::Normal(s) => {
+                        if s == ".git" || s == ".nuvira" {
+                            return Some("edits never write inside `.git/` or `.nuvira/`");
+                        }
+                        depth += 1;
+                    }
+                }
+            }
+            None
+        }
         let cfg = Self::config(step)?;
         match (&cfg.edits, &cfg.instructions) {
-            (Some(values), _) => parse_entries(values, &self.editor)
-                .map(|_| ())
-                .map_err(|p| format!("step `{}`: {}", step.id, p.join("; "))),
+            (Some(values), _) => {
+                let entries = parse_entries(values, &self.editor)
+                    .map_err(|p| format!("step `{}`: {}", step.id, p.join("; ")))?;
+                let mut problems = Vec::new();
+                for (i, entry) in entries.iter().enumerate() {
+                    let named = [("path", &entry.path), ("to", &entry.to)];
+                    let mut paths: Vec<(&str, String)> = named
+                        .iter()
+                        .filter_map(|(f, p)| p.as_ref().map(|p| (*f, p.clone())))
+                        .collect();
+                    if let Some(patch) = &entry.patch {
+                        paths.extend(patch_paths(patch).into_iter().map(|p| ("patch", p)));
+                    }
+                    for (field, path) in paths {
+                        if let Some(why) = outside(&path) {
+                            problems.push(format!(
+                                "edits[{i}].{field}: `{path}` is rejected: {why}; edit paths must be relative to the repository root and stay inside it, e.g. `src/lib.rs`"
+                            ));
+                        }
+                    }
+                }
+                if problems.is_empty() {
+                    Ok(())
+                } else {
+                    Err(format!("step `{}`: {}", step.id, problems.join("; ")))
+                }
+            }
             (None, Some(_)) => Ok(()),
             (None, None) => Err(format!(
                 "step `{}`: an edit step needs `config.edits` (a list of edit entries) or `config.instructions`",

@@ -221,6 +221,48 @@ fn parse_budget(max_files: usize) -> usize {
     max_files.saturating_mul(2).max(32)
 }
 
+/// Checks a `paths` entry without touching the filesystem, and returns it normalized (`.`
+/// dropped, `..` applied).
+///
+/// Rejected: absolute paths, a `..` that climbs above the workspace root, and any `.git` or
+/// `.nuvira` component (those folders are never inspected). Step validation uses this, so a bad
+/// entry is reported before a run starts; [`inspect`] applies it again before resolving the
+/// entry on disk (where symlinks are checked too).
+///
+/// # Errors
+/// Why the entry is rejected and what to write instead.
+pub fn check_path(path: &str) -> Result<PathBuf, String> {
+    const INSIDE: &str = "paths must be relative to the repository root and stay inside it (no `..`, no absolute paths)";
+    let mut parts: Vec<&std::ffi::OsStr> = Vec::new();
+    for c in Path::new(path).components() {
+        match c {
+            Component::Prefix(_) | Component::RootDir => {
+                return Err(format!(
+                    "it is absolute; {INSIDE}: write it relative to the repository root, e.g. `src`"
+                ));
+            }
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if parts.pop().is_none() {
+                    return Err(format!(
+                        "`..` leads outside the workspace; {INSIDE}: name a folder inside the repository, e.g. `src`"
+                    ));
+                }
+            }
+            Component::Normal(s) => {
+                if walk::NEVER_ENTER.iter().any(|n| s == *n) {
+                    return Err(format!(
+                        "`.git/` and `.nuvira/` are never inspected (the path goes through `{}`); name a folder of the project, relative to the repository root, e.g. `src`",
+                        s.to_string_lossy()
+                    ));
+                }
+                parts.push(s);
+            }
+        }
+    }
+    Ok(parts.iter().collect())
+}
+
 /// Resolves the `paths` restriction inside the (canonical) root.
 fn resolve_restrictions(root: &Path, paths: &[String]) -> Result<Vec<PathBuf>, InspectError> {
     let mut out = Vec::new();
@@ -229,17 +271,7 @@ fn resolve_restrictions(root: &Path, paths: &[String]) -> Result<Vec<PathBuf>, I
             path: p.clone(),
             reason: reason.to_owned(),
         };
-        let rel = Path::new(p);
-        if rel.components().any(|c| {
-            matches!(
-                c,
-                Component::ParentDir | Component::RootDir | Component::Prefix(_)
-            )
-        }) {
-            return Err(err(
-                "paths must be relative to the workspace root and stay inside it (no `..`, no absolute paths)",
-            ));
-        }
+        let rel = check_path(p).map_err(|reason| err(&reason))?;
         let abs = std::fs::canonicalize(root.join(rel)).map_err(|e| {
             err(&format!(
                 "it does not exist in the workspace ({e}); fix or remove the entry"

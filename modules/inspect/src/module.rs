@@ -39,7 +39,9 @@ impl StepConfig {
     /// Reads and checks a step's config (`null` means all defaults).
     ///
     /// # Errors
-    /// A message naming the step and the bad key.
+    /// A message naming the step and the bad key, or the step, index and path of a `paths`
+    /// entry that leaves the workspace or points into `.git/`/`.nuvira/` (checked lexically,
+    /// see [`check_path`](crate::check_path)).
     pub fn from_step(step: &PlanStep) -> Result<Self, String> {
         let config: Self = if step.config.is_null() {
             Self::default()
@@ -66,6 +68,14 @@ impl StepConfig {
                 "step `{}`: `max_file_bytes` must be at least 1",
                 step.id
             ));
+        }
+        for (i, path) in config.paths.iter().enumerate() {
+            crate::check_path(path).map_err(|why| {
+                format!(
+                    "step `{}`: `paths[{i}]` `{path}` is rejected: {why}",
+                    step.id
+                )
+            })?;
         }
         Ok(config)
     }

@@ -630,3 +630,41 @@ fn when_the_model_fails_the_keyword_ranking_is_the_answer() {
     assert_eq!(failed.relevant_paths, plain.relevant_paths);
     assert_eq!(nonsense.relevant_paths, plain.relevant_paths);
 }
+
+#[test]
+fn validate_rejects_paths_that_leave_the_workspace_before_the_run() {
+    // Regression: `paths: ["../"]`, `["/etc"]` and `[".git"]` passed validation and failed
+    // only at run time.
+    let module = InspectModule::new();
+    for (bad, why) in [
+        ("../", "leads outside the workspace"),
+        ("src/../../x", "leads outside the workspace"),
+        ("/etc", "absolute"),
+        (".git", "never inspected"),
+        ("sub/.nuvira/journal", "never inspected"),
+    ] {
+        let step = PlanStep::new("look", "inspect")
+            .with_config(serde_json::json!({ "paths": ["src", bad] }));
+        let err = module.validate(&step).unwrap_err();
+        assert!(
+            err.contains("step `look`")
+                && err.contains("paths[1]")
+                && err.contains(&format!("`{bad}`"))
+                && err.contains(why)
+                && err.contains("e.g. `src`"),
+            "{bad}: {err}"
+        );
+    }
+    // Lexically inside: fine (existence is checked when the step runs).
+    let ok = PlanStep::new("look", "inspect")
+        .with_config(serde_json::json!({ "paths": ["src/../web", "./src", "not/there/yet"] }));
+    assert!(module.validate(&ok).is_ok());
+    let (dir, _outside) = demo_repo();
+    let options = InspectOptions::default().with_paths(vec!["src/../web".into()]);
+    let r = run(dir.path(), "parseConfig", &options);
+    assert!(
+        r.relevant_paths.iter().all(|p| p.starts_with("web/")),
+        "{:?}",
+        r.relevant_paths
+    );
+}

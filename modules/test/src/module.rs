@@ -476,16 +476,58 @@ fn plan_runs(root: &Path, config: &TestConfig) -> Result<Vec<Detected>, ModuleEr
             .collect(),
     };
     if runs.is_empty() {
-        let what = config
-            .framework
-            .map_or_else(|| "test framework".to_owned(), |f| format!("{f} project"));
+        let marks = |f: Framework| match f {
+            Framework::Cargo | Framework::Nextest => {
+                "`Cargo.toml` with [package] or [workspace] (cargo)"
+            }
+            Framework::Pytest => {
+                "`pytest.ini`, `conftest.py`, or pytest in `pyproject.toml`, `setup.cfg`, `tox.ini` or `requirements*.txt` (pytest)"
+            }
+            Framework::Vitest => {
+                "`package.json` naming vitest in scripts.test or its dependencies, or `vitest.config.*` (vitest)"
+            }
+            Framework::Jest => {
+                "`package.json` naming jest in scripts.test, a `jest` key or its dependencies, or `jest.config.*` (jest)"
+            }
+            Framework::Go => "`go.mod` (go)",
+        };
+        let (what, looked, example) = match config.framework {
+            Some(f) => (
+                format!("{f} project"),
+                marks(f).to_owned(),
+                match f {
+                    Framework::Cargo => "cargo test",
+                    Framework::Nextest => "cargo nextest run",
+                    Framework::Pytest => "python3 -m pytest",
+                    Framework::Vitest => "npx vitest run",
+                    Framework::Jest => "npx jest",
+                    Framework::Go => "go test ./...",
+                },
+            ),
+            None => (
+                "test framework".to_owned(),
+                [
+                    Framework::Cargo,
+                    Framework::Pytest,
+                    Framework::Vitest,
+                    Framework::Jest,
+                    Framework::Go,
+                ]
+                .map(marks)
+                .join("; "),
+                "make test",
+            ),
+        };
         let seen = if names.is_empty() {
-            String::new()
+            "found none".to_owned()
         } else {
-            format!(" (found: {})", names.join(", "))
+            format!(
+                "found only {} (pick one with --framework, or `framework:` in the step config)",
+                names.join(", ")
+            )
         };
         return Err(ModuleError::invalid_config(format!(
-            "find a {what} in {}{seen}: pass a command to run (--command, or `command:` in the step config)",
+            "find a {what} in {}: looked there and in its sub-folders for {looked}, and {seen}; to run the tests another way, pass the command: `--command \"{example}\"` (or `command: \"{example}\"` in the step config)",
             root.display()
         )));
     }
