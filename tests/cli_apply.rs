@@ -395,6 +395,41 @@ fn rollback_with_nothing_to_roll_back_exits_1_with_a_clear_message() {
 }
 
 #[test]
+fn an_empty_batch_offers_no_undo_and_leaves_the_last_apply_to_roll_back() {
+    let r = repo(&[("a.txt", "one\n")]);
+    let f = tempfile::tempdir().unwrap();
+    let real = edits_file(f.path(), "1.yaml", RENAME_YAML);
+    let empty = edits_file(f.path(), "2.yaml", "edits: []\n");
+    nuvira()
+        .args(["apply", "--repo"])
+        .arg(r.path())
+        .arg(&real)
+        .assert()
+        .code(0);
+    let out = nuvira()
+        .args(["apply", "--repo"])
+        .arg(r.path())
+        .arg(&empty)
+        .assert()
+        .code(0)
+        .get_output()
+        .clone();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("applied 0 change(s)"), "{stdout}");
+    assert!(!stdout.contains("undo with"), "{stdout}");
+    // The rollback still undoes the real apply, not the empty one.
+    nuvira()
+        .args(["rollback", "--repo"])
+        .arg(r.path())
+        .assert()
+        .code(0);
+    assert_eq!(
+        std::fs::read_to_string(r.path().join("a.txt")).unwrap(),
+        "one\n"
+    );
+}
+
+#[test]
 fn rollback_undoes_only_the_last_apply() {
     let r = repo(&[("a.txt", "one\n")]);
     let f = tempfile::tempdir().unwrap();

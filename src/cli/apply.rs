@@ -316,7 +316,10 @@ fn print_result(result: &EditResult, repo: &Path) {
     );
     print_changes(p);
     print_notes(p);
-    println!("undo with `{}`", rollback_command(repo));
+    // An empty batch records nothing in the journal, so there is nothing of it to undo.
+    if result.applied_count > 0 {
+        println!("undo with `{}`", rollback_command(repo));
+    }
 }
 
 /// `nuvira rollback`, with `--repo DIR` unless the repository is the current folder (quoted
