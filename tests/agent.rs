@@ -153,6 +153,23 @@ async fn agent_run_plans_edits_repairs_the_failing_test_and_verifies() {
     let lib = std::fs::read_to_string(dir.path().join("src/lib.rs")).unwrap();
     assert!(lib.contains("celsius * 9.0 / 5.0 + 32.0"), "{lib}");
     assert!(lib.contains("(fahrenheit - 32.0) * 5.0 / 9.0"), "{lib}");
+    // The report shows both fixes: the edit step's and the one the repair made during `test`.
+    let mut builder = nuvira_report::ReportBuilder::new();
+    for e in bus.history() {
+        builder.fold(&e);
+    }
+    let report = builder.finish();
+    let diff_of = |step: &str| -> String {
+        let rec = report.steps.iter().find(|s| s.id == step).unwrap();
+        rec.file_changes.iter().map(|c| c.diff.clone()).collect()
+    };
+    assert!(diff_of("fix").contains("+ 32.0"), "{}", diff_of("fix"));
+    assert!(
+        diff_of("test").contains("(fahrenheit - 32.0)"),
+        "{}",
+        diff_of("test")
+    );
+    assert!(report.counts.lines_added >= 2, "{:?}", report.counts);
     // Every scripted answer was used, in order.
     assert_eq!(scripted.remaining(), 0);
 }

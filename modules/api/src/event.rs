@@ -207,6 +207,11 @@ pub enum EventKind {
         path: String,
         /// Bytes written (0 for a deletion).
         bytes: u64,
+        /// The change with its diff, on the event of the change's own path (a rename's other
+        /// path has none). Lets a report show edits that a step other than `edit` made, such
+        /// as the fixes the `debug-tests` repair applies during a test step.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        change: Option<Arc<crate::FileChange>>,
     },
     /// An edit was not applied.
     #[serde(rename = "edit:skipped")]

@@ -274,10 +274,17 @@ impl Editor {
             }
         };
         txn.commit().map_err(EditFailure::Write)?;
+        let mut change_of: std::collections::HashMap<&str, &nuvira_api::FileChange> = preview
+            .changes
+            .iter()
+            .map(|c| (c.path.as_str(), c))
+            .collect();
         for (op, bytes) in ops.iter().zip(written) {
             emit.emit(EventKind::EditWritten {
                 path: op.path().to_owned(),
                 bytes,
+                // Each change once, on its own path.
+                change: change_of.remove(op.path()).cloned().map(Arc::new),
             });
         }
         let mut result = EditResult::default();

@@ -6,8 +6,9 @@ use nuvira_api::report::{
     VerificationSummary,
 };
 use nuvira_api::{
-    ChangeKind, CheckStatus, EditPreview, Event, EventKind, ExecutionPlan, RunStatus, Severity,
-    StepOutput, StepStatus, TestFailure, TestResult, VerificationCheck, VerificationResult,
+    ChangeKind, CheckStatus, EditPreview, Event, EventKind, ExecutionPlan, FileChange, RunStatus,
+    Severity, StepOutput, StepStatus, TestFailure, TestResult, VerificationCheck,
+    VerificationResult,
 };
 use std::collections::{BTreeSet, HashMap};
 use std::io::BufRead;
@@ -35,6 +36,10 @@ pub struct ReportBuilder {
     /// Paths of `edit:rolled-back` events not scoped to a step (the CLI's rollback of a
     /// cancelled run): matched against every step's changes when the report is finished.
     rolled_back_unscoped: Vec<String>,
+    /// Changes announced by `edit:written` events, per step: a step whose output carries no
+    /// edit result (a test step whose failure the `debug-tests` repair fixed) still reports the
+    /// files it changed.
+    written: HashMap<usize, Vec<FileChange>>,
     completed: bool,
 }
 
@@ -248,6 +253,17 @@ impl ReportBuilder {
                         .map(|_| nuvira_api::ErrorCategory::DependencyFailed);
                 }
             }
+            EventKind::EditWritten {
+                change: Some(change),
+                ..
+            } => {
+                if let Some(i) = self.scoped(event) {
+                    self.written
+                        .entry(i)
+                        .or_default()
+                        .push(FileChange::clone(change));
+                }
+            }
             // Whenever it arrives (the CLI's rollback of a cancelled run comes after
             // `run:completed`, with no step): the changes of those paths were undone.
             EventKind::EditRolledBack { paths, .. } => match self.scoped(event) {
@@ -454,6 +470,26 @@ impl ReportBuilder {
             absorb_live(&mut self.report.steps[i], live);
         }
         let mut r = self.report;
+        // Files a step wrote that its output does not already list (the output of an edit
+        // step is the whole batch; a test step's repairs only show in events).
+        let mut written: Vec<(usize, Vec<FileChange>)> = self.written.into_iter().collect();
+        written.sort_unstable_by_key(|(i, _)| *i);
+        for (i, changes) in written {
+            let rec = &mut r.steps[i];
+            for c in changes {
+                match rec.file_changes.iter_mut().find(|have| have.path == c.path) {
+                    // A later write of the same file by the same step (a second repair): the
+                    // diff of the last write stands for the file, lines added up.
+                    Some(have) if rec.module != "edit" => {
+                        have.additions += c.additions;
+                        have.deletions += c.deletions;
+                        have.diff.push_str(&c.diff);
+                    }
+                    Some(_) => {}
+                    None => rec.file_changes.push(c),
+                }
+            }
+        }
         if !self.rolled_back_unscoped.is_empty() {
             for rec in &mut r.steps {
                 let undone: Vec<String> = rec

@@ -187,6 +187,7 @@ pub fn failing_run() -> Vec<Event> {
         EventKind::EditWritten {
             path: "src/config.rs".into(),
             bytes: 2048,
+            change: None,
         },
     );
     s.at(
@@ -195,6 +196,7 @@ pub fn failing_run() -> Vec<Event> {
         EventKind::EditWritten {
             path: "src/main.rs".into(),
             bytes: 512,
+            change: None,
         },
     );
     s.at(
@@ -497,6 +499,7 @@ pub fn large_run(events: usize) -> impl Iterator<Item = Event> {
                     EventKind::EditWritten {
                         path: path.clone(),
                         bytes: 900,
+                        change: None,
                     },
                 ));
             }

@@ -378,3 +378,75 @@ fn retries_count_attempts_and_a_dry_run_says_would_change() {
     let html = nuvira_report::render(&r, nuvira_report::Format::Html);
     assert!(html.contains("Dry run: file changes are previews"));
 }
+
+#[test]
+fn files_a_repair_wrote_during_a_test_step_are_reported_with_their_diff() {
+    use nuvira_api::{ChangeKind, FileChange};
+    let mut events = sample::passing_run();
+    let before = live(&events);
+    // The `debug-tests` repair fixes a file while the test step runs: only events say so.
+    let at = events
+        .iter()
+        .position(|e| {
+            e.step_id.as_deref() == Some("test")
+                && matches!(e.kind, EventKind::StepSucceeded { .. })
+        })
+        .unwrap();
+    let fix = FileChange::new(
+        "src/units.rs",
+        ChangeKind::Modify,
+        "--- a/src/units.rs\n+++ b/src/units.rs\n@@ -1 +1 @@\n-a\n+b\n",
+        1,
+        1,
+    );
+    let template = events[at].clone();
+    events.insert(
+        at,
+        Event {
+            kind: EventKind::EditWritten {
+                path: "src/units.rs".into(),
+                bytes: 2,
+                change: Some(std::sync::Arc::new(fix.clone())),
+            },
+            ..template
+        },
+    );
+    // The edit step's own writes, announced with their changes too, are not counted twice.
+    let edit_changes: Vec<FileChange> = before
+        .steps
+        .iter()
+        .find(|s| s.id == "edit")
+        .unwrap()
+        .file_changes
+        .clone();
+    let edit_at = events
+        .iter()
+        .position(|e| {
+            e.step_id.as_deref() == Some("edit")
+                && matches!(e.kind, EventKind::StepSucceeded { .. })
+        })
+        .unwrap();
+    let edit_template = events[edit_at].clone();
+    for c in &edit_changes {
+        events.insert(
+            edit_at,
+            Event {
+                kind: EventKind::EditWritten {
+                    path: c.path.clone(),
+                    bytes: 1,
+                    change: Some(std::sync::Arc::new(c.clone())),
+                },
+                ..edit_template.clone()
+            },
+        );
+    }
+    let after = live(&events);
+    let test = after.steps.iter().find(|s| s.id == "test").unwrap();
+    assert_eq!(test.file_changes, vec![fix]);
+    let edit = after.steps.iter().find(|s| s.id == "edit").unwrap();
+    assert_eq!(edit.file_changes, edit_changes);
+    assert_eq!(after.counts.files_changed, before.counts.files_changed + 1);
+    assert_eq!(after.counts.lines_added, before.counts.lines_added + 1);
+    let text = nuvira_report::render(&after, nuvira_report::Format::Markdown);
+    assert!(text.contains("src/units.rs"), "{text}");
+}
