@@ -115,6 +115,23 @@ impl EngineBuilder {
         self
     }
 
+    /// Uses the modules of a registry built elsewhere (e.g. [`crate::defaults::registry`] with
+    /// changes), in place of any registered on this builder so far.
+    ///
+    /// ```
+    /// let reg = nuvira::defaults::registry();
+    /// assert!(reg.contains("execute"));
+    /// let engine = nuvira::Engine::builder().registry(reg).build();
+    /// assert!(engine.registry().contains("edit"));
+    /// ```
+    #[must_use]
+    pub fn registry(mut self, registry: ModuleRegistry) -> Self {
+        self.registry = registry;
+        self.errors.clear();
+        self.later.clear();
+        self
+    }
+
     /// Registers a module, replacing any module of the same name (e.g. a built-in).
     #[must_use]
     pub fn replace_module(mut self, module: Arc<dyn Module>) -> Self {
