@@ -124,3 +124,27 @@ fn a_missing_repository_or_bad_arguments_exit_2_with_a_clear_message() {
     assert_eq!(out.status.code(), Some(2), "empty goal");
     assert!(String::from_utf8_lossy(&out.stderr).contains("--goal"));
 }
+
+#[test]
+fn a_goal_of_only_common_verbs_still_finds_the_file_that_defines_them() {
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "src/lib.rs",
+        "pub fn add(a: i32, b: i32) -> i32 {\n    a + b\n}\n",
+    );
+    write(
+        dir.path(),
+        "src/other.rs",
+        "pub fn mul(a: i32, b: i32) -> i32 {\n    a * b\n}\n",
+    );
+    let out = nuvira()
+        .args(["inspect", "--goal", "add", "--repo"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(stdout.contains("1. src/lib.rs"), "{stdout}");
+    assert!(!stdout.contains("src/other.rs"), "{stdout}");
+}

@@ -166,13 +166,13 @@ fn looks_like_identifier(token: &str) -> bool {
 /// Duplicates keep their highest weight; the result is ordered by weight, then text.
 pub fn keywords(goal: &str, explicit: &[String]) -> Vec<Keyword> {
     let mut out: Vec<Keyword> = Vec::new();
-    let mut push = |text: String, weight: f64| {
+    fn push(out: &mut Vec<Keyword>, text: String, weight: f64) {
         if let Some(k) = out.iter_mut().find(|k| k.text == text) {
             k.weight = k.weight.max(weight);
         } else {
             out.push(Keyword { text, weight });
         }
-    };
+    }
     let tokens = goal
         .split(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':'))
         .map(|t| t.trim_matches(':'))
@@ -187,7 +187,7 @@ pub fn keywords(goal: &str, explicit: &[String]) -> Vec<Keyword> {
         if ident {
             let text = token.to_lowercase();
             if text.chars().count() >= 2 {
-                push(text, IDENT_WEIGHT);
+                push(&mut out, text, IDENT_WEIGHT);
             }
         }
         for part in parts {
@@ -195,7 +195,18 @@ pub fn keywords(goal: &str, explicit: &[String]) -> Vec<Keyword> {
                 && !is_stop(&part)
                 && !part.chars().all(|c| c.is_ascii_digit())
             {
-                push(part, WORD_WEIGHT);
+                push(&mut out, part, WORD_WEIGHT);
+            }
+        }
+    }
+    if out.is_empty() {
+        // A goal made only of words that usually say what to do ("add", "fix the function")
+        // still means something: those words are all there is to search for.
+        for token in goal.split(|c: char| !(c.is_alphanumeric() || c == '_')) {
+            for part in split_identifier(token) {
+                if part.chars().count() >= 3 && !part.chars().all(|c| c.is_ascii_digit()) {
+                    push(&mut out, part, WORD_WEIGHT);
+                }
             }
         }
     }
@@ -210,6 +221,23 @@ pub fn keywords(goal: &str, explicit: &[String]) -> Vec<Keyword> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_goal_of_stop_words_only_searches_for_them_rather_than_nothing() {
+        let got: Vec<String> = keywords("add", &[]).into_iter().map(|k| k.text).collect();
+        assert_eq!(got, ["add"]);
+        let got: Vec<String> = keywords("fix the function", &[])
+            .into_iter()
+            .map(|k| k.text)
+            .collect();
+        assert_eq!(got, ["fix", "function", "the"]);
+        // With any real keyword, the stop words stay out.
+        let got: Vec<String> = keywords("add retries", &[])
+            .into_iter()
+            .map(|k| k.text)
+            .collect();
+        assert_eq!(got, ["retries"]);
+    }
 
     #[test]
     fn stop_words_are_sorted_for_binary_search() {
