@@ -93,6 +93,17 @@ fn log_lines_on_a_pipe_carry_no_colour_codes() {
         "{stderr}"
     );
     assert!(!stderr.contains('\u{1b}'), "{stderr}");
+    // A scratch run says where its copy is left.
+    let left = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("the scratch copy stays at "))
+        .unwrap_or_else(|| panic!("{stderr}"));
+    let dir = left.trim_end_matches(" (delete it when you are done)");
+    assert!(
+        std::path::Path::new(dir).join("plan.yaml").is_file(),
+        "{dir}"
+    );
+    let _ = std::fs::remove_dir_all(dir);
 }
 
 fn json_stdout(out: &std::process::Output) -> serde_json::Value {

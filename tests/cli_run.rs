@@ -112,6 +112,12 @@ fn a_run_whose_tests_fail_exits_1_and_every_format_names_the_failure() {
         .code(1);
     let text = stdout(&out);
     assert!(text.contains("average_of_three_numbers"), "{text}");
+    // The failed run's edit stays, and the user is told how to undo it.
+    let err = stderr(&out);
+    assert!(
+        err.contains("stay as they are: undo them with `nuvira rollback --repo"),
+        "{err}"
+    );
     for format in [
         "json", "markdown", "github", "sarif", "junit", "html", "text",
     ] {
@@ -298,6 +304,60 @@ fn ctrl_c_stops_the_run_and_rolls_its_edits_back() {
         std::fs::read_to_string(repo.join("src/lib.rs")).unwrap(),
         before
     );
+}
+
+#[test]
+fn ctrl_c_keeps_a_file_the_user_changed_while_the_run_went_on() {
+    let (dir, repo) = quickstart();
+    let plan = dir.path().join("slow.yaml");
+    std::fs::write(
+        &plan,
+        r#"steps:
+  - id: fix
+    module: edit
+    config:
+      edits:
+        - { path: src/lib.rs, strategy: search-replace, search: "(xs.len() - 1)", replace: "xs.len()" }
+  - id: wait
+    module: execute
+    depends_on: [fix]
+    config: { command: "sleep 60", sandbox: local }
+"#,
+    )
+    .unwrap();
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("nuvira"))
+        .arg("run")
+        .arg(&plan)
+        .arg("--repo")
+        .arg(&repo)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    for line in lines.by_ref() {
+        if line.unwrap().contains("started  wait") {
+            break;
+        }
+    }
+    // The user saves their own change on top of the run's edit.
+    let lib = repo.join("src/lib.rs");
+    let mine = std::fs::read_to_string(&lib).unwrap() + "// my own note\n";
+    std::fs::write(&lib, &mine).unwrap();
+    let pid = i32::try_from(child.id()).unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    assert_eq!(child.wait().unwrap().code(), Some(130), "{rest:?}");
+    assert!(
+        rest.iter()
+            .any(|l| l.contains("kept 1 file(s) changed after the run wrote them: src/lib.rs")),
+        "{rest:?}"
+    );
+    assert_eq!(std::fs::read_to_string(&lib).unwrap(), mine);
 }
 
 #[test]

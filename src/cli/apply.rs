@@ -324,7 +324,7 @@ fn print_result(result: &EditResult, repo: &Path) {
 
 /// `nuvira rollback`, with `--repo DIR` unless the repository is the current folder (quoted
 /// for a POSIX shell when it needs it).
-fn rollback_command(repo: &Path) -> String {
+pub(crate) fn rollback_command(repo: &Path) -> String {
     let shown = repo.display().to_string();
     if shown.is_empty() || repo.components().eq(Path::new(".").components()) {
         return "nuvira rollback".into();

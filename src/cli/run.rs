@@ -16,7 +16,7 @@
 use crate::exit;
 use clap::ValueEnum;
 use nuvira_api::{EventKind, EventSink, ExecutionPlan, PlanRequest, Planner, RunStatus};
-use nuvira_edit::nuvira_workspace::{Journal, Workspace};
+use nuvira_edit::nuvira_workspace::{Journal, OnChanged, Workspace};
 use nuvira_report::{Format, ReportBuilder, github};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -470,8 +470,10 @@ async fn run(args: Args) -> Result<u8, Fail> {
     if summary.status == RunStatus::Cancelled
         && let Some(j) = &journal
     {
-        match j.rollback_run(&run_id) {
+        // A file the user changed while the run went on keeps the user's version.
+        match j.rollback_run_with(&run_id, OnChanged::Keep) {
             Ok(restored) => {
+                let kept: Vec<String> = restored.iter().flat_map(|r| r.kept.clone()).collect();
                 let paths: Vec<String> = restored.into_iter().flat_map(|r| r.paths).collect();
                 if !paths.is_empty() {
                     eprintln!(
@@ -479,11 +481,18 @@ async fn run(args: Args) -> Result<u8, Fail> {
                         paths.len()
                     );
                 }
+                if !kept.is_empty() {
+                    eprintln!(
+                        "kept {} file(s) changed after the run wrote them: {}",
+                        kept.len(),
+                        kept.join(", ")
+                    );
+                }
                 bus.emit(
                     None,
                     EventKind::EditRolledBack {
                         paths,
-                        reason: "the run was cancelled".into(),
+                        reason: nuvira_edit::with_kept("the run was cancelled", &kept),
                     },
                 );
             }
@@ -525,6 +534,20 @@ async fn run(args: Args) -> Result<u8, Fail> {
         eprintln!("warning: failed to {e}");
     }
     let mut code = summary.exit_code();
+    // What is left behind, and how to undo it.
+    let changed = report.counts.files_changed;
+    if summary.status == RunStatus::Failed && changed > 0 && !args.dry_run && !args.scratch {
+        eprintln!(
+            "the run failed; its {changed} changed file(s) stay as they are: undo them with `{}`",
+            super::apply::rollback_command(&repo)
+        );
+    }
+    if args.scratch {
+        eprintln!(
+            "the scratch copy stays at {} (delete it when you are done)",
+            repo.display()
+        );
+    }
     for (f, path) in &args.reports {
         if let Err(e) = write_report(path, &nuvira_report::render(&report, *f)) {
             eprintln!(
