@@ -181,3 +181,17 @@ fn events_of_a_newer_nuvira_are_skipped_with_a_warning_and_listed_in_json() {
         serde_json::json!(["cache:hit"])
     );
 }
+
+#[test]
+fn an_empty_event_file_exits_2_and_says_what_to_pass() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, text) in [("empty.jsonl", ""), ("blank.jsonl", "\n\n  \n")] {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        let out = nuvira().arg("report").arg(&path).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains("holds no events") && stderr.contains(name), "{stderr}");
+        assert!(out.stdout.is_empty());
+    }
+}

@@ -40,6 +40,13 @@ pub fn execute(args: Args) -> u8 {
             return crate::exit::INVALID;
         }
     };
+    if report.events == 0 && report.unknown_event_types.is_empty() {
+        eprintln!(
+            "error: {} holds no events: pass the file a run wrote with `nuvira run --events FILE`",
+            args.events.display()
+        );
+        return crate::exit::INVALID;
+    }
     if !report.unknown_event_types.is_empty() {
         eprintln!(
             "warning: {}: skipped events of types this nuvira does not know ({}); a newer nuvira wrote them: upgrade to see them in the report",
