@@ -191,7 +191,10 @@ fn an_empty_event_file_exits_2_and_says_what_to_pass() {
         let out = nuvira().arg("report").arg(&path).output().unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{stderr}");
-        assert!(stderr.contains("holds no events") && stderr.contains(name), "{stderr}");
+        assert!(
+            stderr.contains("holds no events") && stderr.contains(name),
+            "{stderr}"
+        );
         assert!(out.stdout.is_empty());
     }
 }

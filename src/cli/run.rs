@@ -535,10 +535,15 @@ async fn run(args: Args) -> Result<u8, Fail> {
     }
     let mut code = summary.exit_code();
     // What is left behind, and how to undo it.
-    let changed = report.counts.files_changed;
-    if summary.status == RunStatus::Failed && changed > 0 && !args.dry_run && !args.scratch {
+    // The journal, not the report, knows whether any of the run's writes are still in place
+    // (a recovery policy may have rolled them back already).
+    let left = journal
+        .as_ref()
+        .and_then(|j| j.last_run().ok().flatten())
+        .is_some_and(|last| last == run_id);
+    if summary.status == RunStatus::Failed && left && !args.scratch {
         eprintln!(
-            "the run failed; its {changed} changed file(s) stay as they are: undo them with `{}`",
+            "the run failed; the files it changed stay as they are: undo them with `{}`",
             super::apply::rollback_command(&repo)
         );
     }

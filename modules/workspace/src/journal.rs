@@ -99,6 +99,26 @@ pub enum JournalError {
         /// Each changed file, in path order.
         files: Vec<ChangedFile>,
     },
+    /// Another process is still writing a batch of the run.
+    #[error(
+        "run `{run_id}` is still being written by process {pid}: wait for it to finish (or stop it), then roll back"
+    )]
+    Busy {
+        /// The run.
+        run_id: String,
+        /// The process writing it.
+        pid: u32,
+    },
+    /// A file to restore is reached through a folder that is now a symlink.
+    #[error(
+        "`{path}` is now reached through the symlink `{link}`, so restoring it would write wherever that points; nothing was restored: replace the symlink by a folder (or remove it) and retry"
+    )]
+    ThroughSymlink {
+        /// The file.
+        path: String,
+        /// The symlink on its path.
+        link: String,
+    },
     /// A write of the batch failed; every file already written was restored.
     #[error("{source}; the files already written were restored")]
     WriteFailed {
@@ -154,7 +174,16 @@ pub struct ChangedFile {
 enum FileState {
     Absent,
     Folder,
-    File { len: u64, sha256: String },
+    File {
+        len: u64,
+        sha256: String,
+    },
+    /// Never recorded: the path (or the folder named) is a symlink now.
+    Symlink {
+        at: String,
+    },
+    /// Never recorded: a FIFO, socket or device.
+    Special,
 }
 
 impl FileState {
@@ -171,25 +200,62 @@ impl FileState {
         }
     }
 
-    /// The state of the file at `abs` now.
-    fn on_disk(abs: &Path) -> io::Result<Self> {
-        match std::fs::symlink_metadata(abs) {
+    /// The state of `rel` under `root` now, looked at without following any symlink: a link
+    /// on the way (the file itself or a folder above it) is reported as such, and a FIFO is
+    /// never opened. A file whose length differs from `expected`'s is not read.
+    fn on_disk(root: &Path, rel: &str, expected: Option<&Self>) -> io::Result<Self> {
+        if let Some(at) = symlink_on_path(root, rel) {
+            return Ok(Self::Symlink { at });
+        }
+        let abs = root.join(rel);
+        match std::fs::symlink_metadata(&abs) {
             Ok(meta) if meta.is_dir() => Ok(Self::Folder),
-            Ok(_) => std::fs::read(abs).map(|b| Self::of_bytes(&b)),
+            Ok(meta) if !meta.is_file() => Ok(Self::Special),
+            Ok(meta) => match expected {
+                Some(Self::File { len, .. }) if *len != meta.len() => Ok(Self::File {
+                    len: meta.len(),
+                    sha256: String::new(),
+                }),
+                _ => std::fs::read(&abs).map(|b| Self::of_bytes(&b)),
+            },
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Self::Absent),
             Err(e) => Err(e),
         }
     }
 
     /// How `now` differs from `self` (the state the run left), for a [`ChangedFile`].
-    fn change_to(&self, now: &Self) -> &'static str {
+    fn change_to(&self, now: &Self, rel: &str) -> String {
         match (self, now) {
-            (_, Self::Folder) => "replaced by a folder",
-            (Self::File { .. }, Self::Absent) => "deleted",
-            (Self::Absent | Self::Folder, Self::File { .. }) => "created again",
-            _ => "edited",
+            (_, Self::Symlink { at }) if at == rel => "replaced by a symlink".into(),
+            (_, Self::Symlink { at }) => format!("reached through the symlink `{at}`"),
+            (_, Self::Special) => "replaced by a FIFO, socket or device".into(),
+            (_, Self::Folder) => "replaced by a folder".into(),
+            (Self::File { .. }, Self::Absent) => "deleted".into(),
+            (Self::Absent | Self::Folder, Self::File { .. }) => "created again".into(),
+            _ => "edited".into(),
         }
     }
+}
+
+/// The first component of `rel` under `root`, from the top, that is a symlink (as a
+/// workspace-relative path), if any.
+fn symlink_on_path(root: &Path, rel: &str) -> Option<String> {
+    let mut path = root.to_path_buf();
+    let mut shown = String::new();
+    for part in rel.split('/').filter(|p| !p.is_empty()) {
+        path.push(part);
+        if !shown.is_empty() {
+            shown.push('/');
+        }
+        shown.push_str(part);
+        match std::fs::symlink_metadata(&path) {
+            Ok(meta) if meta.file_type().is_symlink() => return Some(shown),
+            Ok(_) => {}
+            // Missing: nothing below it exists, links included.
+            Err(_) => return None,
+        }
+    }
+    None
 }
 
 fn jio<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> JournalError + 'a {
@@ -374,7 +440,15 @@ impl Journal {
                 // Another live process is mid-batch: its transaction is not ours to undo.
                 Some(m) if m.state == TxnState::Pending && is_other_live_process(m.pid) => {}
                 Some(m) if m.state == TxnState::Pending => {
-                    out.push(self.restore(&dir, m, &BTreeSet::new())?);
+                    // A file edited after the crash keeps the edit (and is named in `kept`).
+                    let one = [(dir, m)];
+                    let keep: BTreeSet<String> = self
+                        .changed_since(&one)?
+                        .into_iter()
+                        .map(|c| c.path)
+                        .collect();
+                    let [(dir, m)] = one;
+                    out.push(self.restore(&dir, m, &keep)?);
                 }
                 Some(_) => {}
             }
@@ -413,8 +487,34 @@ impl Journal {
             .filter_map(|(dir, m)| m.map(|m| (dir, m)))
             .filter(|(_, m)| m.run_id == run_id && m.state != TxnState::RolledBack)
             .collect();
+        if let Some((_, m)) = txns
+            .iter()
+            .find(|(_, m)| m.state == TxnState::Pending && is_other_live_process(m.pid))
+        {
+            return Err(JournalError::Busy {
+                run_id: run_id.to_owned(),
+                pid: m.pid,
+            });
+        }
         let keep: BTreeSet<String> = match on_changed {
-            OnChanged::Overwrite => BTreeSet::new(),
+            OnChanged::Overwrite => {
+                // Even when told to overwrite, never write through a folder that became a
+                // symlink: that would write wherever it points.
+                for (_, m) in &txns {
+                    for entry in &m.entries {
+                        self.recorded(&entry.path)?;
+                        if let Some(at) = symlink_on_path(self.ws.root(), &entry.path)
+                            && at != entry.path
+                        {
+                            return Err(JournalError::ThroughSymlink {
+                                path: entry.path.clone(),
+                                link: at,
+                            });
+                        }
+                    }
+                }
+                BTreeSet::new()
+            }
             OnChanged::Refuse | OnChanged::Keep => {
                 let changed = self.changed_since(&txns)?;
                 if on_changed == OnChanged::Refuse && !changed.is_empty() {
@@ -435,13 +535,16 @@ impl Journal {
 
     /// Every file of these transactions (newest first) that differs from what the newest of
     /// them to touch it left, in path order.
+    ///
+    /// A pending batch (a crash interrupted it) may have written a file or not: either what it
+    /// meant to write or the original is fine, anything else changed after the crash.
     fn changed_since(
         &self,
         txns: &[(PathBuf, Manifest)],
     ) -> Result<Vec<ChangedFile>, JournalError> {
         let mut seen = BTreeSet::new();
         let mut changed = Vec::new();
-        for (_, m) in txns {
+        for (dir, m) in txns {
             for entry in m.entries.iter().rev() {
                 if !seen.insert(entry.path.as_str()) {
                     continue;
@@ -449,19 +552,79 @@ impl Journal {
                 let Some(after) = &entry.after else {
                     continue;
                 };
-                let target = self.ws.resolve_for_write(&entry.path)?;
-                let now = FileState::on_disk(&target.abs)
+                self.recorded(&entry.path)?;
+                let now = FileState::on_disk(self.ws.root(), &entry.path, Some(after))
                     .map_err(|e| WorkspaceError::io("read", &entry.path, e))?;
-                if now != *after {
-                    changed.push(ChangedFile {
-                        path: entry.path.clone(),
-                        what: after.change_to(&now).to_owned(),
-                    });
+                if now == *after
+                    || (m.state == TxnState::Pending
+                        && self.is_original(dir, entry, &now, &entry.path)?)
+                {
+                    continue;
                 }
+                changed.push(ChangedFile {
+                    path: entry.path.clone(),
+                    what: after.change_to(&now, &entry.path),
+                });
             }
         }
         changed.sort_by(|a, b| a.path.cmp(&b.path));
         Ok(changed)
+    }
+
+    /// A path a batch recorded, as a path under the root, checked without following symlinks:
+    /// relative, inside the workspace, outside `.nuvira/` and `.git/` (a manifest could have
+    /// been edited by hand).
+    fn recorded(&self, rel: &str) -> Result<PathBuf, JournalError> {
+        let parts: Vec<&str> = rel.split('/').collect();
+        if rel.is_empty()
+            || rel.starts_with('/')
+            || rel.contains('\\')
+            || parts
+                .iter()
+                .any(|p| p.is_empty() || *p == "." || *p == "..")
+        {
+            return Err(WorkspaceError::Escape {
+                path: rel.to_owned(),
+                reason: "the journal names a path that is not a plain path inside the workspace"
+                    .into(),
+            }
+            .into());
+        }
+        if let Some(area) = parts
+            .first()
+            .filter(|p| **p == crate::STATE_DIR || **p == ".git")
+        {
+            return Err(WorkspaceError::Protected {
+                path: rel.to_owned(),
+                area: (*area).to_owned(),
+            }
+            .into());
+        }
+        Ok(self.ws.root().join(rel))
+    }
+
+    /// Whether `now` (the state of `rel`) is the original a batch recorded for `entry`.
+    fn is_original(
+        &self,
+        dir: &Path,
+        entry: &Entry,
+        now: &FileState,
+        rel: &str,
+    ) -> Result<bool, JournalError> {
+        let Some(orig) = &entry.original else {
+            return Ok(*now == FileState::Absent);
+        };
+        let FileState::File { len, .. } = now else {
+            return Ok(false);
+        };
+        if *len != orig.len {
+            return Ok(false);
+        }
+        let blob = blob_path(dir, &orig.blob)?;
+        let was = std::fs::read(&blob).map_err(jio("read", &blob))?;
+        let is = std::fs::read(self.ws.root().join(rel))
+            .map_err(|e| WorkspaceError::io("read", rel, e))?;
+        Ok(was == is)
     }
 
     /// The run of the newest transaction that is not rolled back, if any.
@@ -574,10 +737,23 @@ impl Journal {
                 kept.push(entry.path.clone());
                 continue;
             }
-            let target = self.ws.resolve_for_write(&entry.path)?;
+            // The path as the batch wrote it, not wherever a symlink put there since points.
+            let lexical = self.recorded(&entry.path)?;
+            match symlink_on_path(self.ws.root(), &entry.path) {
+                // The file itself became a symlink: it is replaced, its target left alone.
+                Some(at) if at == entry.path => std::fs::remove_file(&lexical)
+                    .map_err(|e| WorkspaceError::io("remove the symlink", &entry.path, e))?,
+                Some(at) => {
+                    return Err(JournalError::ThroughSymlink {
+                        path: entry.path.clone(),
+                        link: at,
+                    });
+                }
+                None => {}
+            }
             match &entry.original {
                 Some(orig) => {
-                    let blob = dir.join(&orig.blob);
+                    let blob = blob_path(dir, &orig.blob)?;
                     let bytes = std::fs::read(&blob).map_err(jio("read", &blob))?;
                     if bytes.len() as u64 != orig.len {
                         return Err(JournalError::Corrupt {
@@ -589,15 +765,15 @@ impl Journal {
                             ),
                         });
                     }
-                    if let Some(parent) = target.abs.parent() {
+                    if let Some(parent) = lexical.parent() {
                         std::fs::create_dir_all(parent)
                             .map_err(|e| WorkspaceError::io("create folder for", &entry.path, e))?;
                     }
-                    atomic_write(&target.abs, &bytes, orig.mode)
+                    atomic_write(&lexical, &bytes, orig.mode)
                         .map_err(|e| WorkspaceError::io("restore", &entry.path, e))?;
                 }
                 None => {
-                    remove_durably(&target.abs)
+                    remove_durably(&lexical)
                         .map_err(|e| WorkspaceError::io("remove", &entry.path, e))?;
                     removed.push(entry.path.clone());
                 }
@@ -605,9 +781,12 @@ impl Journal {
             paths.push(entry.path.clone());
         }
         for rel in m.created_dirs.iter().rev() {
-            if let Ok(r) = self.ws.resolve_for_write(rel) {
-                // Only removes an empty folder; anything the user put there stays.
-                let _ = std::fs::remove_dir(&r.abs);
+            // Only removes an empty folder (never a symlink's target); anything the user put
+            // there stays.
+            if let Ok(dir) = self.recorded(rel)
+                && symlink_on_path(self.ws.root(), rel).is_none()
+            {
+                let _ = std::fs::remove_dir(&dir);
             }
         }
         paths.reverse();
@@ -716,37 +895,39 @@ impl Transaction<'_> {
                 after: None,
             });
         }
-        if !new_entries.is_empty() || !new_dirs.is_empty() || !self.on_disk {
-            self.prepare_dir()?;
-            for (blob, bytes) in &new_blobs {
-                let path = self.dir.join(blob);
-                let mut f = std::fs::File::create(&path).map_err(jio("write", &path))?;
-                f.write_all(bytes).map_err(jio("write", &path))?;
-                f.sync_all().map_err(jio("sync", &path))?;
-            }
-            self.manifest.entries.extend(new_entries);
-            self.manifest.created_dirs.extend(new_dirs.iter().cloned());
-            // The manifest's atomic write also fsyncs the folder, making the blobs' names durable.
-            write_manifest(&self.dir, &self.manifest)?;
-            self.on_disk = true;
+        self.prepare_dir()?;
+        for (blob, bytes) in &new_blobs {
+            let path = self.dir.join(blob);
+            let mut f = std::fs::File::create(&path).map_err(jio("write", &path))?;
+            f.write_all(bytes).map_err(jio("write", &path))?;
+            f.sync_all().map_err(jio("sync", &path))?;
         }
+        self.manifest.entries.extend(new_entries);
+        self.manifest.created_dirs.extend(new_dirs.iter().cloned());
+        // What each file will hold once written, recorded before anything is written: a crash
+        // leaves each file either so or as it was, and anything else is a later change that
+        // recovery must not overwrite.
+        let mut intended: std::collections::HashMap<&str, FileState> =
+            std::collections::HashMap::with_capacity(ops.len());
+        for (op, target) in ops.iter().zip(&targets) {
+            let state = match op {
+                FileOp::Write { content, .. } => FileState::of_bytes(content),
+                FileOp::Delete { .. } => FileState::Absent,
+            };
+            intended.insert(target.rel.as_str(), state);
+        }
+        for entry in &mut self.manifest.entries {
+            if let Some(state) = intended.remove(entry.path.as_str()) {
+                entry.after = Some(state);
+            }
+        }
+        // The manifest's atomic write also fsyncs the folder, making the blobs' names durable.
+        write_manifest(&self.dir, &self.manifest)?;
+        self.on_disk = true;
 
-        // 2. Write, noting what each file holds afterwards (made durable by the commit).
-        let entry_of: Vec<Option<usize>> = {
-            let index: std::collections::HashMap<&str, usize> = self
-                .manifest
-                .entries
-                .iter()
-                .enumerate()
-                .map(|(i, e)| (e.path.as_str(), i))
-                .collect();
-            targets
-                .iter()
-                .map(|t| index.get(t.rel.as_str()).copied())
-                .collect()
-        };
+        // 2. Write.
         let mut written = Vec::with_capacity(ops.len());
-        for ((op, target), entry) in ops.iter().zip(&targets).zip(entry_of) {
+        for (op, target) in ops.iter().zip(&targets) {
             let result = match op {
                 FileOp::Write { content, mode, .. } => create_parents(&target.abs)
                     .and_then(|()| atomic_write(&target.abs, content, *mode))
@@ -754,16 +935,7 @@ impl Transaction<'_> {
                 FileOp::Delete { .. } => remove_durably(&target.abs).map(|()| 0),
             };
             match result {
-                Ok(n) => {
-                    written.push(n);
-                    let after = match op {
-                        FileOp::Write { content, .. } => FileState::of_bytes(content),
-                        FileOp::Delete { .. } => FileState::Absent,
-                    };
-                    if let Some(entry) = entry.and_then(|i| self.manifest.entries.get_mut(i)) {
-                        entry.after = Some(after);
-                    }
-                }
+                Ok(n) => written.push(n),
                 Err(e) => {
                     let source = WorkspaceError::io("write", &target.rel, e);
                     self.finished = true;
@@ -854,6 +1026,19 @@ impl Drop for Transaction<'_> {
                 .journal
                 .restore(&self.dir, self.manifest.clone(), &BTreeSet::new());
         }
+    }
+}
+
+/// A blob of a transaction folder; a name that would leave the folder is corruption.
+fn blob_path(dir: &Path, blob: &str) -> Result<PathBuf, JournalError> {
+    let plain = !blob.is_empty() && !blob.contains(['/', '\\']) && blob != "." && blob != "..";
+    if plain {
+        Ok(dir.join(blob))
+    } else {
+        Err(JournalError::Corrupt {
+            path: dir.join(MANIFEST),
+            reason: format!("the blob name `{blob}` is not a file of the transaction's folder"),
+        })
     }
 }
 

@@ -411,3 +411,191 @@ fn an_empty_batch_leaves_no_record_and_does_not_hide_the_run_before_it() {
     assert_eq!(run, "run-1");
     assert_eq!(read(dir.path(), "a.txt").as_deref(), Some("alpha\n"));
 }
+
+// ---- symlinks, crashes, other processes, tampering -----------------------------------------
+
+#[cfg(unix)]
+#[test]
+fn a_file_replaced_by_a_symlink_is_a_change_and_its_target_is_never_written() {
+    let (dir, ws) = repo();
+    let journal = Journal::new(&ws);
+    let mut txn = journal.begin("run-1", None);
+    txn.apply(&[op("gen.txt", "generated\n"), op("a.txt", "ALPHA\n")])
+        .unwrap();
+    txn.commit().unwrap();
+    // The user keeps the generated file elsewhere and links to it; a.txt becomes a link too.
+    write(dir.path(), "notes/important.txt", "generated\n");
+    std::fs::remove_file(dir.path().join("gen.txt")).unwrap();
+    std::os::unix::fs::symlink("notes/important.txt", dir.path().join("gen.txt")).unwrap();
+    write(dir.path(), "precious.md", "PRECIOUS\n");
+    std::fs::remove_file(dir.path().join("a.txt")).unwrap();
+    std::os::unix::fs::symlink("precious.md", dir.path().join("a.txt")).unwrap();
+
+    assert_eq!(
+        changed_files(journal.rollback_last().unwrap_err()),
+        vec![
+            ("a.txt".to_owned(), "replaced by a symlink".to_owned()),
+            ("gen.txt".to_owned(), "replaced by a symlink".to_owned()),
+        ]
+    );
+    // Even --force replaces the links themselves, never what they point at.
+    journal
+        .rollback_last_with(OnChanged::Overwrite)
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        read(dir.path(), "notes/important.txt").as_deref(),
+        Some("generated\n")
+    );
+    assert_eq!(
+        read(dir.path(), "precious.md").as_deref(),
+        Some("PRECIOUS\n")
+    );
+    assert!(!dir.path().join("gen.txt").exists());
+    let a = dir.path().join("a.txt");
+    assert!(
+        !std::fs::symlink_metadata(&a)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    assert_eq!(read(dir.path(), "a.txt").as_deref(), Some("alpha\n"));
+}
+
+#[cfg(unix)]
+#[test]
+fn a_folder_replaced_by_a_symlink_is_never_written_through_even_with_force() {
+    let (dir, ws) = repo();
+    let journal = Journal::new(&ws);
+    let mut txn = journal.begin("run-1", None);
+    txn.apply(&[op("gen/out.txt", "out\n")]).unwrap();
+    txn.commit().unwrap();
+    write(dir.path(), "keep/out.txt", "out\n");
+    std::fs::remove_dir_all(dir.path().join("gen")).unwrap();
+    std::os::unix::fs::symlink("keep", dir.path().join("gen")).unwrap();
+
+    assert_eq!(
+        changed_files(journal.rollback_last().unwrap_err()),
+        vec![(
+            "gen/out.txt".to_owned(),
+            "reached through the symlink `gen`".to_owned()
+        )]
+    );
+    let err = journal
+        .rollback_last_with(OnChanged::Overwrite)
+        .unwrap_err();
+    assert!(matches!(err, JournalError::ThroughSymlink { .. }), "{err}");
+    // Kept: the link is left, and so are the folder and file it points at.
+    let (_, done) = journal
+        .rollback_last_with(OnChanged::Keep)
+        .unwrap()
+        .unwrap();
+    assert_eq!(done[0].kept, vec!["gen/out.txt"]);
+    assert_eq!(read(dir.path(), "keep/out.txt").as_deref(), Some("out\n"));
+}
+
+#[test]
+fn after_a_crash_a_file_edited_since_keeps_the_edit_and_the_rest_is_restored() {
+    let (dir, ws) = repo();
+    let journal = Journal::new(&ws);
+    let mut txn = journal.begin("run-1", None);
+    txn.apply(&[op("a.txt", "ALPHA\n"), op("src/b.rs", "fn b2() {}\n")])
+        .unwrap();
+    txn.leave_pending(); // as a crash would
+    write(dir.path(), "a.txt", "ALPHA\nmy work after the crash\n");
+
+    let recovered = Journal::new(&ws).recover_incomplete().unwrap();
+    assert_eq!(recovered[0].kept, vec!["a.txt"]);
+    assert_eq!(recovered[0].paths, vec!["src/b.rs"]);
+    assert_eq!(
+        read(dir.path(), "a.txt").as_deref(),
+        Some("ALPHA\nmy work after the crash\n")
+    );
+    assert_eq!(read(dir.path(), "src/b.rs").as_deref(), Some("fn b() {}\n"));
+}
+
+#[test]
+fn a_crash_before_any_write_or_after_all_of_them_is_restored_in_full() {
+    for write_them in [false, true] {
+        let (dir, ws) = repo();
+        let journal = Journal::new(&ws);
+        let mut txn = journal.begin("run-1", None);
+        txn.apply(&[op("a.txt", "ALPHA\n")]).unwrap();
+        txn.leave_pending();
+        if !write_them {
+            // As if it crashed right after recording: the file still holds the original.
+            write(dir.path(), "a.txt", "alpha\n");
+        }
+        let recovered = Journal::new(&ws).recover_incomplete().unwrap();
+        assert!(recovered[0].kept.is_empty(), "{recovered:?}");
+        assert_eq!(read(dir.path(), "a.txt").as_deref(), Some("alpha\n"));
+    }
+}
+
+#[cfg(unix)]
+#[test]
+fn a_run_another_live_process_is_still_writing_is_not_rolled_back() {
+    let (dir, ws) = repo();
+    let journal = Journal::new(&ws);
+    let mut txn = journal.begin("run-busy", None);
+    txn.apply(&[op("a.txt", "ALPHA\n")]).unwrap();
+    txn.leave_pending();
+    // Make the pending batch belong to a live process other than this one: our parent.
+    let manifest = std::fs::read_dir(dir.path().join(".nuvira/journal"))
+        .unwrap()
+        .filter_map(Result::ok)
+        .find(|e| e.path().is_dir())
+        .unwrap()
+        .path()
+        .join("txn.json");
+    let mut m: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&manifest).unwrap()).unwrap();
+    m["pid"] = serde_json::json!(std::os::unix::process::parent_id());
+    std::fs::write(&manifest, serde_json::to_vec(&m).unwrap()).unwrap();
+
+    let err = journal.rollback_last().unwrap_err();
+    assert!(matches!(err, JournalError::Busy { .. }), "{err}");
+    assert!(err.to_string().contains("still being written"), "{err}");
+    assert_eq!(read(dir.path(), "a.txt").as_deref(), Some("ALPHA\n"));
+}
+
+#[test]
+fn a_manifest_whose_blob_leaves_its_folder_is_corrupt_not_followed() {
+    let (dir, ws) = repo();
+    committed_run(&ws, "run-1");
+    let manifest = std::fs::read_dir(dir.path().join(".nuvira/journal"))
+        .unwrap()
+        .filter_map(Result::ok)
+        .find(|e| e.path().is_dir())
+        .unwrap()
+        .path()
+        .join("txn.json");
+    let mut m: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&manifest).unwrap()).unwrap();
+    for e in m["entries"].as_array_mut().unwrap() {
+        if e["path"] == "a.txt" {
+            e["original"]["blob"] = serde_json::json!("../../../gone.txt");
+        }
+    }
+    std::fs::write(&manifest, serde_json::to_vec(&m).unwrap()).unwrap();
+    let err = Journal::new(&ws)
+        .rollback_last_with(OnChanged::Overwrite)
+        .unwrap_err();
+    assert!(matches!(err, JournalError::Corrupt { .. }), "{err}");
+}
+
+#[cfg(unix)]
+#[test]
+fn a_socket_in_place_of_a_file_is_a_change_and_is_never_opened() {
+    let (dir, ws) = repo();
+    committed_run(&ws, "run-1");
+    std::fs::remove_file(dir.path().join("a.txt")).unwrap();
+    let _listener = std::os::unix::net::UnixListener::bind(dir.path().join("a.txt")).unwrap();
+    assert_eq!(
+        changed_files(Journal::new(&ws).rollback_last().unwrap_err()),
+        vec![(
+            "a.txt".to_owned(),
+            "replaced by a FIFO, socket or device".to_owned()
+        )]
+    );
+}
