@@ -305,13 +305,22 @@ fn rollback(ctx: &StepContext, reason: &str) {
     let Ok(ws) = Workspace::open(ctx.workspace_root()) else {
         return;
     };
-    if let Ok(restored) = Journal::new(&ws).rollback_run_with(ctx.run_id(), OnChanged::Keep) {
-        let kept: Vec<String> = restored.iter().flat_map(|r| r.kept.clone()).collect();
-        let paths: Vec<String> = restored.into_iter().flat_map(|r| r.paths).collect();
-        ctx.emit(EventKind::EditRolledBack {
-            paths,
-            reason: nuvira_edit::with_kept(&format!("recovery gave up: {reason}"), &kept),
-        });
+    match Journal::new(&ws).rollback_run_with(ctx.run_id(), OnChanged::Keep) {
+        Ok(restored) => {
+            let kept: Vec<String> = restored.iter().flat_map(|r| r.kept.clone()).collect();
+            let paths: Vec<String> = restored.into_iter().flat_map(|r| r.paths).collect();
+            ctx.emit(EventKind::EditRolledBack {
+                paths,
+                reason: nuvira_edit::with_kept(&format!("recovery gave up: {reason}"), &kept),
+            });
+        }
+        // Said, not swallowed: the run's edits are still in place.
+        Err(e) => ctx.emit(EventKind::EditRolledBack {
+            paths: Vec::new(),
+            reason: format!(
+                "recovery gave up: {reason}; rolling back the run's edits failed, so they are still in place: {e} (run `nuvira rollback` to retry)"
+            ),
+        }),
     }
 }
 

@@ -604,3 +604,34 @@ async fn a_retried_step_that_fails_fatally_ends_its_recovery_unsuccessfully() {
         })
     ));
 }
+
+#[tokio::test]
+async fn a_rollback_that_fails_when_recovery_gives_up_is_said_not_swallowed() {
+    let dir = workspace();
+    // A journal the rollback cannot read.
+    let txn = dir
+        .path()
+        .join(".nuvira/journal/0000000000001-0000001-00000");
+    std::fs::create_dir_all(&txn).unwrap();
+    std::fs::write(txn.join("txn.json"), "not json").unwrap();
+    let sink = Arc::new(Sink::default());
+    let ctx = StepContext::standalone(dir.path()).with_events(sink.clone());
+    let policy = RecoverPolicy::standard(Editor::standard()).rollback_on_failure(true);
+    let failure = Failure::new(ErrorCategory::OutOfMemory, "killed: out of memory");
+    let d = policy
+        .on_failure(&PlanStep::new("test", "test"), &ctx, 1, &failure)
+        .await;
+    assert_eq!(d, RecoveryDecision::GiveUp);
+    let reason = sink
+        .0
+        .lock()
+        .unwrap()
+        .iter()
+        .find_map(|k| match k {
+            EventKind::EditRolledBack { reason, .. } => Some(reason.clone()),
+            _ => None,
+        })
+        .expect("an edit:rolled-back event names the failure");
+    assert!(reason.contains("still in place"), "{reason}");
+    assert!(reason.contains("nuvira rollback"), "{reason}");
+}

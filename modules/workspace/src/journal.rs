@@ -189,15 +189,32 @@ enum FileState {
 impl FileState {
     fn of_bytes(bytes: &[u8]) -> Self {
         use sha2::Digest as _;
-        let digest = sha2::Sha256::digest(bytes);
-        let mut hex = String::with_capacity(64);
-        for b in digest {
-            hex.push_str(&format!("{b:02x}"));
-        }
         Self::File {
             len: bytes.len() as u64,
-            sha256: hex,
+            sha256: hex(&sha2::Sha256::digest(bytes)),
         }
+    }
+
+    /// A file's state, hashed in chunks (a large file is never held in memory whole).
+    fn of_file(abs: &Path) -> io::Result<Self> {
+        use sha2::Digest as _;
+        use std::io::Read as _;
+        let mut file = std::fs::File::open(abs)?;
+        let mut hasher = sha2::Sha256::new();
+        let mut buf = vec![0u8; 256 * 1024];
+        let mut len = 0u64;
+        loop {
+            let n = file.read(&mut buf)?;
+            if n == 0 {
+                break;
+            }
+            hasher.update(&buf[..n]);
+            len += n as u64;
+        }
+        Ok(Self::File {
+            len,
+            sha256: hex(&hasher.finalize()),
+        })
     }
 
     /// The state of `rel` under `root` now, looked at without following any symlink: a link
@@ -216,7 +233,7 @@ impl FileState {
                     len: meta.len(),
                     sha256: String::new(),
                 }),
-                _ => std::fs::read(&abs).map(|b| Self::of_bytes(&b)),
+                _ => Self::of_file(&abs),
             },
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Self::Absent),
             Err(e) => Err(e),
@@ -235,6 +252,14 @@ impl FileState {
             _ => "edited".into(),
         }
     }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        out.push_str(&format!("{b:02x}"));
+    }
+    out
 }
 
 /// The first component of `rel` under `root`, from the top, that is a symlink (as a
