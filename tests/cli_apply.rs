@@ -760,3 +760,79 @@ fn the_undo_hint_after_apply_names_the_repository() {
         .unwrap();
     assert!(String::from_utf8_lossy(&out.stdout).contains("undo with `nuvira rollback`\n"));
 }
+
+#[test]
+fn after_a_crash_a_file_edited_since_is_kept_by_the_next_command_and_named() {
+    let (r, before) = crash_mid_batch();
+    // The user goes on working on a file the crashed batch had written.
+    let mine = b"pub fn a() -> u8 {\n    10 + 1 // mine\n}\n".to_vec();
+    std::fs::write(r.path().join("src/a.rs"), &mine).unwrap();
+    let out = nuvira()
+        .args(["rollback", "--repo"])
+        .arg(r.path())
+        .assert()
+        .code(0)
+        .get_output()
+        .clone();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("kept 1 file(s) edited after that crash, as they are: src/a.rs"),
+        "{stderr}"
+    );
+    let after = tree(r.path());
+    assert_eq!(after["src/a.rs"], mine);
+    assert_eq!(after["src/b.rs"], before["src/b.rs"]);
+}
+
+#[test]
+fn json_format_prints_an_error_object_when_apply_fails_early() {
+    let r = repo(&[("a.txt", "one\n")]);
+    let f = tempfile::tempdir().unwrap();
+    let good = edits_file(f.path(), "ok.yaml", RENAME_YAML);
+    let broken = edits_file(f.path(), "broken.yaml", "edits: [\n");
+    let invalid = edits_file(
+        f.path(),
+        "invalid.yaml",
+        "edits:\n  - { strategy: teleport, path: a.txt }\n",
+    );
+    let missing = f.path().join("no-such-repo");
+    for (edits, repo, kind, code) in [
+        (&broken, r.path(), "invalid-input", 2),
+        (&good, missing.as_path(), "repository", 2),
+        (&invalid, r.path(), "invalid-input", 2),
+    ] {
+        let out = nuvira()
+            .args(["apply", "--format", "json", "--repo"])
+            .arg(repo)
+            .arg(edits)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(code), "{}", edits.display());
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+        assert_eq!(v["ok"], false, "{v}");
+        assert_eq!(v["error"]["kind"], kind, "{v}");
+        assert!(
+            v["error"]["message"]
+                .as_str()
+                .is_some_and(|m| !m.is_empty())
+        );
+    }
+    // An invalid entry lists every problem.
+    let out = nuvira()
+        .args(["apply", "--format", "json", "--repo"])
+        .arg(r.path())
+        .arg(&invalid)
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        v["error"]["problems"].as_array().map(Vec::len),
+        Some(1),
+        "{v}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(r.path().join("a.txt")).unwrap(),
+        "one\n"
+    );
+}

@@ -32,22 +32,33 @@ pub enum Format {
     Json,
 }
 
-/// Runs the command.
+/// Runs the command. With `--format json`, a failure before there is a preview or result
+/// also prints `{"ok": false, "error": {"kind", "message"}}` on stdout (see
+/// [`crate::cli::json_error`]).
 pub fn execute(args: Args) -> u8 {
+    let json = args.format == Format::Json;
+    let json_error = |kind: &str, message: &str, problems: Option<serde_json::Value>| {
+        if json {
+            super::print_stdout(&crate::cli::json_error(kind, message, problems));
+        }
+    };
     let (cfg, entries, entry_lines) = match load(&args.edits_file) {
         Ok(v) => v,
         Err(msg) => {
             eprintln!("error: {msg}");
+            json_error("invalid-input", &msg, None);
             return exit::INVALID;
         }
     };
     if let Err(msg) = crate::cli::check_repo(&args.repo) {
         eprintln!("error: {msg}");
+        json_error("repository", &msg, None);
         return exit::INVALID;
     }
     let ws = match Workspace::open(&args.repo) {
         Ok(ws) => ws,
         Err(e) => {
+            json_error("repository", &e.to_string(), None);
             crate::cli::print_error(&anyhow!(e).context("open the repository"));
             return exit::INVALID;
         }
@@ -58,6 +69,11 @@ pub fn execute(args: Args) -> u8 {
     };
     // A batch a crash interrupted is undone before anything else touches the workspace.
     if let Err(code) = recover(&ws) {
+        json_error(
+            "failed",
+            "rolling back the batch an earlier crash interrupted failed (see stderr)",
+            None,
+        );
         return code;
     }
     let editor = Editor::standard().with_options(EditOptions {
@@ -67,11 +83,17 @@ pub fn execute(args: Args) -> u8 {
     let entries = match parse_entries(&entries, &editor) {
         Ok(e) => e,
         Err(problems) => {
-            eprintln!(
-                "error: `{}` has {} invalid edit(s):",
+            let message = format!(
+                "`{}` has {} invalid edit(s)",
                 args.edits_file.display(),
                 problems.len()
             );
+            json_error(
+                "invalid-input",
+                &message,
+                Some(serde_json::Value::from(problems.clone())),
+            );
+            eprintln!("error: {message}:");
             for p in problems {
                 match entry_index(&p).and_then(|i| entry_lines.get(i)) {
                     Some(line) => eprintln!("  {}:{line}: {p}", args.edits_file.display()),
@@ -113,6 +135,7 @@ pub fn execute(args: Args) -> u8 {
             exit::FAILED
         }
         Err(e) => {
+            json_error("failed", &e.to_string(), None);
             crate::cli::print_error(&anyhow!(e));
             exit::FAILED
         }
@@ -130,6 +153,13 @@ pub(crate) fn recover(ws: &Workspace) -> Result<usize, u8> {
                     r.paths.len(),
                     r.paths.join(", ")
                 );
+                if !r.kept.is_empty() {
+                    eprintln!(
+                        "note: kept {} file(s) edited after that crash, as they are: {}",
+                        r.kept.len(),
+                        r.kept.join(", ")
+                    );
+                }
             }
             Ok(done.len())
         }
