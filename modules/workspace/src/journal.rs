@@ -355,9 +355,12 @@ struct Entry {
     path: String,
     /// `None`: the file did not exist before the batch.
     original: Option<Original>,
-    /// What the batch left (recorded at commit; absent in older journals and pending batches).
+    /// What the batch left (recorded before the first write; absent in older journals).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     after: Option<FileState>,
+    /// The permission bits the written file had at commit (Unix; absent before the commit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    after_mode: Option<u32>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -580,9 +583,21 @@ impl Journal {
                 self.recorded(&entry.path)?;
                 let now = FileState::on_disk(self.ws.root(), &entry.path, Some(after))
                     .map_err(|e| WorkspaceError::io("read", &entry.path, e))?;
-                if now == *after
-                    || (m.state == TxnState::Pending
-                        && self.is_original(dir, entry, &now, &entry.path)?)
+                if now == *after {
+                    let mode = entry
+                        .after_mode
+                        .zip(mode_of(&self.ws.root().join(&entry.path)))
+                        .filter(|(was, is)| was != is);
+                    if let Some((was, is)) = mode {
+                        changed.push(ChangedFile {
+                            path: entry.path.clone(),
+                            what: format!("mode changed from {was:o} to {is:o}"),
+                        });
+                    }
+                    continue;
+                }
+                if m.state == TxnState::Pending
+                    && self.is_original(dir, entry, &now, &entry.path)?
                 {
                     continue;
                 }
@@ -918,6 +933,7 @@ impl Transaction<'_> {
                 path: target.rel.clone(),
                 original,
                 after: None,
+                after_mode: None,
             });
         }
         self.prepare_dir()?;
@@ -989,6 +1005,13 @@ impl Transaction<'_> {
             return Ok(());
         }
         self.manifest.state = TxnState::Committed;
+        // The modes the files have now, so a later `chmod` counts as a change too.
+        let root = self.journal.ws.root().to_path_buf();
+        for entry in &mut self.manifest.entries {
+            if matches!(entry.after, Some(FileState::File { .. })) {
+                entry.after_mode = mode_of(&root.join(&entry.path));
+            }
+        }
         write_manifest(&self.dir, &self.manifest)?;
         // Bound the journal; failing to prune never fails a committed batch.
         let _ = self.journal.prune_locked(KEEP_TRANSACTIONS);

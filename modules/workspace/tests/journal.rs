@@ -599,3 +599,33 @@ fn a_socket_in_place_of_a_file_is_a_change_and_is_never_opened() {
         )]
     );
 }
+
+#[cfg(unix)]
+#[test]
+fn a_mode_change_after_the_run_is_a_change_too() {
+    use std::os::unix::fs::PermissionsExt;
+    let (dir, ws) = repo();
+    committed_run(&ws, "run-1");
+    let a = dir.path().join("a.txt");
+    let was = std::fs::metadata(&a).unwrap().permissions().mode() & 0o7777;
+    std::fs::set_permissions(&a, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let changed = changed_files(Journal::new(&ws).rollback_last().unwrap_err());
+    assert_eq!(
+        changed,
+        vec![(
+            "a.txt".to_owned(),
+            format!("mode changed from {was:o} to 755")
+        )]
+    );
+    // Kept as the user left it, mode included; the rest is restored.
+    let (_, done) = Journal::new(&ws)
+        .rollback_last_with(OnChanged::Keep)
+        .unwrap()
+        .unwrap();
+    assert_eq!(done[0].kept, vec!["a.txt"]);
+    assert_eq!(
+        std::fs::metadata(&a).unwrap().permissions().mode() & 0o7777,
+        0o755
+    );
+    assert_eq!(read(dir.path(), "gone.txt").as_deref(), Some("bye\n"));
+}
