@@ -6,8 +6,9 @@
 //! cp -r examples/quickstart /tmp/qs && cargo run --example embed -- /tmp/qs/plan.yaml /tmp/qs
 //! ```
 //!
-//! Dependencies of such a program: `nuvira` (with `default-features = false` to leave out the
-//! CLI's own dependencies) and `tokio`.
+//! Dependencies of such a program: `nuvira` (with `default-features = false, features =
+//! ["defaults", "docker", "rust"]` to keep the built-in modules and leave out the CLI's own
+//! dependencies) and `tokio`.
 
 use nuvira::{EventBus, RunSettings};
 

@@ -4,8 +4,8 @@
 //! |---|---|---|
 //! | `inspect` | nuvira-inspect | finds the files relevant to the goal |
 //! | `edit` | nuvira-edit | validated, all-or-nothing, journaled edits |
-//! | `test` | nuvira-test | runs the tests in a sandbox and parses the results |
-//! | `execute` | nuvira-test | runs a command in a sandbox |
+//! | `test` | nuvira-runner | runs the tests in a sandbox and parses the results |
+//! | `execute` | nuvira-runner | runs a command in a sandbox |
 //! | `verify` | nuvira-verify | syntax, tests, security, goal alignment and lint checks |
 //! | `report` | nuvira-report | writes the run's report files |
 
@@ -19,8 +19,8 @@ pub fn modules() -> Vec<Arc<dyn Module>> {
     vec![
         Arc::new(nuvira_inspect::InspectModule::new()),
         Arc::new(nuvira_edit::EditModule::standard()),
-        Arc::new(nuvira_test::TestModule::new()),
-        Arc::new(nuvira_test::ExecuteModule::new()),
+        Arc::new(nuvira_runner::TestModule::new()),
+        Arc::new(nuvira_runner::ExecuteModule::new()),
         Arc::new(nuvira_verify::VerifyModule::default()),
         Arc::new(nuvira_report::ReportModule),
     ]

@@ -1,26 +1,41 @@
 //! Nuvira: run coding work as a validated dependency graph.
+//!
+//! This crate is the facade: it re-exports the engine ([`nuvira_engine`]: validation, the
+//! scheduler, the module registry, the event bus) at its root, and wires the built-in modules
+//! behind cargo features, each forwarding to the crate that implements it:
+//!
+//! | feature | adds | crate |
+//! |---|---|---|
+//! | (none) | the engine and the contract ([`api`]) | nuvira-engine, nuvira-api |
+//! | `plan` | plan files and the template planner ([`plan`]) | nuvira-plan |
+//! | `defaults` | the built-in modules ([`defaults`]), scratch copies ([`scratch`]) | nuvira-inspect, nuvira-edit, nuvira-runner, nuvira-verify, nuvira-report |
+//! | `docker` | the Docker sandbox | nuvira-sandbox (bollard) |
+//! | `llm` | model clients, the model planner and the recover stage ([`agent`]) | nuvira-llm, nuvira-recover |
+//! | `rust`, `typescript`, `python`, `javascript` | one tree-sitter grammar each | nuvira-syntax |
+//! | `petgraph` | `ValidatedPlan::to_petgraph` | nuvira-engine |
+//! | `cli` | the `nuvira` binary | clap, indicatif |
+//!
+//! Every feature but `petgraph` is on by default. `default-features = false` gives the bare
+//! engine: a program that runs plans with modules of its own compiles no tree-sitter, bollard
+//! or HTTP client, and can use another tree-sitter version itself.
 #![forbid(unsafe_code)]
 
 pub use nuvira_api as api;
+pub use nuvira_engine::{
+    Engine, EngineBuilder, EventBus, ModuleRegistry, Problem, ProblemKind, RunOptions, RunSettings,
+    RunSummary, StepOutcome, ValidatedPlan, ValidationErrors,
+};
+pub use nuvira_engine::{engine, events, exit, graph, registry, scheduler, validate};
 /// Plan files (`load_file`, `parse_str`) and the planners, so an embedder needs no extra
 /// dependency to load a plan.
+#[cfg(feature = "plan")]
 pub use nuvira_plan as plan;
 
+#[cfg(feature = "llm")]
 pub mod agent;
 #[cfg(feature = "cli")]
 pub mod cli;
+#[cfg(feature = "defaults")]
 pub mod defaults;
-pub mod engine;
-pub mod events;
-pub mod exit;
-pub mod graph;
-pub mod registry;
-pub mod scheduler;
+#[cfg(feature = "defaults")]
 pub mod scratch;
-pub mod validate;
-
-pub use engine::{Engine, EngineBuilder, RunSettings};
-pub use events::EventBus;
-pub use registry::ModuleRegistry;
-pub use scheduler::{RunOptions, RunSummary, StepOutcome};
-pub use validate::{Problem, ProblemKind, ValidatedPlan, ValidationErrors};

@@ -1,4 +1,4 @@
-//! `nuvira test` end to end: the real binary on the small real projects of nuvira-test, in the
+//! `nuvira test` end to end: the real binary on the small real projects of nuvira-runner, in the
 //! local sandbox and (when an engine answers, or always with NUVIRA_REQUIRE_DOCKER=1) in Docker.
 
 use assert_cmd::Command;
@@ -27,7 +27,7 @@ fn pytest_ready() -> bool {
 fn project(name: &str) -> PathBuf {
     PathBuf::from(concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/modules/test/tests/projects"
+        "/modules/runner/tests/projects"
     ))
     .join(name)
 }

@@ -226,10 +226,10 @@ fn docker_steps(plan: &ExecutionPlan) -> Vec<(Option<String>, Vec<String>)> {
         if !matches!(step.module.as_str(), "test" | "execute") {
             continue;
         }
-        let Ok(config) = nuvira_test::TestConfig::from_value(&step.config) else {
+        let Ok(config) = nuvira_runner::TestConfig::from_value(&step.config) else {
             continue; // validation reported it
         };
-        if config.sandbox.sandbox != nuvira_test::sandbox::SandboxKind::Docker {
+        if config.sandbox.sandbox != nuvira_sandbox::SandboxKind::Docker {
             continue;
         }
         let image = config.sandbox.image.clone();
@@ -245,12 +245,7 @@ fn docker_steps(plan: &ExecutionPlan) -> Vec<(Option<String>, Vec<String>)> {
 /// and has none changes nothing.
 async fn check_docker(plan: &ExecutionPlan) -> Result<(), Fail> {
     for (image, steps) in docker_steps(plan) {
-        match nuvira_test::sandbox::select(
-            nuvira_test::sandbox::SandboxKind::Docker,
-            image.as_deref(),
-        )
-        .await
-        {
+        match nuvira_sandbox::select(nuvira_sandbox::SandboxKind::Docker, image.as_deref()).await {
             Ok(_) => {}
             Err(nuvira_api::SandboxError::Unavailable(msg)) => {
                 let ids: Vec<String> = steps.iter().map(|s| format!("`{s}`")).collect();

@@ -13,7 +13,7 @@ use nuvira_api::{
     TestResult, async_trait,
 };
 use nuvira_report::github::{escape_data, escape_property};
-use nuvira_test::{SANDBOX_SELECTED, TestConfig, TestModule};
+use nuvira_runner::{SANDBOX_SELECTED, TestConfig, TestModule};
 use serde_json::{Map, Value, json};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -116,7 +116,7 @@ pub enum Format {
 }
 
 fn check_mount(s: &str) -> Result<String, String> {
-    let mount = nuvira_test::sandbox::parse_mount(s)?;
+    let mount = nuvira_sandbox::parse_mount(s)?;
     if !mount.host.exists() {
         return Err(format!(
             "the host path {} does not exist on this machine",
@@ -127,7 +127,7 @@ fn check_mount(s: &str) -> Result<String, String> {
 }
 
 fn check_size(s: &str) -> Result<String, String> {
-    nuvira_test::sandbox::parse_size(s).map(|_| s.to_owned())
+    nuvira_sandbox::parse_size(s).map(|_| s.to_owned())
 }
 
 fn check_duration(s: &str) -> Result<String, String> {

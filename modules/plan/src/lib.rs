@@ -18,6 +18,7 @@ mod schema;
 mod template;
 
 pub use file::{FilePlanner, LoadError, LoadedPlan, PlanFormat, load_file, parse_str};
+#[cfg(feature = "llm")]
 pub use llm::LlmPlanner;
 pub use llm::{EXECUTION_PLAN, PlanValidator, check_plan, plan_schema};
 pub use template::TemplatePlanner;

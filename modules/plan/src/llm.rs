@@ -148,6 +148,7 @@ pub fn check_plan(plan: &ExecutionPlan) -> Vec<String> {
     problems
 }
 
+#[cfg(feature = "llm")]
 const PLAN_SYSTEM: &str = "You plan coding work for Nuvira, which runs a plan as a dependency graph of steps. \
 Answer only with a JSON object following the execution_plan schema: {\"goal\", \"steps\": [{\"id\", \"module\", \
 \"description\", \"depends_on\": [ids], \"config\": {...}}], \"estimated_complexity\"}. Modules: \
@@ -158,6 +159,7 @@ Answer only with a JSON object following the execution_plan schema: {\"goal\", \
 Typical shape: inspect → edit → test → verify → report. Ids use letters, digits, `_`, `.`, `-` and are unique; \
 every dependency names an earlier step; no cycles.";
 
+#[cfg(feature = "llm")]
 /// Plans a goal with a model.
 ///
 /// Sends the goal (and the file tree and context, as untrusted data) asking for JSON under the
@@ -174,6 +176,7 @@ pub struct LlmPlanner {
     validator: Option<PlanValidator>,
 }
 
+#[cfg(feature = "llm")]
 impl std::fmt::Debug for LlmPlanner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LlmPlanner")
@@ -183,6 +186,7 @@ impl std::fmt::Debug for LlmPlanner {
     }
 }
 
+#[cfg(feature = "llm")]
 impl LlmPlanner {
     /// A planner asking `llm`.
     pub fn new(llm: Arc<dyn LlmClient>) -> Self {
@@ -247,6 +251,7 @@ impl LlmPlanner {
     }
 }
 
+#[cfg(feature = "llm")]
 fn strip_fence(text: &str) -> &str {
     let t = text.trim();
     let Some(rest) = t.strip_prefix("```") else {
@@ -256,6 +261,7 @@ fn strip_fence(text: &str) -> &str {
     rest.trim_end().strip_suffix("```").unwrap_or(rest).trim()
 }
 
+#[cfg(feature = "llm")]
 #[async_trait]
 impl Planner for LlmPlanner {
     fn name(&self) -> &str {

@@ -104,8 +104,9 @@ fn cargo_fixture() -> TestResult {
     let read =
         |ext: &str| std::fs::read_to_string(format!("{dir}/basic-no-fail-fast.{ext}")).unwrap();
     let code: i64 = read("exit").trim().parse().unwrap();
-    let output = nuvira_test::parse::RunnerOutput::new(read("stdout"), read("stderr"), Some(code));
-    nuvira_test::parse::parse_output(nuvira_test::detect::Framework::Cargo, &output, None)
+    let output =
+        nuvira_runner::parse::RunnerOutput::new(read("stdout"), read("stderr"), Some(code));
+    nuvira_runner::parse::parse_output(nuvira_runner::detect::Framework::Cargo, &output, None)
 }
 
 #[tokio::test]
@@ -454,7 +455,7 @@ async fn a_lint_command_over_its_timeout_is_killed_with_its_children() {
 async fn lint_runs_in_the_sandbox_when_one_is_given() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("marker.txt"), "x").unwrap();
-    let sandbox: Arc<dyn nuvira_api::Sandbox> = Arc::new(nuvira_test::sandbox::LocalSandbox::new());
+    let sandbox: Arc<dyn nuvira_api::Sandbox> = Arc::new(nuvira_sandbox::LocalSandbox::new());
     // The local sandbox runs in a copy: writing there leaves the workspace untouched.
     let check =
         LintCheck::new("test -f marker.txt && touch written-by-lint").with_sandbox(Some(sandbox));

@@ -1,0 +1,936 @@
+//! The event bus: stamps events, keeps a history, and fans them out to independent consumers.
+//!
+//! Emitting never blocks the run: each consumer reads from its own unbounded channel, so a slow
+//! JSONL writer delays nothing but itself. Events are shared as `Arc<Event>`, so ten consumers
+//! cost ten pointer copies, not ten deep copies. Sequence numbers are assigned under the same
+//! lock that appends to the history and sends to consumers, so every consumer sees the same
+//! order without gaps.
+
+use crate::validate::ValidatedPlan;
+use nuvira_api::{Event, EventKind, EventSink, RunStatus, StepOutput};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{SystemTime, UNIX_EPOCH};
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
+use tokio::task::JoinHandle;
+
+/// The bus of one run. Cheap to clone (all clones are the same bus).
+#[derive(Clone)]
+pub struct EventBus {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    run_id: Arc<str>,
+    /// Whether anyone sees events (history kept or a consumer subscribed): when not, events
+    /// are not even built.
+    observed: AtomicBool,
+    state: Mutex<State>,
+}
+
+struct State {
+    seq: u64,
+    history: Option<Vec<Stored>>,
+    consumers: Vec<UnboundedSender<Arc<Event>>>,
+    /// Plans whose steps history entries name by number (see [`Stored::Planned`]).
+    plans: Vec<Arc<ValidatedPlan>>,
+}
+
+/// A history entry. Once someone subscribes, the history shares the consumers' events. Until
+/// then it keeps events by value and compactly: the run id and the sequence number are implied
+/// (the bus's run, the entry's position), and the three events every step emits (ready,
+/// started, succeeded) are stored inline in a few words, without an allocation. Other events
+/// are boxed. [`EventBus::history`] rebuilds whole events.
+enum Stored {
+    /// A lifecycle event the scheduler published for step `index` of `plans[plan]`.
+    Planned {
+        ts: u64,
+        plan: u32,
+        index: u32,
+        phase: Phase,
+    },
+    Step {
+        ts: u64,
+        step: Arc<str>,
+        what: Lifecycle,
+    },
+    Other(Box<Unshared>),
+    Shared(Arc<Event>),
+}
+
+/// The events every step emits on its way, for [`EventBus::publish_step`]: `step:ready`,
+/// `step:started` and `step:succeeded`.
+#[derive(Debug, Clone)]
+pub enum Lifecycle {
+    /// `step:ready`.
+    Ready,
+    /// `step:started`.
+    Started {
+        /// The module running the step.
+        module: Arc<str>,
+        /// The attempt, from 1.
+        attempt: u32,
+    },
+    /// `step:succeeded`.
+    Succeeded {
+        /// How long the step ran.
+        duration_ms: u64,
+        /// What it produced.
+        output: Arc<StepOutput>,
+    },
+}
+
+impl Lifecycle {
+    fn into_kind(self) -> EventKind {
+        match self {
+            Self::Ready => EventKind::StepReady,
+            Self::Started { module, attempt } => EventKind::StepStarted { module, attempt },
+            Self::Succeeded {
+                duration_ms,
+                output,
+            } => EventKind::StepSucceeded {
+                duration_ms,
+                output,
+            },
+        }
+    }
+}
+
+/// A lifecycle event of a plan's step, as the scheduler notes it: the step by number, the
+/// module's shared name, and an empty output as `None`, so noting and keeping it touches no
+/// reference count but the module name's.
+#[derive(Debug, Clone)]
+pub(crate) enum Phase {
+    Ready,
+    Started {
+        module: Arc<str>,
+    },
+    Succeeded {
+        duration_ms: u64,
+        output: Option<Arc<StepOutput>>,
+    },
+}
+
+impl Phase {
+    fn lifecycle(&self) -> Lifecycle {
+        match self {
+            Self::Ready => Lifecycle::Ready,
+            Self::Started { module } => Lifecycle::Started {
+                module: module.clone(),
+                attempt: 1,
+            },
+            Self::Succeeded {
+                duration_ms,
+                output,
+            } => Lifecycle::Succeeded {
+                duration_ms: *duration_ms,
+                output: output.clone().unwrap_or_else(|| EMPTY_OUTPUT.clone()),
+            },
+        }
+    }
+}
+
+/// The output of steps that produced nothing, shared.
+pub(crate) static EMPTY_OUTPUT: std::sync::LazyLock<Arc<StepOutput>> =
+    std::sync::LazyLock::new(|| Arc::new(StepOutput::Empty));
+
+/// Any other event nobody shared yet.
+struct Unshared {
+    ts: u64,
+    step_id: Option<Arc<str>>,
+    kind: EventKind,
+}
+
+impl Stored {
+    fn new(ts: u64, step_id: Option<Arc<str>>, kind: EventKind) -> Self {
+        let (step, what) = match (step_id, kind) {
+            (Some(step), EventKind::StepReady) => (step, Lifecycle::Ready),
+            (Some(step), EventKind::StepStarted { module, attempt }) => {
+                (step, Lifecycle::Started { module, attempt })
+            }
+            (
+                Some(step),
+                EventKind::StepSucceeded {
+                    duration_ms,
+                    output,
+                },
+            ) => (
+                step,
+                Lifecycle::Succeeded {
+                    duration_ms,
+                    output,
+                },
+            ),
+            (step_id, kind) => {
+                return Self::Other(Box::new(Unshared { ts, step_id, kind }));
+            }
+        };
+        Self::Step { ts, step, what }
+    }
+
+    /// The whole event at position `seq` of the history of run `run_id`.
+    fn event(&self, seq: u64, run_id: &Arc<str>, plans: &[Arc<ValidatedPlan>]) -> Arc<Event> {
+        let (ts, step_id, kind) = match self {
+            Self::Shared(e) => return e.clone(),
+            Self::Planned {
+                ts,
+                plan,
+                index,
+                phase,
+            } => (
+                *ts,
+                Some(plans[*plan as usize].ids[*index as usize].clone()),
+                phase.lifecycle().into_kind(),
+            ),
+            Self::Other(o) => (o.ts, o.step_id.clone(), o.kind.clone()),
+            Self::Step { ts, step, what } => (*ts, Some(step.clone()), what.clone().into_kind()),
+        };
+        Arc::new(Event {
+            seq,
+            ts,
+            run_id: run_id.clone(),
+            step_id,
+            kind,
+        })
+    }
+}
+
+impl std::fmt::Debug for EventBus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EventBus")
+            .field("run_id", &self.inner.run_id)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Milliseconds since the Unix epoch, as events are stamped.
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+impl EventBus {
+    /// A bus for a run that keeps its history in memory.
+    pub fn new(run_id: impl Into<Arc<str>>) -> Self {
+        Self::with_history(run_id, true)
+    }
+
+    /// A bus that keeps (or does not keep) the history. Without history, only subscribers see
+    /// events.
+    pub fn with_history(run_id: impl Into<Arc<str>>, keep_history: bool) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                run_id: run_id.into(),
+                observed: AtomicBool::new(keep_history),
+                state: Mutex::new(State {
+                    seq: 0,
+                    history: keep_history.then(Vec::new),
+                    consumers: Vec::new(),
+                    plans: Vec::new(),
+                }),
+            }),
+        }
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        // A consumer cannot panic while holding the lock (we only push and send under it), so
+        // a poisoned lock still holds consistent data.
+        self.inner
+            .state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The run id stamped on every event.
+    pub fn run_id(&self) -> &Arc<str> {
+        &self.inner.run_id
+    }
+
+    /// A new consumer: receives every event emitted from now on, in order. The channel closes
+    /// when the bus is [closed](Self::close) or dropped.
+    pub fn subscribe(&self) -> UnboundedReceiver<Arc<Event>> {
+        let (tx, rx) = unbounded_channel();
+        self.state().consumers.push(tx);
+        self.inner.observed.store(true, Ordering::Release);
+        rx
+    }
+
+    /// Whether anything sees the events (a history is kept or a consumer subscribed).
+    pub fn is_observed(&self) -> bool {
+        self.inner.observed.load(Ordering::Acquire)
+    }
+
+    /// Emits an event for a step (or the run, with `None`) and returns its sequence number,
+    /// or `None` when nothing observes the bus (then the event is dropped unnumbered).
+    pub fn publish(&self, step_id: Option<Arc<str>>, kind: EventKind) -> Option<u64> {
+        self.publish_with(|| (step_id, kind))
+    }
+
+    /// Like [`publish`](Self::publish), but builds the event only when something observes the
+    /// bus, so an unobserved run pays nothing for its events.
+    pub fn publish_with(
+        &self,
+        make: impl FnOnce() -> (Option<Arc<str>>, EventKind),
+    ) -> Option<u64> {
+        if !self.is_observed() {
+            return None;
+        }
+        self.publish_at(now_ms(), make)
+    }
+
+    /// Like [`publish_with`](Self::publish_with), stamped with `ts` (milliseconds since the
+    /// Unix epoch, see [`now_ms`]) that the caller read once for a burst of events: the
+    /// scheduler stamps everything it emits while handling one finished step with one clock
+    /// read.
+    pub fn publish_at(
+        &self,
+        ts: u64,
+        make: impl FnOnce() -> (Option<Arc<str>>, EventKind),
+    ) -> Option<u64> {
+        if !self.is_observed() {
+            return None;
+        }
+        let (step_id, kind) = make();
+        let mut st = self.state();
+        let seq = st.seq;
+        st.seq += 1;
+        let State {
+            consumers, history, ..
+        } = &mut *st;
+        if consumers.is_empty() {
+            if let Some(h) = history.as_mut() {
+                h.push(Stored::new(ts, step_id, kind));
+            }
+        } else {
+            let event = Arc::new(Event {
+                seq,
+                ts,
+                run_id: self.inner.run_id.clone(),
+                step_id,
+                kind,
+            });
+            consumers.retain(|c| c.send(event.clone()).is_ok());
+            if let Some(h) = history.as_mut() {
+                h.push(Stored::Shared(event));
+            }
+        }
+        Some(seq)
+    }
+
+    /// Emits a step's lifecycle event (see [`publish_at`](Self::publish_at) for `ts`). The
+    /// same as publishing the matching [`EventKind`], only cheaper: the scheduler emits three
+    /// of these per step, and while nobody subscribes the history keeps them in a few words.
+    pub fn publish_step(
+        &self,
+        ts: u64,
+        step: &Arc<str>,
+        what: impl FnOnce() -> Lifecycle,
+    ) -> Option<u64> {
+        if !self.is_observed() {
+            return None;
+        }
+        let what = what();
+        let mut st = self.state();
+        let seq = st.seq;
+        st.seq += 1;
+        let State {
+            consumers, history, ..
+        } = &mut *st;
+        if consumers.is_empty() {
+            if let Some(h) = history.as_mut() {
+                h.push(Stored::Step {
+                    ts,
+                    step: step.clone(),
+                    what,
+                });
+            }
+        } else {
+            let event = Arc::new(Event {
+                seq,
+                ts,
+                run_id: self.inner.run_id.clone(),
+                step_id: Some(step.clone()),
+                kind: what.into_kind(),
+            });
+            consumers.retain(|c| c.send(event.clone()).is_ok());
+            if let Some(h) = history.as_mut() {
+                h.push(Stored::Shared(event));
+            }
+        }
+        Some(seq)
+    }
+
+    /// Emits a burst of lifecycle events in order, all stamped `ts`, under one lock (see
+    /// [`publish_step`](Self::publish_step)); `events` is left empty. The scheduler collects
+    /// what it emits while handling one wake-up and publishes it here before any step it
+    /// starts can run, so the order consumers see is the order of what happened.
+    pub fn publish_steps(&self, ts: u64, events: &mut Vec<(Arc<str>, Lifecycle)>) {
+        if !self.is_observed() {
+            events.clear();
+            return;
+        }
+        let mut st = self.state();
+        let State {
+            seq,
+            consumers,
+            history,
+            ..
+        } = &mut *st;
+        for (step, what) in events.drain(..) {
+            if consumers.is_empty() {
+                if let Some(h) = history.as_mut() {
+                    h.push(Stored::Step { ts, step, what });
+                }
+            } else {
+                let event = Arc::new(Event {
+                    seq: *seq,
+                    ts,
+                    run_id: self.inner.run_id.clone(),
+                    step_id: Some(step),
+                    kind: what.into_kind(),
+                });
+                consumers.retain(|c| c.send(event.clone()).is_ok());
+                if let Some(h) = history.as_mut() {
+                    h.push(Stored::Shared(event));
+                }
+            }
+            *seq += 1;
+        }
+    }
+
+    /// The scheduler's burst of lifecycle events for steps of `plan`, by step number (see
+    /// [`publish_steps`](Self::publish_steps)); `events` is left empty.
+    pub(crate) fn publish_plan_steps(
+        &self,
+        ts: u64,
+        plan: &Arc<ValidatedPlan>,
+        events: &mut Vec<(u32, Phase)>,
+    ) {
+        if !self.is_observed() {
+            events.clear();
+            return;
+        }
+        let mut st = self.state();
+        let State {
+            seq,
+            consumers,
+            history,
+            plans,
+        } = &mut *st;
+        if consumers.is_empty() {
+            let Some(h) = history.as_mut() else {
+                *seq += events.len() as u64;
+                events.clear();
+                return;
+            };
+            let plan_no = match plans.iter().rposition(|p| Arc::ptr_eq(p, plan)) {
+                Some(i) => i,
+                None => {
+                    plans.push(plan.clone());
+                    plans.len() - 1
+                }
+            };
+            let plan_no = u32::try_from(plan_no).unwrap_or(u32::MAX);
+            for (index, phase) in events.drain(..) {
+                h.push(Stored::Planned {
+                    ts,
+                    plan: plan_no,
+                    index,
+                    phase,
+                });
+                *seq += 1;
+            }
+        } else {
+            for (index, phase) in events.drain(..) {
+                let event = Arc::new(Event {
+                    seq: *seq,
+                    ts,
+                    run_id: self.inner.run_id.clone(),
+                    step_id: Some(plan.ids[index as usize].clone()),
+                    kind: phase.lifecycle().into_kind(),
+                });
+                consumers.retain(|c| c.send(event.clone()).is_ok());
+                if let Some(h) = history.as_mut() {
+                    h.push(Stored::Shared(event));
+                }
+                *seq += 1;
+            }
+        }
+    }
+
+    /// Makes room in the history for `additional` more events, so a run that knows how many
+    /// it will emit (the scheduler: about three per step) does not grow the history by copying.
+    pub fn reserve(&self, additional: usize) {
+        if let Some(h) = self.state().history.as_mut() {
+            h.reserve(additional);
+        }
+    }
+
+    /// The events emitted so far (empty without history).
+    pub fn history(&self) -> Vec<Arc<Event>> {
+        let st = self.state();
+        st.history
+            .as_ref()
+            .map(|h| {
+                (0u64..)
+                    .zip(h)
+                    .map(|(seq, e)| e.event(seq, &self.inner.run_id, &st.plans))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Number of events emitted (and numbered) so far.
+    pub fn len(&self) -> u64 {
+        self.state().seq
+    }
+
+    /// Whether nothing was emitted yet.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Closes every consumer channel (consumers finish after draining what they have).
+    pub fn close(&self) {
+        let mut st = self.state();
+        st.consumers.clear();
+        if st.history.is_none() {
+            self.inner.observed.store(false, Ordering::Release);
+        }
+    }
+}
+
+impl EventSink for EventBus {
+    fn emit(&self, step_id: Option<&str>, kind: EventKind) {
+        self.publish(step_id.map(Arc::from), kind);
+    }
+}
+
+/// Writes every event of a bus as one JSON line to a file, coalescing writes: it flushes
+/// when its channel is momentarily empty, so a burst of events costs one write.
+#[derive(Debug)]
+pub struct JsonlStore {
+    handle: JoinHandle<std::io::Result<u64>>,
+    path: PathBuf,
+}
+
+impl JsonlStore {
+    /// Creates (truncates) the file and starts writing events to it, on a thread of tokio's
+    /// blocking pool (file writes never hold up the runtime's workers).
+    ///
+    /// # Errors
+    /// When the file cannot be created.
+    ///
+    /// # Panics
+    /// Outside a tokio runtime, like `tokio::task::spawn_blocking`.
+    pub fn spawn(bus: &EventBus, path: &Path) -> std::io::Result<Self> {
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent)?;
+        }
+        let file = std::fs::File::create(path)?;
+        let mut rx = bus.subscribe();
+        let handle = tokio::task::spawn_blocking(move || {
+            let mut out = std::io::BufWriter::new(file);
+            let mut written = 0u64;
+            while let Some(ev) = rx.blocking_recv() {
+                write_line(&mut out, &ev)?;
+                written += 1;
+                while let Ok(ev) = rx.try_recv() {
+                    write_line(&mut out, &ev)?;
+                    written += 1;
+                }
+                out.flush()?;
+            }
+            out.flush()?;
+            out.get_ref().sync_data()?;
+            Ok(written)
+        });
+        Ok(Self {
+            handle,
+            path: path.to_owned(),
+        })
+    }
+
+    /// Waits until every event has been written (call after [`EventBus::close`]); returns the
+    /// number of events written.
+    ///
+    /// # Errors
+    /// When writing failed.
+    pub async fn finish(self) -> std::io::Result<u64> {
+        match self.handle.await {
+            Ok(r) => r,
+            Err(e) => Err(std::io::Error::other(format!(
+                "the event writer for {} stopped: {e}",
+                self.path.display()
+            ))),
+        }
+    }
+}
+
+fn write_line(out: &mut impl Write, ev: &Event) -> std::io::Result<()> {
+    serde_json::to_writer(&mut *out, ev).map_err(std::io::Error::other)?;
+    out.write_all(b"\n")
+}
+
+/// Reads a JSONL event file.
+///
+/// # Errors
+/// A message naming the file and the 1-based line that is not a valid event.
+pub fn read_jsonl(path: &Path) -> Result<Vec<Event>, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("{}: cannot read it: {e}", path.display()))?;
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(n, line)| {
+            serde_json::from_str(line)
+                .map_err(|e| format!("{}:{}: not a Nuvira event: {e}", path.display(), n + 1))
+        })
+        .collect()
+}
+
+/// Logs every event of a bus through `tracing` (failures at warn, the rest of the run and step
+/// lifecycle at info, module events at debug) until the bus closes.
+///
+/// # Panics
+/// Outside a tokio runtime, like `tokio::spawn`.
+#[cfg(feature = "tracing")]
+pub fn spawn_tracing_consumer(bus: &EventBus) -> JoinHandle<()> {
+    let mut rx = bus.subscribe();
+    tokio::spawn(async move {
+        while let Some(ev) = rx.recv().await {
+            log_event(&ev);
+        }
+    })
+}
+
+/// One event as one `tracing` record (target `nuvira::events`): what went wrong at `warn` with
+/// its message, the rest of the run and step lifecycle at `info`, module detail at `debug`.
+#[cfg(feature = "tracing")]
+fn log_event(ev: &Event) {
+    const T: &str = "nuvira::events";
+    let name = ev.kind.name();
+    let seq = ev.seq;
+    let step = ev.step_id.as_deref().unwrap_or("-");
+    match &ev.kind {
+        EventKind::StepFailed {
+            category,
+            message,
+            recoverable,
+            ..
+        } => tracing::warn!(
+            target: T, seq, step, category = category.as_str(), recoverable = *recoverable,
+            "{name}: {}", message.lines().next().unwrap_or_default()
+        ),
+        EventKind::StepSkipped { reason, .. } => {
+            tracing::info!(target: T, seq, step, "{name}: {reason}");
+        }
+        EventKind::StepRetrying {
+            attempt,
+            reason,
+            delay_ms,
+        } => tracing::info!(
+            target: T, seq, step, attempt = *attempt, delay_ms = *delay_ms,
+            "{name}: {}", reason.lines().next().unwrap_or_default()
+        ),
+        EventKind::RunCancelled { reason } => {
+            tracing::warn!(target: T, seq, "{name}: {reason}");
+        }
+        EventKind::RunCompleted {
+            status,
+            succeeded,
+            failed,
+            skipped,
+            duration_ms,
+        } => {
+            let status = match status {
+                RunStatus::Succeeded => "succeeded",
+                RunStatus::Failed => "failed",
+                RunStatus::Cancelled => "cancelled",
+            };
+            if status == "succeeded" {
+                tracing::info!(
+                    target: T, seq, succeeded = *succeeded, duration_ms = *duration_ms,
+                    "{name}: {status}"
+                );
+            } else {
+                tracing::warn!(
+                    target: T, seq, succeeded = *succeeded, failed = *failed,
+                    skipped = *skipped, duration_ms = *duration_ms, "{name}: {status}"
+                );
+            }
+        }
+        EventKind::EditRolledBack { paths, reason } => tracing::warn!(
+            target: T, seq, step, files = paths.len(), "{name}: {reason}"
+        ),
+        EventKind::RecoverBudgetExhausted {
+            attempts,
+            final_error,
+        } => tracing::warn!(
+            target: T, seq, step, attempts = *attempts,
+            "{name}: {}", final_error.lines().next().unwrap_or_default()
+        ),
+        _ if name.starts_with("run:") || name.starts_with("step:") => {
+            tracing::info!(target: T, seq, step, "{name}");
+        }
+        _ => tracing::debug!(target: T, seq, step, "{name}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A `tracing` writer into a shared buffer.
+    #[cfg(feature = "tracing")]
+    #[derive(Clone, Default)]
+    struct Captured(Arc<Mutex<Vec<u8>>>);
+
+    #[cfg(feature = "tracing")]
+    impl Write for Captured {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[cfg(feature = "tracing")]
+    #[tokio::test(flavor = "current_thread")]
+    async fn the_tracing_consumer_logs_failures_as_warnings_with_their_message() {
+        let out = Captured::default();
+        let writer = out.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .with_max_level(tracing::Level::DEBUG)
+            .finish();
+        let _default = tracing::subscriber::set_default(subscriber);
+        let bus = EventBus::new("r");
+        let consumer = spawn_tracing_consumer(&bus);
+        bus.emit(Some("build"), EventKind::StepReady);
+        bus.emit(
+            Some("build"),
+            EventKind::StepFailed {
+                category: nuvira_api::ErrorCategory::CompileError,
+                message: "src/lib.rs:3: expected `;`\nmore detail".into(),
+                recoverable: true,
+                evidence: vec![],
+                output: None,
+                duration_ms: 1,
+            },
+        );
+        bus.emit(
+            Some("ship"),
+            EventKind::StepSkipped {
+                reason: "dependency `build` failed".into(),
+                cause: Some("build".into()),
+            },
+        );
+        bus.emit(
+            None,
+            EventKind::RunCompleted {
+                status: RunStatus::Failed,
+                succeeded: 0,
+                failed: 1,
+                skipped: 1,
+                duration_ms: 5,
+            },
+        );
+        bus.close();
+        consumer.await.unwrap_or_default();
+        let text = String::from_utf8_lossy(&out.0.lock().unwrap_or_else(PoisonError::into_inner))
+            .into_owned();
+        let line = |needle: &str| {
+            text.lines()
+                .find(|l| l.contains(needle))
+                .unwrap_or_else(|| panic!("no line with {needle} in:\n{text}"))
+                .to_owned()
+        };
+        let failed = line("step:failed");
+        assert!(failed.contains("WARN"), "{failed}");
+        assert!(failed.contains("src/lib.rs:3: expected `;`"), "{failed}");
+        assert!(!failed.contains("more detail"), "{failed}");
+        assert!(failed.contains("compile-error"), "{failed}");
+        let skipped = line("step:skipped");
+        assert!(
+            skipped.contains("INFO") && skipped.contains("dependency `build` failed"),
+            "{skipped}"
+        );
+        let done = line("run:completed");
+        assert!(done.contains("WARN") && done.contains("failed"), "{done}");
+        assert!(line("step:ready").contains("INFO"));
+    }
+
+    #[tokio::test]
+    async fn every_consumer_sees_every_event_in_order_and_history_matches() {
+        let bus = EventBus::new("r1");
+        let mut a = bus.subscribe();
+        let mut b = bus.subscribe();
+        for i in 0..100 {
+            bus.publish(Some(Arc::from(format!("s{i}"))), EventKind::StepReady);
+        }
+        bus.close();
+        let mut seen_a = vec![];
+        while let Some(e) = a.recv().await {
+            seen_a.push(e.seq);
+        }
+        let mut seen_b = vec![];
+        while let Some(e) = b.recv().await {
+            seen_b.push(e.seq);
+        }
+        let expected: Vec<u64> = (0..100).collect();
+        assert_eq!(seen_a, expected);
+        assert_eq!(seen_b, expected);
+        let hist: Vec<u64> = bus.history().iter().map(|e| e.seq).collect();
+        assert_eq!(hist, expected);
+        assert_eq!(bus.history()[7].step_id.as_deref(), Some("s7"));
+    }
+
+    #[tokio::test]
+    async fn history_spans_events_before_and_after_a_consumer_subscribes() {
+        let bus = EventBus::new("r");
+        bus.emit(Some("before"), EventKind::StepReady);
+        let mut rx = bus.subscribe();
+        bus.emit(Some("after"), EventKind::StepReady);
+        bus.close();
+        let hist = bus.history();
+        let steps: Vec<_> = hist.iter().map(|e| (e.seq, e.step_id.as_deref())).collect();
+        assert_eq!(steps, vec![(0, Some("before")), (1, Some("after"))]);
+        // The consumer saw only what came after it subscribed, as the same shared event.
+        let got = rx.recv().await.unwrap();
+        assert!(Arc::ptr_eq(&got, &hist[1]));
+        assert!(rx.recv().await.is_none());
+    }
+
+    #[tokio::test]
+    async fn a_dropped_consumer_does_not_stop_the_others() {
+        let bus = EventBus::with_history("r", false);
+        let a = bus.subscribe();
+        let mut b = bus.subscribe();
+        drop(a);
+        bus.emit(None, EventKind::StepReady);
+        bus.close();
+        assert!(b.recv().await.is_some());
+        assert!(b.recv().await.is_none());
+        assert!(bus.history().is_empty());
+    }
+
+    #[tokio::test]
+    async fn jsonl_store_writes_every_event_and_reads_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sub/events.jsonl");
+        let bus = EventBus::new("r");
+        let store = JsonlStore::spawn(&bus, &path).unwrap();
+        for _ in 0..50 {
+            bus.emit(Some("x"), EventKind::StepReady);
+        }
+        bus.close();
+        assert_eq!(store.finish().await.unwrap(), 50);
+        let back = read_jsonl(&path).unwrap();
+        assert_eq!(back.len(), 50);
+        assert_eq!(back[49].seq, 49);
+        assert_eq!(back[0].run_id.as_ref(), "r");
+    }
+
+    #[test]
+    fn malformed_jsonl_names_file_and_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("e.jsonl");
+        std::fs::write(
+            &path,
+            "{\"seq\":0,\"ts\":0,\"run_id\":\"r\",\"type\":\"step:ready\"}\nnot json\n",
+        )
+        .unwrap();
+        let err = read_jsonl(&path).unwrap_err();
+        assert!(err.contains("e.jsonl:2:"), "{err}");
+    }
+}
+
+#[cfg(test)]
+mod compact_history_tests {
+    use super::*;
+
+    /// Lifecycle events kept compactly come back from `history` exactly as published, in order,
+    /// mixed with other events, however they were published.
+    #[test]
+    fn compact_history_rebuilds_every_event_exactly() {
+        let bus = EventBus::new("r9");
+        let a: Arc<str> = Arc::from("a");
+        let output = Arc::new(StepOutput::Value(serde_json::json!({"n": 1})));
+        bus.publish(None, EventKind::RunCancelled { reason: "x".into() });
+        bus.publish_step(10, &a, || Lifecycle::Ready);
+        let mut burst = vec![
+            (
+                a.clone(),
+                Lifecycle::Started {
+                    module: "m".into(),
+                    attempt: 2,
+                },
+            ),
+            (
+                a.clone(),
+                Lifecycle::Succeeded {
+                    duration_ms: 7,
+                    output: output.clone(),
+                },
+            ),
+        ];
+        bus.publish_steps(11, &mut burst);
+        assert!(burst.is_empty());
+        bus.publish(Some(a.clone()), EventKind::StepReady);
+        let h = bus.history();
+        let got: Vec<(u64, Option<&str>, &EventKind)> = h
+            .iter()
+            .map(|e| (e.seq, e.step_id.as_deref(), &e.kind))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (0, None, &EventKind::RunCancelled { reason: "x".into() }),
+                (1, Some("a"), &EventKind::StepReady),
+                (
+                    2,
+                    Some("a"),
+                    &EventKind::StepStarted {
+                        module: "m".into(),
+                        attempt: 2
+                    }
+                ),
+                (
+                    3,
+                    Some("a"),
+                    &EventKind::StepSucceeded {
+                        duration_ms: 7,
+                        output: output.clone(),
+                    }
+                ),
+                (4, Some("a"), &EventKind::StepReady),
+            ]
+        );
+        assert_eq!((h[1].ts, h[2].ts, h[3].ts), (10, 11, 11));
+        assert!(h.iter().all(|e| &*e.run_id == "r9"));
+        assert_eq!(bus.len(), 5);
+    }
+
+    #[test]
+    fn an_unobserved_bus_numbers_nothing_and_empties_the_burst() {
+        let bus = EventBus::with_history("r", false);
+        let mut burst = vec![(Arc::from("a"), Lifecycle::Ready)];
+        bus.publish_steps(1, &mut burst);
+        assert!(burst.is_empty());
+        assert_eq!(
+            bus.publish_step(1, &Arc::from("a"), || Lifecycle::Ready),
+            None
+        );
+        assert!(bus.is_empty());
+    }
+}

@@ -1,0 +1,586 @@
+//! Sandboxes: where a test command runs, isolated from the workspace it tests.
+//!
+//! Two implementations of [`nuvira_api::Sandbox`]:
+//! - [`LocalSandbox`]: a temporary copy of the workspace, the command in its own process group,
+//!   killed with all its children at the timeout or on cancellation, with rlimits applied through
+//!   util-linux's `prlimit` when it is installed. Cheap, but not a security boundary.
+//! - `DockerSandbox` (cargo feature `docker`, on by default): the workspace uploaded as a tar
+//!   into a fresh, labelled, hardened container (no network, all capabilities dropped, memory,
+//!   CPU and process limits), removed in every case.
+//!
+//! [`select`] implements `sandbox: auto|local|docker`: `auto` picks Docker when an engine answers
+//! and the image exists, else the local sandbox, and says which it picked and why.
+//!
+//! Both sandboxes share the workspace walk in this module: the same files (those `git` would not
+//! ignore, minus `target/` and `node_modules/` unless asked) go into the local copy and into the
+//! container's tar.
+
+#[cfg(feature = "docker")]
+pub mod docker;
+pub mod local;
+
+#[cfg(feature = "docker")]
+pub use docker::DockerSandbox;
+pub use local::LocalSandbox;
+
+use nuvira_api::{
+    CancelSignal, NetworkMode, Sandbox, SandboxError, SandboxInfo, SandboxOutcome, SandboxRequest,
+    async_trait, test::Mount,
+};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// The label every container Nuvira creates carries (`nuvira.sandbox=1`), so leftovers can be
+/// found with `docker ps -a --filter label=nuvira.sandbox`.
+pub const CONTAINER_LABEL: &str = "nuvira.sandbox";
+
+/// The image used when none is given: an empty image run with the host's toolchain mounted
+/// read-only (built by `scripts/docker-up.sh`).
+pub const DEFAULT_IMAGE: &str = "nuvira-host:latest";
+
+/// Where the workspace is put inside a container.
+pub const CONTAINER_WORKDIR: &str = "/workspace";
+
+/// Standard output and standard error are each kept up to this many bytes (the end is kept:
+/// runners print their summaries last).
+pub const OUTPUT_CAP: usize = 16 * 1024 * 1024;
+
+/// Which sandbox to use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SandboxKind {
+    /// Docker when an engine answers and the image exists, else local.
+    #[default]
+    Auto,
+    /// A temporary copy of the workspace on this machine.
+    Local,
+    /// A Docker container.
+    Docker,
+}
+
+impl SandboxKind {
+    /// `auto`, `local` or `docker`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::Local => "local",
+            Self::Docker => "docker",
+        }
+    }
+}
+
+impl std::str::FromStr for SandboxKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "auto" => Ok(Self::Auto),
+            "local" => Ok(Self::Local),
+            "docker" => Ok(Self::Docker),
+            other => Err(format!(
+                "unknown sandbox `{other}`: expected auto, local or docker"
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for SandboxKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Parses a network mode: `none`, `host` or `bridge`.
+///
+/// # Errors
+/// A message naming the value and the accepted ones.
+pub fn parse_network(s: &str) -> Result<NetworkMode, String> {
+    match s.trim().to_ascii_lowercase().as_str() {
+        "none" => Ok(NetworkMode::None),
+        "host" => Ok(NetworkMode::Host),
+        "bridge" => Ok(NetworkMode::Bridge),
+        other => Err(format!(
+            "unknown network `{other}`: expected none, host or bridge"
+        )),
+    }
+}
+
+/// Parses a memory size: a number of bytes, or a number with a unit, `k`, `m`, `g`, `t`
+/// (binary, as Docker reads them: `512m` is 512 MiB), also written `KiB`/`MiB`/`GiB`/`TiB`,
+/// `kb`/`mb`/`gb` or `b`; case does not matter, fractions are allowed (`1.5g`).
+///
+/// ```
+/// use nuvira_sandbox::parse_size;
+/// assert_eq!(parse_size("512m"), Ok(512 * 1024 * 1024));
+/// assert_eq!(parse_size("1g"), Ok(1 << 30));
+/// assert_eq!(parse_size("256MiB"), Ok(256 << 20));
+/// assert!(parse_size("12 parsecs").is_err());
+/// ```
+///
+/// # Errors
+/// A message naming the text and showing accepted forms.
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let bad = || {
+        format!(
+            "invalid size `{text}`: expected a number with an optional unit, e.g. 512m, 1g, 256MiB"
+        )
+    };
+    let value: f64 = num.parse().map_err(|_| bad())?;
+    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        "t" | "tb" | "tib" => 1 << 40,
+        _ => return Err(bad()),
+    };
+    let bytes = value * mult as f64;
+    if !bytes.is_finite() || bytes < 1.0 || bytes > u64::MAX as f64 {
+        return Err(bad());
+    }
+    Ok(bytes as u64)
+}
+
+/// Parses a mount: `HOST:CONTAINER` or `HOST:CONTAINER:ro|rw` (read-only unless `rw`). The host
+/// path must exist; the container path must be absolute.
+///
+/// # Errors
+/// A message naming the mount and what is wrong with it.
+pub fn parse_mount(text: &str) -> Result<Mount, String> {
+    let parts: Vec<&str> = text.split(':').collect();
+    let (host, container, read_only) = match parts.as_slice() {
+        [h, c] => (*h, *c, true),
+        [h, c, "ro"] => (*h, *c, true),
+        [h, c, "rw"] => (*h, *c, false),
+        [_, _, mode] => {
+            return Err(format!(
+                "invalid mount `{text}`: mode `{mode}` must be ro or rw"
+            ));
+        }
+        _ => {
+            return Err(format!(
+                "invalid mount `{text}`: expected HOST:CONTAINER or HOST:CONTAINER:ro"
+            ));
+        }
+    };
+    if host.is_empty() || !container.starts_with('/') {
+        return Err(format!(
+            "invalid mount `{text}`: the host path must be given and the container path must be absolute"
+        ));
+    }
+    Ok(Mount {
+        host: PathBuf::from(host),
+        container: container.to_owned(),
+        read_only,
+    })
+}
+
+/// The read-only mounts and environment that make [`DEFAULT_IMAGE`] (`nuvira-host`, an empty
+/// image) run this machine's toolchains: `/usr`, `/lib`, `/lib64`, `/bin`, `/sbin`, `/etc`, and
+/// every folder on `PATH` outside them (for a folder under `$HOME`, the top folder below
+/// `$HOME`, e.g. `~/.cargo` for `~/.cargo/bin`, `~/.pyenv` for `~/.pyenv/shims`), plus
+/// `$RUSTUP_HOME` (default `~/.rustup`). Each is mounted at the same path. The environment
+/// carries `PATH` and `HOME`, `CARGO_HOME` and `RUSTUP_HOME` when set. (The Docker sandbox also
+/// sets `CARGO_NET_OFFLINE=true` when the container has no network.)
+///
+/// Only folders that exist are mounted; symlinked ones (`/bin` on merged-`/usr` systems) are
+/// resolved first.
+pub fn host_toolchain() -> (Vec<Mount>, BTreeMap<String, String>) {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let mut roots: Vec<PathBuf> = ["/usr", "/lib", "/lib64", "/bin", "/sbin", "/etc"]
+        .iter()
+        .map(PathBuf::from)
+        .collect();
+    let path_var = std::env::var("PATH").unwrap_or_default();
+    for dir in std::env::split_paths(&path_var) {
+        let under_home = home
+            .as_ref()
+            .and_then(|h| dir.strip_prefix(h).ok().map(|rest| (h, rest)));
+        let root = match under_home {
+            Some((h, rest)) => match rest.components().next() {
+                Some(first) => h.join(first),
+                None => continue,
+            },
+            None => dir.clone(),
+        };
+        roots.push(root);
+    }
+    let rustup = std::env::var_os("RUSTUP_HOME")
+        .map(PathBuf::from)
+        .or_else(|| home.as_ref().map(|h| h.join(".rustup")));
+    roots.extend(rustup);
+    if let Some(cargo) = std::env::var_os("CARGO_HOME") {
+        roots.push(PathBuf::from(cargo));
+    }
+
+    let mut mounts: Vec<Mount> = Vec::new();
+    for root in roots {
+        if !root.is_absolute() || !root.is_dir() {
+            continue;
+        }
+        let covered = mounts
+            .iter()
+            .any(|m| root.starts_with(&m.host) || root.starts_with(&m.container));
+        if covered {
+            continue;
+        }
+        let host = std::fs::canonicalize(&root).unwrap_or_else(|_| root.clone());
+        mounts.push(Mount {
+            host,
+            container: root.to_string_lossy().into_owned(),
+            read_only: true,
+        });
+    }
+
+    let mut env = BTreeMap::new();
+    for key in ["PATH", "HOME", "CARGO_HOME", "RUSTUP_HOME"] {
+        if let Ok(v) = std::env::var(key) {
+            env.insert(key.to_owned(), v);
+        }
+    }
+    (mounts, env)
+}
+
+/// Whether an image is the host-toolchain image that needs [`host_toolchain`] mounts.
+pub fn is_host_image(image: &str) -> bool {
+    let name = image.rsplit('/').next().unwrap_or(image);
+    name == "nuvira-host" || name.starts_with("nuvira-host:")
+}
+
+/// Called once the sandbox exists (the container is created, or the local copy is made), before
+/// the command starts; it is given what the run will report as its [`SandboxInfo`].
+pub type OnCreated<'a> = &'a (dyn Fn(&SandboxInfo) + Send + Sync);
+
+/// A sandbox picked by [`select`]: one of the implementations, with the reason it was picked.
+#[derive(Clone)]
+pub struct Selection {
+    /// The sandbox.
+    pub sandbox: AnySandbox,
+    /// Why this one (e.g. "docker: engine 20.10.24 answers and image nuvira-host:latest exists").
+    pub reason: String,
+}
+
+impl std::fmt::Debug for Selection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Selection")
+            .field("kind", &self.sandbox.kind())
+            .field("reason", &self.reason)
+            .finish()
+    }
+}
+
+/// One of the built-in sandboxes; runs requests with an [`OnCreated`] hook.
+#[derive(Clone)]
+#[non_exhaustive]
+pub enum AnySandbox {
+    /// The local sandbox.
+    Local(Arc<LocalSandbox>),
+    /// The Docker sandbox.
+    #[cfg(feature = "docker")]
+    Docker(Arc<DockerSandbox>),
+}
+
+impl AnySandbox {
+    /// Runs a request, calling `on_created` once the sandbox exists.
+    ///
+    /// # Errors
+    /// As [`Sandbox::run`].
+    pub async fn run_observed(
+        &self,
+        request: &SandboxRequest,
+        cancel: &dyn CancelSignal,
+        on_created: OnCreated<'_>,
+    ) -> Result<SandboxOutcome, SandboxError> {
+        match self {
+            Self::Local(s) => s.run_observed(request, cancel, on_created).await,
+            #[cfg(feature = "docker")]
+            Self::Docker(s) => s.run_observed(request, cancel, on_created).await,
+        }
+    }
+}
+
+#[async_trait]
+impl Sandbox for AnySandbox {
+    fn kind(&self) -> &str {
+        match self {
+            Self::Local(s) => s.kind(),
+            #[cfg(feature = "docker")]
+            Self::Docker(s) => s.kind(),
+        }
+    }
+
+    async fn run(
+        &self,
+        request: &SandboxRequest,
+        cancel: &dyn CancelSignal,
+    ) -> Result<SandboxOutcome, SandboxError> {
+        self.run_observed(request, cancel, &|_| {}).await
+    }
+}
+
+/// How to start a Docker engine, appended to "no engine" messages.
+pub const DOCKER_HINT: &str = "start one with `sudo scripts/docker-up.sh` (installs docker.io, starts dockerd and builds the local nuvira-busybox/nuvira-host images), or set DOCKER_HOST to a reachable engine";
+
+/// Picks a sandbox for `kind` and `image` (default [`DEFAULT_IMAGE`]).
+///
+/// `local` always succeeds. `docker` fails with [`SandboxError::Unavailable`] when no engine
+/// answers or the image is missing, with a message saying how to get one. `auto` uses Docker
+/// when it would succeed and the local sandbox otherwise; [`Selection::reason`] says which and
+/// why.
+///
+/// # Errors
+/// [`SandboxError::Unavailable`] for `docker` as above.
+pub async fn select(kind: SandboxKind, image: Option<&str>) -> Result<Selection, SandboxError> {
+    let local = || AnySandbox::Local(Arc::new(LocalSandbox::new()));
+    match kind {
+        SandboxKind::Local => Ok(Selection {
+            sandbox: local(),
+            reason: "local: requested".into(),
+        }),
+        #[cfg(feature = "docker")]
+        SandboxKind::Docker | SandboxKind::Auto => {
+            let image = image.unwrap_or(DEFAULT_IMAGE);
+            match DockerSandbox::connect_checked(image).await {
+                Ok((sandbox, version)) => Ok(Selection {
+                    sandbox: AnySandbox::Docker(Arc::new(sandbox)),
+                    reason: format!(
+                        "docker: engine {version} answers and image {image} exists{}",
+                        if kind == SandboxKind::Auto {
+                            " (auto)"
+                        } else {
+                            ""
+                        }
+                    ),
+                }),
+                Err(err) if kind == SandboxKind::Auto => Ok(Selection {
+                    sandbox: local(),
+                    reason: format!("local (auto): {err}"),
+                }),
+                Err(err) => Err(err),
+            }
+        }
+        #[cfg(not(feature = "docker"))]
+        SandboxKind::Docker => Err(SandboxError::Unavailable(
+            "this build has no Docker support: rebuild with the `docker` feature".into(),
+        )),
+        #[cfg(not(feature = "docker"))]
+        SandboxKind::Auto => Ok(Selection {
+            sandbox: local(),
+            reason: format!(
+                "local (auto): this build has no Docker support{}",
+                image.map(|_| "; the image is ignored").unwrap_or_default()
+            ),
+        }),
+    }
+}
+
+/// The files of `root` that go into a sandbox, as workspace-relative paths (directories
+/// included, parents before children), without `.git`. Unless `include_ignored`, files `git`
+/// would ignore (`.gitignore`, `.ignore`, `.git/info/exclude`, even outside a git repository)
+/// and every `target/` and `node_modules/` folder are left out.
+pub(crate) fn workspace_entries(
+    root: &Path,
+    include_ignored: bool,
+) -> Result<Vec<PathBuf>, SandboxError> {
+    if !root.is_dir() {
+        return Err(SandboxError::Failed(format!(
+            "read workspace {}: not a directory",
+            root.display()
+        )));
+    }
+    let mut builder = ignore::WalkBuilder::new(root);
+    builder
+        .standard_filters(!include_ignored)
+        .hidden(false)
+        .parents(false)
+        .require_git(false)
+        .follow_links(false)
+        .sort_by_file_name(std::cmp::Ord::cmp);
+    builder.filter_entry(move |e| {
+        let name = e.file_name();
+        if e.depth() == 0 {
+            return true;
+        }
+        if name == ".git" {
+            return false;
+        }
+        include_ignored
+            || !(e.file_type().is_some_and(|t| t.is_dir())
+                && (name == "target" || name == "node_modules"))
+    });
+    let mut out = Vec::new();
+    for entry in builder.build() {
+        let entry = entry
+            .map_err(|e| SandboxError::Failed(format!("walk workspace {}: {e}", root.display())))?;
+        if entry.depth() == 0 {
+            continue;
+        }
+        if let Ok(rel) = entry.path().strip_prefix(root) {
+            out.push(rel.to_path_buf());
+        }
+    }
+    Ok(out)
+}
+
+/// Collects a stream's bytes, keeping only the last [`OUTPUT_CAP`] (runners print their
+/// summaries last), so a command printing without end cannot exhaust memory.
+#[derive(Debug, Default)]
+pub(crate) struct Tail {
+    buf: Vec<u8>,
+    cut: u64,
+}
+
+impl Tail {
+    pub(crate) fn push(&mut self, bytes: &[u8]) {
+        self.buf.extend_from_slice(bytes);
+        if self.buf.len() > 2 * OUTPUT_CAP {
+            let excess = self.buf.len() - OUTPUT_CAP;
+            self.buf.drain(..excess);
+            self.cut += excess as u64;
+        }
+    }
+
+    /// The kept bytes as text, starting with `[... N bytes cut ...]` when some were dropped.
+    pub(crate) fn into_text(self) -> String {
+        let mut cut = self.cut;
+        let mut kept = self.buf.as_slice();
+        if kept.len() > OUTPUT_CAP {
+            cut += (kept.len() - OUTPUT_CAP) as u64;
+            kept = &kept[kept.len() - OUTPUT_CAP..];
+        }
+        let text = String::from_utf8_lossy(kept);
+        if cut == 0 {
+            text.into_owned()
+        } else {
+            format!("[... {cut} bytes cut ...]\n{text}")
+        }
+    }
+}
+
+/// Checks that the folder to run in is workspace-relative and stays inside (empty is the root).
+pub(crate) fn check_dir(dir: &Path) -> Result<PathBuf, SandboxError> {
+    if dir.as_os_str().is_empty() {
+        return Ok(PathBuf::new());
+    }
+    check_collect_path(&dir.to_string_lossy()).map_err(|_| {
+        SandboxError::Failed(format!(
+            "run in `{}`: the folder must be relative and stay inside the workspace",
+            dir.display()
+        ))
+    })
+}
+
+/// Checks that a path to collect is workspace-relative and stays inside.
+pub(crate) fn check_collect_path(p: &str) -> Result<PathBuf, SandboxError> {
+    let path = Path::new(p);
+    let ok = !p.is_empty()
+        && path.components().all(|c| {
+            matches!(
+                c,
+                std::path::Component::Normal(_) | std::path::Component::CurDir
+            )
+        });
+    if ok {
+        Ok(path.to_path_buf())
+    } else {
+        Err(SandboxError::Failed(format!(
+            "collect `{p}`: paths to collect must be relative and stay inside the workspace"
+        )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse_in_docker_units() {
+        assert_eq!(parse_size("512m").unwrap(), 512 << 20);
+        assert_eq!(parse_size("1g").unwrap(), 1 << 30);
+        assert_eq!(parse_size("1.5G").unwrap(), 3 << 29);
+        assert_eq!(parse_size("256MiB").unwrap(), 256 << 20);
+        assert_eq!(parse_size("64 kb").unwrap(), 64 << 10);
+        assert_eq!(parse_size("1048576").unwrap(), 1 << 20);
+        for bad in ["", "m", "12 parsecs", "-1m", "0"] {
+            let err = parse_size(bad).unwrap_err();
+            assert!(err.contains("512m"), "{err}");
+        }
+    }
+
+    #[test]
+    fn mounts_parse_read_only_by_default() {
+        let m = parse_mount("/usr:/usr").unwrap();
+        assert!(m.read_only);
+        assert_eq!(m.container, "/usr");
+        assert!(!parse_mount("/data:/data:rw").unwrap().read_only);
+        assert!(parse_mount("/data:/data:ro").unwrap().read_only);
+        assert!(parse_mount("/data:rel").unwrap_err().contains("absolute"));
+        assert!(parse_mount("/data:/d:xx").unwrap_err().contains("ro or rw"));
+        assert!(parse_mount("/data").unwrap_err().contains("HOST:CONTAINER"));
+    }
+
+    #[test]
+    fn kinds_and_networks_parse() {
+        assert_eq!(
+            "Docker".parse::<SandboxKind>().unwrap(),
+            SandboxKind::Docker
+        );
+        assert!(
+            "vm".parse::<SandboxKind>()
+                .unwrap_err()
+                .contains("auto, local or docker")
+        );
+        assert_eq!(parse_network("bridge").unwrap(), NetworkMode::Bridge);
+        assert!(parse_network("wifi").is_err());
+    }
+
+    #[test]
+    fn host_image_is_recognised_by_name() {
+        assert!(is_host_image("nuvira-host:latest"));
+        assert!(is_host_image("nuvira-host"));
+        assert!(is_host_image("registry.local/nuvira-host:1"));
+        assert!(!is_host_image("nuvira-busybox:latest"));
+        assert!(!is_host_image("nuvira-hostile:1"));
+    }
+
+    #[test]
+    fn host_toolchain_mounts_system_folders_read_only() {
+        let (mounts, env) = host_toolchain();
+        assert!(mounts.iter().any(|m| m.container == "/usr"));
+        assert!(mounts.iter().all(|m| m.read_only));
+        assert!(env.contains_key("PATH"));
+    }
+
+    #[test]
+    fn collect_paths_must_stay_inside() {
+        assert!(check_collect_path("target/junit.xml").is_ok());
+        assert!(check_collect_path("../x").is_err());
+        assert!(check_collect_path("/etc/passwd").is_err());
+        assert!(check_collect_path("").is_err());
+    }
+
+    #[test]
+    fn output_tail_keeps_the_end() {
+        let mut t = Tail::default();
+        for _ in 0..5 {
+            t.push(&vec![b'a'; OUTPUT_CAP / 2]);
+        }
+        t.push(b"END");
+        let s = t.into_text();
+        assert!(
+            s.starts_with(&format!("[... {} bytes cut ...]", OUTPUT_CAP * 3 / 2 + 3)),
+            "{}",
+            &s[..40]
+        );
+        assert!(s.ends_with("END"));
+        let mut short = Tail::default();
+        short.push(b"short");
+        assert_eq!(short.into_text(), "short");
+    }
+}
