@@ -90,6 +90,11 @@ impl SyntaxReport {
 
 /// Checks source text for syntax errors.
 ///
+/// A checker only finds problems. Which of them an edit introduced (so that a file that was
+/// already broken stays editable) is decided by one rule for every checker,
+/// `nuvira_syntax::introduced_by`, which the edit module calls; it is not a method here, so
+/// no checker can answer differently.
+///
 /// ```
 /// use nuvira_api::{SyntaxChecker, SyntaxReport};
 ///
@@ -107,67 +112,4 @@ pub trait SyntaxChecker: Send + Sync {
     fn language_for(&self, path: &str) -> Option<&'static str>;
     /// Checks a file's text.
     fn check(&self, path: &str, source: &str) -> SyntaxReport;
-
-    /// Only the problems `new` introduces compared with `original`, as a report on `new`, so
-    /// that a file that was already broken can still be edited.
-    ///
-    /// The default checks both texts and drops each diagnostic of `new` that matches a
-    /// not-yet-matched diagnostic of `original` with the same node kind, message and trimmed
-    /// line text (line numbers are not compared: they shift with the edit). Checkers with a
-    /// better notion of "the same error" override it.
-    ///
-    /// ```
-    /// use nuvira_api::{SyntaxChecker, SyntaxDiagnostic, SyntaxReport};
-    ///
-    /// /// Flags every line containing `!!`.
-    /// struct Bangs;
-    /// impl SyntaxChecker for Bangs {
-    ///     fn language_for(&self, _: &str) -> Option<&'static str> { Some("bangs") }
-    ///     fn check(&self, path: &str, text: &str) -> SyntaxReport {
-    ///         let found = text.lines().enumerate().filter(|(_, l)| l.contains("!!"));
-    ///         let diags = found.map(|(i, _)| {
-    ///             let at = (i as u32 + 1, 1);
-    ///             SyntaxDiagnostic::new(path, at, at, "ERROR", "unexpected `!!`")
-    ///         });
-    ///         SyntaxReport::checked("bangs", diags.collect())
-    ///     }
-    /// }
-    /// // The old `a !!` moved down a line: not new. `b !!` is.
-    /// let r = Bangs.check_introduced("f", "a !!\n", "x\na !!\nb !!\n");
-    /// assert_eq!(r.diagnostics.len(), 1);
-    /// assert_eq!(r.diagnostics[0].line, 3);
-    /// ```
-    fn check_introduced(&self, path: &str, original: &str, new: &str) -> SyntaxReport {
-        let mut after = self.check(path, new);
-        if after.is_clean() {
-            return after;
-        }
-        let before = self.check(path, original);
-        let line = |text: &str, n: u32| -> String {
-            let idx = (n as usize).saturating_sub(1);
-            text.lines().nth(idx).unwrap_or("").trim().to_owned()
-        };
-        let mut old: Vec<(String, String, String)> = before
-            .diagnostics
-            .iter()
-            .map(|d| {
-                (
-                    d.node_kind.clone(),
-                    d.message.clone(),
-                    line(original, d.line),
-                )
-            })
-            .collect();
-        after.diagnostics.retain(|d| {
-            let key = (d.node_kind.clone(), d.message.clone(), line(new, d.line));
-            match old.iter().position(|k| *k == key) {
-                Some(i) => {
-                    old.swap_remove(i);
-                    false
-                }
-                None => true,
-            }
-        });
-        after
-    }
 }

@@ -6,8 +6,9 @@
 //! before a single byte is written:
 //!
 //! - every entry must apply (a search text that is missing or ambiguous rejects the batch);
-//! - no edited file may gain syntax errors it did not have (a [`SyntaxChecker`] compares the
-//!   original and the new text, so a file that was already broken stays editable);
+//! - no edited file may gain syntax errors it did not have (a [`SyntaxChecker`] checks the
+//!   original and the new text and [`nuvira_syntax::introduced_by`], the one rule for every
+//!   checker, keeps only the new errors, so a file that was already broken stays editable);
 //! - lines the batch adds are scanned for secrets (private keys, cloud and API tokens); a
 //!   finding is a warning, or blocks the batch when `block_on_secrets` is set.
 //!
@@ -138,22 +139,14 @@ pub enum EditFailure {
 pub struct Editor {
     strategies: BTreeMap<String, Arc<dyn EditStrategy>>,
     checker: Option<Arc<dyn SyntaxChecker>>,
-    compare: Option<SyntaxCompare>,
     options: EditOptions,
 }
-
-/// Finds the syntax errors `new` introduces compared with `original` (`None`: a new file) for
-/// `path`. Plugged in with [`Editor::with_syntax_compare`] when a checker crate has a sharper
-/// comparison than [`new_diagnostics`] (e.g. `nuvira_syntax::compare`).
-pub type SyntaxCompare =
-    Arc<dyn Fn(&str, Option<&str>, &str) -> Vec<SyntaxDiagnostic> + Send + Sync>;
 
 impl std::fmt::Debug for Editor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Editor")
             .field("strategies", &self.strategies.keys().collect::<Vec<_>>())
             .field("checker", &self.checker.is_some())
-            .field("compare", &self.compare.is_some())
             .field("options", &self.options)
             .finish()
     }
@@ -184,19 +177,11 @@ impl Editor {
         self
     }
 
-    /// Builder-style: sets the syntax checker.
+    /// Builder-style: sets the syntax checker. Whatever the checker, the errors an edit
+    /// introduced are found with the one rule, [`nuvira_syntax::introduced_by`].
     #[must_use]
     pub fn with_checker(mut self, checker: Option<Arc<dyn SyntaxChecker>>) -> Self {
         self.checker = checker;
-        self
-    }
-
-    /// Builder-style: sets how introduced syntax errors are found (used for files the checker
-    /// has a language for). Without it, the checker's diagnostics of the original and the new
-    /// text are compared with [`new_diagnostics`].
-    #[must_use]
-    pub fn with_syntax_compare(mut self, compare: SyntaxCompare) -> Self {
-        self.compare = Some(compare);
         self
     }
 
@@ -422,19 +407,9 @@ impl Editor {
         if checker.language_for(&change.path).is_none() {
             return Vec::new();
         }
-        if let Some(compare) = &self.compare {
-            return compare(&change.path, change.old.text(), new_text);
-        }
-        let after = checker.check(&change.path, new_text);
-        if after.diagnostics.is_empty() {
-            return Vec::new();
-        }
-        let before = change
-            .old
-            .text()
-            .map(|t| checker.check(&change.old_path, t).diagnostics)
-            .unwrap_or_default();
-        new_diagnostics(&before, after.diagnostics)
+        // The old text is checked as the new path's language (a rename keeps the language).
+        nuvira_syntax::introduced_by(checker.as_ref(), &change.path, change.old.text(), new_text)
+            .introduced
     }
 
     fn format_ops(&self, ws: &Workspace, ops: &mut [FileOp], preview: &mut EditPreview) {
@@ -452,8 +427,14 @@ impl Editor {
                     // Never let a formatter introduce syntax errors of its own.
                     if let Some(checker) = &self.checker
                         && checker.language_for(path).is_some()
-                        && checker.check(path, &formatted).diagnostics.len()
-                            > checker.check(path, text).diagnostics.len()
+                        && !nuvira_syntax::introduced_by(
+                            checker.as_ref(),
+                            path,
+                            Some(text),
+                            &formatted,
+                        )
+                        .introduced
+                        .is_empty()
                     {
                         preview.warnings.push(format!(
                             "{path}: formatter output discarded, it broke syntax"
@@ -482,15 +463,11 @@ impl Editor {
 #[cfg(feature = "standard")]
 impl Editor {
     /// The editor Nuvira uses by default: every built-in strategy
-    /// (`nuvira_edit_strategies::builtin`), the tree-sitter syntax checker, and its comparison
-    /// of original and new text for introduced errors.
+    /// (`nuvira_edit_strategies::builtin`) and the tree-sitter syntax checker.
     pub fn standard() -> Self {
         Self::new()
             .with_strategies(nuvira_edit_strategies::builtin())
             .with_checker(Some(Arc::new(nuvira_syntax::TreeSitterChecker::new())))
-            .with_syntax_compare(Arc::new(|path, original, new| {
-                nuvira_syntax::compare(path, original, new).introduced
-            }))
     }
 }
 
@@ -631,35 +608,6 @@ fn impact_level(files: usize, lines: usize) -> &'static str {
     } else {
         "high"
     }
-}
-
-/// The diagnostics of `after` that have no counterpart in `before`. Positions are ignored (an
-/// edit above a pre-existing error moves it); a diagnostic matches one of the same node kind
-/// and message (digits, which carry positions, removed), each counterpart used once.
-pub fn new_diagnostics(
-    before: &[SyntaxDiagnostic],
-    after: Vec<SyntaxDiagnostic>,
-) -> Vec<SyntaxDiagnostic> {
-    fn key(d: &SyntaxDiagnostic) -> (String, String) {
-        (
-            d.node_kind.clone(),
-            d.message.chars().filter(|c| !c.is_ascii_digit()).collect(),
-        )
-    }
-    let mut pool: BTreeMap<(String, String), usize> = BTreeMap::new();
-    for d in before {
-        *pool.entry(key(d)).or_default() += 1;
-    }
-    after
-        .into_iter()
-        .filter(|d| match pool.get_mut(&key(d)) {
-            Some(n) if *n > 0 => {
-                *n -= 1;
-                false
-            }
-            _ => true,
-        })
-        .collect()
 }
 
 /// Undoes every batch of a run (for a cancelled or failed run) and emits one

@@ -1,7 +1,7 @@
 //! The editor: previews touch nothing, batches are all-or-nothing, only new syntax errors
 //! reject, secrets warn or block, and every write is journaled.
 
-use crate::support::{Events, editor, editor_with_compare, entry, repo, tree};
+use crate::support::{Events, editor, standard_editor, entry, repo, tree};
 use nuvira_api::{ChangeKind, Severity};
 use nuvira_edit::{EditFailure, EditOptions, Emit};
 use nuvira_workspace::{Journal, Workspace};
@@ -100,7 +100,7 @@ fn when_the_third_edit_fails_nothing_is_written_and_every_reason_is_named() {
 
 #[test]
 fn an_edit_that_introduces_a_syntax_error_is_rejected_with_its_location() {
-    for ed in [editor(), editor_with_compare()] {
+    for ed in [editor(), standard_editor()] {
         let dir = repo(&[("src/lib.rs", LIB)]);
         let before = tree(dir.path());
         let ws = Workspace::open(dir.path()).unwrap();
@@ -131,7 +131,7 @@ fn an_edit_that_introduces_a_syntax_error_is_rejected_with_its_location() {
 #[test]
 fn a_file_that_was_already_broken_stays_editable() {
     let broken = "fn a() {\n    let = 1;\n}\n\nfn b() -> u32 {\n    2\n}\n";
-    for ed in [editor(), editor_with_compare()] {
+    for ed in [editor(), standard_editor()] {
         let dir = repo(&[("src/broken.rs", broken)]);
         let ws = Workspace::open(dir.path()).unwrap();
         let result = ed
@@ -146,6 +146,41 @@ fn a_file_that_was_already_broken_stays_editable() {
         assert!(result.preview.validation.syntax_valid);
         let text = std::fs::read_to_string(dir.path().join("src/broken.rs")).unwrap();
         assert!(text.contains("// two"));
+    }
+}
+
+/// Before the one rule, `Editor::standard()` compared errors with `nuvira_syntax::compare` and
+/// an editor given only a checker (`editor()`: `with_checker`) with a rule of its own, so the
+/// same edit got different verdicts.
+#[test]
+fn every_way_of_building_an_editor_gives_the_same_syntax_verdict() {
+    // `(original, search, replace, introduces an error)`. The first moves an unclosed `{` down
+    // a line (its message names the line), the second adds an error to a broken file, the
+    // third keeps an old error while editing its line.
+    let cases = [
+        ("fn a() {\n    let x = 1;\n", "fn a", "// moved\nfn a", false),
+        ("fn a() {\n    let = 1;\n}\n", "}\n", "}\nfn b( {}\n", true),
+        ("fn a() {\n    let = 1;\n}\n", "let = 1", "let = 2", false),
+    ];
+    for (original, search, replace, introduces) in cases {
+        let mut verdicts = Vec::new();
+        for ed in [editor(), standard_editor()] {
+            let dir = repo(&[("src/a.rs", original)]);
+            let ws = Workspace::open(dir.path()).unwrap();
+            let preview = ed.dry_run(
+                &ws,
+                &[entry(json!({"strategy": "search-replace", "path": "src/a.rs", "search": search, "replace": replace}))],
+                &Emit::none(),
+            );
+            assert!(preview.errors.is_empty(), "{:?}", preview.errors);
+            let lines: Vec<u32> = preview.validation.ast_issues.iter().map(|d| d.line).collect();
+            verdicts.push((preview.validation.syntax_valid, lines));
+        }
+        assert_eq!(verdicts[0].0, !introduces, "{original:?} → {replace:?}: {verdicts:?}");
+        assert!(
+            verdicts.iter().all(|v| *v == verdicts[0]),
+            "{original:?} → {replace:?}: {verdicts:?}"
+        );
     }
 }
 

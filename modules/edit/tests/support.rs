@@ -80,11 +80,9 @@ pub fn editor() -> Editor {
         .with_checker(Some(Arc::new(nuvira_syntax::TreeSitterChecker::new())))
 }
 
-/// The editor with the syntax crate's sharper "introduced errors" comparison plugged in.
-pub fn editor_with_compare() -> Editor {
-    editor().with_syntax_compare(Arc::new(|path, original, new| {
-        nuvira_syntax::compare(path, original, new).introduced
-    }))
+/// The other way an editor is built: every built-in strategy and the tree-sitter checker.
+pub fn standard_editor() -> Editor {
+    Editor::standard()
 }
 
 pub fn entry(value: serde_json::Value) -> EditEntry {

@@ -2,7 +2,7 @@
 //!
 //! `parse` is the baseline: a parser created once, `parser.parse(text, None)`. `validate` is
 //! what the edit module calls: `TreeSitterChecker::check` (cached per-thread parser, parse,
-//! `has_error` gate, diagnostics). `introduced` is `check_introduced` on an unchanged file.
+//! `has_error` gate, diagnostics). `introduced` is `introduced_errors` on an unchanged file.
 //! `validate-broken` checks the same file with one deleted closing brace (the error path).
 //! `parse-again` repeats the baseline last, to show drift under load. Target: validate ≤ 1.2 × parse.
 #![allow(clippy::expect_used, reason = "a bench without its fixture cannot run")]
@@ -37,7 +37,7 @@ fn bench(c: &mut Criterion) {
             b.iter(|| black_box(checker.check(name, black_box(&text))))
         });
         group.bench_function("introduced", |b| {
-            b.iter(|| black_box(checker.check_introduced(name, &text, black_box(&text))))
+            b.iter(|| black_box(nuvira_syntax::introduced_errors(name, &text, black_box(&text))))
         });
         group.bench_function("validate-broken", |b| {
             b.iter(|| black_box(checker.check(name, black_box(&broken))))

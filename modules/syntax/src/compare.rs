@@ -1,16 +1,15 @@
-//! Which syntax errors an edit introduced.
+//! Which syntax errors an edit introduced: the one rule, for every checker.
 
-use crate::check::diagnostics;
-use crate::language::{Language, parse};
-use nuvira_api::{SyntaxDiagnostic, SyntaxReport};
+use crate::TreeSitterChecker;
+use nuvira_api::{SyntaxChecker, SyntaxDiagnostic, SyntaxReport};
 
 /// The syntax errors of an edited file, split into those the edit introduced and those that
 /// were already there.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub struct SyntaxChange {
-    /// The language checked, or `None` when no grammar covers the file (then nothing ran).
-    pub language: Option<&'static str>,
+    /// The language checked, or `None` when no check ran (no grammar covers the file).
+    pub language: Option<String>,
     /// Errors in the new text that the original did not have.
     pub introduced: Vec<SyntaxDiagnostic>,
     /// Errors in the new text that were already in the original (located in the new text).
@@ -28,7 +27,8 @@ impl SyntaxChange {
 }
 
 /// Only the syntax errors `new` introduces compared with `original`, as a report on the new
-/// text. A file that was already broken can still be edited as long as the edit adds no error.
+/// text, checked with the tree-sitter grammars. A file that was already broken can still be
+/// edited as long as the edit adds no error.
 ///
 /// Shortcut: when the new text parses cleanly the original is not parsed at all.
 ///
@@ -47,51 +47,100 @@ pub fn introduced_errors(path: &str, original: &str, new: &str) -> SyntaxReport 
     compare(path, Some(original), new).into_report()
 }
 
-/// Splits the errors of `new` into introduced and pre-existing ones (`original: None` means the
-/// file is new, so every error is introduced).
-///
-/// Errors are matched without trusting line numbers, which shift with the edit:
-///
-/// 1. **By context.** An error of the new text matches an unmatched error of the original with
-///    the same node kind, the same message and the same (trimmed) text on its line. Each
-///    original error matches at most once, so a second copy of an old error counts as new.
-/// 2. **By count, inside the edit.** An error still unmatched whose lines overlap the edited
-///    region (everything between the common prefix and the common suffix of the two texts)
-///    matches an unmatched original error of the same kind and message that overlapped the
-///    edited region too: the edit touched that line, so its text may differ, but the error is
-///    the same one as before.
-///
-/// Everything else is introduced.
+/// [`introduced_by`] with the tree-sitter checker ([`TreeSitterChecker`]).
 pub fn compare(path: &str, original: Option<&str>, new: &str) -> SyntaxChange {
-    let Some(lang) = Language::for_path(path) else {
+    introduced_by(&TreeSitterChecker, path, original, new)
+}
+
+/// Splits the errors `checker` finds in `new` into those the edit introduced and those that
+/// were already in `original` (`None` means the file is new, so every error is introduced).
+///
+/// This is the one rule Nuvira uses for "which syntax errors did this edit introduce": the
+/// edit module calls it for every checker (the tree-sitter one or a plugged-in one), so the
+/// verdict does not depend on how the editor was built. `original` is checked only when `new`
+/// has errors. See [`split_errors`] for how errors are matched.
+///
+/// ```
+/// use nuvira_api::{SyntaxChecker, SyntaxDiagnostic, SyntaxReport};
+///
+/// /// Flags every line containing `!!`.
+/// struct Bangs;
+/// impl SyntaxChecker for Bangs {
+///     fn language_for(&self, _: &str) -> Option<&'static str> { Some("bangs") }
+///     fn check(&self, path: &str, text: &str) -> SyntaxReport {
+///         let found = text.lines().enumerate().filter(|(_, l)| l.contains("!!"));
+///         let diags = found.map(|(i, _)| {
+///             let at = (i as u32 + 1, 1);
+///             SyntaxDiagnostic::new(path, at, at, "ERROR", "unexpected `!!`")
+///         });
+///         SyntaxReport::checked("bangs", diags.collect())
+///     }
+/// }
+/// // The old `a !!` moved down a line: not new. `b !!` is.
+/// let c = nuvira_syntax::introduced_by(&Bangs, "f", Some("a !!\n"), "x\na !!\nb !!\n");
+/// assert_eq!(c.preexisting.len(), 1);
+/// assert_eq!(c.introduced.len(), 1);
+/// assert_eq!(c.introduced[0].line, 3);
+/// ```
+pub fn introduced_by(
+    checker: &dyn SyntaxChecker,
+    path: &str,
+    original: Option<&str>,
+    new: &str,
+) -> SyntaxChange {
+    let after = checker.check(path, new);
+    if !after.checked {
         return SyntaxChange::default();
-    };
-    let Ok(new_tree) = parse(lang, new) else {
-        return SyntaxChange::default();
-    };
+    }
     let mut change = SyntaxChange {
-        language: Some(lang.name()),
+        language: after.language.or_else(|| checker.language_for(path).map(str::to_owned)),
         ..SyntaxChange::default()
     };
-    if !new_tree.root_node().has_error() {
+    if after.diagnostics.is_empty() {
         return change;
     }
-    let after = diagnostics(&new_tree, path, new);
-    let before = match original.map(|o| parse(lang, o).map(|t| (o, t))) {
-        Some(Ok((o, tree))) if tree.root_node().has_error() => diagnostics(&tree, path, o),
-        _ => Vec::new(),
-    };
+    let before = original
+        .map(|o| checker.check(path, o))
+        .filter(|r| r.checked)
+        .map(|r| r.diagnostics)
+        .unwrap_or_default();
+    (change.introduced, change.preexisting) =
+        split_errors(original.unwrap_or(""), &before, new, after.diagnostics);
+    change
+}
+
+/// The matching behind [`introduced_by`]: splits `after` (the errors of `new`) into
+/// `(introduced, preexisting)` given `before` (the errors of `original`).
+///
+/// Errors are matched without trusting line numbers, which shift with the edit. Two errors are
+/// "the same error" when they have the same node kind and the same message once digits are
+/// removed (messages such as "the `{` on line 3 is not closed" carry positions).
+///
+/// 1. **By context.** An error of the new text matches an unmatched error of the original that
+///    is the same error and has the same (trimmed) text on its line. Each original error
+///    matches at most once, so a second copy of an old error counts as new.
+/// 2. **By count, inside the edit.** An error still unmatched whose lines overlap the edited
+///    region (everything between the common prefix and the common suffix of the two texts)
+///    matches an unmatched original error that is the same error and overlapped the edited
+///    region too: the edit touched that line, so its text may differ, but the error is the
+///    same one as before.
+///
+/// Everything else is introduced.
+pub fn split_errors(
+    original: &str,
+    before: &[SyntaxDiagnostic],
+    new: &str,
+    after: Vec<SyntaxDiagnostic>,
+) -> (Vec<SyntaxDiagnostic>, Vec<SyntaxDiagnostic>) {
     if before.is_empty() {
-        change.introduced = after;
-        return change;
+        return (after, Vec::new());
     }
-    let original = original.unwrap_or("");
     let (old_lines, new_lines) = (Lines::new(original), Lines::new(new));
     let (old_region, new_region) = edited_lines(original, new, &old_lines, &new_lines);
 
     let mut used = vec![false; before.len()];
     let mut matched = vec![false; after.len()];
-    // 1. Same kind, message and line text.
+    // 1. The same error, with the same line text.
     for (i, d) in after.iter().enumerate() {
         let ctx = new_lines.text(new, d.line);
         if let Some(j) = (0..before.len()).find(|&j| {
@@ -101,7 +150,7 @@ pub fn compare(path: &str, original: Option<&str>, new: &str) -> SyntaxChange {
             matched[i] = true;
         }
     }
-    // 2. Same kind and message, both overlapping the edited region.
+    // 2. The same error, both overlapping the edited region.
     for (i, d) in after.iter().enumerate() {
         if matched[i] || !overlaps(d, new_region) {
             continue;
@@ -113,18 +162,21 @@ pub fn compare(path: &str, original: Option<&str>, new: &str) -> SyntaxChange {
             matched[i] = true;
         }
     }
+    let (mut introduced, mut preexisting) = (Vec::new(), Vec::new());
     for (d, m) in after.into_iter().zip(matched) {
         if m {
-            change.preexisting.push(d);
+            preexisting.push(d);
         } else {
-            change.introduced.push(d);
+            introduced.push(d);
         }
     }
-    change
+    (introduced, preexisting)
 }
 
 fn same_error(a: &SyntaxDiagnostic, b: &SyntaxDiagnostic) -> bool {
-    a.node_kind == b.node_kind && a.message == b.message
+    let digitless = |m: &str| m.chars().filter(|c| !c.is_ascii_digit()).collect::<String>();
+    a.node_kind == b.node_kind
+        && (a.message == b.message || digitless(&a.message) == digitless(&b.message))
 }
 
 fn overlaps(d: &SyntaxDiagnostic, (first, last): (u32, u32)) -> bool {
@@ -213,6 +265,16 @@ mod tests {
         let c = compare("a.rs", Some(old), new);
         assert!(c.introduced.is_empty(), "{c:?}");
         assert_eq!(c.preexisting.len(), 1);
+    }
+
+    #[test]
+    fn an_unclosed_bracket_moved_down_is_not_new() {
+        // The message names the opener's line, which the edit shifts.
+        let old = "fn a() {\n    let x = 1;\n";
+        let new = "// added\nfn a() {\n    let x = 1;\n";
+        let c = compare("a.rs", Some(old), new);
+        assert!(c.introduced.is_empty(), "{c:?}");
+        assert_eq!(c.preexisting.len(), 1, "{c:?}");
     }
 
     #[test]

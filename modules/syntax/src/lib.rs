@@ -43,7 +43,7 @@ mod compare;
 mod language;
 
 pub use check::{check, check_as, diagnostics};
-pub use compare::{SyntaxChange, compare, introduced_errors};
+pub use compare::{SyntaxChange, compare, introduced_by, introduced_errors, split_errors};
 pub use language::{Language, ParseError, parse, with_parser};
 
 use nuvira_api::{SyntaxChecker, SyntaxReport};
@@ -69,10 +69,5 @@ impl SyntaxChecker for TreeSitterChecker {
 
     fn check(&self, path: &str, source: &str) -> SyntaxReport {
         check(path, source)
-    }
-
-    /// See [`introduced_errors`]: matches errors by context, then by count inside the edit.
-    fn check_introduced(&self, path: &str, original: &str, new: &str) -> SyntaxReport {
-        introduced_errors(path, original, new)
     }
 }

@@ -203,7 +203,7 @@ fn editing_an_already_broken_real_file_introduces_nothing() {
     assert!(!TreeSitterChecker::new().check(name, &broken).is_clean());
     // An unrelated edit above the error shifts its line.
     let edited = format!("// a new first line\n{broken}").replace("fn send(", "fn send_value(");
-    let report = TreeSitterChecker::new().check_introduced(name, &broken, &edited);
+    let report = introduced_errors(name, &broken, &edited);
     assert!(report.checked);
     assert!(report.is_clean(), "{}", show(&report.diagnostics));
     let change = compare(name, Some(&broken), &edited);
@@ -233,6 +233,6 @@ fn files_without_a_grammar_pass_unchecked() {
             Some(nuvira_api::SyntaxReport::NO_CHECK_NOTE)
         );
         assert_eq!(checker.language_for(path), None);
-        assert!(checker.check_introduced(path, "", "}}}").is_clean());
+        assert!(introduced_errors(path, "", "}}}").is_clean());
     }
 }
