@@ -1,7 +1,7 @@
 //! The editor: previews touch nothing, batches are all-or-nothing, only new syntax errors
 //! reject, secrets warn or block, and every write is journaled.
 
-use crate::support::{Events, editor, standard_editor, entry, repo, tree};
+use crate::support::{Events, editor, entry, repo, standard_editor, tree};
 use nuvira_api::{ChangeKind, Severity};
 use nuvira_edit::{EditFailure, EditOptions, Emit};
 use nuvira_workspace::{Journal, Workspace};
@@ -158,7 +158,12 @@ fn every_way_of_building_an_editor_gives_the_same_syntax_verdict() {
     // a line (its message names the line), the second adds an error to a broken file, the
     // third keeps an old error while editing its line.
     let cases = [
-        ("fn a() {\n    let x = 1;\n", "fn a", "// moved\nfn a", false),
+        (
+            "fn a() {\n    let x = 1;\n",
+            "fn a",
+            "// moved\nfn a",
+            false,
+        ),
         ("fn a() {\n    let = 1;\n}\n", "}\n", "}\nfn b( {}\n", true),
         ("fn a() {\n    let = 1;\n}\n", "let = 1", "let = 2", false),
     ];
@@ -173,10 +178,18 @@ fn every_way_of_building_an_editor_gives_the_same_syntax_verdict() {
                 &Emit::none(),
             );
             assert!(preview.errors.is_empty(), "{:?}", preview.errors);
-            let lines: Vec<u32> = preview.validation.ast_issues.iter().map(|d| d.line).collect();
+            let lines: Vec<u32> = preview
+                .validation
+                .ast_issues
+                .iter()
+                .map(|d| d.line)
+                .collect();
             verdicts.push((preview.validation.syntax_valid, lines));
         }
-        assert_eq!(verdicts[0].0, !introduces, "{original:?} → {replace:?}: {verdicts:?}");
+        assert_eq!(
+            verdicts[0].0, !introduces,
+            "{original:?} → {replace:?}: {verdicts:?}"
+        );
         assert!(
             verdicts.iter().all(|v| *v == verdicts[0]),
             "{original:?} → {replace:?}: {verdicts:?}"

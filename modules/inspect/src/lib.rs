@@ -15,8 +15,9 @@
 //!   reproducible and works offline (`stats.llm_fallback_used` is `true`). The `inspect`
 //!   module, when the run has a model, lets it choose among the best candidates
 //!   ([`classify`]) and falls back to the keyword ranking if the model fails.
-//! - **Tree-sitter only where it pays** ([`lang`]): a file is parsed only when its text matches
-//!   a keyword or it ends up among the artifacts, so large repositories cost one read per file.
+//! - **Tree-sitter only where it pays** ([`lang`], outlines from `nuvira-syntax`): a file is
+//!   parsed only when its text matches a keyword or it ends up among the artifacts, so large
+//!   repositories cost one read per file.
 //! - **Confined**: nothing outside the workspace root is read (symlinks leaving it are not
 //!   followed), `.git/` and `.nuvira/` are never entered, files over the read cap and binary
 //!   files are skipped unread.
@@ -41,7 +42,7 @@ pub mod score;
 pub mod tree;
 pub mod walk;
 
-pub use module::{InspectModule, StepConfig};
+pub use module::{ConfigError, InspectModule, StepConfig};
 
 use lang::Outline;
 use nuvira_api::{Artifact, EventKind, InspectionResult, InspectionStats};
@@ -154,6 +155,31 @@ pub enum InspectError {
     Stopped,
 }
 
+/// Why [`check_path`] rejects a `paths` entry; each message says what to write instead.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PathRejected {
+    /// An absolute path.
+    #[error("it is absolute; {INSIDE}: write it relative to the repository root, e.g. `src`")]
+    Absolute,
+    /// A `..` that climbs above the workspace root.
+    #[error(
+        "`..` leads outside the workspace; {INSIDE}: name a folder inside the repository, e.g. `src`"
+    )]
+    LeavesRoot,
+    /// A path through `.git` or `.nuvira`.
+    #[error(
+        "`.git/` and `.nuvira/` are never inspected (the path goes through `{component}`); name a folder of the project, relative to the repository root, e.g. `src`"
+    )]
+    NeverInspected {
+        /// The component that is never entered.
+        component: String,
+    },
+}
+
+const INSIDE: &str =
+    "paths must be relative to the repository root and stay inside it (no `..`, no absolute paths)";
+
 /// Callbacks an inspection reports through: events, and a stop flag polled per file.
 pub struct Hooks<'a> {
     /// Receives `inspect:*` events.
@@ -230,31 +256,23 @@ fn parse_budget(max_files: usize) -> usize {
 /// entry on disk (where symlinks are checked too).
 ///
 /// # Errors
-/// Why the entry is rejected and what to write instead.
-pub fn check_path(path: &str) -> Result<PathBuf, String> {
-    const INSIDE: &str = "paths must be relative to the repository root and stay inside it (no `..`, no absolute paths)";
+/// [`PathRejected`]: why the entry is rejected and what to write instead.
+pub fn check_path(path: &str) -> Result<PathBuf, PathRejected> {
     let mut parts: Vec<&std::ffi::OsStr> = Vec::new();
     for c in Path::new(path).components() {
         match c {
-            Component::Prefix(_) | Component::RootDir => {
-                return Err(format!(
-                    "it is absolute; {INSIDE}: write it relative to the repository root, e.g. `src`"
-                ));
-            }
+            Component::Prefix(_) | Component::RootDir => return Err(PathRejected::Absolute),
             Component::CurDir => {}
             Component::ParentDir => {
                 if parts.pop().is_none() {
-                    return Err(format!(
-                        "`..` leads outside the workspace; {INSIDE}: name a folder inside the repository, e.g. `src`"
-                    ));
+                    return Err(PathRejected::LeavesRoot);
                 }
             }
             Component::Normal(s) => {
                 if walk::NEVER_ENTER.iter().any(|n| s == *n) {
-                    return Err(format!(
-                        "`.git/` and `.nuvira/` are never inspected (the path goes through `{}`); name a folder of the project, relative to the repository root, e.g. `src`",
-                        s.to_string_lossy()
-                    ));
+                    return Err(PathRejected::NeverInspected {
+                        component: s.to_string_lossy().into_owned(),
+                    });
                 }
                 parts.push(s);
             }
@@ -271,7 +289,7 @@ fn resolve_restrictions(root: &Path, paths: &[String]) -> Result<Vec<PathBuf>, I
             path: p.clone(),
             reason: reason.to_owned(),
         };
-        let rel = check_path(p).map_err(|reason| err(&reason))?;
+        let rel = check_path(p).map_err(|reason| err(&reason.to_string()))?;
         let abs = std::fs::canonicalize(root.join(rel)).map_err(|e| {
             err(&format!(
                 "it does not exist in the workspace ({e}); fix or remove the entry"

@@ -39,42 +39,45 @@ impl StepConfig {
     /// Reads and checks a step's config (`null` means all defaults).
     ///
     /// # Errors
-    /// A message naming the step and the bad key, or the step, index and path of a `paths`
-    /// entry that leaves the workspace or points into `.git/`/`.nuvira/` (checked lexically,
-    /// see [`check_path`](crate::check_path)).
-    pub fn from_step(step: &PlanStep) -> Result<Self, String> {
+    /// [`ConfigError`], naming the step and the bad key, or the step, index and path of a
+    /// `paths` entry that leaves the workspace or points into `.git/`/`.nuvira/` (checked
+    /// lexically, see [`check_path`](crate::check_path)).
+    pub fn from_step(step: &PlanStep) -> Result<Self, ConfigError> {
         let config: Self = if step.config.is_null() {
             Self::default()
         } else {
             serde_json::from_value(step.config.clone()).map_err(|e| {
-                let e = e.to_string();
+                let message = e.to_string();
                 // serde lists the keys itself for an unknown one; say them once.
-                let keys = if e.contains("expected one of") {
+                let hint = if message.contains("expected one of") {
                     ""
                 } else {
                     " (expected keys: keywords, max_files, paths, max_file_bytes)"
                 };
-                format!("step `{}`: invalid inspect config: {e}{keys}", step.id)
+                ConfigError::Invalid {
+                    step: step.id.clone(),
+                    message,
+                    hint,
+                }
             })?
         };
-        if config.max_files == Some(0) {
-            return Err(format!(
-                "step `{}`: `max_files` must be at least 1",
-                step.id
-            ));
+        let zero = match (config.max_files, config.max_file_bytes) {
+            (Some(0), _) => Some("max_files"),
+            (_, Some(0)) => Some("max_file_bytes"),
+            _ => None,
+        };
+        if let Some(key) = zero {
+            return Err(ConfigError::Zero {
+                step: step.id.clone(),
+                key,
+            });
         }
-        if config.max_file_bytes == Some(0) {
-            return Err(format!(
-                "step `{}`: `max_file_bytes` must be at least 1",
-                step.id
-            ));
-        }
-        for (i, path) in config.paths.iter().enumerate() {
-            crate::check_path(path).map_err(|why| {
-                format!(
-                    "step `{}`: `paths[{i}]` `{path}` is rejected: {why}",
-                    step.id
-                )
+        for (index, path) in config.paths.iter().enumerate() {
+            crate::check_path(path).map_err(|reason| ConfigError::Path {
+                step: step.id.clone(),
+                index,
+                path: path.clone(),
+                reason,
             })?;
         }
         Ok(config)
@@ -95,6 +98,42 @@ impl StepConfig {
         }
         o
     }
+}
+
+/// Why an `inspect` step's config is rejected ([`StepConfig::from_step`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The config does not deserialize (an unknown key, a wrong type).
+    #[error("step `{step}`: invalid inspect config: {message}{hint}")]
+    Invalid {
+        /// The step id.
+        step: String,
+        /// serde's message.
+        message: String,
+        /// The expected keys, when serde's message does not list them.
+        hint: &'static str,
+    },
+    /// A count that must be positive is 0.
+    #[error("step `{step}`: `{key}` must be at least 1")]
+    Zero {
+        /// The step id.
+        step: String,
+        /// `max_files` or `max_file_bytes`.
+        key: &'static str,
+    },
+    /// A `paths` entry leaves the workspace or points into `.git/`/`.nuvira/`.
+    #[error("step `{step}`: `paths[{index}]` `{path}` is rejected: {reason}")]
+    Path {
+        /// The step id.
+        step: String,
+        /// The entry's index in `paths`.
+        index: usize,
+        /// The entry.
+        path: String,
+        /// Why (displayed in the message, so not a `source`).
+        reason: crate::PathRejected,
+    },
 }
 
 /// The `inspect` module: read-only, runs the inspection on its own thread so the async runtime
@@ -128,11 +167,14 @@ impl Module for InspectModule {
     }
 
     fn validate(&self, step: &PlanStep) -> Result<(), String> {
-        StepConfig::from_step(step).map(|_| ())
+        StepConfig::from_step(step)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
     }
 
     async fn run(&self, step: &PlanStep, ctx: &StepContext) -> Result<StepOutput, ModuleError> {
-        let config = StepConfig::from_step(step).map_err(ModuleError::invalid_config)?;
+        let config =
+            StepConfig::from_step(step).map_err(|e| ModuleError::invalid_config(e.to_string()))?;
         let mut options = config.options();
         let (max_files, content_files) = (options.max_files, options.content_files);
         let llm = ctx.llm().cloned();

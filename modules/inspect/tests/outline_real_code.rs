@@ -1,4 +1,5 @@
-//! Symbol extraction on real code: this repository's own Rust and a real TypeScript file.
+//! Symbol extraction on real code: this repository's own Rust and real TypeScript, Python and
+//! JavaScript files (see fixtures/README.md).
 
 use nuvira_inspect::lang::{language_of, outline};
 
@@ -66,4 +67,52 @@ fn typescript_symbols_of_a_real_library_file() {
         &o.imports[..3],
         ["./mutation", "./notifyManager", "./subscribable"]
     );
+}
+
+#[test]
+fn python_symbols_of_the_standard_library_json_decoder() {
+    let src = include_str!("fixtures/py_json_decoder.py");
+    let language = language_of("json/decoder.py").unwrap();
+    assert_eq!(language, "python");
+    let o = outline(language, src);
+    let n = names(&o);
+    for want in [
+        ("JSONDecodeError", "class"),
+        ("JSONDecodeError::__init__", "method"),
+        ("py_scanstring", "function"),
+        ("JSONDecoder", "class"),
+        ("JSONDecoder::raw_decode", "method"),
+    ] {
+        assert!(
+            n.iter().any(|(a, b)| a == want.0 && b == want.1),
+            "{want:?} missing from {n:?}"
+        );
+    }
+    // A method is never listed as a bare function.
+    assert!(!n.iter().any(|(a, _)| a == "decode"), "{n:?}");
+    let class = o.symbols.iter().find(|s| s.name == "JSONDecoder").unwrap();
+    assert!(
+        src.lines()
+            .nth(class.line as usize - 1)
+            .unwrap()
+            .starts_with("class JSONDecoder(")
+    );
+    // `import re`, `from json import scanner`; the imports inside `try:` are not top-level.
+    assert_eq!(o.imports, ["re", "json"]);
+}
+
+#[test]
+fn javascript_symbols_of_a_real_library_file() {
+    let src = include_str!("fixtures/js_zod_v4_core_checks.js");
+    let language = language_of("v4/core/checks.js").unwrap();
+    assert_eq!(language, "javascript");
+    let o = outline(language, src);
+    let f = o
+        .symbols
+        .iter()
+        .find(|s| s.name == "handleCheckPropertyResult")
+        .unwrap_or_else(|| panic!("no handleCheckPropertyResult in {:?}", names(&o)));
+    assert_eq!((f.kind.as_str(), f.line), ("function", 524));
+    // The commented-out import is not one.
+    assert_eq!(o.imports, ["./core.js", "./regexes.js", "./util.js"]);
 }

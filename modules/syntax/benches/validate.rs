@@ -37,7 +37,13 @@ fn bench(c: &mut Criterion) {
             b.iter(|| black_box(checker.check(name, black_box(&text))))
         });
         group.bench_function("introduced", |b| {
-            b.iter(|| black_box(nuvira_syntax::introduced_errors(name, &text, black_box(&text))))
+            b.iter(|| {
+                black_box(nuvira_syntax::introduced_errors(
+                    name,
+                    &text,
+                    black_box(&text),
+                ))
+            })
         });
         group.bench_function("validate-broken", |b| {
             b.iter(|| black_box(checker.check(name, black_box(&broken))))

@@ -93,7 +93,9 @@ pub fn introduced_by(
         return SyntaxChange::default();
     }
     let mut change = SyntaxChange {
-        language: after.language.or_else(|| checker.language_for(path).map(str::to_owned)),
+        language: after
+            .language
+            .or_else(|| checker.language_for(path).map(str::to_owned)),
         ..SyntaxChange::default()
     };
     if after.diagnostics.is_empty() {
@@ -174,7 +176,11 @@ pub fn split_errors(
 }
 
 fn same_error(a: &SyntaxDiagnostic, b: &SyntaxDiagnostic) -> bool {
-    let digitless = |m: &str| m.chars().filter(|c| !c.is_ascii_digit()).collect::<String>();
+    let digitless = |m: &str| {
+        m.chars()
+            .filter(|c| !c.is_ascii_digit())
+            .collect::<String>()
+    };
     a.node_kind == b.node_kind
         && (a.message == b.message || digitless(&a.message) == digitless(&b.message))
 }

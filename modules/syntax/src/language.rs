@@ -40,17 +40,25 @@ impl Language {
     /// assert_eq!(Language::for_path("README.md"), None);
     /// ```
     pub fn for_path(path: &str) -> Option<Language> {
-        let file = path.rsplit(['/', '\\']).next().unwrap_or(path);
-        let (_, ext) = file.rsplit_once('.')?;
-        let lang = match ext.to_ascii_lowercase().as_str() {
-            "rs" => Language::Rust,
-            "ts" | "mts" | "cts" => Language::TypeScript,
-            "tsx" => Language::Tsx,
-            "py" | "pyi" => Language::Python,
-            "js" | "mjs" | "cjs" | "jsx" => Language::JavaScript,
-            _ => return None,
-        };
-        lang.grammar().is_some().then_some(lang)
+        file_type(path)
+            .and_then(|t| t.grammar)
+            .filter(|l| l.grammar().is_some())
+    }
+
+    /// The grammar for a language name of [`language_of`] (`rust`, `typescript`, `tsx`,
+    /// `javascript`, `jsx`, `python`), if that grammar is compiled in.
+    ///
+    /// ```
+    /// use nuvira_syntax::Language;
+    /// assert_eq!(Language::for_name("jsx"), Some(Language::JavaScript));
+    /// assert_eq!(Language::for_name("go"), None);
+    /// ```
+    pub fn for_name(name: &str) -> Option<Language> {
+        FILE_TYPES
+            .iter()
+            .find(|t| t.name == name && t.grammar.is_some())
+            .and_then(|t| t.grammar)
+            .filter(|l| l.grammar().is_some())
     }
 
     /// The language's name as reported in [`nuvira_api::SyntaxReport::language`]:
@@ -97,6 +105,82 @@ impl Language {
     }
 }
 
+/// One row of the extension table: a file extension, the language's name, and its grammar.
+struct FileType {
+    ext: &'static str,
+    name: &'static str,
+    grammar: Option<Language>,
+}
+
+const fn row(ext: &'static str, name: &'static str, grammar: Option<Language>) -> FileType {
+    FileType { ext, name, grammar }
+}
+
+/// The one table of languages by extension: what inspection reports as a file's language and
+/// which grammar parses it (`None`: known, but no grammar here).
+const FILE_TYPES: &[FileType] = &[
+    row("rs", "rust", Some(Language::Rust)),
+    row("ts", "typescript", Some(Language::TypeScript)),
+    row("mts", "typescript", Some(Language::TypeScript)),
+    row("cts", "typescript", Some(Language::TypeScript)),
+    row("tsx", "tsx", Some(Language::Tsx)),
+    row("js", "javascript", Some(Language::JavaScript)),
+    row("mjs", "javascript", Some(Language::JavaScript)),
+    row("cjs", "javascript", Some(Language::JavaScript)),
+    row("jsx", "jsx", Some(Language::JavaScript)),
+    row("py", "python", Some(Language::Python)),
+    row("pyi", "python", Some(Language::Python)),
+    row("go", "go", None),
+    row("java", "java", None),
+    row("kt", "kotlin", None),
+    row("kts", "kotlin", None),
+    row("c", "c", None),
+    row("h", "c", None),
+    row("cc", "cpp", None),
+    row("cpp", "cpp", None),
+    row("cxx", "cpp", None),
+    row("hpp", "cpp", None),
+    row("hh", "cpp", None),
+    row("cs", "csharp", None),
+    row("rb", "ruby", None),
+    row("php", "php", None),
+    row("swift", "swift", None),
+    row("scala", "scala", None),
+    row("sh", "shell", None),
+    row("bash", "shell", None),
+    row("md", "markdown", None),
+    row("markdown", "markdown", None),
+    row("toml", "toml", None),
+    row("yaml", "yaml", None),
+    row("yml", "yaml", None),
+    row("json", "json", None),
+    row("html", "html", None),
+    row("htm", "html", None),
+    row("css", "css", None),
+    row("scss", "css", None),
+    row("sql", "sql", None),
+];
+
+fn file_type(path: &str) -> Option<&'static FileType> {
+    let file = path.rsplit(['/', '\\']).next().unwrap_or(path);
+    let (_, ext) = file.rsplit_once('.')?;
+    let ext = ext.to_ascii_lowercase();
+    FILE_TYPES.iter().find(|t| t.ext == ext)
+}
+
+/// The language of a path by extension, whether or not a grammar for it is compiled in: `rust`,
+/// `typescript`, `tsx`, `javascript`, `jsx`, `python`, and names for common languages and
+/// formats without a grammar here (`go`, `markdown`, `yaml`, ...).
+///
+/// ```
+/// assert_eq!(nuvira_syntax::language_of("web/App.jsx"), Some("jsx"));
+/// assert_eq!(nuvira_syntax::language_of("docs/README.md"), Some("markdown"));
+/// assert_eq!(nuvira_syntax::language_of("Makefile"), None);
+/// ```
+pub fn language_of(path: &str) -> Option<&'static str> {
+    file_type(path).map(|t| t.name)
+}
+
 impl std::fmt::Display for Language {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
@@ -105,35 +189,22 @@ impl std::fmt::Display for Language {
 
 /// Why a text could not be parsed at all (syntax errors are not parse errors: they are nodes
 /// in the tree).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ParseError {
     /// The grammar's cargo feature is off.
+    #[error(
+        "parse {0}: the `{feature}` grammar is not compiled in; enable the cargo feature of nuvira-syntax",
+        feature = feature_of(*.0)
+    )]
     NotCompiledIn(Language),
     /// The grammar's ABI does not match the tree-sitter runtime (a dependency version mismatch).
+    #[error("load the {0} grammar: {1}; align the tree-sitter versions in Cargo.toml")]
     IncompatibleGrammar(Language, String),
     /// tree-sitter returned no tree.
+    #[error("parse {0}: tree-sitter returned no tree")]
     NoTree(Language),
 }
-
-impl std::fmt::Display for ParseError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ParseError::NotCompiledIn(l) => write!(
-                f,
-                "parse {l}: the `{}` grammar is not compiled in; enable the cargo feature of nuvira-syntax",
-                feature_of(*l)
-            ),
-            ParseError::IncompatibleGrammar(l, why) => write!(
-                f,
-                "load the {l} grammar: {why}; align the tree-sitter versions in Cargo.toml"
-            ),
-            ParseError::NoTree(l) => write!(f, "parse {l}: tree-sitter returned no tree"),
-        }
-    }
-}
-
-impl std::error::Error for ParseError {}
 
 fn feature_of(l: Language) -> &'static str {
     match l {

@@ -1,15 +1,23 @@
-//! Tree-sitter syntax checking for Nuvira.
+//! Everything tree-sitter in Nuvira, in one place.
 //!
-//! The edit module validates every batch before writing it; one of the checks is "does the new
-//! text parse?". This crate answers that question for Rust, TypeScript, TSX, Python and
-//! JavaScript (each grammar behind its own cargo feature, all on by default) and implements
-//! [`nuvira_api::SyntaxChecker`] with [`TreeSitterChecker`].
+//! - **Grammars** for Rust, TypeScript, TSX, Python and JavaScript, each behind its own cargo
+//!   feature (all on by default), and the one table of languages by extension
+//!   ([`language_of`], [`Language::for_path`]).
+//! - **Syntax checks**: [`TreeSitterChecker`] implements [`nuvira_api::SyntaxChecker`]; the
+//!   edit module validates every batch with it before writing, verify re-checks written files.
+//! - **The one rule for "which errors did this edit introduce"**: [`introduced_by`], for any
+//!   checker, so the verdict never depends on how an editor was built.
+//! - **Symbol outlines** ([`outline`]): the named items of a file with their scope, owner and
+//!   byte ranges, its imports and inline tests; inspection lists them, `ast-replace` finds the
+//!   item to replace in them.
 //!
 //! Why it is shaped so:
 //!
-//! - **Edits of broken files must stay possible.** [`introduced_errors`] compares the original
-//!   and the new text and reports only the errors the new text adds (see its docs for how
-//!   errors are matched although lines shift).
+//! - **One crate owns tree-sitter.** Two copies of a language table or of a tree walk drift
+//!   apart (inspect and `ast-replace` had one each); the contract crate stays free of it.
+//! - **Edits of broken files must stay possible.** [`introduced_by`] compares the original
+//!   and the new text and reports only the errors the new text adds (see [`split_errors`] for
+//!   how errors are matched although lines shift).
 //! - **Fast on the clean path.** Almost every file an agent edits is valid. Validation is one
 //!   parse plus `root.has_error()` (a few nanoseconds, and exact); only when that is true do we
 //!   walk the tree, and then only into children whose `has_error()` is true. Parsers are reused
@@ -41,10 +49,12 @@ mod brackets;
 mod check;
 mod compare;
 mod language;
+mod outline;
 
 pub use check::{check, check_as, diagnostics};
 pub use compare::{SyntaxChange, compare, introduced_by, introduced_errors, split_errors};
-pub use language::{Language, ParseError, parse, with_parser};
+pub use language::{Language, ParseError, language_of, parse, with_parser};
+pub use outline::{Item, Outline, outline, outline_for_path};
 
 use nuvira_api::{SyntaxChecker, SyntaxReport};
 

@@ -2,8 +2,6 @@
 
 use crate::text::read_existing;
 use nuvira_api::{EditEntry, EditError, EditStrategy, FileView};
-use nuvira_syntax::Language;
-use tree_sitter::Node;
 
 /// Most symbols listed in a "not found" message.
 const MAX_LISTED: usize = 40;
@@ -49,249 +47,27 @@ pub struct Symbol {
     pub outer: std::ops::Range<usize>,
 }
 
-/// The named items of a file, or `None` when no grammar covers its path.
+/// The named items of a file, or `None` when no grammar covers its path: the items of
+/// [`nuvira_syntax::outline`] that can be replaced as a whole (not `impl` blocks, not names
+/// declared together with others in one statement), named as `ast-replace` matches them.
 pub fn symbols(path: &str, text: &str) -> Option<Vec<Symbol>> {
-    let lang = Language::for_path(path)?;
-    let tree = nuvira_syntax::parse(lang, text).ok()?;
-    let mut out = Vec::new();
-    walk(lang, tree.root_node(), text, &[], None, &mut out);
-    Some(out)
-}
-
-fn name_of<'a>(node: Node<'_>, text: &'a str) -> Option<&'a str> {
-    node.child_by_field_name("name")
-        .and_then(|n| text.get(n.byte_range()))
-}
-
-/// The base name of an `impl` target: `Foo` for `Foo<T>`, `a::Foo`, `&Foo`.
-fn type_name<'a>(node: Node<'_>, text: &'a str) -> Option<&'a str> {
-    match node.kind() {
-        "generic_type" => node
-            .child_by_field_name("type")
-            .and_then(|t| type_name(t, text)),
-        "scoped_type_identifier" => node
-            .child_by_field_name("name")
-            .and_then(|t| text.get(t.byte_range())),
-        "reference_type" | "pointer_type" => node
-            .child_by_field_name("type")
-            .and_then(|t| type_name(t, text)),
-        _ => text.get(node.byte_range()),
-    }
-}
-
-fn walk(
-    lang: Language,
-    node: Node<'_>,
-    text: &str,
-    scope: &[String],
-    owner: Option<&str>,
-    out: &mut Vec<Symbol>,
-) {
-    let mut cursor = node.walk();
-    for child in node.named_children(&mut cursor) {
-        visit(lang, child, child, text, scope, owner, out);
-    }
-}
-
-#[allow(
-    clippy::too_many_lines,
-    reason = "one flat table of node kinds per language"
-)]
-fn visit(
-    lang: Language,
-    node: Node<'_>,
-    outer: Node<'_>,
-    text: &str,
-    scope: &[String],
-    owner: Option<&str>,
-    out: &mut Vec<Symbol>,
-) {
-    let push =
-        |out: &mut Vec<Symbol>, name: &str, kind: &'static str, node: Node<'_>, outer: Node<'_>| {
-            let mut parts: Vec<&str> = scope.iter().map(String::as_str).collect();
-            parts.extend(owner);
-            parts.push(name);
-            out.push(Symbol {
-                name: parts.join("::"),
-                kind,
-                member: owner.is_some(),
-                signature: matches!(
-                    node.kind(),
-                    "function_signature"
-                        | "method_signature"
-                        | "abstract_method_signature"
-                        | "function_signature_item"
-                ),
-                line: u32::try_from(node.start_position().row + 1).unwrap_or(u32::MAX),
-                range: node.byte_range(),
-                outer: outer.start_byte().min(node.start_byte())
-                    ..outer.end_byte().max(node.end_byte()),
-            });
-        };
-    let kind = node.kind();
-    match lang {
-        Language::Rust => {
-            let label = match kind {
-                "function_item" | "function_signature_item" => {
-                    if owner.is_some() {
-                        "method"
-                    } else {
-                        "fn"
-                    }
-                }
-                "struct_item" => "struct",
-                "enum_item" => "enum",
-                "union_item" => "union",
-                "trait_item" => "trait",
-                "type_item" => "type",
-                "const_item" => "const",
-                "static_item" => "static",
-                "macro_definition" => "macro",
-                "mod_item" => "mod",
-                "impl_item" => {
-                    let target = node
-                        .child_by_field_name("type")
-                        .and_then(|t| type_name(t, text));
-                    if let (Some(target), Some(body)) = (target, node.child_by_field_name("body")) {
-                        walk(lang, body, text, scope, Some(target), out);
-                    }
-                    return;
-                }
-                _ => return,
-            };
-            let Some(name) = name_of(node, text) else {
-                return;
-            };
-            let outer = rust_outer(node, text);
-            push(out, name, label, node, outer);
-            let body = node.child_by_field_name("body");
-            match (kind, body) {
-                ("trait_item", Some(body)) => walk(lang, body, text, scope, Some(name), out),
-                ("mod_item", Some(body)) => {
-                    let mut inner = scope.to_vec();
-                    inner.push(name.to_owned());
-                    walk(lang, body, text, &inner, None, out);
-                }
-                _ => {}
-            }
-        }
-        Language::TypeScript | Language::Tsx | Language::JavaScript => {
-            let label = match kind {
-                "export_statement" => {
-                    if let Some(decl) = node.child_by_field_name("declaration") {
-                        visit(lang, decl, node, text, scope, owner, out);
-                    }
-                    return;
-                }
-                "expression_statement" => {
-                    let mut c = node.walk();
-                    for inner in node.named_children(&mut c) {
-                        if inner.kind() == "internal_module" {
-                            visit(lang, inner, outer, text, scope, owner, out);
-                        }
-                    }
-                    return;
-                }
-                "lexical_declaration" | "variable_declaration" => {
-                    let mut c = node.walk();
-                    let declarators: Vec<Node<'_>> = node.named_children(&mut c).collect();
-                    if let [decl] = declarators.as_slice() {
-                        let is_fn = decl.child_by_field_name("value").is_some_and(|v| {
-                            matches!(
-                                v.kind(),
-                                "arrow_function" | "function_expression" | "function"
-                            )
-                        });
-                        if let (true, Some(name)) = (is_fn, name_of(*decl, text)) {
-                            push(out, name, "fn", node, outer);
-                        }
-                    }
-                    return;
-                }
-                "function_declaration"
-                | "generator_function_declaration"
-                | "function_signature" => "fn",
-                "class_declaration" | "abstract_class_declaration" => "class",
-                "interface_declaration" => "interface",
-                "type_alias_declaration" => "type",
-                "enum_declaration" => "enum",
-                "internal_module" | "module" => "namespace",
-                "method_definition" | "method_signature" | "abstract_method_signature" => "method",
-                _ => return,
-            };
-            let Some(name) = name_of(node, text) else {
-                return;
-            };
-            let outer = if label == "method" {
-                decorated(node)
-            } else {
-                outer
-            };
-            push(out, name, label, node, outer);
-            if let Some(body) = node.child_by_field_name("body") {
-                match label {
-                    "class" | "interface" => walk(lang, body, text, scope, Some(name), out),
-                    "namespace" => {
-                        let mut inner = scope.to_vec();
-                        inner.push(name.to_owned());
-                        walk(lang, body, text, &inner, None, out);
-                    }
-                    _ => {}
-                }
-            }
-        }
-        Language::Python => {
-            let (def, outer) = if kind == "decorated_definition" {
-                match node.child_by_field_name("definition") {
-                    Some(d) => (d, node),
-                    None => return,
-                }
-            } else {
-                (node, outer)
-            };
-            let label = match def.kind() {
-                "function_definition" if owner.is_some() => "method",
-                "function_definition" => "fn",
-                "class_definition" => "class",
-                _ => return,
-            };
-            let Some(name) = name_of(def, text) else {
-                return;
-            };
-            push(out, name, label, def, outer);
-            if let ("class", Some(body)) = (label, def.child_by_field_name("body")) {
-                walk(lang, body, text, scope, Some(name), out);
-            }
-        }
-        _ => {}
-    }
-}
-
-/// A TS method with its preceding decorators (siblings in the class body).
-fn decorated(node: Node<'_>) -> Node<'_> {
-    let mut first = node;
-    while let Some(prev) = first.prev_named_sibling() {
-        if prev.kind() != "decorator" {
-            break;
-        }
-        first = prev;
-    }
-    first
-}
-
-/// A Rust item with its preceding attributes and doc comments.
-fn rust_outer<'t>(node: Node<'t>, text: &str) -> Node<'t> {
-    let mut first = node;
-    while let Some(prev) = first.prev_sibling() {
-        let t = text.get(prev.byte_range()).unwrap_or("");
-        let doc = matches!(prev.kind(), "line_comment" | "block_comment")
-            && (t.starts_with("///") || t.starts_with("/**"));
-        if prev.kind() != "attribute_item" && !doc {
-            break;
-        }
-        first = prev;
-    }
-    first
+    let outline = nuvira_syntax::outline_for_path(path, text)?;
+    Some(
+        outline
+            .items
+            .into_iter()
+            .filter(|i| i.kind != "impl" && !i.shared)
+            .map(|i| Symbol {
+                name: i.qualified(),
+                kind: i.kind,
+                member: i.owner.is_some(),
+                signature: i.signature,
+                line: i.line,
+                range: i.range,
+                outer: i.outer,
+            })
+            .collect(),
+    )
 }
 
 /// Whether a requested symbol names a found one.

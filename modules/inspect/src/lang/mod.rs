@@ -1,81 +1,65 @@
 //! Language inspectors: symbols and imports from source text, and the test files that belong
 //! to a source file.
 //!
-//! Rust and TypeScript/TSX/JavaScript use tree-sitter (each grammar behind its own feature).
-//! The inspectors walk the syntax tree by hand rather than with queries because a method's name
-//! depends on its enclosing `impl`/`class` (`Type::method`), which a walk carries naturally.
-//! Parsers are reused per thread.
-
-#[cfg(feature = "rust")]
-mod rust;
-#[cfg(feature = "typescript")]
-mod typescript;
+//! The languages, their grammars and the outline extractor live in `nuvira-syntax` (one table
+//! by extension, one tree walk, shared with the `ast-replace` strategy); this module picks the
+//! view inspection reports. Rust, TypeScript/TSX, JavaScript/JSX and Python are outlined when
+//! their grammar feature is on.
 
 use nuvira_api::Symbol;
+use nuvira_syntax::Language;
 use std::collections::BTreeSet;
+
+pub use nuvira_syntax::language_of;
 
 /// What a language inspector found in one file.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Outline {
     /// Definitions, in source order; methods are named `Type::method`.
     pub symbols: Vec<Symbol>,
-    /// Imported modules or paths (`std::io::Read`, `./config`).
+    /// Imported modules or paths (`std::io::Read`, `./config`, `os.path`).
     pub imports: Vec<String>,
     /// Whether the file holds its own tests (Rust `#[cfg(test)]`).
     pub has_inline_tests: bool,
 }
 
-/// The language of a path, by extension (for the artifact's `language`).
-pub fn language_of(path: &str) -> Option<&'static str> {
-    let name = path.rsplit('/').next().unwrap_or(path);
-    let ext = name.rsplit_once('.').map(|(_, e)| e.to_ascii_lowercase())?;
-    Some(match ext.as_str() {
-        "rs" => "rust",
-        "ts" | "mts" | "cts" => "typescript",
-        "tsx" => "tsx",
-        "js" | "mjs" | "cjs" => "javascript",
-        "jsx" => "jsx",
-        "py" | "pyi" => "python",
-        "go" => "go",
-        "java" => "java",
-        "kt" | "kts" => "kotlin",
-        "c" | "h" => "c",
-        "cc" | "cpp" | "cxx" | "hpp" | "hh" => "cpp",
-        "cs" => "csharp",
-        "rb" => "ruby",
-        "php" => "php",
-        "swift" => "swift",
-        "scala" => "scala",
-        "sh" | "bash" => "shell",
-        "md" | "markdown" => "markdown",
-        "toml" => "toml",
-        "yaml" | "yml" => "yaml",
-        "json" => "json",
-        "html" | "htm" => "html",
-        "css" | "scss" => "css",
-        "sql" => "sql",
-        _ => return None,
-    })
-}
-
-/// Whether a language inspector is compiled in for this language.
+/// Whether a language inspector is compiled in for this language (a name of
+/// [`language_of`]).
 pub fn has_inspector(language: &str) -> bool {
-    (language == "rust" && cfg!(feature = "rust"))
-        || (matches!(language, "typescript" | "tsx" | "javascript" | "jsx")
-            && cfg!(feature = "typescript"))
+    Language::for_name(language).is_some()
 }
 
 /// Symbols and imports of a file; an empty outline when no inspector covers the language.
+///
+/// Symbols are the items of [`nuvira_syntax::outline`]; methods are named after their owner
+/// only (`Type::method`, not `module::Type::method`), other items by their own name. Kinds: `function`, `method`, `struct`,
+/// `enum`, `union`, `type`, `trait`, `impl`, `macro`, `class`, `interface`, `namespace`;
+/// constants, statics, modules and interface members are left out.
 pub fn outline(language: &str, source: &str) -> Outline {
-    let _ = source; // unused when no grammar feature is enabled
-    match language {
-        #[cfg(feature = "rust")]
-        "rust" => rust::outline(source),
-        #[cfg(feature = "typescript")]
-        "typescript" => typescript::outline(source, false),
-        #[cfg(feature = "typescript")]
-        "tsx" | "javascript" | "jsx" => typescript::outline(source, true),
-        _ => Outline::default(),
+    let Some(found) =
+        Language::for_name(language).and_then(|l| nuvira_syntax::outline(l, source).ok())
+    else {
+        return Outline::default();
+    };
+    let symbols = found
+        .items
+        .into_iter()
+        .filter(|i| !matches!(i.kind, "const" | "static" | "mod"))
+        .filter(|i| i.owner_kind != Some("interface"))
+        .map(|i| {
+            let kind = if i.kind == "fn" { "function" } else { i.kind };
+            let name = match (&i.owner, kind) {
+                (Some(owner), "method") => format!("{owner}::{}", i.name),
+                (_, "namespace") => i.name.trim_matches(['"', '\'', '`']).to_owned(),
+                _ => i.name,
+            };
+            Symbol::new(name, kind, i.line)
+        })
+        .collect();
+    Outline {
+        symbols,
+        imports: found.imports,
+        has_inline_tests: found.has_inline_tests,
     }
 }
 
@@ -216,6 +200,72 @@ pub fn contains_word(text: &str, word: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[cfg(any(feature = "rust", feature = "typescript"))]
+    fn kinds(o: &Outline) -> Vec<(&str, &str)> {
+        o.symbols
+            .iter()
+            .map(|s| (s.name.as_str(), s.kind.as_str()))
+            .collect()
+    }
+
+    #[cfg(feature = "rust")]
+    #[test]
+    fn rust_methods_are_named_after_their_type_and_generics_are_dropped() {
+        let src = "use std::io::{self, Read};\nstruct Config<T> { t: T }\nimpl<T> Config<T> {\n    fn load(&self) {}\n}\nimpl Drop for Config<u8> { fn drop(&mut self) {} }\ntrait Store { fn get(&self); }\nmod inner { pub fn helper() {} }\nconst N: u8 = 1;\n#[cfg(test)]\nmod tests {}\n";
+        let o = outline("rust", src);
+        assert_eq!(
+            kinds(&o),
+            [
+                ("Config", "struct"),
+                ("Config", "impl"),
+                ("Config::load", "method"),
+                ("Drop for Config", "impl"),
+                ("Config::drop", "method"),
+                ("Store", "trait"),
+                ("Store::get", "method"),
+                ("helper", "function"),
+            ]
+        );
+        assert_eq!(o.symbols[2].line, 4);
+        assert_eq!(o.imports, ["std::io::{self,Read}"]);
+        assert!(o.has_inline_tests);
+    }
+
+    #[cfg(feature = "typescript")]
+    #[test]
+    fn typescript_classes_methods_and_arrow_functions_are_found() {
+        let src = "import { readFile } from 'fs';\nconst path = require(\"path\");\nexport interface Options { a: number; m(): void }\nexport type Id = string;\nexport class Loader {\n  load(id: Id) { return id; }\n  static create() { return new Loader(); }\n}\nexport const parseConfig = (s: string) => s;\nfunction helper() {}\nenum Color { Red }\n";
+        let o = outline("typescript", src);
+        assert_eq!(
+            kinds(&o),
+            [
+                ("Options", "interface"),
+                ("Id", "type"),
+                ("Loader", "class"),
+                ("Loader::load", "method"),
+                ("Loader::create", "method"),
+                ("parseConfig", "function"),
+                ("helper", "function"),
+                ("Color", "enum"),
+            ]
+        );
+        assert_eq!(o.imports, ["fs", "path"]);
+        assert_eq!(o.symbols[3].line, 6);
+    }
+
+    #[cfg(feature = "typescript")]
+    #[test]
+    fn tsx_components_parse_with_the_tsx_grammar() {
+        let o = outline("tsx", "export function App() { return <div>hi</div>; }\n");
+        assert_eq!(o.symbols[0].name, "App");
+    }
+
+    #[test]
+    fn languages_without_a_grammar_have_no_inspector() {
+        assert!(!has_inspector("go"));
+        assert_eq!(outline("go", "func main() {}"), Outline::default());
+    }
 
     #[test]
     fn package_name_reads_only_the_package_section() {
