@@ -1,4 +1,4 @@
-//! `ast-replace`: replace a named item found with tree-sitter.
+//! `ast-replace`: replace a named item found in nuvira-syntax's outline of the file.
 
 use crate::text::read_existing;
 use nuvira_api::{EditEntry, EditError, EditStrategy, FileView};
@@ -8,14 +8,14 @@ const MAX_LISTED: usize = 40;
 
 /// `ast-replace`: replaces the item named `symbol` in `path` with `content`.
 ///
-/// Symbols are found by walking the tree-sitter tree (declarations only, so a name in a
-/// comment or a string never matches):
+/// Symbols come from [`nuvira_syntax::outline`], the tree-sitter walk inspection uses too
+/// (declarations only, so a name in a comment or a string never matches):
 ///
 /// - Rust: functions, `Type::method` (in `impl Type` and `impl Trait for Type` blocks),
 ///   `Trait::method`, structs, enums, unions, traits, type aliases, consts, statics, macros;
 ///   items in inline modules are also reachable as `module::item`.
-/// - TypeScript / TSX / JavaScript: functions, `const f = () => …`, classes,
-///   `Class::method` (or `Class.method`), interfaces, type aliases, enums, namespaces.
+/// - TypeScript / TSX / JavaScript: functions, `const f = () => …`, `const K = class …`,
+///   classes, `Class::method` (or `Class.method`), interfaces, type aliases, enums, namespaces.
 /// - Python: functions, classes, `Class::method` (or `Class.method`).
 ///
 /// A bare name never matches a method. No match is an error listing the available symbols; more
@@ -257,6 +257,17 @@ mod more_tests {
                 "def f():\n    pass\n\nclass C:\n    @property\n    def p(self):\n        return 1\n"
             ),
             ["f", "C", "C::p"]
+        );
+    }
+
+    #[test]
+    fn shared_declarations_are_not_replaceable_but_class_expressions_are() {
+        assert_eq!(
+            names(
+                "a.ts",
+                "const a = () => 1, b = () => 2;\nexport const K = class { run() {} };\n"
+            ),
+            ["K", "K::run"]
         );
     }
 
