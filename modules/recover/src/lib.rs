@@ -28,7 +28,6 @@ mod policy;
 
 pub use batch::{
     EDIT_BATCH, EditBatch, ask_edit_batch, edit_batch_schema, llm_failure, parse_edit_batch,
-    strip_fence,
 };
 pub use debug::DebugTests;
 pub use model_edit::{DEFAULT_CONTEXT_TOKENS, ModelEditor, upstream_artifacts};
