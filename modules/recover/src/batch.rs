@@ -108,7 +108,7 @@ pub fn parse_edit_batch(
 /// missing configuration is a fatal `environment-unavailable` and an oversized request a
 /// fatal `invalid-config`.
 pub fn llm_failure(what: &str, e: &LlmError) -> ModuleError {
-    let msg = nuvira_repair_strategies::scrub(&format!("{what}: {e}"));
+    let msg = nuvira_secrets::redact(&format!("{what}: {e}"));
     match e {
         LlmError::RateLimited { .. } | LlmError::CircuitOpen(_) | LlmError::Provider(_) => {
             ModuleError::recoverable(ErrorCategory::LlmRateLimit, msg)

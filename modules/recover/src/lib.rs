@@ -32,6 +32,6 @@ pub use batch::{
 pub use debug::DebugTests;
 pub use model_edit::{DEFAULT_CONTEXT_TOKENS, ModelEditor, upstream_artifacts};
 pub use nuvira_repair_strategies::{
-    Classification, RepairInput, RepairStrategy, classify_error, default_strategies, scrub,
+    Classification, RepairInput, RepairStrategy, classify_error, default_strategies,
 };
 pub use policy::{DEFAULT_RUN_ATTEMPTS, RecoverConfig, RecoverPolicy, StrategySelection};
