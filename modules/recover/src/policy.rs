@@ -64,24 +64,6 @@ pub enum StrategySelection {
     PerCategory(BTreeMap<String, Vec<String>>),
 }
 
-const CATEGORIES: &[ErrorCategory] = &[
-    ErrorCategory::CompileError,
-    ErrorCategory::TestFailure,
-    ErrorCategory::Timeout,
-    ErrorCategory::OutOfMemory,
-    ErrorCategory::SandboxUnavailable,
-    ErrorCategory::EnvironmentUnavailable,
-    ErrorCategory::LlmRateLimit,
-    ErrorCategory::LlmInvalidOutput,
-    ErrorCategory::EditRejected,
-    ErrorCategory::VerificationFailed,
-    ErrorCategory::InvalidConfig,
-    ErrorCategory::Io,
-    ErrorCategory::DependencyFailed,
-    ErrorCategory::Cancelled,
-    ErrorCategory::Unknown,
-];
-
 #[derive(Debug)]
 struct StepState {
     started: Instant,
@@ -206,11 +188,11 @@ impl RecoverPolicy {
             Some(StrategySelection::All(names)) => check(names)?,
             Some(StrategySelection::PerCategory(map)) => {
                 for (cat, names) in map {
-                    if !CATEGORIES.iter().any(|c| c.as_str() == cat) {
+                    if !ErrorCategory::ALL.iter().any(|c| c.as_str() == cat) {
                         return Err(format!(
                             "step `{}`: config.recover.strategies: unknown category `{cat}`; use one of: {}",
                             step.id,
-                            CATEGORIES
+                            ErrorCategory::ALL
                                 .iter()
                                 .map(|c| c.as_str())
                                 .collect::<Vec<_>>()
