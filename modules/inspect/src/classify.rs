@@ -63,24 +63,37 @@ pub fn request(goal: &str, candidates: &[Artifact]) -> LlmRequest {
         .with_schema("relevant_files", answer_schema())
 }
 
+/// Why a model's answer gives no paths (the keyword ranking is used instead).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AnswerError {
+    /// The text is not JSON, even inside a code fence.
+    #[error("not JSON: {0}")]
+    NotJson(serde_json::Error),
+    /// The JSON has no `paths` list.
+    #[error("no `paths` array")]
+    NoPaths,
+    /// An entry of `paths` is not a string.
+    #[error("a path is not a string")]
+    NotAString,
+}
+
 /// The paths of an answer, or why it is unusable.
-pub fn parse_answer(json: Option<&Value>, text: &str) -> Result<Vec<String>, String> {
+///
+/// # Errors
+/// [`AnswerError`] when the answer is not JSON or not `{"paths": [string]}`.
+pub fn parse_answer(json: Option<&Value>, text: &str) -> Result<Vec<String>, AnswerError> {
     let value = match json {
         Some(v) => v.clone(),
-        None => serde_json::from_str(guard::strip_fence(text))
-            .map_err(|e| format!("not JSON: {e}"))?,
+        None => serde_json::from_str(guard::strip_fence(text)).map_err(AnswerError::NotJson)?,
     };
     let paths = value
         .get("paths")
         .and_then(Value::as_array)
-        .ok_or("no `paths` array")?;
+        .ok_or(AnswerError::NoPaths)?;
     paths
         .iter()
-        .map(|p| {
-            p.as_str()
-                .map(str::to_owned)
-                .ok_or_else(|| "a path is not a string".to_owned())
-        })
+        .map(|p| p.as_str().map(str::to_owned).ok_or(AnswerError::NotAString))
         .collect()
 }
 
@@ -141,7 +154,15 @@ mod tests {
             parse_answer(None, "```json\n{\"paths\": [\"a.rs\"]}\n```").unwrap(),
             ["a.rs"]
         );
-        assert!(parse_answer(Some(&json!({"paths": [1]})), "").is_err());
-        assert!(parse_answer(None, "a.rs").is_err());
+        assert!(matches!(
+            parse_answer(Some(&json!({"paths": [1]})), ""),
+            Err(AnswerError::NotAString)
+        ));
+        assert!(matches!(
+            parse_answer(Some(&json!({"path": []})), ""),
+            Err(AnswerError::NoPaths)
+        ));
+        let e = parse_answer(None, "a.rs").unwrap_err();
+        assert!(e.to_string().starts_with("not JSON: "), "{e}");
     }
 }
