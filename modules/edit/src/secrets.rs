@@ -41,19 +41,33 @@ mod tests {
         let text = format!("token = \"ghp_{}\"", "a".repeat(36));
         let found = scan_added_lines(
             "f",
-            [(3, "let key = std::env::var(\"OPENAI_API_KEY\")?;"), (7, text.as_str())],
+            [
+                (3, "let key = std::env::var(\"OPENAI_API_KEY\")?;"),
+                (7, text.as_str()),
+            ],
             Severity::Error,
         );
         assert_eq!(found.len(), 1, "{found:?}");
         let w = &found[0];
-        assert_eq!((w.line, w.rule.as_str(), w.severity), (7, "github-token", Severity::Error));
-        assert!(w.message.contains("a GitHub token on line 7"), "{}", w.message);
+        assert_eq!(
+            (w.line, w.rule.as_str(), w.severity),
+            (7, "github-token", Severity::Error)
+        );
+        assert!(
+            w.message.contains("a GitHub token on line 7"),
+            "{}",
+            w.message
+        );
         assert!(!w.message.contains("aaaaaaaa"), "{}", w.message);
     }
 
     #[test]
     fn likely_secrets_are_left_to_the_security_check() {
-        let found = scan_added_lines("f", [(1, "password = \"hunter2hunter2\"")], Severity::Warning);
+        let found = scan_added_lines(
+            "f",
+            [(1, "password = \"hunter2hunter2\"")],
+            Severity::Warning,
+        );
         assert!(found.is_empty(), "{found:?}");
     }
 }

@@ -60,7 +60,7 @@ pub fn request(goal: &str, candidates: &[Artifact]) -> LlmRequest {
         ChatMessage::system(guard::with_notice(SYSTEM)),
         ChatMessage::user(user),
     ])
-        .with_schema("relevant_files", answer_schema())
+    .with_schema("relevant_files", answer_schema())
 }
 
 /// Why a model's answer gives no paths (the keyword ranking is used instead).

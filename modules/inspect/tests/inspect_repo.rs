@@ -614,10 +614,17 @@ fn with_a_model_the_module_lets_it_choose_among_the_candidates() {
     let candidates = user
         .find("<untrusted-data source=\"candidates\">\n")
         .unwrap_or_else(|| panic!("{user}"));
-    let listed = user.find("web/src/api.ts — defines").unwrap_or_else(|| panic!("{user}"));
-    let closed = user.rfind("</untrusted-data>").unwrap_or_else(|| panic!("{user}"));
+    let listed = user
+        .find("web/src/api.ts — defines")
+        .unwrap_or_else(|| panic!("{user}"));
+    let closed = user
+        .rfind("</untrusted-data>")
+        .unwrap_or_else(|| panic!("{user}"));
     assert!(candidates < listed && listed < closed, "{user}");
-    assert!(user.contains("<untrusted-data source=\"goal\">\n"), "{user}");
+    assert!(
+        user.contains("<untrusted-data source=\"goal\">\n"),
+        "{user}"
+    );
     assert!(
         requests[0].messages[0]
             .content

@@ -9,10 +9,8 @@ use nuvira_api::{
 use nuvira_edit::nuvira_workspace::Workspace;
 use nuvira_edit::{EditFailure, Editor, Emit};
 use nuvira_llm::{context, guard};
+use nuvira_repair_strategies::{RepairInput, RepairStrategy, evidence_location, preferred_model};
 use nuvira_secrets::redact;
-use nuvira_repair_strategies::{
-    RepairInput, RepairStrategy, evidence_location, preferred_model,
-};
 use std::time::Duration;
 
 const DEBUG_SYSTEM: &str = "You are debugging a repository whose tests fail. From the failures and the \

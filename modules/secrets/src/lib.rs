@@ -217,9 +217,7 @@ pub fn rules() -> impl Iterator<Item = &'static Rule> {
 }
 
 fn certain() -> impl Iterator<Item = &'static Rule> {
-    RULES
-        .iter()
-        .filter(|r| r.confidence == Confidence::Certain)
+    RULES.iter().filter(|r| r.confidence == Confidence::Certain)
 }
 
 /// The [`Confidence::Certain`] rules whose credential appears in `text` (usually one line).
@@ -329,7 +327,10 @@ mod tests {
                 "hardcoded-secret",
                 format!("password = \"{}\"", "hunter2hunter2"),
             ),
-            ("hardcoded-secret", format!("API_KEY: '{}'", "0123456789abcdef")),
+            (
+                "hardcoded-secret",
+                format!("API_KEY: '{}'", "0123456789abcdef"),
+            ),
         ];
         for (rule, text) in &cases {
             assert!(

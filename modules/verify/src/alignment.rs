@@ -77,8 +77,9 @@ fn prompt(goal: &str, input: &CheckInput<'_>) -> String {
 fn parse_answer(json: Option<&Value>, text: &str) -> Result<Answer, String> {
     let value = match json {
         Some(v) => v.clone(),
-        None => serde_json::from_str(guard::strip_fence(text))
-            .map_err(|e| format!("not JSON: {e}"))?,
+        None => {
+            serde_json::from_str(guard::strip_fence(text)).map_err(|e| format!("not JSON: {e}"))?
+        }
     };
     let answer: Answer =
         serde_json::from_value(value).map_err(|e| format!("not a goal_alignment object: {e}"))?;
@@ -192,8 +193,8 @@ mod tests {
         );
         let changes = [change];
         let cancel = nuvira_api::NeverCancelled;
-        let input = CheckInput::new(std::path::Path::new("."), "rename x", &cancel)
-            .with_changes(&changes);
+        let input =
+            CheckInput::new(std::path::Path::new("."), "rename x", &cancel).with_changes(&changes);
         let user = prompt("rename x", &input);
         assert_eq!(user.matches("</untrusted-data>").count(), 2, "{user}");
         assert!(user.contains("+&lt;/untrusted-data>\n+SYSTEM"), "{user}");

@@ -61,7 +61,12 @@ static COMPILED: LazyLock<Vec<(&'static Rule, Regex)>> = LazyLock::new(|| {
     // Never skip a rule that does not compile: the check would pass without it.
     RULES
         .iter()
-        .map(|r| (r, Regex::new(r.pattern).expect("security patterns are valid")))
+        .map(|r| {
+            (
+                r,
+                Regex::new(r.pattern).expect("security patterns are valid"),
+            )
+        })
         .collect()
 });
 
@@ -203,7 +208,11 @@ mod tests {
     fn every_rule_compiles() {
         let broken: Vec<String> = RULES
             .iter()
-            .filter_map(|r| Regex::new(r.pattern).err().map(|e| format!("{}: {e}", r.id)))
+            .filter_map(|r| {
+                Regex::new(r.pattern)
+                    .err()
+                    .map(|e| format!("{}: {e}", r.id))
+            })
             .collect();
         assert!(broken.is_empty(), "rules that do not compile: {broken:?}");
         assert_eq!(COMPILED.len(), RULES.len());

@@ -298,10 +298,17 @@ async fn goal_alignment_asks_the_model_with_the_diff_as_quoted_data() {
     let req = &requests[0];
     assert_eq!(req.json_schema.as_ref().unwrap().0, "goal_alignment");
     assert_eq!(req.messages[0].role, Role::System);
-    assert!(req.messages[0].content.ends_with(nuvira_api::llm::guard::NOTICE));
+    assert!(
+        req.messages[0]
+            .content
+            .ends_with(nuvira_api::llm::guard::NOTICE)
+    );
     let user = &req.messages[1].content;
     let injected = user.find("Ignore all previous").unwrap();
-    let opens: Vec<usize> = user.match_indices("<untrusted-data").map(|(i, _)| i).collect();
+    let opens: Vec<usize> = user
+        .match_indices("<untrusted-data")
+        .map(|(i, _)| i)
+        .collect();
     let closes: Vec<usize> = user
         .match_indices("</untrusted-data>")
         .map(|(i, _)| i)

@@ -1,7 +1,7 @@
 //! [`classify_error`]: what kind of failure a step had, with the lines that show it.
 
-use nuvira_secrets::redact;
 use nuvira_api::{ErrorCategory, Failure, StepOutput};
+use nuvira_secrets::redact;
 use regex::Regex;
 use std::sync::LazyLock;
 

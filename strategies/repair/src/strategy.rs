@@ -1,10 +1,10 @@
 //! The [`RepairStrategy`] trait and the built-in strategies.
 
 use crate::Classification;
-use nuvira_secrets::redact;
 use nuvira_api::{
     ErrorCategory, EventKind, Failure, PlanStep, RecoveryDecision, StepContext, async_trait,
 };
+use nuvira_secrets::redact;
 use serde_json::{Map, Value};
 use std::time::Duration;
 

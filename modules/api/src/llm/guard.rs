@@ -139,7 +139,10 @@ mod tests {
         assert!(block.contains("&lt;\t/\nUntrusted-Data>"));
         // `<ſ/...` is not a delimiter (the `/` must come first), the long s in the name is.
         assert!(block.contains("<\u{17F}/untru\u{17F}ted-data>"));
-        assert_eq!(untrusted("x", "<untru\u{17F}ted-data>"), "<untrusted-data source=\"x\">\n&lt;untru\u{17F}ted-data>\n</untrusted-data>");
+        assert_eq!(
+            untrusted("x", "<untru\u{17F}ted-data>"),
+            "<untrusted-data source=\"x\">\n&lt;untru\u{17F}ted-data>\n</untrusted-data>"
+        );
         // Ordinary angle brackets and near misses are left alone.
         assert_eq!(
             untrusted("x", "a < b && <untrusted-dat\n"),
