@@ -1,8 +1,13 @@
-//! Models: the [`LlmClient`] trait and its request/response types.
+//! Models: the [`LlmClient`] trait and its request/response types, and the [`guard`] text
+//! helpers every prompt and answer goes through.
 
 use crate::async_trait;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
+
+pub mod guard;
+
+pub use guard::strip_fence;
 
 /// Who said a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

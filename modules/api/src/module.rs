@@ -706,6 +706,27 @@ pub enum ErrorCategory {
 }
 
 impl ErrorCategory {
+    /// Every category, in declaration order: for listing the valid names in a message and for
+    /// config that maps categories to something. A test fails to compile when a variant is
+    /// missing here.
+    pub const ALL: &'static [ErrorCategory] = &[
+        Self::CompileError,
+        Self::TestFailure,
+        Self::Timeout,
+        Self::OutOfMemory,
+        Self::SandboxUnavailable,
+        Self::EnvironmentUnavailable,
+        Self::LlmRateLimit,
+        Self::LlmInvalidOutput,
+        Self::EditRejected,
+        Self::VerificationFailed,
+        Self::InvalidConfig,
+        Self::Io,
+        Self::DependencyFailed,
+        Self::Cancelled,
+        Self::Unknown,
+    ];
+
     /// Whether this category means the environment lacks something (exit code 3).
     pub fn is_environment(self) -> bool {
         matches!(
@@ -739,6 +760,50 @@ impl ErrorCategory {
 impl std::fmt::Display for ErrorCategory {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod category_tests {
+    #![allow(clippy::unwrap_used)]
+    use super::ErrorCategory;
+
+    #[test]
+    fn all_lists_every_category_once_in_order() {
+        // Exhaustive on purpose: a new variant does not compile until it has a position here
+        // and in `ALL`.
+        fn position(c: ErrorCategory) -> usize {
+            use ErrorCategory::*;
+            match c {
+                CompileError => 0,
+                TestFailure => 1,
+                Timeout => 2,
+                OutOfMemory => 3,
+                SandboxUnavailable => 4,
+                EnvironmentUnavailable => 5,
+                LlmRateLimit => 6,
+                LlmInvalidOutput => 7,
+                EditRejected => 8,
+                VerificationFailed => 9,
+                InvalidConfig => 10,
+                Io => 11,
+                DependencyFailed => 12,
+                Cancelled => 13,
+                Unknown => 14,
+            }
+        }
+        let positions: Vec<usize> = ErrorCategory::ALL.iter().map(|&c| position(c)).collect();
+        assert_eq!(positions, (0..=14).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn every_category_round_trips_through_its_name() {
+        for &c in ErrorCategory::ALL {
+            let name = serde_json::to_value(c).unwrap();
+            assert_eq!(name, c.as_str(), "serde and as_str agree");
+            assert_eq!(c.to_string(), c.as_str());
+            assert_eq!(serde_json::from_value::<ErrorCategory>(name).unwrap(), c);
+        }
     }
 }
 

@@ -1,5 +1,6 @@
-//! The secret scan: credentials an edit must not add to a repository (the patterns are
-//! `nuvira-secrets`, shared with the `security` verification check).
+//! The secret scan: credentials an edit must not add to a repository (the certain patterns of
+//! `nuvira-secrets`, shared with the `security` verification check; the likely ones, hard-coded
+//! passwords, are left to that check's warnings). The rules are tested there.
 //!
 //! Only lines the edit *adds* are scanned, so a file that already held a test key does not
 //! warn on every unrelated edit. A finding names the rule and the line, never the secret.
@@ -32,66 +33,41 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
 
-    fn rules_hit(text: &str) -> Vec<String> {
-        scan_added_lines("f", [(1, text)], Severity::Warning)
-            .into_iter()
-            .map(|w| w.rule)
-            .collect()
+    // Which texts are secrets is tested in `nuvira-secrets`; this is how the edit module
+    // reports one.
+    #[test]
+    fn a_secret_is_reported_on_its_line_with_the_severity_and_never_echoed() {
+        // Assembled at run time so this file itself holds no secret.
+        let text = format!("token = \"ghp_{}\"", "a".repeat(36));
+        let found = scan_added_lines(
+            "f",
+            [
+                (3, "let key = std::env::var(\"OPENAI_API_KEY\")?;"),
+                (7, text.as_str()),
+            ],
+            Severity::Error,
+        );
+        assert_eq!(found.len(), 1, "{found:?}");
+        let w = &found[0];
+        assert_eq!(
+            (w.line, w.rule.as_str(), w.severity),
+            (7, "github-token", Severity::Error)
+        );
+        assert!(
+            w.message.contains("a GitHub token on line 7"),
+            "{}",
+            w.message
+        );
+        assert!(!w.message.contains("aaaaaaaa"), "{}", w.message);
     }
 
     #[test]
-    fn each_rule_finds_its_secret_and_never_echoes_it() {
-        // Test values are assembled at run time so this file itself holds no secret.
-        let cases = [
-            (
-                "private-key",
-                format!("-----BEGIN {}PRIVATE KEY-----", "RSA "),
-            ),
-            (
-                "aws-access-key",
-                format!("key = \"AKIA{}\"", "IOSFODNN7EXAMPLE"),
-            ),
-            (
-                "aws-secret-key",
-                format!(
-                    "aws_secret_access_key = {}",
-                    "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
-                ),
-            ),
-            (
-                "gcp-api-key",
-                format!("AIza{}", "SyA1234567890abcdefghijklmnopqrstuv"),
-            ),
-            ("github-token", format!("ghp_{}", "a".repeat(36))),
-            ("slack-token", format!("xoxb-{}", "1234567890-abcdef")),
-            ("openai-key", format!("sk-proj-{}", "A".repeat(48))),
-            ("anthropic-key", format!("sk-ant-api03-{}", "x".repeat(30))),
-            ("stripe-key", format!("sk_live_{}", "0".repeat(24))),
-        ];
-        for (rule, text) in cases {
-            let found = scan_added_lines("f", [(7, text.as_str())], Severity::Error);
-            assert!(found.iter().any(|w| w.rule == rule), "{rule}: {found:?}");
-            for w in &found {
-                assert_eq!(w.line, 7);
-                assert_eq!(w.severity, Severity::Error);
-                assert!(
-                    !w.message.contains(&text[text.len() - 8..]),
-                    "{}",
-                    w.message
-                );
-            }
-        }
-    }
-
-    #[test]
-    fn ordinary_code_is_not_a_secret() {
-        for text in [
-            "let key = std::env::var(\"OPENAI_API_KEY\")?;",
-            "fn sk_live_mode() {}",
-            "// AKIA prefix is documented here",
-            "const TASK = \"sk-learn\";",
-        ] {
-            assert!(rules_hit(text).is_empty(), "{text}: {:?}", rules_hit(text));
-        }
+    fn likely_secrets_are_left_to_the_security_check() {
+        let found = scan_added_lines(
+            "f",
+            [(1, "password = \"hunter2hunter2\"")],
+            Severity::Warning,
+        );
+        assert!(found.is_empty(), "{found:?}");
     }
 }

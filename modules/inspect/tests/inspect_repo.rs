@@ -611,8 +611,25 @@ fn with_a_model_the_module_lets_it_choose_among_the_candidates() {
         "relevant_files"
     );
     let user = &requests[0].messages[1].content;
-    assert!(user.contains("=====UNTRUSTED-DATA-0====="), "{user}");
-    assert!(user.contains("web/src/api.ts — defines"), "{user}");
+    let candidates = user
+        .find("<untrusted-data source=\"candidates\">\n")
+        .unwrap_or_else(|| panic!("{user}"));
+    let listed = user
+        .find("web/src/api.ts — defines")
+        .unwrap_or_else(|| panic!("{user}"));
+    let closed = user
+        .rfind("</untrusted-data>")
+        .unwrap_or_else(|| panic!("{user}"));
+    assert!(candidates < listed && listed < closed, "{user}");
+    assert!(
+        user.contains("<untrusted-data source=\"goal\">\n"),
+        "{user}"
+    );
+    assert!(
+        requests[0].messages[0]
+            .content
+            .ends_with(nuvira_api::llm::guard::NOTICE)
+    );
 }
 
 #[test]

@@ -2,7 +2,7 @@
 
 use crate::breaker::CircuitBreaker;
 use crate::config::{LlmConfig, Provider};
-use crate::secret::scrub;
+use crate::secret::redact;
 use crate::wire::{display_url, error_detail};
 use crate::{anthropic, openai};
 use nuvira_api::{LlmClient, LlmError, LlmRequest, LlmResponse, async_trait};
@@ -141,8 +141,8 @@ impl HttpLlm {
         }
     }
 
-    fn scrub(&self, text: &str) -> String {
-        scrub(self.config.api_key.as_ref(), text)
+    fn redact(&self, text: &str) -> String {
+        redact(self.config.api_key.as_ref(), text)
     }
 
     async fn attempt(&self, body: &[u8]) -> Result<(u16, HeaderMap, Vec<u8>), AttemptError> {
@@ -193,12 +193,12 @@ impl HttpLlm {
             msg.push_str(&s.to_string());
             source = s.source();
         }
-        self.scrub(&msg)
+        self.redact(&msg)
     }
 
     fn status_error(&self, status: u16, headers: &HeaderMap, body: &[u8]) -> AttemptError {
         let (detail, code) = error_detail(body);
-        let detail = self.scrub(&detail);
+        let detail = self.redact(&detail);
         let code = code.unwrap_or_default();
         let id = &self.model_id;
         match status {
@@ -259,7 +259,7 @@ impl HttpLlm {
                         Provider::OpenAi => openai::parse_response(&self.config, req, &bytes),
                         Provider::Anthropic => anthropic::parse_response(&self.config, req, &bytes),
                     };
-                    return parsed.map_err(|e| scrub_error(&self.config, e));
+                    return parsed.map_err(|e| redact_error(&self.config, e));
                 }
                 Ok((status, headers, bytes)) => self.status_error(status, &headers, &bytes),
                 Err(e) => e,
@@ -281,8 +281,8 @@ impl HttpLlm {
     }
 }
 
-fn scrub_error(config: &LlmConfig, e: LlmError) -> LlmError {
-    let s = |t: String| scrub(config.api_key.as_ref(), &t);
+fn redact_error(config: &LlmConfig, e: LlmError) -> LlmError {
+    let s = |t: String| redact(config.api_key.as_ref(), &t);
     match e {
         LlmError::Refused(t) => LlmError::Refused(s(t)),
         LlmError::InvalidOutput(t) => LlmError::InvalidOutput(s(t)),
@@ -329,7 +329,7 @@ impl LlmClient for HttpLlm {
         if let Err(e) = &outcome {
             tracing::debug!(model = %self.model_id, error = %e, "model request failed");
         }
-        outcome.map_err(|e| scrub_error(&self.config, e))
+        outcome.map_err(|e| redact_error(&self.config, e))
     }
 
     fn open_circuits(&self) -> Vec<String> {

@@ -54,7 +54,7 @@ pub use config::{
 pub use fallback::FallbackClient;
 pub use http::HttpLlm;
 pub use retry::{RetryPolicy, parse_retry_after};
-pub use scripted::{RecordingLlm, ScriptEntry, ScriptedLlm};
+pub use scripted::{RecordingLlm, ScriptEntry, ScriptedLlm, UnusedEntries};
 pub use secret::ApiKey;
 
 use nuvira_api::{LlmClient, LlmError};

@@ -278,6 +278,20 @@ impl ScriptEntry {
     }
 }
 
+/// A script that was not used up, from [`ScriptedLlm::finish`]: the run made fewer requests
+/// than the script expected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("model script {script} has {unused} unused entries, starting at {first}")]
+#[non_exhaustive]
+pub struct UnusedEntries {
+    /// The script: its file name, or `the script` for one built in code.
+    pub script: String,
+    /// How many entries were never requested.
+    pub unused: usize,
+    /// The first of them: `entry 3 (line 12)`.
+    pub first: String,
+}
+
 #[derive(Debug, Default)]
 struct Progress {
     next: usize,
@@ -405,17 +419,16 @@ impl ScriptedLlm {
     /// Checks that the whole script was used.
     ///
     /// # Errors
-    /// A message naming the first unused entry.
-    pub fn finish(&self) -> Result<(), String> {
+    /// [`UnusedEntries`], naming the script and its first unused entry.
+    pub fn finish(&self) -> Result<(), UnusedEntries> {
         let next = self.progress().next;
         match self.entries.get(next) {
             None => Ok(()),
-            Some(e) => Err(format!(
-                "model script {} has {} unused entries, starting at {}",
-                self.source,
-                self.entries.len() - next,
-                e.describe(next)
-            )),
+            Some(e) => Err(UnusedEntries {
+                script: self.source.clone(),
+                unused: self.entries.len() - next,
+                first: e.describe(next),
+            }),
         }
     }
 }
@@ -630,6 +643,7 @@ mod tests {
         assert!(
             llm.finish()
                 .unwrap_err()
+                .to_string()
                 .contains("1 unused entries, starting at entry 3")
         );
         let ok = LlmRequest::new(vec![ChatMessage::user("run the tests")]);

@@ -7,7 +7,7 @@ use std::sync::Arc;
 ///
 /// It has no `Display`, its `Debug` prints `ApiKey(<redacted>)`, and it is only readable inside
 /// this crate, where it goes into one request header (marked sensitive). Error messages that
-/// quote provider answers pass through [`ApiKey::scrub`] so that an echoed key is cut out.
+/// quote provider answers pass through [`ApiKey::redact`] so that an echoed key is cut out.
 #[derive(Clone, PartialEq, Eq)]
 pub struct ApiKey(Arc<str>);
 
@@ -28,13 +28,17 @@ impl ApiKey {
         &self.0
     }
 
-    /// Replaces every occurrence of the key in `text` with `<redacted>`.
+    /// Replaces every occurrence of this key in `text` with `<redacted>`.
+    ///
+    /// Unlike [`nuvira_secrets::redact`](https://docs.rs/nuvira-secrets), which cuts anything
+    /// shaped like a credential, this cuts exactly the configured key, whatever its shape (a
+    /// local server's key need not look like a key at all).
     ///
     /// ```
     /// let key = nuvira_llm::ApiKey::new("sk-test-123").unwrap();
-    /// assert_eq!(key.scrub("bad key sk-test-123"), "bad key <redacted>");
+    /// assert_eq!(key.redact("bad key sk-test-123"), "bad key <redacted>");
     /// ```
-    pub fn scrub(&self, text: &str) -> String {
+    pub fn redact(&self, text: &str) -> String {
         // Keys shorter than this could match ordinary words; real keys are far longer.
         if self.0.len() < 4 {
             return text.to_owned();
@@ -49,10 +53,10 @@ impl fmt::Debug for ApiKey {
     }
 }
 
-/// Scrubs an optional key out of a message.
-pub(crate) fn scrub(key: Option<&ApiKey>, text: &str) -> String {
+/// Redacts an optional key out of a message.
+pub(crate) fn redact(key: Option<&ApiKey>, text: &str) -> String {
     match key {
-        Some(k) => k.scrub(text),
+        Some(k) => k.redact(text),
         None => text.to_owned(),
     }
 }

@@ -16,18 +16,15 @@ pub(crate) fn clip(text: &str, max: usize) -> String {
 }
 
 /// Parses a structured answer. Some local servers wrap JSON in a Markdown fence even in
-/// JSON mode; a single surrounding fence is accepted.
+/// JSON mode; a single surrounding fence is accepted, as [`crate::guard::strip_fence`] reads it.
 pub(crate) fn json_answer(name: &str, text: &str) -> Result<Value, LlmError> {
     let first = match serde_json::from_str::<Value>(text) {
         Ok(v) => return Ok(v),
         Err(e) => e,
     };
     let trimmed = text.trim();
-    if let Some(inner) = trimmed
-        .strip_prefix("```json")
-        .or_else(|| trimmed.strip_prefix("```"))
-        .and_then(|t| t.strip_suffix("```"))
-        && let Ok(v) = serde_json::from_str::<Value>(inner)
+    if trimmed.starts_with("```")
+        && let Ok(v) = serde_json::from_str::<Value>(crate::guard::strip_fence(trimmed))
     {
         return Ok(v);
     }

@@ -232,7 +232,7 @@ impl LlmPlanner {
     fn problems(&self, json: Option<&Value>, text: &str) -> Result<ExecutionPlan, Vec<String>> {
         let value = match json {
             Some(v) => v.clone(),
-            None => serde_json::from_str(strip_fence(text))
+            None => serde_json::from_str(nuvira_llm::guard::strip_fence(text))
                 .map_err(|e| vec![format!("the answer is not JSON: {e}")])?,
         };
         let plan: ExecutionPlan = serde_json::from_value(value)
@@ -249,16 +249,6 @@ impl LlmPlanner {
             Err(problems)
         }
     }
-}
-
-#[cfg(feature = "llm")]
-fn strip_fence(text: &str) -> &str {
-    let t = text.trim();
-    let Some(rest) = t.strip_prefix("```") else {
-        return t;
-    };
-    let rest = rest.find('\n').map_or(rest, |i| &rest[i + 1..]);
-    rest.trim_end().strip_suffix("```").unwrap_or(rest).trim()
 }
 
 #[cfg(feature = "llm")]

@@ -73,7 +73,7 @@ pub fn parse_edit_batch(
 ) -> Result<EditBatch, Vec<String>> {
     let value = match json {
         Some(v) => v.clone(),
-        None => serde_json::from_str(strip_fence(text))
+        None => serde_json::from_str(nuvira_llm::guard::strip_fence(text))
             .map_err(|e| vec![format!("the answer is not JSON: {e}")])?,
     };
     let Some(obj) = value.as_object() else {
@@ -102,23 +102,13 @@ pub fn parse_edit_batch(
     })
 }
 
-/// The text inside a Markdown code fence, or the text itself.
-pub fn strip_fence(text: &str) -> &str {
-    let t = text.trim();
-    let Some(rest) = t.strip_prefix("```") else {
-        return t;
-    };
-    let rest = rest.find('\n').map_or(rest, |i| &rest[i + 1..]);
-    rest.trim_end().strip_suffix("```").unwrap_or(rest).trim()
-}
-
 /// The module error for a failed model request: rate limits, open circuits and provider
 /// outages are recoverable `llm-rate-limit` (retry later or switch model), timeouts are
 /// recoverable `timeout`, unusable answers and refusals are recoverable `llm-invalid-output`,
 /// missing configuration is a fatal `environment-unavailable` and an oversized request a
 /// fatal `invalid-config`.
 pub fn llm_failure(what: &str, e: &LlmError) -> ModuleError {
-    let msg = nuvira_repair_strategies::scrub(&format!("{what}: {e}"));
+    let msg = nuvira_secrets::redact(&format!("{what}: {e}"));
     match e {
         LlmError::RateLimited { .. } | LlmError::CircuitOpen(_) | LlmError::Provider(_) => {
             ModuleError::recoverable(ErrorCategory::LlmRateLimit, msg)

@@ -9,9 +9,8 @@ use nuvira_api::{
 use nuvira_edit::nuvira_workspace::Workspace;
 use nuvira_edit::{EditFailure, Editor, Emit};
 use nuvira_llm::{context, guard};
-use nuvira_repair_strategies::{
-    RepairInput, RepairStrategy, evidence_location, preferred_model, scrub,
-};
+use nuvira_repair_strategies::{RepairInput, RepairStrategy, evidence_location, preferred_model};
+use nuvira_secrets::redact;
 use std::time::Duration;
 
 const DEBUG_SYSTEM: &str = "You are debugging a repository whose tests fail. From the failures and the \
@@ -80,8 +79,8 @@ impl DebugTests {
             ctx.goal(),
             ctx.step_id(),
             input.classification.category,
-            scrub(&input.failure.message),
-            guard::untrusted("test-failures", &scrub(&failures))
+            redact(&input.failure.message),
+            guard::untrusted("test-failures", &redact(&failures))
         );
         if let Some(t) = test
             && !t.log.is_empty()
@@ -89,7 +88,7 @@ impl DebugTests {
             user.push_str("\nEnd of the test log:\n");
             user.push_str(&guard::untrusted(
                 "test-log",
-                &scrub(tail(&t.log, LOG_TAIL_BYTES)),
+                &redact(tail(&t.log, LOG_TAIL_BYTES)),
             ));
             user.push('\n');
         }

@@ -28,11 +28,10 @@ mod policy;
 
 pub use batch::{
     EDIT_BATCH, EditBatch, ask_edit_batch, edit_batch_schema, llm_failure, parse_edit_batch,
-    strip_fence,
 };
 pub use debug::DebugTests;
 pub use model_edit::{DEFAULT_CONTEXT_TOKENS, ModelEditor, upstream_artifacts};
 pub use nuvira_repair_strategies::{
-    Classification, RepairInput, RepairStrategy, classify_error, default_strategies, scrub,
+    Classification, RepairInput, RepairStrategy, classify_error, default_strategies,
 };
 pub use policy::{DEFAULT_RUN_ATTEMPTS, RecoverConfig, RecoverPolicy, StrategySelection};

@@ -62,7 +62,7 @@ impl ModelEditor {
             user.push_str("\nThe previous attempt of this step failed; its output:\n");
             user.push_str(&guard::untrusted(
                 "previous-attempt",
-                &nuvira_repair_strategies::scrub(fb),
+                &nuvira_secrets::redact(fb),
             ));
             user.push('\n');
         }

@@ -7,8 +7,9 @@ use nuvira_api::{
 };
 use nuvira_edit::nuvira_workspace::{Journal, OnChanged, Workspace};
 use nuvira_repair_strategies::{
-    RepairInput, RepairStrategy, classify_error, default_strategies, preferred_model, scrub,
+    RepairInput, RepairStrategy, classify_error, default_strategies, preferred_model,
 };
+use nuvira_secrets::redact;
 use serde::Deserialize;
 use serde_json::Value;
 use std::borrow::Cow;
@@ -62,24 +63,6 @@ pub enum StrategySelection {
     /// their defaults.
     PerCategory(BTreeMap<String, Vec<String>>),
 }
-
-const CATEGORIES: &[ErrorCategory] = &[
-    ErrorCategory::CompileError,
-    ErrorCategory::TestFailure,
-    ErrorCategory::Timeout,
-    ErrorCategory::OutOfMemory,
-    ErrorCategory::SandboxUnavailable,
-    ErrorCategory::EnvironmentUnavailable,
-    ErrorCategory::LlmRateLimit,
-    ErrorCategory::LlmInvalidOutput,
-    ErrorCategory::EditRejected,
-    ErrorCategory::VerificationFailed,
-    ErrorCategory::InvalidConfig,
-    ErrorCategory::Io,
-    ErrorCategory::DependencyFailed,
-    ErrorCategory::Cancelled,
-    ErrorCategory::Unknown,
-];
 
 #[derive(Debug)]
 struct StepState {
@@ -205,11 +188,11 @@ impl RecoverPolicy {
             Some(StrategySelection::All(names)) => check(names)?,
             Some(StrategySelection::PerCategory(map)) => {
                 for (cat, names) in map {
-                    if !CATEGORIES.iter().any(|c| c.as_str() == cat) {
+                    if !ErrorCategory::ALL.iter().any(|c| c.as_str() == cat) {
                         return Err(format!(
                             "step `{}`: config.recover.strategies: unknown category `{cat}`; use one of: {}",
                             step.id,
-                            CATEGORIES
+                            ErrorCategory::ALL
                                 .iter()
                                 .map(|c| c.as_str())
                                 .collect::<Vec<_>>()
@@ -277,7 +260,7 @@ impl RecoverPolicy {
             )
         });
         if cfg.rollback_on_failure.unwrap_or(self.rollback_on_failure) && !ctx.dry_run() {
-            rollback(ctx, &scrub(&failure.message));
+            rollback(ctx, &redact(&failure.message));
         }
         ctx.emit(EventKind::RecoverResult {
             success: false,
@@ -358,7 +341,7 @@ impl RecoveryPolicy for RecoverPolicy {
             .get(ctx.run_id().as_ref())
             .unwrap_or(&0);
         let run_spent = self.budget.max_run_attempts.is_some_and(|m| run_used >= m);
-        let final_error = scrub(&failure.message);
+        let final_error = redact(&failure.message);
         if !names.is_empty() && (attempt >= max || run_spent) {
             ctx.emit(EventKind::RecoverClassified {
                 category: c.category,

@@ -1,6 +1,8 @@
 //! The credential patterns Nuvira looks for in what a change adds: one list, used by the edit
-//! module (a batch that adds a secret warns, or is refused by config) and by the `security`
-//! verification check (a diff that adds one fails the check).
+//! module (a batch that adds a secret warns, or is refused by config), by the `security`
+//! verification check (a diff that adds one fails the check; a [`Confidence::Likely`] one, a
+//! hard-coded password, warns) and by [`redact`], which cuts secrets out of text that leaves the
+//! process. The rules and their tests live here only.
 //!
 //! A match says which rule and what kind of credential, never the matched text: callers report
 //! the rule and the line, so the secret is not copied into events, reports or logs.
@@ -15,6 +17,18 @@
 use regex::Regex;
 use std::sync::LazyLock;
 
+/// How sure a match is that it found a real credential.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Confidence {
+    /// The text has the shape of a known credential format (a key prefix and length, a key
+    /// block): worth refusing a change over. [`find`] and [`redact`] use only these.
+    Certain,
+    /// A secret-named variable set to a string literal: often a real password, sometimes a
+    /// placeholder, so callers warn rather than fail. Only [`find_all`] reports these.
+    Likely,
+}
+
 /// One kind of credential.
 #[derive(Debug)]
 pub struct Rule {
@@ -22,86 +36,114 @@ pub struct Rule {
     pub id: &'static str,
     /// What it is, with an article, for messages: "an AWS access key id".
     pub what: &'static str,
+    /// How sure a match is.
+    pub confidence: Confidence,
     re: Regex,
 }
 
+/// The rules: id, what, confidence, pattern. Compiled once into [`RULES`]; the test
+/// `every_rule_compiles` compiles each one and names any that does not.
+const PATTERNS: &[(&str, &str, Confidence, &str)] = &[
+    (
+        "private-key",
+        "a private key block",
+        Confidence::Certain,
+        r"-----BEGIN (?:RSA |EC |DSA |OPENSSH |PGP |ENCRYPTED )?PRIVATE KEY(?: BLOCK)?-----",
+    ),
+    (
+        "aws-access-key",
+        "an AWS access key id",
+        Confidence::Certain,
+        r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA)[0-9A-Z]{16}\b",
+    ),
+    (
+        "aws-secret-key",
+        "an AWS secret access key",
+        Confidence::Certain,
+        r#"(?i)aws_?secret_?(?:access_?)?key["']?\s*[:=]\s*["']?[A-Za-z0-9/+=]{40}\b"#,
+    ),
+    (
+        "gcp-api-key",
+        "a Google Cloud API key",
+        Confidence::Certain,
+        r"\bAIza[0-9A-Za-z_\-]{35}\b",
+    ),
+    (
+        "gcp-service-account",
+        "a Google Cloud service-account private key",
+        Confidence::Certain,
+        r#""private_key_id"\s*:\s*"[0-9a-f]{40}""#,
+    ),
+    (
+        "github-token",
+        "a GitHub token",
+        Confidence::Certain,
+        r"\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})\b",
+    ),
+    (
+        "slack-token",
+        "a Slack token",
+        Confidence::Certain,
+        r"\bxox[abposr]-[0-9A-Za-z\-]{10,}\b",
+    ),
+    (
+        "slack-webhook",
+        "a Slack webhook URL",
+        Confidence::Certain,
+        r"https://hooks\.slack\.com/services/T[A-Za-z0-9_]+/B[A-Za-z0-9_]+/[A-Za-z0-9_]+",
+    ),
+    (
+        "anthropic-key",
+        "an Anthropic API key",
+        Confidence::Certain,
+        r"\bsk-ant-(?:api|admin)[0-9]{2}-[A-Za-z0-9_\-]{20,}",
+    ),
+    (
+        "openai-key",
+        "an OpenAI-style API key",
+        Confidence::Certain,
+        r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}T3BlbkFJ[A-Za-z0-9_\-]{20,}|\bsk-(?:proj-|svcacct-)[A-Za-z0-9_\-]{40,}|\bsk-[A-Za-z0-9]{48}\b",
+    ),
+    (
+        "stripe-key",
+        "a Stripe live secret key",
+        Confidence::Certain,
+        r"\b(?:sk|rk)_live_[0-9A-Za-z]{24,}\b",
+    ),
+    (
+        "jwt",
+        "a JSON Web Token",
+        Confidence::Certain,
+        r"\beyJ[A-Za-z0-9_\-]{10,}\.eyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}",
+    ),
+    (
+        "gitlab-token",
+        "a GitLab token",
+        Confidence::Certain,
+        r"\bglpat-[A-Za-z0-9_\-]{20,}\b",
+    ),
+    (
+        "hardcoded-secret",
+        "a hard-coded credential",
+        Confidence::Likely,
+        r#"(?i)\b(?:password|passwd|secret|api_?key|access_?token|auth_?token)\b["']?\s*[:=]\s*["'][^"'\s]{8,}["']"#,
+    ),
+];
+
 #[expect(
     clippy::expect_used,
-    reason = "the patterns are constants covered by the unit tests below"
+    reason = "the patterns are constants, each compiled by the `every_rule_compiles` test"
 )]
 static RULES: LazyLock<Vec<Rule>> = LazyLock::new(|| {
-    let rule = |id, what, pattern: &str| Rule {
-        id,
-        what,
-        re: Regex::new(pattern).expect("secret patterns are valid"),
-    };
-    vec![
-        rule(
-            "private-key",
-            "a private key block",
-            r"-----BEGIN (?:RSA |EC |DSA |OPENSSH |PGP |ENCRYPTED )?PRIVATE KEY(?: BLOCK)?-----",
-        ),
-        rule(
-            "aws-access-key",
-            "an AWS access key id",
-            r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA)[0-9A-Z]{16}\b",
-        ),
-        rule(
-            "aws-secret-key",
-            "an AWS secret access key",
-            r#"(?i)aws_?secret_?(?:access_?)?key["']?\s*[:=]\s*["']?[A-Za-z0-9/+=]{40}\b"#,
-        ),
-        rule(
-            "gcp-api-key",
-            "a Google Cloud API key",
-            r"\bAIza[0-9A-Za-z_\-]{35}\b",
-        ),
-        rule(
-            "gcp-service-account",
-            "a Google Cloud service-account private key",
-            r#""private_key_id"\s*:\s*"[0-9a-f]{40}""#,
-        ),
-        rule(
-            "github-token",
-            "a GitHub token",
-            r"\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})\b",
-        ),
-        rule(
-            "slack-token",
-            "a Slack token",
-            r"\bxox[abposr]-[0-9A-Za-z\-]{10,}\b",
-        ),
-        rule(
-            "slack-webhook",
-            "a Slack webhook URL",
-            r"https://hooks\.slack\.com/services/T[A-Za-z0-9_]+/B[A-Za-z0-9_]+/[A-Za-z0-9_]+",
-        ),
-        rule(
-            "anthropic-key",
-            "an Anthropic API key",
-            r"\bsk-ant-(?:api|admin)[0-9]{2}-[A-Za-z0-9_\-]{20,}",
-        ),
-        rule(
-            "openai-key",
-            "an OpenAI-style API key",
-            r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}T3BlbkFJ[A-Za-z0-9_\-]{20,}|\bsk-(?:proj-|svcacct-)[A-Za-z0-9_\-]{40,}|\bsk-[A-Za-z0-9]{48}\b",
-        ),
-        rule(
-            "stripe-key",
-            "a Stripe live secret key",
-            r"\b(?:sk|rk)_live_[0-9A-Za-z]{24,}\b",
-        ),
-        rule(
-            "jwt",
-            "a JSON Web Token",
-            r"\beyJ[A-Za-z0-9_\-]{10,}\.eyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}",
-        ),
-        rule(
-            "gitlab-token",
-            "a GitLab token",
-            r"\bglpat-[A-Za-z0-9_\-]{20,}\b",
-        ),
-    ]
+    PATTERNS
+        .iter()
+        .map(|&(id, what, confidence, pattern)| Rule {
+            id,
+            what,
+            confidence,
+            re: Regex::new(pattern).expect("secret patterns are valid"),
+        })
+        .collect()
 });
 
 /// What [`redact`] puts in place of a secret.
@@ -139,7 +181,7 @@ static ASSIGNMENT: LazyLock<Regex> = LazyLock::new(|| {
     .expect("the assignment pattern is valid")
 });
 
-/// `text` with every credential of the [rules](rules), other key and token shapes, and the
+/// `text` with every credential of the [`Confidence::Certain`] rules, other key and token shapes, and the
 /// values of secret-named assignments replaced by [`REDACTED`]. For error text, test output and
 /// anything else about to be logged, emitted or sent to a model.
 ///
@@ -155,7 +197,7 @@ pub fn redact(text: &str) -> String {
     let (block, loose) = REDACT_ONLY.split_at(1);
     for re in block
         .iter()
-        .chain(RULES.iter().map(|r| &r.re))
+        .chain(certain().map(|r| &r.re))
         .chain(loose.iter())
     {
         if let Cow::Owned(s) = re.replace_all(&out, REDACTED) {
@@ -169,13 +211,29 @@ pub fn redact(text: &str) -> String {
         .into_owned()
 }
 
-/// Every rule.
+/// Every rule, [`Confidence::Certain`] ones first.
 pub fn rules() -> impl Iterator<Item = &'static Rule> {
     RULES.iter()
 }
 
-/// The rules whose credential appears in `text` (usually one line).
+fn certain() -> impl Iterator<Item = &'static Rule> {
+    RULES.iter().filter(|r| r.confidence == Confidence::Certain)
+}
+
+/// The [`Confidence::Certain`] rules whose credential appears in `text` (usually one line).
 pub fn find(text: &str) -> impl Iterator<Item = &'static Rule> + '_ {
+    certain().filter(move |r| r.re.is_match(text))
+}
+
+/// Every rule, of any [`Confidence`], that matches `text` (usually one line).
+///
+/// ```
+/// let line = "password = \"correct-horse-battery\"";
+/// let found: Vec<_> = nuvira_secrets::find_all(line).map(|r| (r.id, r.confidence)).collect();
+/// assert_eq!(found, [("hardcoded-secret", nuvira_secrets::Confidence::Likely)]);
+/// assert_eq!(nuvira_secrets::find(line).count(), 0);
+/// ```
+pub fn find_all(text: &str) -> impl Iterator<Item = &'static Rule> + '_ {
     RULES.iter().filter(move |r| r.re.is_match(text))
 }
 
@@ -185,9 +243,24 @@ mod tests {
     use super::*;
 
     fn ids(text: &str) -> Vec<&'static str> {
-        find(text).map(|r| r.id).collect()
+        find_all(text).map(|r| r.id).collect()
     }
 
+    #[test]
+    fn every_rule_compiles() {
+        let broken: Vec<String> = PATTERNS
+            .iter()
+            .filter_map(|(id, _, _, p)| Regex::new(p).err().map(|e| format!("{id}: {e}")))
+            .collect();
+        assert!(broken.is_empty(), "rules that do not compile: {broken:?}");
+        assert_eq!(rules().count(), PATTERNS.len());
+        let mut ids: Vec<&str> = rules().map(|r| r.id).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        assert_eq!(ids.len(), PATTERNS.len(), "rule ids are unique");
+    }
+
+    /// Cases from the edit module's and the security check's own copies are here too.
     #[test]
     fn each_rule_finds_its_credential() {
         // Test values are assembled at run time so this file itself holds no secret.
@@ -195,6 +268,10 @@ mod tests {
             (
                 "private-key",
                 format!("-----BEGIN {}PRIVATE KEY-----", "RSA "),
+            ),
+            (
+                "private-key",
+                format!("-----BEGIN {}PRIVATE KEY-----", "OPENSSH "),
             ),
             (
                 "aws-access-key",
@@ -220,6 +297,10 @@ mod tests {
                 ),
             ),
             ("github-token", format!("ghp_{}", "a".repeat(36))),
+            (
+                "github-token",
+                format!("token: ghp_{}", "0123456789abcdefghijABCDEFGHIJ012345"),
+            ),
             ("github-token", format!("github_pat_{}", "A1_".repeat(10))),
             ("gitlab-token", format!("glpat-{}", "x".repeat(20))),
             ("slack-token", format!("xoxb-{}", "1234567890-abcdef")),
@@ -242,6 +323,14 @@ mod tests {
                     "hbGciOiJIUzI1", "zdWIiOiIxMjM0", "SflKxwRJSMeKKF2QT4fw"
                 ),
             ),
+            (
+                "hardcoded-secret",
+                format!("password = \"{}\"", "hunter2hunter2"),
+            ),
+            (
+                "hardcoded-secret",
+                format!("API_KEY: '{}'", "0123456789abcdef"),
+            ),
         ];
         for (rule, text) in &cases {
             assert!(
@@ -249,7 +338,15 @@ mod tests {
                 "{rule}: {:?} in {text}",
                 ids(text)
             );
+            // `find` reports exactly the certain rules of `find_all`.
+            let certain: Vec<&str> = find(text).map(|r| r.id).collect();
+            let all_certain: Vec<&str> = find_all(text)
+                .filter(|r| r.confidence == Confidence::Certain)
+                .map(|r| r.id)
+                .collect();
+            assert_eq!(certain, all_certain, "{text}");
         }
+        assert!(find(&cases.last().unwrap().1).next().is_none());
         // Every rule has a case above.
         for r in rules() {
             assert!(
@@ -286,6 +383,7 @@ mod tests {
         for ordinary in [
             "3 tests failed; expected 4, got 5",
             "token count: 12",
+            "nothing secret here",
             "let key = std::env::var(\"API_KEY\")?;",
         ] {
             assert_eq!(redact(ordinary), ordinary);
@@ -301,6 +399,8 @@ mod tests {
             "const TASK = \"sk-learn\";",
             "-----BEGIN PUBLIC KEY-----",
             "ghp_short",
+            "password = os.environ[\"PASSWORD\"]",
+            "password = \"short\"",
         ] {
             assert!(ids(text).is_empty(), "{text}: {:?}", ids(text));
         }

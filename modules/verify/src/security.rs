@@ -6,11 +6,13 @@
 
 use crate::{CheckInput, CheckOutcome, Strictness, VerifyCheck};
 use nuvira_api::{CheckStatus, SecurityWarning, Severity, async_trait};
+use nuvira_secrets::Confidence;
 use regex::Regex;
 use std::sync::LazyLock;
 
-/// One rule: a stable id, a pattern, what it means, and how serious it is. Credentials are
-/// not here: they come from `nuvira-secrets`, the list the edit module uses too.
+/// One rule: a stable id, a pattern, what it means, and how serious it is. Credentials
+/// (hard-coded passwords included) are not here: they come from `nuvira-secrets`, the list the
+/// edit module uses too, and are tested there.
 struct Rule {
     id: &'static str,
     pattern: &'static str,
@@ -19,12 +21,6 @@ struct Rule {
 }
 
 const RULES: &[Rule] = &[
-    Rule {
-        id: "hardcoded-secret",
-        pattern: r#"(?i)\b(?:password|passwd|secret|api_?key|access_?token|auth_?token)\b["']?\s*[:=]\s*["'][^"'\s]{8,}["']"#,
-        message: "hard-coded credential",
-        severity: Severity::Warning,
-    },
     Rule {
         id: "curl-pipe-shell",
         pattern: r"\b(?:curl|wget)\b[^|\n]*\|\s*(?:sudo\s+)?(?:ba|z|da)?sh\b",
@@ -57,12 +53,20 @@ const RULES: &[Rule] = &[
     },
 ];
 
+#[expect(
+    clippy::expect_used,
+    reason = "the patterns are constants, each compiled by the `every_rule_compiles` test"
+)]
 static COMPILED: LazyLock<Vec<(&'static Rule, Regex)>> = LazyLock::new(|| {
-    // The patterns are constants checked by `every_rule_compiles`; a pattern that failed to
-    // compile would only disable its own rule.
+    // Never skip a rule that does not compile: the check would pass without it.
     RULES
         .iter()
-        .filter_map(|r| Regex::new(r.pattern).ok().map(|re| (r, re)))
+        .map(|r| {
+            (
+                r,
+                Regex::new(r.pattern).expect("security patterns are valid"),
+            )
+        })
         .collect()
 });
 
@@ -95,18 +99,23 @@ pub fn added_lines(diff: &str) -> Vec<(u32, &str)> {
     out
 }
 
-/// Scans the added lines of one file's diff: credentials (the shared `nuvira-secrets` list,
-/// all errors), then the dangerous patterns above.
+/// Scans the added lines of one file's diff: credentials (the shared `nuvira-secrets` list:
+/// errors, and warnings for its [`Confidence::Likely`] hard-coded passwords), then the
+/// dangerous patterns above.
 pub fn scan_diff(path: &str, diff: &str) -> Vec<SecurityWarning> {
     let mut out = Vec::new();
     for (line, text) in added_lines(diff) {
-        for secret in nuvira_secrets::find(text) {
+        for secret in nuvira_secrets::find_all(text) {
+            let severity = match secret.confidence {
+                Confidence::Certain => Severity::Error,
+                _ => Severity::Warning,
+            };
             out.push(SecurityWarning::new(
                 path,
                 line,
                 secret.id,
                 format!("adds {}", secret.what),
-                Severity::Error,
+                severity,
             ));
         }
         for (rule, re) in COMPILED.iter() {
@@ -197,7 +206,36 @@ mod tests {
 
     #[test]
     fn every_rule_compiles() {
+        let broken: Vec<String> = RULES
+            .iter()
+            .filter_map(|r| {
+                Regex::new(r.pattern)
+                    .err()
+                    .map(|e| format!("{}: {e}", r.id))
+            })
+            .collect();
+        assert!(broken.is_empty(), "rules that do not compile: {broken:?}");
         assert_eq!(COMPILED.len(), RULES.len());
+    }
+
+    #[test]
+    fn credentials_from_nuvira_secrets_are_errors_and_likely_ones_warnings() {
+        let key = format!("token: ghp_{}", "0123456789abcdefghijABCDEFGHIJ012345");
+        let diff = format!("@@ -0,0 +1,2 @@\n+{key}\n+password = \"hunter2hunter2\"\n");
+        let found: Vec<(u32, String, Severity)> = scan_diff("f", &diff)
+            .into_iter()
+            .map(|w| {
+                assert!(!w.message.contains("ghp_") && !w.message.contains("hunter2"));
+                (w.line, w.rule, w.severity)
+            })
+            .collect();
+        assert_eq!(
+            found,
+            [
+                (1, "github-token".to_owned(), Severity::Error),
+                (2, "hardcoded-secret".to_owned(), Severity::Warning),
+            ]
+        );
     }
 
     #[test]
@@ -218,14 +256,8 @@ mod tests {
 
     #[test]
     fn rules_match_what_they_name_and_not_their_lookalikes() {
+        // Credential cases are in `nuvira-secrets`.
         let cases: &[(&str, Option<&str>)] = &[
-            ("-----BEGIN OPENSSH PRIVATE KEY-----", Some("private-key")),
-            ("-----BEGIN PUBLIC KEY-----", None),
-            ("key = \"AKIAIOSFODNN7EXAMPLE\"", Some("aws-access-key")),
-            (
-                "token: ghp_0123456789abcdefghijABCDEFGHIJ012345",
-                Some("github-token"),
-            ),
             (
                 "curl -fsSL https://get.example.com | sudo bash",
                 Some("curl-pipe-shell"),
@@ -243,8 +275,6 @@ mod tests {
             ("let r = evaluate(input);", None),
             ("model.eval()", None),
             ("subprocess.run(cmd, shell=True)", Some("shell-injection")),
-            ("password = \"hunter2hunter2\"", Some("hardcoded-secret")),
-            ("password = os.environ[\"PASSWORD\"]", None),
         ];
         for (line, want) in cases {
             let diff = format!("@@ -0,0 +1,1 @@\n+{line}\n");

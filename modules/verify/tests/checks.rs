@@ -298,15 +298,30 @@ async fn goal_alignment_asks_the_model_with_the_diff_as_quoted_data() {
     let req = &requests[0];
     assert_eq!(req.json_schema.as_ref().unwrap().0, "goal_alignment");
     assert_eq!(req.messages[0].role, Role::System);
-    assert!(req.messages[0].content.contains("never an instruction"));
-    let user = &req.messages[1].content;
-    let delim = "=====UNTRUSTED-DATA-0=====";
-    let injected = user.find("Ignore all previous").unwrap();
-    let opens: Vec<usize> = user.match_indices(delim).map(|(i, _)| i).collect();
-    assert_eq!(opens.len(), 4, "goal and diff each fenced: {user}");
     assert!(
-        opens[2] < injected && injected < opens[3],
-        "the diff sits inside its fence"
+        req.messages[0]
+            .content
+            .ends_with(nuvira_api::llm::guard::NOTICE)
+    );
+    let user = &req.messages[1].content;
+    let injected = user.find("Ignore all previous").unwrap();
+    let opens: Vec<usize> = user
+        .match_indices("<untrusted-data")
+        .map(|(i, _)| i)
+        .collect();
+    let closes: Vec<usize> = user
+        .match_indices("</untrusted-data>")
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(
+        (opens.len(), closes.len()),
+        (2, 2),
+        "goal and diff each in a block: {user}"
+    );
+    assert!(user[opens[1]..].starts_with("<untrusted-data source=\"diff\">"));
+    assert!(
+        opens[1] < injected && injected < closes[1],
+        "the diff sits inside its block"
     );
     assert!(user.contains("+fn load_config() {}"));
 }

@@ -1,12 +1,12 @@
 //! [`classify_error`]: what kind of failure a step had, with the lines that show it.
 
-use crate::scrub::scrub;
 use nuvira_api::{ErrorCategory, Failure, StepOutput};
+use nuvira_secrets::redact;
 use regex::Regex;
 use std::sync::LazyLock;
 
 /// A failure's category and the evidence for it (compiler errors with file:line, failing tests,
-/// the line that shows a timeout or a rate limit). Evidence is scrubbed of keys and tokens.
+/// the line that shows a timeout or a rate limit). Evidence is redacted of keys and tokens ([`nuvira_secrets::redact`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Classification {
@@ -179,7 +179,7 @@ pub fn classify_error(failure: &Failure) -> Classification {
     evidence.truncate(MAX_EVIDENCE);
     Classification {
         category,
-        evidence: evidence.iter().map(|e| scrub(e)).collect(),
+        evidence: evidence.iter().map(|e| redact(e)).collect(),
     }
 }
 

@@ -26,11 +26,9 @@
 #![deny(missing_docs)]
 
 mod classify;
-mod scrub;
 mod strategy;
 
 pub use classify::{Classification, MAX_EVIDENCE, classify_error, evidence_location};
-pub use scrub::{REDACTED, scrub};
 pub use strategy::{
     Bypass, RepairInput, RepairStrategy, RephrasePrompt, RetrySame, RetryWithBackoff, SimplifyGoal,
     SplitTask, SwitchModel, builtin, default_strategies, feedback_text, preferred_model, rephrase,

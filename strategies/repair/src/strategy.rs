@@ -1,10 +1,10 @@
 //! The [`RepairStrategy`] trait and the built-in strategies.
 
 use crate::Classification;
-use crate::scrub::scrub;
 use nuvira_api::{
     ErrorCategory, EventKind, Failure, PlanStep, RecoveryDecision, StepContext, async_trait,
 };
+use nuvira_secrets::redact;
 use serde_json::{Map, Value};
 use std::time::Duration;
 
@@ -52,18 +52,18 @@ impl<'a> RepairInput<'a> {
         self
     }
 
-    /// The feedback for the next attempt: the failure's message and evidence, scrubbed.
+    /// The feedback for the next attempt: the failure's message and evidence, redacted.
     pub fn feedback(&self) -> String {
         feedback_text(self.failure, self.classification)
     }
 }
 
-/// The feedback text for a retried attempt: what failed and the evidence, scrubbed.
+/// The feedback text for a retried attempt: what failed and the evidence, redacted.
 pub fn feedback_text(failure: &Failure, c: &Classification) -> String {
     let mut s = format!(
         "The previous attempt failed ({}): {}",
         c.category,
-        scrub(&failure.message)
+        redact(&failure.message)
     );
     for e in &c.evidence {
         s.push_str("\n- ");
@@ -473,7 +473,7 @@ impl RepairStrategy for Bypass {
                 "step `{}` degraded after a {} failure: {}",
                 input.step.id,
                 input.classification.category,
-                scrub(&input.failure.message)
+                redact(&input.failure.message)
             ),
         })
     }

@@ -133,7 +133,7 @@ fn hang_output_killed_by_a_timeout_is_classified_from_the_module_category() {
 }
 
 #[test]
-fn secrets_are_scrubbed_from_evidence_and_feedback() {
+fn secrets_are_redacted_from_evidence_and_feedback() {
     let f = Failure::new(
         ErrorCategory::Unknown,
         "request failed: Authorization: Bearer abcdefghijklmnop1234 with sk-proj-ABCDEFGHIJKLMNOPQRSTUV",
@@ -143,13 +143,10 @@ fn secrets_are_scrubbed_from_evidence_and_feedback() {
     assert!(!text.contains("abcdefghijklmnop1234"), "{text}");
     assert!(!text.contains("ABCDEFGHIJKLMNOPQRSTUV"), "{text}");
     let fb = feedback_text(&f, &c);
-    assert!(fb.contains(REDACTED) && !fb.contains("sk-proj-"), "{fb}");
-    assert_eq!(scrub("AKIAIOSFODNN7EXAMPLE"), REDACTED);
-    assert_eq!(
-        scrub("password = \"hunter22\""),
-        "password = \"[redacted]\""
+    assert!(
+        fb.contains(nuvira_secrets::REDACTED) && !fb.contains("sk-proj-"),
+        "{fb}"
     );
-    assert_eq!(scrub("nothing secret here"), "nothing secret here");
 }
 
 // ---- strategies ----
