@@ -50,6 +50,7 @@ pub mod markdown;
 mod module;
 pub mod sample;
 pub mod sarif;
+pub mod test_result;
 pub mod text;
 
 pub use builder::{EventReader, ReportBuilder, read_jsonl, read_jsonl_file};
