@@ -45,13 +45,15 @@ pub fn execute(args: Args) -> u8 {
     };
     let (loaded, entries) = match load(&args.edits_file) {
         Ok(v) => v,
-        Err(msg) => {
+        Err(e) => {
+            let msg = e.to_string();
             eprintln!("error: {msg}");
             json_error("invalid-input", &msg, None);
             return exit::INVALID;
         }
     };
-    if let Err(msg) = crate::cli::check_repo(&args.repo) {
+    if let Err(e) = crate::cli::check_repo(&args.repo) {
+        let msg = e.to_string();
         eprintln!("error: {msg}");
         json_error("repository", &msg, None);
         return exit::INVALID;
@@ -175,22 +177,38 @@ pub(crate) fn recover(ws: &Workspace) -> Result<usize, u8> {
 }
 
 /// Reads and parses the edits file with nuvira-plan's loader (the plan files' formats, errors
-/// and byte order mark handling), and checks that it has `edits`. Errors name the file, and the
-/// line and column where the parser knows them.
-fn load(path: &Path) -> Result<(LoadedEdits<EditStepConfig>, Vec<serde_json::Value>), String> {
-    let loaded = nuvira_plan::load_edits::<EditStepConfig>(path).map_err(|e| describe(&e))?;
-    let shown = path.display();
+/// and byte order mark handling), and checks that it has `edits`.
+fn load(path: &Path) -> Result<(LoadedEdits<EditStepConfig>, Vec<serde_json::Value>), FileError> {
+    let loaded = nuvira_plan::load_edits::<EditStepConfig>(path)?;
+    let file = path.to_owned();
     if loaded.config.instructions.is_some() && loaded.config.edits.is_none() {
-        return Err(format!(
-            "`{shown}`: `nuvira apply` applies `edits`; `instructions` for a model need `nuvira run`"
-        ));
+        return Err(FileError::InstructionsOnly(file));
     }
     let Some(edits) = loaded.config.edits.clone() else {
-        return Err(format!(
-            "`{shown}`: no `edits` list; write `edits: [{{ strategy: search-replace, path: ..., search: ..., replace: ... }}]`"
-        ));
+        return Err(FileError::NoEdits(file));
     };
     Ok((loaded, edits))
+}
+
+/// Why the edits file cannot be applied. Names the file, and the line and column where the
+/// parser knows them.
+#[derive(Debug, thiserror::Error)]
+enum FileError {
+    /// It cannot be read or parsed.
+    #[error("{}", describe(.0))]
+    Load(#[from] LoadError),
+    /// It has `instructions` for a model and no `edits`.
+    #[error(
+        "`{}`: `nuvira apply` applies `edits`; `instructions` for a model need `nuvira run`",
+        .0.display()
+    )]
+    InstructionsOnly(PathBuf),
+    /// It has no `edits` list.
+    #[error(
+        "`{}`: no `edits` list; write `edits: [{{ strategy: search-replace, path: ..., search: ..., replace: ... }}]`",
+        .0.display()
+    )]
+    NoEdits(PathBuf),
 }
 
 /// `parse `FILE` at line L, column C: ...` for an error the parser located, else

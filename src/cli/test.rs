@@ -208,8 +208,8 @@ pub fn execute(args: Args) -> u8 {
         }
         code
     };
-    if let Err(msg) = super::check_repo(&args.repo) {
-        return fail(exit::INVALID, "repository", &msg);
+    if let Err(e) = super::check_repo(&args.repo) {
+        return fail(exit::INVALID, "repository", &e.to_string());
     }
     let repo = std::fs::canonicalize(&args.repo).unwrap_or_else(|_| args.repo.clone());
     let config = match TestConfig::from_value(&args.config()) {
