@@ -1,5 +1,5 @@
 //! One test run's [`TestResult`] (what `nuvira test` prints), in four formats: [`text`],
-//! [`json`], [`github`] and [`junit`].
+//! [`json`](fn@json), [`github`] and [`junit`].
 //!
 //! A run's report ([`ExecutionReport`](crate::ExecutionReport)) has a test step's result inside
 //! it; these renderers are for a result on its own, with no plan and no steps around it. They
