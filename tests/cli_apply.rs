@@ -320,6 +320,23 @@ fn malformed_edits_files_exit_2_naming_file_line_and_column() {
             "edits:\n  - strategy: search-replace\n    path: a.txt\n  - strategy: teleport\n",
             "fields.yaml:2: edits[0].search: missing",
         ),
+        // Entries of JSON and TOML files have lines too, at the field a problem names; a byte
+        // order mark is skipped (the plan loader's rules).
+        (
+            "fields.json",
+            "{\"edits\": [\n  {\"path\": \"a.txt\",\n   \"strategy\": \"teleport\"}\n]}",
+            "fields.json:3: edits[0].strategy: unknown strategy",
+        ),
+        (
+            "fields.toml",
+            "[[edits]]\npath = \"a.txt\"\nstrategy = \"teleport\"\n",
+            "fields.toml:3: edits[0].strategy: unknown strategy",
+        ),
+        (
+            "bom.json",
+            "\u{feff}{\"edits\": [{\"strategy\": \"teleport\"}]}",
+            "bom.json:1: edits[0].strategy",
+        ),
         ("notes.txt", "edits: []\n", "unknown extension"),
         ("instr.yaml", "instructions: rename things\n", "nuvira run"),
     ];

@@ -5,6 +5,7 @@ use anyhow::anyhow;
 use nuvira_api::{ChangeKind, EditPreview, EditResult, Severity};
 use nuvira_edit::nuvira_workspace::{Journal, Workspace};
 use nuvira_edit::{EditFailure, EditOptions, EditStepConfig, Editor, Emit, parse_entries};
+use nuvira_plan::{LoadError, LoadedEdits};
 use std::path::{Path, PathBuf};
 
 /// Arguments of `nuvira apply`.
@@ -42,15 +43,17 @@ pub fn execute(args: Args) -> u8 {
             super::print_stdout(&crate::cli::json_error(kind, message, problems));
         }
     };
-    let (cfg, entries, entry_lines) = match load(&args.edits_file) {
+    let (loaded, entries) = match load(&args.edits_file) {
         Ok(v) => v,
-        Err(msg) => {
+        Err(e) => {
+            let msg = e.to_string();
             eprintln!("error: {msg}");
             json_error("invalid-input", &msg, None);
             return exit::INVALID;
         }
     };
-    if let Err(msg) = crate::cli::check_repo(&args.repo) {
+    if let Err(e) = crate::cli::check_repo(&args.repo) {
+        let msg = e.to_string();
         eprintln!("error: {msg}");
         json_error("repository", &msg, None);
         return exit::INVALID;
@@ -63,6 +66,7 @@ pub fn execute(args: Args) -> u8 {
             return exit::INVALID;
         }
     };
+    let cfg = &loaded.config;
     let ws = match cfg.max_file_size {
         Some(cap) => ws.with_max_file_size(cap),
         None => ws,
@@ -95,7 +99,7 @@ pub fn execute(args: Args) -> u8 {
             );
             eprintln!("error: {message}:");
             for p in problems {
-                match entry_index(&p).and_then(|i| entry_lines.get(i)) {
+                match loaded.line_of_problem(&p) {
                     Some(line) => eprintln!("  {}:{line}: {p}", args.edits_file.display()),
                     None => eprintln!("  {p}"),
                 }
@@ -172,128 +176,52 @@ pub(crate) fn recover(ws: &Workspace) -> Result<usize, u8> {
     }
 }
 
-/// Reads and parses the edits file. Errors name the file, and the line and column where the
+/// Reads and parses the edits file with nuvira-plan's loader (the plan files' formats, errors
+/// and byte order mark handling), and checks that it has `edits`.
+fn load(path: &Path) -> Result<(LoadedEdits<EditStepConfig>, Vec<serde_json::Value>), FileError> {
+    let loaded = nuvira_plan::load_edits::<EditStepConfig>(path)?;
+    let file = path.to_owned();
+    if loaded.config.instructions.is_some() && loaded.config.edits.is_none() {
+        return Err(FileError::InstructionsOnly(file));
+    }
+    let Some(edits) = loaded.config.edits.clone() else {
+        return Err(FileError::NoEdits(file));
+    };
+    Ok((loaded, edits))
+}
+
+/// Why the edits file cannot be applied. Names the file, and the line and column where the
 /// parser knows them.
-type Loaded = (EditStepConfig, Vec<serde_json::Value>, Vec<usize>);
+#[derive(Debug, thiserror::Error)]
+enum FileError {
+    /// It cannot be read or parsed.
+    #[error("{}", describe(.0))]
+    Load(#[from] LoadError),
+    /// It has `instructions` for a model and no `edits`.
+    #[error(
+        "`{}`: `nuvira apply` applies `edits`; `instructions` for a model need `nuvira run`",
+        .0.display()
+    )]
+    InstructionsOnly(PathBuf),
+    /// It has no `edits` list.
+    #[error(
+        "`{}`: no `edits` list; write `edits: [{{ strategy: search-replace, path: ..., search: ..., replace: ... }}]`",
+        .0.display()
+    )]
+    NoEdits(PathBuf),
+}
 
-fn load(path: &Path) -> Result<Loaded, String> {
-    let shown = path.display();
-    let text =
-        std::fs::read_to_string(path).map_err(|e| format!("read edits file `{shown}`: {e}"))?;
-    let ext = path
-        .extension()
-        .and_then(|e| e.to_str())
-        .map(str::to_ascii_lowercase)
-        .unwrap_or_default();
-    let cfg: EditStepConfig = match ext.as_str() {
-        "yaml" | "yml" => serde_yaml_ng::from_str(&text).map_err(|e| match e.location() {
-            Some(loc) => format!(
-                "parse `{shown}` at line {}, column {}: {}",
-                loc.line(),
-                loc.column(),
-                strip_location(&e.to_string())
-            ),
-            None => format!("parse `{shown}`: {e}"),
-        })?,
-        "json" => serde_json::from_str(&text).map_err(|e| {
-            format!(
-                "parse `{shown}` at line {}, column {}: {}",
-                e.line(),
-                e.column(),
-                strip_location(&e.to_string())
-            )
-        })?,
-        "toml" => toml::from_str(&text).map_err(|e| match e.span() {
-            Some(span) => {
-                let (line, column) = line_col(&text, span.start);
-                format!(
-                    "parse `{shown}` at line {line}, column {column}: {}",
-                    e.message()
-                )
-            }
-            None => format!("parse `{shown}`: {}", e.message()),
-        })?,
-        _ => {
-            return Err(format!(
-                "read edits file `{shown}`: unknown extension; use .yaml, .yml, .json or .toml"
-            ));
-        }
-    };
-    if cfg.instructions.is_some() && cfg.edits.is_none() {
-        return Err(format!(
-            "`{shown}`: `nuvira apply` applies `edits`; `instructions` for a model need `nuvira run`"
-        ));
+/// `parse `FILE` at line L, column C: ...` for an error the parser located, else
+/// `` `FILE`: ... ``.
+fn describe(e: &LoadError) -> String {
+    match (e.line, e.column) {
+        (Some(line), Some(column)) => format!(
+            "parse `{}` at line {line}, column {column}: {}",
+            e.file, e.message
+        ),
+        (Some(line), None) => format!("parse `{}` at line {line}: {}", e.file, e.message),
+        _ => format!("`{}`: {}", e.file, e.message),
     }
-    let Some(edits) = cfg.edits.clone() else {
-        return Err(format!(
-            "`{shown}`: no `edits` list; write `edits: [{{ strategy: search-replace, path: ..., search: ..., replace: ... }}]`"
-        ));
-    };
-    let lines = match ext.as_str() {
-        "yaml" | "yml" => yaml_entry_lines(&text),
-        "toml" => toml_entry_lines(&text),
-        _ => Vec::new(),
-    };
-    Ok((cfg, edits, lines))
-}
-
-/// `N` of a problem that starts with `edits[N]`.
-fn entry_index(problem: &str) -> Option<usize> {
-    let rest = problem.strip_prefix("edits[")?;
-    rest[..rest.find(']')?].parse().ok()
-}
-
-/// The 1-based line where each item of the top-level `edits:` block list starts (block style;
-/// empty when the list is written another way, and then no line is shown).
-fn yaml_entry_lines(text: &str) -> Vec<usize> {
-    let mut out = Vec::new();
-    let mut in_edits = false;
-    let mut item_indent = None;
-    for (n, line) in text.lines().enumerate() {
-        let trimmed = line.trim_start();
-        if trimmed.is_empty() || trimmed.starts_with('#') {
-            continue;
-        }
-        let indent = line.len() - trimmed.len();
-        if indent == 0 && !trimmed.starts_with('-') {
-            in_edits = trimmed.trim_end() == "edits:" || trimmed.starts_with("edits: #");
-            continue;
-        }
-        if !in_edits {
-            continue;
-        }
-        let is_item = trimmed == "-" || trimmed.starts_with("- ");
-        match item_indent {
-            None if is_item => {
-                item_indent = Some(indent);
-                out.push(n + 1);
-            }
-            Some(i) if is_item && indent == i => out.push(n + 1),
-            _ => {}
-        }
-    }
-    out
-}
-
-/// The 1-based line of each `[[edits]]` table.
-fn toml_entry_lines(text: &str) -> Vec<usize> {
-    text.lines()
-        .enumerate()
-        .filter(|(_, l)| l.trim() == "[[edits]]")
-        .map(|(n, _)| n + 1)
-        .collect()
-}
-
-/// Drops the " at line X column Y" suffix serde puts in messages (we print our own).
-fn strip_location(msg: &str) -> &str {
-    msg.find(" at line ").map_or(msg, |i| &msg[..i])
-}
-
-fn line_col(text: &str, offset: usize) -> (usize, usize) {
-    let before = &text[..offset.min(text.len())];
-    let line = before.matches('\n').count() + 1;
-    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
-    (line, column)
 }
 
 fn print_json<T: serde::Serialize>(value: &T) {
@@ -416,18 +344,6 @@ fn now_ms() -> u128 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn entry_lines_are_found_in_block_yaml_and_toml() {
-        let yaml = "# batch\nedits:\n  - strategy: a\n    path: x\n\n  - {strategy: b}\n  -\n    strategy: c\nformat: true\n";
-        assert_eq!(yaml_entry_lines(yaml), vec![3, 6, 7]);
-        assert_eq!(yaml_entry_lines("edits:\n- a: 1\n- b: 2\n"), vec![2, 3]);
-        assert!(yaml_entry_lines("edits: [{a: 1}]\n").is_empty());
-        let toml = "[[edits]]\nstrategy = \"a\"\n\n[[edits]]\nstrategy = \"b\"\n";
-        assert_eq!(toml_entry_lines(toml), vec![1, 4]);
-        assert_eq!(entry_index("edits[12].search: missing"), Some(12));
-        assert_eq!(entry_index("other"), None);
-    }
 
     #[test]
     fn the_undo_hint_names_the_repository_unless_it_is_the_current_folder() {

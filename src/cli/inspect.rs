@@ -44,8 +44,8 @@ pub fn execute(args: Args) -> u8 {
         eprintln!("error: failed to inspect: `--goal` is empty; say what the work is about");
         return exit::INVALID;
     }
-    if let Err(msg) = super::check_repo(&args.repo) {
-        eprintln!("error: {msg}");
+    if let Err(e) = super::check_repo(&args.repo) {
+        eprintln!("error: {e}");
         return exit::INVALID;
     }
     let options = InspectOptions::default()

@@ -150,24 +150,35 @@ const REPO_HINT: &str = "pass the repository folder with --repo DIR";
 /// `repository `X` is a file, not a folder` (every command exits 2 for these).
 ///
 /// # Errors
-/// The message to print after `error: `.
-pub(crate) fn check_repo(repo: &std::path::Path) -> Result<(), String> {
+/// A [`RepoError`], whose message is printed after `error: `.
+pub(crate) fn check_repo(repo: &std::path::Path) -> Result<(), RepoError> {
+    let path = repo.to_owned();
     match std::fs::metadata(repo) {
         Ok(m) if m.is_dir() => Ok(()),
-        Ok(_) => Err(format!(
-            "repository `{}` is a file, not a folder; {REPO_HINT}",
-            repo.display()
-        )),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(format!(
-            "repository `{}` does not exist; {REPO_HINT}",
-            repo.display()
-        )),
-        Err(e) => Err(format!(
-            "repository `{}` cannot be read: {}",
-            repo.display(),
-            io_reason(&e)
-        )),
+        Ok(_) => Err(RepoError::NotAFolder(path)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(RepoError::Missing(path)),
+        Err(source) => Err(RepoError::Unreadable { path, source }),
     }
+}
+
+/// Why `--repo DIR` cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum RepoError {
+    /// The path is a file.
+    #[error("repository `{}` is a file, not a folder; {REPO_HINT}", .0.display())]
+    NotAFolder(std::path::PathBuf),
+    /// Nothing is there.
+    #[error("repository `{}` does not exist; {REPO_HINT}", .0.display())]
+    Missing(std::path::PathBuf),
+    /// It cannot be read.
+    #[error("repository `{}` cannot be read: {}", path.display(), io_reason(source))]
+    Unreadable {
+        /// The path.
+        path: std::path::PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 /// An I/O error in words, without the `(os error N)` suffix.

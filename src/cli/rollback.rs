@@ -33,8 +33,8 @@ pub fn execute(args: Args) -> u8 {
     } else {
         OnChanged::Refuse
     };
-    if let Err(msg) = crate::cli::check_repo(&args.repo) {
-        eprintln!("error: {msg}");
+    if let Err(e) = crate::cli::check_repo(&args.repo) {
+        eprintln!("error: {e}");
         return exit::INVALID;
     }
     let ws = match Workspace::open(&args.repo) {

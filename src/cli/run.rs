@@ -272,7 +272,8 @@ fn steps_needing_a_model(plan: &ExecutionPlan) -> Vec<String> {
 
 async fn run(args: Args) -> Result<u8, Fail> {
     // The repository, and the report targets.
-    super::check_repo(&args.repo).map_err(|m| Fail::new(exit::INVALID, "repository", m))?;
+    super::check_repo(&args.repo)
+        .map_err(|e| Fail::new(exit::INVALID, "repository", e.to_string()))?;
     for (format, path) in &args.reports {
         check_report_target(*format, path)?;
     }

@@ -12,7 +12,7 @@ use nuvira_api::{
     CancelSignal, ErrorCategory, EventKind, EventSink, ModuleError, StepContext, StepOutput,
     TestResult, async_trait,
 };
-use nuvira_report::github::{escape_data, escape_property};
+use nuvira_report::test_result;
 use nuvira_runner::{SANDBOX_SELECTED, TestConfig, TestModule};
 use serde_json::{Map, Value, json};
 use std::path::PathBuf;
@@ -109,11 +109,15 @@ pub enum Format {
     Text,
     /// The test result with its `sandbox` object.
     Json,
-    /// `::error file=..,line=..::` workflow commands, one per failure.
+    /// `::error file=..,line=..::` workflow commands, one per failure (at most 10, GitHub's
+    /// limit per step).
     Github,
     /// JUnit XML.
     Junit,
 }
+
+// The four formats are rendered by `nuvira_report::test_result`, beside the run report's
+// renderers, so that escaping, the JUnit writer and duration formatting exist once.
 
 fn check_mount(s: &str) -> Result<String, String> {
     let mount = nuvira_sandbox::parse_mount(s)?;
@@ -204,8 +208,8 @@ pub fn execute(args: Args) -> u8 {
         }
         code
     };
-    if let Err(msg) = super::check_repo(&args.repo) {
-        return fail(exit::INVALID, "repository", &msg);
+    if let Err(e) = super::check_repo(&args.repo) {
+        return fail(exit::INVALID, "repository", &e.to_string());
     }
     let repo = std::fs::canonicalize(&args.repo).unwrap_or_else(|_| args.repo.clone());
     let config = match TestConfig::from_value(&args.config()) {
@@ -277,16 +281,10 @@ fn report(outcome: Result<TestResult, ModuleError>, format: Format) -> u8 {
         Err(other) => return fail(exit::FAILED, "failed", &other.to_string()),
     };
     let text = match format {
-        Format::Text => render_text(&result),
-        Format::Json => render_json(&result) + "\n",
-        Format::Github => render_github(&result),
-        Format::Junit => match render_junit(&result) {
-            Ok(xml) => xml + "\n",
-            Err(e) => {
-                eprintln!("error: write the JUnit report: {e}");
-                return exit::FAILED;
-            }
-        },
+        Format::Text => test_result::text(&result),
+        Format::Json => test_result::json(&result),
+        Format::Github => test_result::github(&result),
+        Format::Junit => test_result::junit(&result),
     };
     super::print_stdout(&text);
     if result.success {
@@ -294,144 +292,6 @@ fn report(outcome: Result<TestResult, ModuleError>, format: Format) -> u8 {
     } else {
         exit::FAILED
     }
-}
-
-/// Failures, then `N passed, N failed, N skipped`, then how the sandbox ended when it matters.
-pub fn render_text(r: &TestResult) -> String {
-    let mut out = String::new();
-    for f in &r.failures {
-        let at = match (&f.file, f.line) {
-            (Some(file), Some(line)) => format!(" ({file}:{line})"),
-            (Some(file), None) => format!(" ({file})"),
-            _ => String::new(),
-        };
-        out.push_str(&format!("FAIL {}{at}\n", f.name));
-        for line in f.message.lines().take(20) {
-            out.push_str(&format!("    {line}\n"));
-        }
-    }
-    if let Some(s) = &r.sandbox {
-        if s.oom_killed {
-            out.push_str("the tests were killed for exceeding the memory limit (raise --memory)\n");
-        } else if s.timed_out {
-            out.push_str("the tests were killed at the timeout (raise --timeout)\n");
-        }
-    }
-    let framework = r.framework.as_deref().unwrap_or("tests");
-    let sandbox = r.sandbox.as_ref().map_or("", |s| s.kind.as_str());
-    out.push_str(&format!(
-        "{framework} in {sandbox} sandbox, {:.1}s\n",
-        r.duration_ms as f64 / 1000.0
-    ));
-    out.push_str(&format!(
-        "{} passed, {} failed, {} skipped\n",
-        r.passed, r.failed, r.skipped
-    ));
-    out
-}
-
-/// The test result as JSON, always with a `sandbox` object
-/// (`kind`, `image`, `container_id`, `timed_out`, `oom_killed`, `exit_code`).
-pub fn render_json(r: &TestResult) -> String {
-    let mut v = serde_json::to_value(r).unwrap_or(Value::Null);
-    if let Value::Object(map) = &mut v {
-        let info = r.sandbox.clone().unwrap_or_default();
-        map.insert(
-            "sandbox".into(),
-            json!({
-                "kind": info.kind,
-                "image": info.image,
-                "container_id": info.container_id,
-                "timed_out": info.timed_out,
-                "oom_killed": info.oom_killed,
-                "exit_code": info.exit_code,
-            }),
-        );
-    }
-    serde_json::to_string_pretty(&v).unwrap_or_default()
-}
-
-/// One `::error` workflow command per failure (file and line as properties where known), then
-/// the summary line.
-pub fn render_github(r: &TestResult) -> String {
-    let mut out = String::new();
-    for f in &r.failures {
-        let mut props = Vec::new();
-        if let Some(file) = &f.file {
-            props.push(format!("file={}", escape_property(file)));
-            if let Some(line) = f.line {
-                props.push(format!("line={line}"));
-            }
-        }
-        props.push(format!("title={}", escape_property(&f.name)));
-        out.push_str(&format!(
-            "::error {}::{}\n",
-            props.join(","),
-            escape_data(&format!("{}: {}", f.name, f.message))
-        ));
-    }
-    out.push_str(&format!(
-        "{} passed, {} failed, {} skipped\n",
-        r.passed, r.failed, r.skipped
-    ));
-    out
-}
-
-/// A JUnit report: one suite per run, a failing case per failure, and a passing or skipped case
-/// for each test counted as such (runners do not name those, so the cases are numbered).
-///
-/// # Errors
-/// When the XML cannot be written.
-pub fn render_junit(r: &TestResult) -> Result<String, quick_junit::SerializeError> {
-    use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
-    use std::time::Duration;
-    let framework = r.framework.clone().unwrap_or_else(|| "tests".into());
-    let mut suite = TestSuite::new(framework.clone());
-    suite.set_time(Duration::from_millis(r.duration_ms));
-    if let Some(command) = &r.command {
-        suite.add_property(("command", command.as_str()));
-    }
-    if let Some(s) = &r.sandbox {
-        suite.add_property(("sandbox", s.kind.as_str()));
-        if s.timed_out {
-            suite.add_property(("timed_out", "true"));
-        }
-        if s.oom_killed {
-            suite.add_property(("oom_killed", "true"));
-        }
-    }
-    for f in &r.failures {
-        let mut status = TestCaseStatus::non_success(NonSuccessKind::Failure);
-        status.set_message(f.message.lines().next().unwrap_or_default());
-        let mut description = f.message.clone();
-        if let Some(file) = &f.file {
-            description.push_str(&format!(
-                "\nat {file}{}",
-                f.line.map(|l| format!(":{l}")).unwrap_or_default()
-            ));
-        }
-        status.set_description(description);
-        let mut case = TestCase::new(f.name.clone(), status);
-        case.set_classname(framework.clone());
-        if !f.output.is_empty() {
-            case.set_system_out(f.output.clone());
-        }
-        suite.add_test_case(case);
-    }
-    for i in 1..=r.passed {
-        let mut case = TestCase::new(format!("passed test {i}"), TestCaseStatus::success());
-        case.set_classname(framework.clone());
-        suite.add_test_case(case);
-    }
-    for i in 1..=r.skipped {
-        let mut case = TestCase::new(format!("skipped test {i}"), TestCaseStatus::skipped());
-        case.set_classname(framework.clone());
-        suite.add_test_case(case);
-    }
-    let mut report = Report::new("nuvira test");
-    report.set_time(Duration::from_millis(r.duration_ms));
-    report.add_test_suite(suite);
-    report.to_string()
 }
 
 /// Prints which sandbox was picked, and each run's start, on stderr.

@@ -511,6 +511,10 @@ impl EventSink for EventBus {
 
 /// Writes every event of a bus as one JSON line to a file, coalescing writes: it flushes
 /// when its channel is momentarily empty, so a burst of events costs one write.
+///
+/// Such a file is read back with `nuvira_report::EventReader` (or `read_jsonl_file`), the one
+/// JSONL event reader: it names the line of a malformed event and skips, with a warning, event
+/// types it does not know.
 #[derive(Debug)]
 pub struct JsonlStore {
     handle: JoinHandle<std::io::Result<u64>>,
@@ -573,23 +577,6 @@ impl JsonlStore {
 fn write_line(out: &mut impl Write, ev: &Event) -> std::io::Result<()> {
     serde_json::to_writer(&mut *out, ev).map_err(std::io::Error::other)?;
     out.write_all(b"\n")
-}
-
-/// Reads a JSONL event file.
-///
-/// # Errors
-/// A message naming the file and the 1-based line that is not a valid event.
-pub fn read_jsonl(path: &Path) -> Result<Vec<Event>, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("{}: cannot read it: {e}", path.display()))?;
-    text.lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-        .map(|(n, line)| {
-            serde_json::from_str(line)
-                .map_err(|e| format!("{}:{}: not a Nuvira event: {e}", path.display(), n + 1))
-        })
-        .collect()
 }
 
 /// Logs every event of a bus through `tracing` (failures at warn, the rest of the run and step
@@ -835,23 +822,16 @@ mod tests {
         }
         bus.close();
         assert_eq!(store.finish().await.unwrap(), 50);
-        let back = read_jsonl(&path).unwrap();
+        // Reading a stored file back (with line numbers in errors, unknown event types skipped)
+        // is nuvira-report's `EventReader`; here each line only has to be one event.
+        let back: Vec<Event> = std::fs::read_to_string(&path)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
         assert_eq!(back.len(), 50);
         assert_eq!(back[49].seq, 49);
         assert_eq!(back[0].run_id.as_ref(), "r");
-    }
-
-    #[test]
-    fn malformed_jsonl_names_file_and_line() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("e.jsonl");
-        std::fs::write(
-            &path,
-            "{\"seq\":0,\"ts\":0,\"run_id\":\"r\",\"type\":\"step:ready\"}\nnot json\n",
-        )
-        .unwrap();
-        let err = read_jsonl(&path).unwrap_err();
-        assert!(err.contains("e.jsonl:2:"), "{err}");
     }
 }
 

@@ -64,7 +64,7 @@ pub struct LoadError {
 }
 
 impl LoadError {
-    fn new(file: &str, pos: Option<Pos>, message: String) -> Self {
+    pub(crate) fn new(file: &str, pos: Option<Pos>, message: String) -> Self {
         Self {
             file: file.to_owned(),
             line: pos.map(|p| p.line),
@@ -174,21 +174,35 @@ impl LoadedPlan {
 /// file does not exist or cannot be read, has an unknown extension, or does not parse as a plan.
 pub fn load_file(path: &Path) -> Result<LoadedPlan, LoadError> {
     let name = path.display().to_string();
+    let (source, format) = read_source(
+        path,
+        "a plan file",
+        "unsupported plan format: use a .yaml, .yml, .json or .toml file",
+    )?;
+    parse_str(&source, format, &name)
+}
+
+/// Reads a YAML, JSON or TOML file (`what` names it in the directory error, `bad_extension`
+/// is the message for another extension) and tells its format.
+pub(crate) fn read_source(
+    path: &Path,
+    what: &str,
+    bad_extension: &str,
+) -> Result<(String, PlanFormat), LoadError> {
+    let name = path.display().to_string();
     let fail = |message: String| LoadError::new(&name, None, message);
     match std::fs::metadata(path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Err(fail("no such file: check the path".into()));
         }
         Ok(m) if m.is_dir() => {
-            return Err(fail(
-                "this is a directory: give the path of a plan file".into(),
-            ));
+            return Err(fail(format!(
+                "this is a directory: give the path of {what}"
+            )));
         }
         _ => {}
     }
-    let format = PlanFormat::from_path(path).ok_or_else(|| {
-        fail("unsupported plan format: use a .yaml, .yml, .json or .toml file".into())
-    })?;
+    let format = PlanFormat::from_path(path).ok_or_else(|| fail(bad_extension.to_owned()))?;
     let source = std::fs::read_to_string(path).map_err(|e| {
         fail(match e.kind() {
             std::io::ErrorKind::NotFound => "no such file: check the path".into(),
@@ -196,7 +210,7 @@ pub fn load_file(path: &Path) -> Result<LoadedPlan, LoadError> {
             _ => format!("cannot read it: {e}"),
         })
     })?;
-    parse_str(&source, format, &name)
+    Ok((source, format))
 }
 
 /// Parses plan text of a known format. A leading byte order mark is ignored.
@@ -222,7 +236,27 @@ pub fn parse_str(
             format!("the file is empty: a plan needs {hint}"),
         ));
     }
-    let typed: Result<ExecutionPlan, (Option<Pos>, String)> = match format {
+    let typed: Result<ExecutionPlan, (Option<Pos>, String)> = parse_typed(source, format);
+    match typed {
+        Ok(plan) => Ok(LoadedPlan {
+            plan,
+            source_name: source_name.to_owned(),
+            source: source.to_owned(),
+            format,
+            index: OnceLock::new(),
+            first_by_id: OnceLock::new(),
+        }),
+        Err((pos, message)) => Err(explain(source, format, source_name, pos, message)),
+    }
+}
+
+/// Deserializes text of a known format into `T`; an error is the position the parser gives (as
+/// a 1-based line and character column) and its message without that position.
+pub(crate) fn parse_typed<T: serde::de::DeserializeOwned>(
+    source: &str,
+    format: PlanFormat,
+) -> Result<T, (Option<Pos>, String)> {
+    match format {
         PlanFormat::Json => serde_json::from_str(source).map_err(|e| {
             let pos = (e.line() > 0).then(|| Pos {
                 line: to_u32(e.line()),
@@ -246,17 +280,6 @@ pub fn parse_str(
                 e.message().trim().to_owned(),
             )
         }),
-    };
-    match typed {
-        Ok(plan) => Ok(LoadedPlan {
-            plan,
-            source_name: source_name.to_owned(),
-            source: source.to_owned(),
-            format,
-            index: OnceLock::new(),
-            first_by_id: OnceLock::new(),
-        }),
-        Err((pos, message)) => Err(explain(source, format, source_name, pos, message)),
     }
 }
 

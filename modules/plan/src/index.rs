@@ -52,7 +52,8 @@ impl StepLoc {
 pub(crate) struct PlanIndex {
     /// Top-level keys in file order.
     pub top: Vec<(String, Pos)>,
-    /// The items of the top-level `steps` list, in order.
+    /// The items of the top-level `steps` list (or of the list [`build_list`](Self::build_list)
+    /// was given), in order.
     pub steps: Vec<StepLoc>,
     /// The entries of the top-level `outputs` list, in order.
     pub outputs: Vec<Pos>,
@@ -61,10 +62,16 @@ pub(crate) struct PlanIndex {
 impl PlanIndex {
     /// Indexes a source text. Never fails: what cannot be understood is left out.
     pub fn build(source: &str, format: PlanFormat) -> Self {
+        Self::build_list(source, format, "steps")
+    }
+
+    /// Indexes a source text whose items are the top-level list `list` (`steps` in a plan,
+    /// `edits` in an edits file).
+    pub fn build_list(source: &str, format: PlanFormat, list: &str) -> Self {
         match format {
-            PlanFormat::Json => flow_document(source, false),
-            PlanFormat::Yaml => yaml_document(source),
-            PlanFormat::Toml => toml_document(source),
+            PlanFormat::Json => flow_document(source, false, list),
+            PlanFormat::Yaml => yaml_document(source, list),
+            PlanFormat::Toml => toml_document(source, list),
         }
     }
 
@@ -370,14 +377,14 @@ fn skip_flow(c: &mut Cur<'_>, yaml: bool) {
 }
 
 /// Turns the top-level node of a document into an index.
-fn index_of_root(root: Node) -> PlanIndex {
+fn index_of_root(root: Node, list: &str) -> PlanIndex {
     let mut index = PlanIndex::default();
     let Node::Map(entries) = root else {
         return index;
     };
     for (key, pos, value) in entries {
         match (key.as_str(), value) {
-            ("steps", Node::Seq(items)) if index.top_key("steps").is_none() => {
+            (k, Node::Seq(items)) if k == list && index.top_key(list).is_none() => {
                 index.steps = items
                     .into_iter()
                     .map(|(start, node)| StepLoc {
@@ -399,9 +406,9 @@ fn index_of_root(root: Node) -> PlanIndex {
     index
 }
 
-fn flow_document(source: &str, yaml: bool) -> PlanIndex {
+fn flow_document(source: &str, yaml: bool, list: &str) -> PlanIndex {
     let mut c = Cur::new(source);
-    index_of_root(flow_node(&mut c, 3, yaml))
+    index_of_root(flow_node(&mut c, 3, yaml), list)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -565,7 +572,7 @@ fn skip_block_scalar(c: &mut Cur<'_>, owner: u32) {
     }
 }
 
-fn yaml_document(source: &str) -> PlanIndex {
+fn yaml_document(source: &str, list: &str) -> PlanIndex {
     let mut c = Cur::new(source);
     let mut lines = Vec::new();
     while !c.eof() {
@@ -578,7 +585,7 @@ fn yaml_document(source: &str) -> PlanIndex {
                 c.skip_ws(true);
             }
             if matches!(c.peek(), Some(b'{' | b'[')) {
-                return index_of_root(flow_node(&mut c, 3, true));
+                return index_of_root(flow_node(&mut c, 3, true), list);
             }
             c.i = save.0;
             c.line = save.1;
@@ -588,10 +595,10 @@ fn yaml_document(source: &str) -> PlanIndex {
             lines.push(line);
         }
     }
-    index_of_block(&lines)
+    index_of_block(&lines, list)
 }
 
-fn index_of_block(lines: &[Line]) -> PlanIndex {
+fn index_of_block(lines: &[Line], list: &str) -> PlanIndex {
     let mut index = PlanIndex::default();
     let Some(first) = lines.first() else {
         return index;
@@ -620,7 +627,7 @@ fn index_of_block(lines: &[Line]) -> PlanIndex {
         let body = &lines[body_start..i];
         let first_time = index.top_key(key).is_none();
         match key.as_str() {
-            "steps" if first_time => {
+            k if k == list && first_time => {
                 index.steps = match &line.flow {
                     Some(Node::Seq(items)) => items
                         .iter()
@@ -708,7 +715,7 @@ fn block_steps(body: &[Line]) -> Vec<StepLoc> {
 // ---------------------------------------------------------------------------------------------
 // TOML, from the spanned document parser.
 
-fn toml_document(source: &str) -> PlanIndex {
+fn toml_document(source: &str, list: &str) -> PlanIndex {
     use toml::de::{DeTable, DeValue};
     let mut index = PlanIndex::default();
     let Ok(doc) = DeTable::parse(source) else {
@@ -724,7 +731,7 @@ fn toml_document(source: &str) -> PlanIndex {
         let off = k.span().start;
         offsets.push(off);
         match (key.as_str(), v.get_ref()) {
-            ("steps", DeValue::Array(items)) => {
+            (k, DeValue::Array(items)) if k == list => {
                 for item in items.iter() {
                     let start = item.span().start;
                     offsets.push(start);

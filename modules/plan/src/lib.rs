@@ -6,17 +6,23 @@
 //! line and the column, and a [`LoadedPlan`] keeps the source text so that later validation
 //! errors can point at the line where a step is defined.
 //!
+//! The edits files of `nuvira apply` (a top-level `edits` list) are read by the same code
+//! ([`load_edits`]): the same formats, errors and byte order mark handling, and a
+//! [`LoadedEdits`] says at which line each entry, and each field of an entry, is.
+//!
 //! YAML is read with `serde_yaml_ng`, a maintained fork of the deprecated `serde_yaml` with the
 //! same data model and error locations; we chose it over `serde_yml` (unmaintained, unsound
 //! releases) and over the younger `serde-saphyr` because it is a drop-in with a long track record.
 #![forbid(unsafe_code)]
 
+mod edits;
 mod file;
 mod index;
 mod llm;
 mod schema;
 mod template;
 
+pub use edits::{LoadedEdits, load_edits, parse_edits};
 pub use file::{FilePlanner, LoadError, LoadedPlan, PlanFormat, load_file, parse_str};
 #[cfg(feature = "llm")]
 pub use llm::LlmPlanner;

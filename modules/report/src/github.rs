@@ -133,11 +133,17 @@ pub fn annotation(f: &Finding, step_id: &str) -> String {
         }
     }
     props.push(("title", format!("{} [{step_id}]", f.title)));
-    let props: Vec<String> = props
-        .into_iter()
-        .map(|(k, v)| format!("{k}={}", escape_property(&v)))
+    command(cmd, &props, &f.message)
+}
+
+/// A workflow command line `::NAME k=v,k=v::message` (without the trailing newline), the
+/// property values escaped with [`escape_property`] and the message with [`escape_data`].
+pub fn command(name: &str, properties: &[(&str, String)], message: &str) -> String {
+    let props: Vec<String> = properties
+        .iter()
+        .map(|(k, v)| format!("{k}={}", escape_property(v)))
         .collect();
-    format!("::{cmd} {}::{}", props.join(","), escape_data(&f.message))
+    format!("::{name} {}::{}", props.join(","), escape_data(message))
 }
 
 /// The findings that become annotations: the most severe first, at most [`MAX_ERRORS`] errors

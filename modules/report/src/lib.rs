@@ -21,6 +21,10 @@
 //! | `junit` | CI test dashboards (JUnit XML via `quick-junit`) |
 //! | `html` | one self-contained page: the DAG coloured by status, a timeline, diffs, failures |
 //!
+//! One test run's [`TestResult`](nuvira_api::TestResult) on its own (what `nuvira test` prints)
+//! is rendered by [`test_result`] in text, JSON, GitHub and JUnit, with the same escaping, JUnit
+//! writer and duration format as the report.
+//!
 //! Why it is shaped so: the event enum is the boundary (no module calls a reporter), every
 //! renderer reads only the [`ExecutionReport`], and findings (test failures, syntax issues,
 //! verification blockers, security warnings) are normalised once into
@@ -50,6 +54,7 @@ pub mod markdown;
 mod module;
 pub mod sample;
 pub mod sarif;
+pub mod test_result;
 pub mod text;
 
 pub use builder::{EventReader, ReportBuilder, read_jsonl, read_jsonl_file};
