@@ -9,8 +9,7 @@
 use crate::exit;
 use clap::ValueEnum;
 use nuvira_api::{
-    CancelSignal, ErrorCategory, EventKind, EventSink, ModuleError, StepContext, StepOutput,
-    TestResult, async_trait,
+    ErrorCategory, EventKind, EventSink, ModuleError, StepContext, StepOutput, TestResult,
 };
 use nuvira_report::github::{escape_data, escape_property};
 use nuvira_runner::{SANDBOX_SELECTED, TestConfig, TestModule};
@@ -235,7 +234,13 @@ pub fn execute(args: Args) -> u8 {
             .with_events(Arc::new(Progress {
                 verbose: format == Format::Text,
             }))
-            .with_execution(false, 1, Arc::new(Token(token)), None, None);
+            .with_execution(
+                false,
+                1,
+                Arc::new(crate::scheduler::TokenSignal(token)),
+                None,
+                None,
+            );
         let outcome = TestModule::new().run_config(&config, &ctx).await;
         report(outcome, format)
     })
@@ -456,17 +461,5 @@ impl EventSink for Progress {
             } if self.verbose => eprintln!("container {}", &id[..id.len().min(12)]),
             _ => {}
         }
-    }
-}
-
-struct Token(CancellationToken);
-
-#[async_trait]
-impl CancelSignal for Token {
-    fn is_cancelled(&self) -> bool {
-        self.0.is_cancelled()
-    }
-    async fn cancelled(&self) {
-        self.0.cancelled().await;
     }
 }
