@@ -11,9 +11,9 @@
 //! [`select`] implements `sandbox: auto|local|docker`: `auto` picks Docker when an engine answers
 //! and the image exists, else the local sandbox, and says which it picked and why.
 //!
-//! Both sandboxes share the workspace walk in this module: the same files (those `git` would not
-//! ignore, minus `target/` and `node_modules/` unless asked) go into the local copy and into the
-//! container's tar.
+//! Both sandboxes use the one workspace walk of [`nuvira_workspace::walk`]: the same files (those
+//! `git` would not ignore, minus `target/` and `node_modules/` unless asked, and never `.git` or
+//! `.nuvira` at any depth) go into the local copy and into the container's tar.
 
 #[cfg(feature = "docker")]
 pub mod docker;
@@ -31,6 +31,8 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+use nuvira_workspace::WalkOptions;
 
 /// The label every container Nuvira creates carries (`nuvira.sandbox=1`), so leftovers can be
 /// found with `docker ps -a --filter label=nuvira.sandbox`.
@@ -380,52 +382,25 @@ pub async fn select(kind: SandboxKind, image: Option<&str>) -> Result<Selection,
     }
 }
 
-/// The files of `root` that go into a sandbox, as workspace-relative paths (directories
-/// included, parents before children), without `.git`. Unless `include_ignored`, files `git`
-/// would ignore (`.gitignore`, `.ignore`, `.git/info/exclude`, even outside a git repository)
-/// and every `target/` and `node_modules/` folder are left out.
+/// The walk rules for what goes into a sandbox: [`nuvira_workspace::walk`]'s (never `.git` nor
+/// `.nuvira`, at any depth); unless `include_ignored`, files `git` would ignore and every
+/// `target/` and `node_modules/` folder are left out too.
+pub(crate) fn walk_options(include_ignored: bool) -> WalkOptions {
+    WalkOptions {
+        include_ignored,
+        skip_build_dirs: !include_ignored,
+    }
+}
+
+/// The entries of `root` that go into a sandbox ([`walk_options`]), as workspace-relative paths
+/// (folders included, parents before children).
 pub(crate) fn workspace_entries(
     root: &Path,
     include_ignored: bool,
 ) -> Result<Vec<PathBuf>, SandboxError> {
-    if !root.is_dir() {
-        return Err(SandboxError::Failed(format!(
-            "read workspace {}: not a directory",
-            root.display()
-        )));
-    }
-    let mut builder = ignore::WalkBuilder::new(root);
-    builder
-        .standard_filters(!include_ignored)
-        .hidden(false)
-        .parents(false)
-        .require_git(false)
-        .follow_links(false)
-        .sort_by_file_name(std::cmp::Ord::cmp);
-    builder.filter_entry(move |e| {
-        let name = e.file_name();
-        if e.depth() == 0 {
-            return true;
-        }
-        if name == ".git" {
-            return false;
-        }
-        include_ignored
-            || !(e.file_type().is_some_and(|t| t.is_dir())
-                && (name == "target" || name == "node_modules"))
-    });
-    let mut out = Vec::new();
-    for entry in builder.build() {
-        let entry = entry
-            .map_err(|e| SandboxError::Failed(format!("walk workspace {}: {e}", root.display())))?;
-        if entry.depth() == 0 {
-            continue;
-        }
-        if let Ok(rel) = entry.path().strip_prefix(root) {
-            out.push(rel.to_path_buf());
-        }
-    }
-    Ok(out)
+    nuvira_workspace::walk(root, walk_options(include_ignored))
+        .map(|entries| entries.into_iter().map(|e| e.rel).collect())
+        .map_err(|e| SandboxError::Failed(format!("list the workspace: {e}")))
 }
 
 /// Collects a stream's bytes, keeping only the last [`OUTPUT_CAP`] (runners print their
