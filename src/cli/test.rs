@@ -115,7 +115,7 @@ pub enum Format {
 }
 
 fn check_mount(s: &str) -> Result<String, String> {
-    let mount = nuvira_sandbox::parse_mount(s)?;
+    let mount = nuvira_sandbox::parse_mount(s).map_err(|e| e.to_string())?;
     if !mount.host.exists() {
         return Err(format!(
             "the host path {} does not exist on this machine",
@@ -126,7 +126,9 @@ fn check_mount(s: &str) -> Result<String, String> {
 }
 
 fn check_size(s: &str) -> Result<String, String> {
-    nuvira_sandbox::parse_size(s).map(|_| s.to_owned())
+    nuvira_sandbox::parse_size(s)
+        .map(|_| s.to_owned())
+        .map_err(|e| e.to_string())
 }
 
 fn check_duration(s: &str) -> Result<String, String> {
@@ -209,7 +211,7 @@ pub fn execute(args: Args) -> u8 {
     let repo = std::fs::canonicalize(&args.repo).unwrap_or_else(|_| args.repo.clone());
     let config = match TestConfig::from_value(&args.config()) {
         Ok(c) => c,
-        Err(e) => return fail(exit::INVALID, "invalid-input", &e),
+        Err(e) => return fail(exit::INVALID, "invalid-input", &e.to_string()),
     };
     let rt = match super::runtime() {
         Ok(rt) => rt,
