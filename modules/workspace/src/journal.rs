@@ -52,9 +52,11 @@ fn lock() -> MutexGuard<'static, ()> {
     JOURNAL_LOCK.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// The test hook's environment variable: abort the process after this many durable file writes
-/// of one transaction. Read only with the `fault-injection` feature; see the
-/// [module docs](self).
+/// The test hook's environment variable (only with the cargo feature `fault-injection`, which
+/// is off by default and not for production): when it holds a positive integer `N`, a
+/// transaction aborts the process (`std::process::abort`, no cleanup, like a kill) right after
+/// its `N`th durable file write, so tests can prove crash recovery on a real process. Builds
+/// without the feature never read it.
 #[cfg(feature = "fault-injection")]
 pub const FAULT_CRASH_AFTER_WRITES_ENV: &str = "NUVIRA_FAULT_CRASH_AFTER_WRITES";
 

@@ -9,6 +9,9 @@
 //!   inside `.nuvira/` (Nuvira's own state) and `.git/`.
 //! - **Guards.** Reads and writes are capped in size (1 MiB by default) and binary content is
 //!   refused, so a model or a typo never rewrites an image or a 200 MB log.
+//! - **One walk over a user's files.** [`walk()`] (and [`copy_tree`] on it) decides what a
+//!   sandbox copy, a Docker tar, a scratch copy and [`Workspace::list_files`] hold: what `git`
+//!   would not ignore, never `.git` nor `.nuvira` at any depth. See [`mod@walk`].
 //! - **Atomic writes.** [`atomic_write`] writes a temp file in the target's directory, fsyncs
 //!   it, renames it over the target and fsyncs the directory; the file's mode is preserved. A
 //!   reader sees the old bytes or the new ones, never a torn file.
