@@ -1,9 +1,10 @@
 //! Scratch copies of a repository, for trying a plan without touching the original.
 //!
-//! The copy uses the workspace layer's one walk ([`nuvira_workspace::walk`](mod@nuvira_workspace::walk)): files `git` would
-//! ignore stay behind, `.git` and Nuvira's `.nuvira` are never copied (at any depth: a nested
-//! repository's `.git` neither), and folders, files (with their modes) and symbolic links (as
-//! links) are copied. Build folders that no ignore file names are copied.
+//! The copy uses the workspace layer's one walk
+//! ([`nuvira_workspace::walk`](mod@nuvira_workspace::walk)): files `git` would ignore stay
+//! behind, `.git` and Nuvira's `.nuvira` are never copied (at any depth: a nested repository's
+//! `.git` neither), and folders, files (with their modes) and symbolic links (as links) are
+//! copied. Build folders that no ignore file names are copied.
 
 use nuvira_workspace::{WalkError, WalkOptions};
 use std::path::{Path, PathBuf};

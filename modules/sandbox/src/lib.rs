@@ -11,9 +11,10 @@
 //! [`select`] implements `sandbox: auto|local|docker`: `auto` picks Docker when an engine answers
 //! and the image exists, else the local sandbox, and says which it picked and why.
 //!
-//! Both sandboxes use the one workspace walk of [`nuvira_workspace::walk`](mod@nuvira_workspace::walk): the same files (those
-//! `git` would not ignore, minus `target/` and `node_modules/` unless asked, and never `.git` or
-//! `.nuvira` at any depth) go into the local copy and into the container's tar.
+//! Both sandboxes use the one workspace walk,
+//! [`nuvira_workspace::walk`](mod@nuvira_workspace::walk): the same files (those `git` would not
+//! ignore, minus `target/` and `node_modules/` unless asked, and never `.git` or `.nuvira` at any
+//! depth) go into the local copy and into the container's tar.
 
 #[cfg(feature = "docker")]
 pub mod docker;
@@ -398,9 +399,10 @@ pub async fn select(kind: SandboxKind, image: Option<&str>) -> Result<Selection,
     }
 }
 
-/// The walk rules for what goes into a sandbox: [`nuvira_workspace::walk`](mod@nuvira_workspace::walk)'s (never `.git` nor
-/// `.nuvira`, at any depth); unless `include_ignored`, files `git` would ignore and every
-/// `target/` and `node_modules/` folder are left out too.
+/// The walk rules for what goes into a sandbox: those of
+/// [`nuvira_workspace::walk`](mod@nuvira_workspace::walk) (never `.git` nor `.nuvira`, at any
+/// depth); unless `include_ignored`, files `git` would ignore and every `target/` and
+/// `node_modules/` folder are left out too.
 pub(crate) fn walk_options(include_ignored: bool) -> WalkOptions {
     WalkOptions {
         include_ignored,
