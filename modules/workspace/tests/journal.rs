@@ -630,16 +630,14 @@ fn a_mode_change_after_the_run_is_a_change_too() {
     assert_eq!(read(dir.path(), "gone.txt").as_deref(), Some("bye\n"));
 }
 
-/// The crash hook's variable, spelled out: without the `fault-injection` feature the crate does
-/// not even export its name.
-const CRASH_VAR: &str = "NUVIRA_FAULT_CRASH_AFTER_WRITES";
-
 /// Regression: the production journal read the crash hook's variable and could abort the
 /// process. Without the `fault-injection` feature, a batch run with the variable set (in a child
 /// process, this test binary running `a_batch_of_two_writes_commits`) completes.
 #[cfg(not(feature = "fault-injection"))]
 #[test]
 fn without_the_fault_injection_feature_the_crash_variable_is_never_read() {
+    // Spelled out: without the feature the crate does not even export the name.
+    const CRASH_VAR: &str = "NUVIRA_FAULT_CRASH_AFTER_WRITES";
     let out = std::process::Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
