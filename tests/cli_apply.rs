@@ -618,10 +618,8 @@ fn crash_mid_batch() -> (tempfile::TempDir, BTreeMap<String, Vec<u8>>) {
         "edits:\n  - {strategy: search-replace, path: src/a.rs, search: '    1', replace: '    10'}\n  - {strategy: search-replace, path: src/b.rs, search: '    2', replace: '    20'}\n  - {strategy: whole-file, path: docs/new/c2.md, content: \"# c2\\n\"}\n  - {strategy: delete-file, path: docs/c.md}\n",
     );
     let out = nuvira()
-        .env(
-            nuvira_edit::nuvira_workspace::FAULT_CRASH_AFTER_WRITES_ENV,
-            "2",
-        )
+        // The hook exists because the root crate's dev-dependency turns on `fault-injection`.
+        .env(nuvira_workspace::FAULT_CRASH_AFTER_WRITES_ENV, "2")
         .args(["apply", "--repo"])
         .arg(r.path())
         .arg(&edits)

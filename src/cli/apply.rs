@@ -122,7 +122,7 @@ pub fn execute(args: Args) -> u8 {
         return exit::SUCCESS;
     }
 
-    let run_id = format!("apply-{}", now_ms());
+    let run_id = format!("apply-{}", nuvira_api::now_ms());
     match editor.edit(&ws, &entries, &run_id, &Emit::none()) {
         Ok(result) => {
             match args.format {
@@ -333,12 +333,6 @@ fn print_reasons(reasons: &[nuvira_api::SkippedChange], dry_run: bool) {
             (false, None) => eprintln!("  {}: {}", r.path, r.reason),
         }
     }
-}
-
-fn now_ms() -> u128 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis())
 }
 
 #[cfg(test)]

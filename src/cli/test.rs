@@ -9,8 +9,7 @@
 use crate::exit;
 use clap::ValueEnum;
 use nuvira_api::{
-    CancelSignal, ErrorCategory, EventKind, EventSink, ModuleError, StepContext, StepOutput,
-    TestResult, async_trait,
+    ErrorCategory, EventKind, EventSink, ModuleError, StepContext, StepOutput, TestResult,
 };
 use nuvira_report::test_result;
 use nuvira_runner::{SANDBOX_SELECTED, TestConfig, TestModule};
@@ -120,7 +119,7 @@ pub enum Format {
 // renderers, so that escaping, the JUnit writer and duration formatting exist once.
 
 fn check_mount(s: &str) -> Result<String, String> {
-    let mount = nuvira_sandbox::parse_mount(s)?;
+    let mount = nuvira_sandbox::parse_mount(s).map_err(|e| e.to_string())?;
     if !mount.host.exists() {
         return Err(format!(
             "the host path {} does not exist on this machine",
@@ -131,7 +130,9 @@ fn check_mount(s: &str) -> Result<String, String> {
 }
 
 fn check_size(s: &str) -> Result<String, String> {
-    nuvira_sandbox::parse_size(s).map(|_| s.to_owned())
+    nuvira_sandbox::parse_size(s)
+        .map(|_| s.to_owned())
+        .map_err(|e| e.to_string())
 }
 
 fn check_duration(s: &str) -> Result<String, String> {
@@ -214,7 +215,7 @@ pub fn execute(args: Args) -> u8 {
     let repo = std::fs::canonicalize(&args.repo).unwrap_or_else(|_| args.repo.clone());
     let config = match TestConfig::from_value(&args.config()) {
         Ok(c) => c,
-        Err(e) => return fail(exit::INVALID, "invalid-input", &e),
+        Err(e) => return fail(exit::INVALID, "invalid-input", &e.to_string()),
     };
     let rt = match super::runtime() {
         Ok(rt) => rt,
@@ -239,7 +240,13 @@ pub fn execute(args: Args) -> u8 {
             .with_events(Arc::new(Progress {
                 verbose: format == Format::Text,
             }))
-            .with_execution(false, 1, Arc::new(Token(token)), None, None);
+            .with_execution(
+                false,
+                1,
+                Arc::new(crate::scheduler::TokenSignal(token)),
+                None,
+                None,
+            );
         let outcome = TestModule::new().run_config(&config, &ctx).await;
         report(outcome, format)
     })
@@ -316,17 +323,5 @@ impl EventSink for Progress {
             } if self.verbose => eprintln!("container {}", &id[..id.len().min(12)]),
             _ => {}
         }
-    }
-}
-
-struct Token(CancellationToken);
-
-#[async_trait]
-impl CancelSignal for Token {
-    fn is_cancelled(&self) -> bool {
-        self.0.is_cancelled()
-    }
-    async fn cancelled(&self) {
-        self.0.cancelled().await;
     }
 }

@@ -16,12 +16,26 @@ use crate::{
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
+/// Milliseconds since the Unix epoch, the clock [`Event::ts`] is stamped with (0 for a clock set
+/// before 1970, saturating far in the future). Everything in Nuvira that records a wall-clock
+/// time in milliseconds uses this one function.
+///
+/// ```
+/// let before = nuvira_api::now_ms();
+/// assert!(nuvira_api::now_ms() >= before);
+/// ```
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
 /// One stamped event.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Event {
     /// Position in the run's stream, from 0, without gaps.
     pub seq: u64,
-    /// Milliseconds since the Unix epoch.
+    /// Milliseconds since the Unix epoch ([`now_ms`]).
     pub ts: u64,
     /// The run.
     pub run_id: Arc<str>,

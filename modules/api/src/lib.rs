@@ -56,7 +56,7 @@ pub use edit::{
     ChangeKind, EditEntry, EditError, EditPreview, EditResult, EditStrategy, EditValidation,
     EstimatedImpact, FileChange, FileView, SecurityWarning, Severity, SkippedChange,
 };
-pub use event::{Event, EventKind, EventSink, NullSink};
+pub use event::{Event, EventKind, EventSink, NullSink, now_ms};
 pub use inspect::{Artifact, InspectionResult, InspectionStats, Symbol};
 pub use llm::{ChatMessage, LlmClient, LlmError, LlmRequest, LlmResponse, Role, TokenUsage};
 pub use module::{

@@ -185,7 +185,7 @@ impl FileView for Overlay<'_> {
         let mode = self
             .modes
             .remove(&src)
-            .or_else(|| file_mode(&self.ws.root().join(&src)));
+            .or_else(|| nuvira_workspace::mode_of(&self.ws.root().join(&src)));
         if let Some(mode) = mode {
             self.modes.insert(dst.clone(), mode);
         }
@@ -194,20 +194,5 @@ impl FileView for Overlay<'_> {
         let origin = self.renamed_from.remove(&src).unwrap_or(src);
         self.renamed_from.insert(dst, origin);
         Ok(())
-    }
-}
-
-fn file_mode(path: &std::path::Path) -> Option<u32> {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::metadata(path)
-            .ok()
-            .map(|m| m.permissions().mode() & 0o7777)
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = path;
-        None
     }
 }

@@ -12,7 +12,6 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::{SystemTime, UNIX_EPOCH};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 use tokio::task::JoinHandle;
 
@@ -205,12 +204,9 @@ impl std::fmt::Debug for EventBus {
     }
 }
 
-/// Milliseconds since the Unix epoch, as events are stamped.
-pub fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}
+/// Milliseconds since the Unix epoch, as events are stamped (the contract's
+/// [`nuvira_api::now_ms`], re-exported here for callers of the bus).
+pub use nuvira_api::now_ms;
 
 impl EventBus {
     /// A bus for a run that keeps its history in memory.

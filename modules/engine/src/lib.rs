@@ -54,5 +54,5 @@ pub mod validate;
 pub use engine::{Engine, EngineBuilder, RunSettings};
 pub use events::EventBus;
 pub use registry::ModuleRegistry;
-pub use scheduler::{RunOptions, RunSummary, StepOutcome};
+pub use scheduler::{RunOptions, RunSummary, StepOutcome, TokenSignal};
 pub use validate::{Problem, ProblemKind, ValidatedPlan, ValidationErrors};

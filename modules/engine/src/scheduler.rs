@@ -164,8 +164,29 @@ impl RunSummary {
     }
 }
 
-/// The cancel token as modules see it.
-struct TokenSignal(CancellationToken);
+/// A [`CancellationToken`] as the contract's [`CancelSignal`]: how modules (and sandboxes) see
+/// the run's cancel token. The one adapter; anything holding a token and calling a module or a
+/// sandbox uses it.
+///
+/// ```
+/// use nuvira_api::CancelSignal;
+/// use nuvira_engine::TokenSignal;
+/// use tokio_util::sync::CancellationToken;
+///
+/// let token = CancellationToken::new();
+/// let signal = TokenSignal::from(token.clone());
+/// assert!(!signal.is_cancelled());
+/// token.cancel();
+/// assert!(signal.is_cancelled());
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct TokenSignal(pub CancellationToken);
+
+impl From<CancellationToken> for TokenSignal {
+    fn from(token: CancellationToken) -> Self {
+        Self(token)
+    }
+}
 
 #[async_trait]
 impl CancelSignal for TokenSignal {

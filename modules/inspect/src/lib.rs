@@ -206,7 +206,7 @@ enum ReadOutcome {
     Failed,
 }
 
-/// Reads a file if it is at most `cap` bytes and not binary (a NUL byte in the first 8 KiB).
+/// Reads a file if it is at most `cap` bytes and not binary ([`nuvira_workspace::binary_reason`]).
 fn read_capped(path: &Path, cap: u64) -> (ReadOutcome, u64) {
     let Ok(file) = std::fs::File::open(path) else {
         return (ReadOutcome::Failed, 0);
@@ -223,7 +223,7 @@ fn read_capped(path: &Path, cap: u64) -> (ReadOutcome, u64) {
     if buf.len() as u64 > cap {
         return (ReadOutcome::TooLarge, buf.len() as u64);
     }
-    if buf[..buf.len().min(8192)].contains(&0) {
+    if nuvira_workspace::binary_reason(&buf).is_some() {
         return (ReadOutcome::Binary, size);
     }
     let text = match String::from_utf8(buf) {

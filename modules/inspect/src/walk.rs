@@ -15,8 +15,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Directory names the walk never enters, at any depth.
-pub const NEVER_ENTER: &[&str] = &[".git", ".nuvira"];
+/// Names the walk never enters or lists, at any depth: the workspace layer's
+/// [`NEVER_WALKED`](nuvira_workspace::walk::NEVER_WALKED), so inspection, sandboxes and
+/// scratch copies agree.
+pub const NEVER_ENTER: &[&str] = nuvira_workspace::walk::NEVER_WALKED;
 
 /// What to walk.
 #[derive(Debug, Clone, Default)]
@@ -70,11 +72,7 @@ pub fn walk(root: &Path, options: &WalkOptions, stop: &(dyn Fn() -> bool + Sync)
         .threads(options.threads)
         .filter_entry(move |e| {
             let is_dir = e.file_type().is_some_and(|t| t.is_dir());
-            if is_dir
-                && NEVER_ENTER
-                    .iter()
-                    .any(|n| e.file_name() == std::ffi::OsStr::new(n))
-            {
+            if e.depth() > 0 && nuvira_workspace::walk::is_never_walked(e.file_name()) {
                 return false;
             }
             restrict.is_empty()

@@ -19,4 +19,6 @@ pub use nuvira_sandbox as sandbox;
 
 mod module;
 
-pub use module::{ExecuteModule, SANDBOX_SELECTED, SandboxConfig, TestConfig, TestModule};
+pub use module::{
+    ConfigError, ExecuteModule, SANDBOX_SELECTED, SandboxConfig, TestConfig, TestModule,
+};

@@ -116,16 +116,36 @@ pub struct TestConfig {
     pub sandbox: SandboxConfig,
 }
 
+/// Why a `test` or `execute` step's config was refused: the key and what is expected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{key}: {reason}")]
+#[non_exhaustive]
+pub struct ConfigError {
+    /// The key, e.g. `config.memory` (`config` for the object as a whole).
+    pub key: &'static str,
+    /// What is wrong with it and what is expected.
+    pub reason: String,
+}
+
+impl ConfigError {
+    fn new(key: &'static str, reason: impl std::fmt::Display) -> Self {
+        Self {
+            key,
+            reason: reason.to_string(),
+        }
+    }
+}
+
 impl TestConfig {
     /// Parses a step's config object (see the module docs for the keys).
     ///
     /// # Errors
-    /// A message naming the key and what is expected.
-    pub fn from_value(config: &Value) -> Result<Self, String> {
+    /// [`ConfigError`] naming the key and what is expected.
+    pub fn from_value(config: &Value) -> Result<Self, ConfigError> {
         let raw: RawConfig = if config.is_null() {
             RawConfig::default()
         } else {
-            serde_json::from_value(config.clone()).map_err(|e| format!("config: {e}"))?
+            serde_json::from_value(config.clone()).map_err(|e| ConfigError::new("config", e))?
         };
         raw.into_config()
     }
@@ -170,56 +190,65 @@ enum RawSize {
 }
 
 impl RawConfig {
-    fn into_config(self) -> Result<TestConfig, String> {
+    fn into_config(self) -> Result<TestConfig, ConfigError> {
         let framework = match self.framework.as_deref().map(str::trim) {
             None | Some("" | "auto") => None,
             Some(name) => Some(
                 name.parse::<Framework>()
-                    .map_err(|e| format!("config.framework: {e}"))?,
+                    .map_err(|e| ConfigError::new("config.framework", e))?,
             ),
         };
         let command = match self.command {
             None => None,
             Some(RawCommand::Line(line)) if line.trim().is_empty() => {
-                return Err("config.command: the command is empty".into());
+                return Err(ConfigError::new("config.command", "the command is empty"));
             }
             Some(RawCommand::Line(line)) => Some(vec!["sh".into(), "-c".into(), line]),
             Some(RawCommand::Argv(argv)) if argv.is_empty() => {
-                return Err("config.command: the command is empty".into());
+                return Err(ConfigError::new("config.command", "the command is empty"));
             }
             Some(RawCommand::Argv(argv)) => Some(argv),
         };
         let sandbox_kind = match self.sandbox.as_deref() {
             None => SandboxKind::Auto,
-            Some(s) => s.parse().map_err(|e| format!("config.sandbox: {e}"))?,
+            Some(s) => s
+                .parse()
+                .map_err(|e| ConfigError::new("config.sandbox", e))?,
         };
         let memory = match self.memory {
             None => None,
-            Some(RawSize::Bytes(0)) => return Err("config.memory: must be more than 0".into()),
+            Some(RawSize::Bytes(0)) => {
+                return Err(ConfigError::new("config.memory", "must be more than 0"));
+            }
             Some(RawSize::Bytes(b)) => Some(b),
             Some(RawSize::Text(t)) => {
-                Some(sandbox::parse_size(&t).map_err(|e| format!("config.memory: {e}"))?)
+                Some(sandbox::parse_size(&t).map_err(|e| ConfigError::new("config.memory", e))?)
             }
         };
         if let Some(c) = self.cpus
             && !(c.is_finite() && c > 0.0)
         {
-            return Err(format!("config.cpus: {c} is not a positive number of CPUs"));
+            return Err(ConfigError::new(
+                "config.cpus",
+                format!("{c} is not a positive number of CPUs"),
+            ));
         }
         if self.pids == Some(0) {
-            return Err("config.pids: must be at least 1".into());
+            return Err(ConfigError::new("config.pids", "must be at least 1"));
         }
         if self.timeout.is_some_and(|t| t.is_zero()) {
-            return Err("config.timeout: must be more than 0".into());
+            return Err(ConfigError::new("config.timeout", "must be more than 0"));
         }
         let network = match self.network.as_deref() {
             None => None,
-            Some(n) => Some(sandbox::parse_network(n).map_err(|e| format!("config.network: {e}"))?),
+            Some(n) => {
+                Some(sandbox::parse_network(n).map_err(|e| ConfigError::new("config.network", e))?)
+            }
         };
         let mounts = self
             .mounts
             .iter()
-            .map(|m| sandbox::parse_mount(m).map_err(|e| format!("config.mounts: {e}")))
+            .map(|m| sandbox::parse_mount(m).map_err(|e| ConfigError::new("config.mounts", e)))
             .collect::<Result<_, _>>()?;
         Ok(TestConfig {
             framework,
@@ -822,7 +851,7 @@ mod tests {
             (json!({"command": ""}), "config.command"),
             (json!({"colour": "red"}), "colour"),
         ] {
-            let err = TestConfig::from_value(&cfg).unwrap_err();
+            let err = TestConfig::from_value(&cfg).unwrap_err().to_string();
             assert!(err.contains(key), "{cfg}: {err}");
         }
     }

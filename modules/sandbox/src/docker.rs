@@ -672,7 +672,8 @@ impl WorkspaceTar {
         (chunks, packer)
     }
 
-    fn pack(&self, writer: &mut ChunkWriter) -> Result<(), SandboxError> {
+    /// Writes the tar of the entries into `writer` (the upload's chunks, or a buffer in tests).
+    fn pack<W: std::io::Write>(&self, writer: W) -> Result<(), SandboxError> {
         let fail = |p: &Path, e: std::io::Error| {
             SandboxError::Failed(format!("pack the workspace: {}: {e}", p.display()))
         };
@@ -684,8 +685,8 @@ impl WorkspaceTar {
                 .append_path_with_name(&full, rel)
                 .map_err(|e| fail(&full, e))?;
         }
-        let writer = builder.into_inner().map_err(|e| fail(&self.root, e))?;
-        std::io::Write::flush(writer).map_err(|e| fail(&self.root, e))
+        let mut writer = builder.into_inner().map_err(|e| fail(&self.root, e))?;
+        std::io::Write::flush(&mut writer).map_err(|e| fail(&self.root, e))
     }
 }
 
@@ -721,5 +722,67 @@ impl std::io::Write for ChunkWriter {
 
     fn flush(&mut self) -> std::io::Result<()> {
         self.send()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    /// A workspace with Nuvira's journal (originals of edited files) at the root and nested,
+    /// the root's `.git`, a nested repository's `.git` folder and a submodule's `.git` file.
+    fn workspace_with_state() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        for (file, text) in [
+            ("src/a.rs", "fn a() {}"),
+            (".nuvira/journal/0001/files/src/a.rs", "the original"),
+            ("sub/.nuvira/last-run.json", "{}"),
+            (".git/HEAD", "ref: refs/heads/main"),
+            ("vendor/lib/.git/HEAD", "ref: refs/heads/main"),
+            ("vendor/lib/lib.rs", "pub fn lib() {}"),
+            ("module/.git", "gitdir: ../.git/modules/module"),
+            ("module/m.rs", "fn m() {}"),
+        ] {
+            let p = dir.path().join(file);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        }
+        dir
+    }
+
+    fn tar_names(root: &Path, include_ignored: bool) -> Vec<String> {
+        let tar = WorkspaceTar {
+            root: root.to_path_buf(),
+            entries: workspace_entries(root, include_ignored).unwrap(),
+        };
+        let mut buf = Vec::new();
+        tar.pack(&mut buf).unwrap();
+        let mut archive = tar::Archive::new(buf.as_slice());
+        archive
+            .entries()
+            .unwrap()
+            .map(|e| {
+                let e = e.unwrap();
+                let path = e.path().unwrap();
+                path.to_string_lossy().trim_end_matches('/').to_owned()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_docker_tar_never_carries_nuvira_state_or_git_at_any_depth() {
+        let ws = workspace_with_state();
+        for include_ignored in [false, true] {
+            let names = tar_names(ws.path(), include_ignored);
+            for kept in ["src/a.rs", "vendor/lib/lib.rs", "module/m.rs"] {
+                assert!(names.iter().any(|n| n == kept), "{kept} missing: {names:?}");
+            }
+            let leaked: Vec<_> = names
+                .iter()
+                .filter(|n| n.split('/').any(|c| c == ".nuvira" || c == ".git"))
+                .collect();
+            assert!(leaked.is_empty(), "in the tar: {leaked:?}");
+        }
     }
 }

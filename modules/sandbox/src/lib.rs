@@ -11,9 +11,10 @@
 //! [`select`] implements `sandbox: auto|local|docker`: `auto` picks Docker when an engine answers
 //! and the image exists, else the local sandbox, and says which it picked and why.
 //!
-//! Both sandboxes share the workspace walk in this module: the same files (those `git` would not
-//! ignore, minus `target/` and `node_modules/` unless asked) go into the local copy and into the
-//! container's tar.
+//! Both sandboxes use the one workspace walk,
+//! [`nuvira_workspace::walk`](mod@nuvira_workspace::walk): the same files (those `git` would not
+//! ignore, minus `target/` and `node_modules/` unless asked, and never `.git` or `.nuvira` at any
+//! depth) go into the local copy and into the container's tar.
 
 #[cfg(feature = "docker")]
 pub mod docker;
@@ -31,6 +32,8 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+use nuvira_workspace::WalkOptions;
 
 /// The label every container Nuvira creates carries (`nuvira.sandbox=1`), so leftovers can be
 /// found with `docker ps -a --filter label=nuvira.sandbox`.
@@ -71,16 +74,38 @@ impl SandboxKind {
     }
 }
 
+/// Why a sandbox setting (kind, network, size, mount) could not be parsed; each names the text
+/// and the accepted forms.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ParseError {
+    /// Not `auto`, `local` or `docker`.
+    #[error("unknown sandbox `{0}`: expected auto, local or docker")]
+    Kind(String),
+    /// Not `none`, `host` or `bridge`.
+    #[error("unknown network `{0}`: expected none, host or bridge")]
+    Network(String),
+    /// Not a size.
+    #[error("invalid size `{0}`: expected a number with an optional unit, e.g. 512m, 1g, 256MiB")]
+    Size(String),
+    /// Not a mount.
+    #[error("invalid mount `{text}`: {reason}")]
+    Mount {
+        /// The mount as given.
+        text: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+}
+
 impl std::str::FromStr for SandboxKind {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = ParseError;
+    fn from_str(s: &str) -> Result<Self, ParseError> {
         match s.trim().to_ascii_lowercase().as_str() {
             "auto" => Ok(Self::Auto),
             "local" => Ok(Self::Local),
             "docker" => Ok(Self::Docker),
-            other => Err(format!(
-                "unknown sandbox `{other}`: expected auto, local or docker"
-            )),
+            other => Err(ParseError::Kind(other.to_owned())),
         }
     }
 }
@@ -94,15 +119,13 @@ impl std::fmt::Display for SandboxKind {
 /// Parses a network mode: `none`, `host` or `bridge`.
 ///
 /// # Errors
-/// A message naming the value and the accepted ones.
-pub fn parse_network(s: &str) -> Result<NetworkMode, String> {
+/// [`ParseError::Network`] naming the value and the accepted ones.
+pub fn parse_network(s: &str) -> Result<NetworkMode, ParseError> {
     match s.trim().to_ascii_lowercase().as_str() {
         "none" => Ok(NetworkMode::None),
         "host" => Ok(NetworkMode::Host),
         "bridge" => Ok(NetworkMode::Bridge),
-        other => Err(format!(
-            "unknown network `{other}`: expected none, host or bridge"
-        )),
+        other => Err(ParseError::Network(other.to_owned())),
     }
 }
 
@@ -119,18 +142,14 @@ pub fn parse_network(s: &str) -> Result<NetworkMode, String> {
 /// ```
 ///
 /// # Errors
-/// A message naming the text and showing accepted forms.
-pub fn parse_size(text: &str) -> Result<u64, String> {
+/// [`ParseError::Size`] naming the text and showing accepted forms.
+pub fn parse_size(text: &str) -> Result<u64, ParseError> {
     let t = text.trim();
     let split = t
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
-    let bad = || {
-        format!(
-            "invalid size `{text}`: expected a number with an optional unit, e.g. 512m, 1g, 256MiB"
-        )
-    };
+    let bad = || ParseError::Size(text.to_owned());
     let value: f64 = num.parse().map_err(|_| bad())?;
     let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
         "" | "b" => 1,
@@ -151,27 +170,27 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
 /// path must exist; the container path must be absolute.
 ///
 /// # Errors
-/// A message naming the mount and what is wrong with it.
-pub fn parse_mount(text: &str) -> Result<Mount, String> {
+/// [`ParseError::Mount`] naming the mount and what is wrong with it.
+pub fn parse_mount(text: &str) -> Result<Mount, ParseError> {
+    let bad = |reason: String| ParseError::Mount {
+        text: text.to_owned(),
+        reason,
+    };
     let parts: Vec<&str> = text.split(':').collect();
     let (host, container, read_only) = match parts.as_slice() {
         [h, c] => (*h, *c, true),
         [h, c, "ro"] => (*h, *c, true),
         [h, c, "rw"] => (*h, *c, false),
-        [_, _, mode] => {
-            return Err(format!(
-                "invalid mount `{text}`: mode `{mode}` must be ro or rw"
-            ));
-        }
+        [_, _, mode] => return Err(bad(format!("mode `{mode}` must be ro or rw"))),
         _ => {
-            return Err(format!(
-                "invalid mount `{text}`: expected HOST:CONTAINER or HOST:CONTAINER:ro"
+            return Err(bad(
+                "expected HOST:CONTAINER or HOST:CONTAINER:ro".to_owned()
             ));
         }
     };
     if host.is_empty() || !container.starts_with('/') {
-        return Err(format!(
-            "invalid mount `{text}`: the host path must be given and the container path must be absolute"
+        return Err(bad(
+            "the host path must be given and the container path must be absolute".to_owned(),
         ));
     }
     Ok(Mount {
@@ -380,52 +399,26 @@ pub async fn select(kind: SandboxKind, image: Option<&str>) -> Result<Selection,
     }
 }
 
-/// The files of `root` that go into a sandbox, as workspace-relative paths (directories
-/// included, parents before children), without `.git`. Unless `include_ignored`, files `git`
-/// would ignore (`.gitignore`, `.ignore`, `.git/info/exclude`, even outside a git repository)
-/// and every `target/` and `node_modules/` folder are left out.
+/// The walk rules for what goes into a sandbox: those of
+/// [`nuvira_workspace::walk`](mod@nuvira_workspace::walk) (never `.git` nor `.nuvira`, at any
+/// depth); unless `include_ignored`, files `git` would ignore and every `target/` and
+/// `node_modules/` folder are left out too.
+pub(crate) fn walk_options(include_ignored: bool) -> WalkOptions {
+    WalkOptions {
+        include_ignored,
+        skip_build_dirs: !include_ignored,
+    }
+}
+
+/// The entries of `root` that go into a sandbox ([`walk_options`]), as workspace-relative paths
+/// (folders included, parents before children).
 pub(crate) fn workspace_entries(
     root: &Path,
     include_ignored: bool,
 ) -> Result<Vec<PathBuf>, SandboxError> {
-    if !root.is_dir() {
-        return Err(SandboxError::Failed(format!(
-            "read workspace {}: not a directory",
-            root.display()
-        )));
-    }
-    let mut builder = ignore::WalkBuilder::new(root);
-    builder
-        .standard_filters(!include_ignored)
-        .hidden(false)
-        .parents(false)
-        .require_git(false)
-        .follow_links(false)
-        .sort_by_file_name(std::cmp::Ord::cmp);
-    builder.filter_entry(move |e| {
-        let name = e.file_name();
-        if e.depth() == 0 {
-            return true;
-        }
-        if name == ".git" {
-            return false;
-        }
-        include_ignored
-            || !(e.file_type().is_some_and(|t| t.is_dir())
-                && (name == "target" || name == "node_modules"))
-    });
-    let mut out = Vec::new();
-    for entry in builder.build() {
-        let entry = entry
-            .map_err(|e| SandboxError::Failed(format!("walk workspace {}: {e}", root.display())))?;
-        if entry.depth() == 0 {
-            continue;
-        }
-        if let Ok(rel) = entry.path().strip_prefix(root) {
-            out.push(rel.to_path_buf());
-        }
-    }
-    Ok(out)
+    nuvira_workspace::walk(root, walk_options(include_ignored))
+        .map(|entries| entries.into_iter().map(|e| e.rel).collect())
+        .map_err(|e| SandboxError::Failed(format!("list the workspace: {e}")))
 }
 
 /// Collects a stream's bytes, keeping only the last [`OUTPUT_CAP`] (runners print their
@@ -508,7 +501,7 @@ mod tests {
         assert_eq!(parse_size("64 kb").unwrap(), 64 << 10);
         assert_eq!(parse_size("1048576").unwrap(), 1 << 20);
         for bad in ["", "m", "12 parsecs", "-1m", "0"] {
-            let err = parse_size(bad).unwrap_err();
+            let err = parse_size(bad).unwrap_err().to_string();
             assert!(err.contains("512m"), "{err}");
         }
     }
@@ -520,9 +513,10 @@ mod tests {
         assert_eq!(m.container, "/usr");
         assert!(!parse_mount("/data:/data:rw").unwrap().read_only);
         assert!(parse_mount("/data:/data:ro").unwrap().read_only);
-        assert!(parse_mount("/data:rel").unwrap_err().contains("absolute"));
-        assert!(parse_mount("/data:/d:xx").unwrap_err().contains("ro or rw"));
-        assert!(parse_mount("/data").unwrap_err().contains("HOST:CONTAINER"));
+        let err = |text: &str| parse_mount(text).unwrap_err().to_string();
+        assert!(err("/data:rel").contains("absolute"));
+        assert!(err("/data:/d:xx").contains("ro or rw"));
+        assert!(err("/data").contains("HOST:CONTAINER"));
     }
 
     #[test]
@@ -534,6 +528,7 @@ mod tests {
         assert!(
             "vm".parse::<SandboxKind>()
                 .unwrap_err()
+                .to_string()
                 .contains("auto, local or docker")
         );
         assert_eq!(parse_network("bridge").unwrap(), NetworkMode::Bridge);

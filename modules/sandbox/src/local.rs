@@ -16,7 +16,7 @@
 //! because Linux counts it per user across the whole machine, not per sandbox. For hard limits
 //! on the whole run (memory, processes, network) use the Docker sandbox.
 
-use super::{OnCreated, Tail, check_collect_path, check_dir, workspace_entries};
+use super::{OnCreated, Tail, check_collect_path, check_dir, walk_options};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use nuvira_api::{
@@ -260,26 +260,11 @@ async fn join_output(task: tokio::task::JoinHandle<Tail>, grace: Duration) -> Ta
     }
 }
 
-/// Copies the workspace entries into `dst`: folders, files (with their permissions) and
-/// symbolic links (as links).
+/// Copies the workspace into `dst` by the sandbox's walk rules ([`walk_options`]): folders,
+/// files (with their permissions) and symbolic links (as links).
 fn copy_workspace(src: &Path, dst: &Path, include_ignored: bool) -> Result<(), SandboxError> {
-    let fail = |what: &str, p: &Path, e: std::io::Error| {
-        SandboxError::Failed(format!("copy the workspace: {what} {}: {e}", p.display()))
-    };
-    for rel in workspace_entries(src, include_ignored)? {
-        let from = src.join(&rel);
-        let to = dst.join(&rel);
-        let meta = std::fs::symlink_metadata(&from).map_err(|e| fail("read", &from, e))?;
-        if meta.is_dir() {
-            std::fs::create_dir_all(&to).map_err(|e| fail("create", &to, e))?;
-        } else if meta.file_type().is_symlink() {
-            let target = std::fs::read_link(&from).map_err(|e| fail("read link", &from, e))?;
-            std::os::unix::fs::symlink(target, &to).map_err(|e| fail("create link", &to, e))?;
-        } else if meta.is_file() {
-            std::fs::copy(&from, &to).map_err(|e| fail("copy", &from, e))?;
-        }
-    }
-    Ok(())
+    nuvira_workspace::copy_tree(src, dst, walk_options(include_ignored))
+        .map_err(|e| SandboxError::Failed(format!("copy the workspace: {e}")))
 }
 
 fn find_on_path(name: &str) -> Option<PathBuf> {

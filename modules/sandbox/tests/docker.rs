@@ -242,6 +242,40 @@ async fn collected_files_come_back_from_the_container() {
     assert!(!out.collected.contains_key("pkg/none.xml"));
 }
 
+/// Regression: the sandbox walk put `.nuvira/` (the journal's copies of original files) into
+/// every container's tar.
+#[tokio::test]
+async fn the_journal_in_dot_nuvira_is_never_uploaded_into_the_container() {
+    let Some(sandbox) = docker(BUSYBOX).await else {
+        return;
+    };
+    let ws = tempfile::tempdir().unwrap();
+    for (file, text) in [
+        ("src/a.rs", "fn a() {}"),
+        (".nuvira/journal/0001/files/src/a.rs", "the original"),
+        ("sub/.nuvira/last-run.json", "{}"),
+        ("vendor/lib/.git/HEAD", "ref: refs/heads/main"),
+        ("vendor/lib/lib.rs", "pub fn lib() {}"),
+    ] {
+        let p = ws.path().join(file);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+    let out = sandbox
+        .run(&sh(ws.path(), "find . | sort"), &NeverCancelled)
+        .await
+        .unwrap();
+    assert_eq!(out.exit_code, Some(0), "{out:?}");
+    let found: Vec<&str> = out.stdout.lines().collect();
+    assert!(found.contains(&"./src/a.rs"), "{found:?}");
+    assert!(found.contains(&"./vendor/lib/lib.rs"), "{found:?}");
+    let leaked: Vec<&&str> = found
+        .iter()
+        .filter(|f| f.split('/').any(|c| c == ".nuvira" || c == ".git"))
+        .collect();
+    assert!(leaked.is_empty(), "uploaded into the container: {leaked:?}");
+}
+
 #[tokio::test]
 async fn a_missing_image_is_unavailable_with_a_hint() {
     let Some(_) = docker(BUSYBOX).await else {

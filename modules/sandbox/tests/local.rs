@@ -177,6 +177,43 @@ async fn include_ignored_copies_everything_but_git() {
     assert!(!files.iter().any(|f| f.starts_with("./.git/")), "{files:?}");
 }
 
+/// Regression: the sandbox walk copied `.nuvira/` (the journal's copies of original files)
+/// into every sandbox, and entered a nested repository's `.git` only by luck of its name.
+#[tokio::test]
+async fn the_journal_in_dot_nuvira_is_never_copied_into_the_sandbox() {
+    let ws = tempfile::tempdir().unwrap();
+    let p = ws.path();
+    for (file, text) in [
+        ("src/a.rs", "fn a() {}"),
+        (".nuvira/journal/0001/files/src/a.rs", "the original"),
+        ("sub/.nuvira/last-run.json", "{}"),
+        (".git/HEAD", "ref: refs/heads/main"),
+        ("vendor/lib/.git/HEAD", "ref: refs/heads/main"),
+        ("vendor/lib/lib.rs", "pub fn lib() {}"),
+        ("module/.git", "gitdir: ../.git/modules/module"),
+    ] {
+        std::fs::create_dir_all(p.join(file).parent().unwrap()).unwrap();
+        std::fs::write(p.join(file), text).unwrap();
+    }
+    for include_ignored in [false, true] {
+        let mut req = sh(p, "find . | sort");
+        req.include_ignored = include_ignored;
+        let out = LocalSandbox::new()
+            .run(&req, &NeverCancelled)
+            .await
+            .unwrap();
+        assert_eq!(out.exit_code, Some(0), "{out:?}");
+        let found: Vec<&str> = out.stdout.lines().collect();
+        assert!(found.contains(&"./src/a.rs"), "{found:?}");
+        assert!(found.contains(&"./vendor/lib/lib.rs"), "{found:?}");
+        let leaked: Vec<&&str> = found
+            .iter()
+            .filter(|f| f.split('/').any(|c| c == ".nuvira" || c == ".git"))
+            .collect();
+        assert!(leaked.is_empty(), "copied into the sandbox: {leaked:?}");
+    }
+}
+
 #[tokio::test]
 async fn exit_codes_output_dir_and_collected_files_come_back() {
     let ws = tempfile::tempdir().unwrap();

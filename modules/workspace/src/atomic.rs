@@ -67,11 +67,7 @@ fn parent_of(path: &Path) -> &Path {
 #[cfg(unix)]
 fn set_mode(tmp: &File, target: &Path, mode: Option<u32>) -> io::Result<()> {
     use std::os::unix::fs::PermissionsExt;
-    let mode = match (mode, std::fs::metadata(target)) {
-        (Some(mode), _) => mode,
-        (None, Ok(meta)) => meta.permissions().mode() & 0o7777,
-        (None, Err(_)) => NEW_FILE_MODE,
-    };
+    let mode = mode.or_else(|| mode_of(target)).unwrap_or(NEW_FILE_MODE);
     tmp.set_permissions(std::fs::Permissions::from_mode(mode))
 }
 
@@ -83,8 +79,10 @@ fn set_mode(tmp: &File, target: &Path, _mode: Option<u32>) -> io::Result<()> {
     Ok(())
 }
 
-/// The mode bits of a file, where the platform has them.
-pub(crate) fn mode_of(path: &Path) -> Option<u32> {
+/// The permission bits of a file (`mode & 0o7777`, symlinks followed), where the platform has
+/// them; `None` when the file cannot be read or the platform has no modes. The same bits
+/// [`atomic_write`] keeps and the journal records.
+pub fn mode_of(path: &Path) -> Option<u32> {
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;

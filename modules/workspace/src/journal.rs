@@ -25,13 +25,15 @@
 //! [`OnChanged::Overwrite`] restores them anyway. Transactions recorded before this check
 //! existed carry no record and are restored as before.
 //!
-//! ## Fault injection (a test hook)
+//! ## Fault injection (a test hook, not for production)
 //!
-//! When the environment variable [`FAULT_CRASH_AFTER_WRITES_ENV`]
-//! (`NUVIRA_FAULT_CRASH_AFTER_WRITES`) holds a positive integer `N`, a transaction aborts the
+//! Only in builds with the cargo feature `fault-injection` (off by default, turned on by the
+//! dev-dependencies of the tests that need it): when the environment variable
+//! `NUVIRA_FAULT_CRASH_AFTER_WRITES` holds a positive integer `N`, a transaction aborts the
 //! process (`std::process::abort`, no unwinding, no cleanup — like a kill) right after its `N`th
 //! durable write of a target file. It exists only so that tests can prove crash recovery on a
-//! real process; nothing else reads it. Never set it outside tests.
+//! real process. A build without the feature never reads the variable; never enable the
+//! feature in a build that users run.
 
 use crate::atomic::{atomic_write, mode_of, remove_durably, sync_dir};
 use crate::{Workspace, WorkspaceError};
@@ -50,8 +52,12 @@ fn lock() -> MutexGuard<'static, ()> {
     JOURNAL_LOCK.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// The test hook's environment variable: abort the process after this many durable file writes
-/// of one transaction. See the [module docs](self).
+/// The test hook's environment variable (only with the cargo feature `fault-injection`, which
+/// is off by default and not for production): when it holds a positive integer `N`, a
+/// transaction aborts the process (`std::process::abort`, no cleanup, like a kill) right after
+/// its `N`th durable file write, so tests can prove crash recovery on a real process. Builds
+/// without the feature never read it.
+#[cfg(feature = "fault-injection")]
 pub const FAULT_CRASH_AFTER_WRITES_ENV: &str = "NUVIRA_FAULT_CRASH_AFTER_WRITES";
 
 const MANIFEST: &str = "txn.json";
@@ -419,12 +425,13 @@ impl Journal {
     pub fn begin(&self, run_id: &str, step_id: Option<&str>) -> Transaction<'_> {
         let guard = lock();
         static COUNTER: AtomicU64 = AtomicU64::new(0);
-        let created_ms = now_ms();
+        let created_ms = nuvira_api::now_ms();
         let id = format!(
             "{created_ms:013}-{:07}-{:05}",
             std::process::id(),
             COUNTER.fetch_add(1, Ordering::Relaxed) % 100_000
         );
+        #[cfg(feature = "fault-injection")]
         let fault = std::env::var(FAULT_CRASH_AFTER_WRITES_ENV)
             .ok()
             .and_then(|v| v.trim().parse::<u64>().ok())
@@ -447,6 +454,7 @@ impl Journal {
             on_disk: false,
             finished: false,
             writes_done: 0,
+            #[cfg(feature = "fault-injection")]
             fault,
         }
     }
@@ -858,6 +866,8 @@ pub struct Transaction<'j> {
     on_disk: bool,
     finished: bool,
     writes_done: u64,
+    /// The `fault-injection` hook: abort after this many writes.
+    #[cfg(feature = "fault-injection")]
     fault: Option<u64>,
 }
 
@@ -986,6 +996,7 @@ impl Transaction<'_> {
                 }
             }
             self.writes_done += 1;
+            #[cfg(feature = "fault-injection")]
             if self.fault == Some(self.writes_done) {
                 // The documented test hook: die like a kill would, no cleanup at all.
                 std::process::abort();
@@ -1152,10 +1163,4 @@ fn is_other_live_process(pid: u32) -> bool {
         return false;
     }
     cfg!(target_os = "linux") && Path::new(&format!("/proc/{pid}")).exists()
-}
-
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }

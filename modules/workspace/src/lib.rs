@@ -9,6 +9,9 @@
 //!   inside `.nuvira/` (Nuvira's own state) and `.git/`.
 //! - **Guards.** Reads and writes are capped in size (1 MiB by default) and binary content is
 //!   refused, so a model or a typo never rewrites an image or a 200 MB log.
+//! - **One walk over a user's files.** [`walk()`] (and [`copy_tree`] on it) decides what a
+//!   sandbox copy, a Docker tar, a scratch copy and [`Workspace::list_files`] hold: what `git`
+//!   would not ignore, never `.git` nor `.nuvira` at any depth. See [`mod@walk`].
 //! - **Atomic writes.** [`atomic_write`] writes a temp file in the target's directory, fsyncs
 //!   it, renames it over the target and fsyncs the directory; the file's mode is preserved. A
 //!   reader sees the old bytes or the new ones, never a torn file.
@@ -36,12 +39,16 @@
 
 mod atomic;
 mod journal;
+pub mod walk;
 
-pub use atomic::{atomic_write, remove_durably, sync_dir};
+pub use atomic::{atomic_write, mode_of, remove_durably, sync_dir};
+#[cfg(feature = "fault-injection")]
+pub use journal::FAULT_CRASH_AFTER_WRITES_ENV;
 pub use journal::{
-    ChangedFile, FAULT_CRASH_AFTER_WRITES_ENV, FileOp, Journal, JournalError, KEEP_TRANSACTIONS,
-    OnChanged, RolledBack, Transaction, TxnState,
+    ChangedFile, FileOp, Journal, JournalError, KEEP_TRANSACTIONS, OnChanged, RolledBack,
+    Transaction, TxnState,
 };
+pub use walk::{EntryKind, WalkEntry, WalkError, WalkOptions, copy_tree, walk};
 
 use std::io;
 use std::path::{Component, Path, PathBuf};
@@ -407,35 +414,27 @@ impl Workspace {
         Ok(())
     }
 
-    /// Lists the workspace's files (workspace-relative, sorted), honouring `.gitignore`,
-    /// `.ignore` and git's global excludes, and skipping `.git/` and `.nuvira/`. Hidden files
-    /// are listed; ignored ones are not.
-    pub fn list_files(&self) -> Vec<String> {
-        let mut out = Vec::new();
-        let walk = ignore::WalkBuilder::new(&self.root)
-            .hidden(false)
-            .require_git(false)
-            .follow_links(false)
-            .filter_entry(|e| {
-                let name = e.file_name();
-                !(e.depth() == 1 && (name == STATE_DIR || name == ".git"))
+    /// Lists the workspace's files (workspace-relative, `/`-separated, sorted) by the rules of
+    /// [`walk`](mod@walk): `.gitignore`, `.ignore` and git's global excludes are honoured,
+    /// `.git` and `.nuvira` are skipped at any depth, hidden files are listed, symbolic links
+    /// are not.
+    ///
+    /// # Errors
+    /// [`WalkError`] when a folder or an ignore file cannot be read.
+    pub fn list_files(&self) -> Result<Vec<String>, WalkError> {
+        let mut out: Vec<String> = walk::walk(&self.root, WalkOptions::default())?
+            .into_iter()
+            .filter(|e| e.kind == EntryKind::File)
+            .map(|e| {
+                e.rel
+                    .components()
+                    .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                    .collect::<Vec<_>>()
+                    .join("/")
             })
-            .build();
-        for entry in walk.flatten() {
-            if !entry.file_type().is_some_and(|t| t.is_file()) {
-                continue;
-            }
-            if let Ok(rel) = entry.path().strip_prefix(&self.root) {
-                out.push(
-                    rel.components()
-                        .map(|c| c.as_os_str().to_string_lossy().into_owned())
-                        .collect::<Vec<_>>()
-                        .join("/"),
-                );
-            }
-        }
+            .collect();
         out.sort();
-        out
+        Ok(out)
     }
 }
 

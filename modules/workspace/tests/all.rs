@@ -3,3 +3,4 @@
 
 mod confinement;
 mod journal;
+mod walk;

@@ -215,7 +215,7 @@ fn listing_honours_gitignore_and_skips_state_folders() {
     std::fs::create_dir_all(f.root.join(".git")).unwrap();
     std::fs::write(f.root.join(".git/HEAD"), "x").unwrap();
     let ws = Workspace::open(&f.root).unwrap();
-    assert_eq!(ws.list_files(), vec![".gitignore", "src/lib.rs"]);
+    assert_eq!(ws.list_files().unwrap(), vec![".gitignore", "src/lib.rs"]);
 }
 
 #[cfg(unix)]

@@ -629,3 +629,39 @@ fn a_mode_change_after_the_run_is_a_change_too() {
     );
     assert_eq!(read(dir.path(), "gone.txt").as_deref(), Some("bye\n"));
 }
+
+/// Regression: the production journal read the crash hook's variable and could abort the
+/// process. Without the `fault-injection` feature, a batch run with the variable set (in a child
+/// process, this test binary running `a_batch_of_two_writes_commits`) completes.
+#[cfg(not(feature = "fault-injection"))]
+#[test]
+fn without_the_fault_injection_feature_the_crash_variable_is_never_read() {
+    // Spelled out: without the feature the crate does not even export the name.
+    const CRASH_VAR: &str = "NUVIRA_FAULT_CRASH_AFTER_WRITES";
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "journal::a_batch_of_two_writes_commits",
+            "--include-ignored",
+            "--test-threads=1",
+        ])
+        .env(CRASH_VAR, "1")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    assert!(stdout.contains("1 passed"), "{stdout}");
+}
+
+/// Run by the test above in a child process; harmless on its own.
+#[test]
+#[ignore = "run in a child process by without_the_fault_injection_feature_the_crash_variable_is_never_read"]
+fn a_batch_of_two_writes_commits() {
+    let (dir, ws) = repo();
+    let journal = Journal::new(&ws);
+    let mut txn = journal.begin("run-env", None);
+    txn.apply(&[op("a.txt", "one\n"), op("src/b.rs", "two\n")])
+        .unwrap();
+    txn.commit().unwrap();
+    assert_eq!(read(dir.path(), "src/b.rs").as_deref(), Some("two\n"));
+}

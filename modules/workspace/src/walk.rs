@@ -1,0 +1,223 @@
+//! The one walk over a user's files, and the copy built on it.
+//!
+//! Every place that lists or copies a workspace's files (the local sandbox's copy, the Docker
+//! sandbox's tar upload, `nuvira run --scratch`, [`Workspace::list_files`](crate::Workspace))
+//! goes through [`walk`], so they all agree on what a user's files are:
+//!
+//! - `.git` and `.nuvira` (Nuvira's state, including the journal's copies of original files)
+//!   are never walked, **at any depth**: a nested repository's or a submodule's `.git` (a
+//!   folder or a file) is left out as well as the root's. [`NEVER_WALKED`] lists them.
+//! - Files `git` would ignore are left out (`.gitignore`, `.ignore`, `.git/info/exclude` and
+//!   git's global excludes, even outside a git repository) unless
+//!   [`WalkOptions::include_ignored`]. Ignore files in folders *above* the root are not read:
+//!   the root is the boundary.
+//! - Every folder named `target` or `node_modules` ([`BUILD_DIRS`]) is left out when
+//!   [`WalkOptions::skip_build_dirs`], ignored or not.
+//! - Hidden files (dotfiles) are walked; symbolic links are reported as links and never
+//!   followed.
+//!
+//! Entries come sorted by file name, parents before children.
+
+use std::ffi::OsStr;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use crate::STATE_DIR;
+
+/// Names that are never walked, listed or copied, at any depth: git's metadata (a folder, or
+/// the `.git` file of a worktree or submodule) and Nuvira's own state folder.
+pub const NEVER_WALKED: &[&str] = &[".git", STATE_DIR];
+
+/// Build-output folders [`WalkOptions::skip_build_dirs`] leaves out, at any depth.
+pub const BUILD_DIRS: &[&str] = &["target", "node_modules"];
+
+/// Whether an entry with this file name is never walked ([`NEVER_WALKED`]).
+pub fn is_never_walked(name: &OsStr) -> bool {
+    NEVER_WALKED.iter().any(|n| name == OsStr::new(n))
+}
+
+/// What [`walk`] leaves out besides [`NEVER_WALKED`]. The default follows `.gitignore` and
+/// keeps build folders that are not ignored.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WalkOptions {
+    /// Also walk files `git` would ignore.
+    pub include_ignored: bool,
+    /// Leave out every folder named in [`BUILD_DIRS`], even when no ignore file names it.
+    pub skip_build_dirs: bool,
+}
+
+/// What a walked entry is (symbolic links are not followed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EntryKind {
+    /// A folder.
+    Dir,
+    /// A regular file.
+    File,
+    /// A symbolic link (to anything, or dangling).
+    Symlink,
+}
+
+/// One entry found by [`walk`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WalkEntry {
+    /// The path relative to the root.
+    pub rel: PathBuf,
+    /// What it is.
+    pub kind: EntryKind,
+}
+
+/// Why a walk or a copy failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum WalkError {
+    /// The root is missing or not a folder.
+    #[error("walk `{}`: it is not a folder; give the workspace's root folder", root.display())]
+    NotADirectory {
+        /// The root as given.
+        root: PathBuf,
+    },
+    /// An entry (or an ignore file) could not be read.
+    #[error("walk `{}`: {source}; check the permissions of the files below it", root.display())]
+    Walk {
+        /// The root.
+        root: PathBuf,
+        /// The cause.
+        #[source]
+        source: ignore::Error,
+    },
+    /// A file, folder or link could not be copied.
+    #[error("{action} `{}`: {source}", path.display())]
+    Copy {
+        /// What was being done (`create folder`, `copy`, `read link`, ...).
+        action: &'static str,
+        /// The path.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// Lists the entries of `root` (folders, files and symbolic links, relative to `root`, sorted
+/// by name, parents before children) by the rules in the [module docs](self).
+///
+/// # Errors
+/// [`WalkError::NotADirectory`] when `root` is not a folder, [`WalkError::Walk`] when an entry
+/// cannot be read.
+pub fn walk(root: &Path, options: WalkOptions) -> Result<Vec<WalkEntry>, WalkError> {
+    if !root.is_dir() {
+        return Err(WalkError::NotADirectory {
+            root: root.to_path_buf(),
+        });
+    }
+    let mut builder = ignore::WalkBuilder::new(root);
+    builder
+        .standard_filters(!options.include_ignored)
+        .hidden(false)
+        .parents(false)
+        .require_git(false)
+        .follow_links(false)
+        .sort_by_file_name(std::cmp::Ord::cmp);
+    let skip_build_dirs = options.skip_build_dirs;
+    builder.filter_entry(move |e| {
+        if e.depth() == 0 {
+            return true;
+        }
+        let name = e.file_name();
+        if is_never_walked(name) {
+            return false;
+        }
+        !(skip_build_dirs
+            && e.file_type().is_some_and(|t| t.is_dir())
+            && BUILD_DIRS.iter().any(|n| name == OsStr::new(n)))
+    });
+    let mut out = Vec::new();
+    for entry in builder.build() {
+        let entry = entry.map_err(|source| WalkError::Walk {
+            root: root.to_path_buf(),
+            source,
+        })?;
+        if entry.depth() == 0 {
+            continue;
+        }
+        let Some(ft) = entry.file_type() else {
+            continue;
+        };
+        let kind = if ft.is_symlink() {
+            EntryKind::Symlink
+        } else if ft.is_dir() {
+            EntryKind::Dir
+        } else if ft.is_file() {
+            EntryKind::File
+        } else {
+            // Sockets, FIFOs, devices: not a user's source files.
+            continue;
+        };
+        if let Ok(rel) = entry.path().strip_prefix(root) {
+            out.push(WalkEntry {
+                rel: rel.to_path_buf(),
+                kind,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// Copies what [`walk`] finds in `from` into the folder `to` (created if missing): folders,
+/// files with their permissions, and symbolic links as links (their targets unchanged; on
+/// platforms without symlinks they are left out).
+///
+/// # Errors
+/// As [`walk`], and [`WalkError::Copy`] naming the path that could not be copied.
+pub fn copy_tree(from: &Path, to: &Path, options: WalkOptions) -> Result<(), WalkError> {
+    let entries = walk(from, options)?;
+    let fail = |action: &'static str, path: &Path| {
+        let path = path.to_path_buf();
+        move |source| WalkError::Copy {
+            action,
+            path,
+            source,
+        }
+    };
+    std::fs::create_dir_all(to).map_err(fail("create folder", to))?;
+    for entry in entries {
+        let src = from.join(&entry.rel);
+        let dst = to.join(&entry.rel);
+        match entry.kind {
+            EntryKind::Dir => std::fs::create_dir_all(&dst).map_err(fail("create folder", &dst))?,
+            EntryKind::File => {
+                std::fs::copy(&src, &dst).map_err(fail("copy", &src))?;
+            }
+            EntryKind::Symlink => {
+                #[cfg(unix)]
+                {
+                    let target = std::fs::read_link(&src).map_err(fail("read link", &src))?;
+                    std::os::unix::fs::symlink(target, &dst).map_err(fail("create link", &dst))?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn a_missing_root_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = walk(&dir.path().join("nope"), WalkOptions::default()).unwrap_err();
+        assert!(matches!(err, WalkError::NotADirectory { .. }));
+        assert!(err.to_string().contains("nope"), "{err}");
+    }
+
+    #[test]
+    fn never_walked_names_are_git_and_nuvira() {
+        assert!(is_never_walked(OsStr::new(".git")));
+        assert!(is_never_walked(OsStr::new(".nuvira")));
+        assert!(!is_never_walked(OsStr::new(".github")));
+        assert!(!is_never_walked(OsStr::new("nuvira")));
+    }
+}
