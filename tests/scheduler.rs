@@ -729,6 +729,32 @@ impl RecoveryPolicy for SplitOrBypass {
                     ),
                 ],
             },
+            // One sub-step that never ends, with a timeout.
+            Some("split-hang") => RecoveryDecision::Split {
+                steps: vec![
+                    step(&format!("{}.slow", s.id), &[], "hang")
+                        .with_timeout(Duration::from_secs(5)),
+                ],
+            },
+            // Two writers of one file and two readers, all meeting a barrier of two: `w1`
+            // can only pass it with `r1` running beside it, `w2` with `r2`, which waits for
+            // `r1`.
+            Some("split-writers") => {
+                let id = |n: &str| format!("{}.{n}", s.id);
+                let writer = |n: &str| {
+                    let mut w = step(&id(n), &[], "barrier");
+                    w.writes = vec!["src/lib.rs".into()];
+                    w
+                };
+                RecoveryDecision::Split {
+                    steps: vec![
+                        writer("w1"),
+                        step(&id("r1"), &[], "barrier"),
+                        writer("w2"),
+                        step(&id("r2"), &[&id("r1")], "barrier"),
+                    ],
+                }
+            }
             Some("bad-split") => RecoveryDecision::Split {
                 steps: vec![step("a", &["nowhere"], "ok")],
             },
@@ -809,6 +835,82 @@ async fn split_task_runs_validated_sub_steps_in_place_and_bypass_lets_dependents
     );
     assert_eq!(st("after_broken"), StepStatus::Skipped);
     assert_eq!(summary.status, RunStatus::Failed);
+}
+
+/// Regression: split-task sub-steps ran outside the scheduler, by calling the module
+/// directly, so a hanging sub-step hung the run past its timeout.
+#[tokio::test(start_paused = true)]
+async fn split_sub_step_that_exceeds_its_timeout_is_stopped_at_the_timeout() {
+    let m = Arc::new(Scripted::default());
+    let mut big = step("big", &[], "fail");
+    big.config = json!({"do": "fail", "then": "split-hang"});
+    let eng = Engine::builder()
+        .module(m.clone())
+        .recovery(Arc::new(SplitOrBypass))
+        .build();
+    let bus = EventBus::new("r");
+    let began = tokio::time::Instant::now();
+    let summary = within(eng.run(
+        plan(vec![big, step("after", &["big"], "ok")]),
+        bus.clone(),
+        RunSettings::default(),
+    ))
+    .await
+    .unwrap();
+    let big = summary.step("big").unwrap();
+    assert_eq!(big.status, StepStatus::Failed);
+    let err = big.error.as_ref().unwrap();
+    assert_eq!(err.category(), ErrorCategory::Timeout);
+    assert!(
+        err.to_string().contains("`big.slow` timed out after 5s"),
+        "{err}"
+    );
+    assert_eq!(summary.step("after").unwrap().status, StepStatus::Skipped);
+    // Stopped at its deadline (the paused clock only moves to the next timer), and dropped.
+    let took = began.elapsed();
+    assert!(
+        took >= Duration::from_secs(5) && took < Duration::from_secs(6),
+        "{took:?}"
+    );
+    assert_eq!(m.running.load(Ordering::SeqCst), 0);
+    // The sub-step's failure was reported as a step's.
+    assert!(bus.history().iter().any(|e| {
+        e.step_id.as_deref() == Some("big.slow")
+            && matches!(
+                e.kind,
+                EventKind::StepFailed {
+                    category: ErrorCategory::Timeout,
+                    ..
+                }
+            )
+    }));
+}
+
+/// Regression: split-task sub-steps skipped the write-set checks. They now run in parallel
+/// (the barriers only open with two running at once), yet two writers of one file never
+/// overlap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn split_sub_steps_writing_the_same_file_never_run_at_the_same_time() {
+    let m = Arc::new(Scripted::default());
+    *m.barrier.lock().unwrap() = Some(Arc::new(Barrier::new(2)));
+    let mut big = step("big", &[], "fail");
+    big.config = json!({"do": "fail", "then": "split-writers"});
+    let eng = Engine::builder()
+        .module(m.clone())
+        .recovery(Arc::new(SplitOrBypass))
+        .max_parallel(4)
+        .build();
+    let summary = within(eng.run(plan(vec![big]), EventBus::new("r"), RunSettings::default()))
+        .await
+        .unwrap();
+    assert_eq!(summary.status, RunStatus::Succeeded, "{summary:?}");
+    assert_eq!(m.write_overlap.load(Ordering::SeqCst), 0);
+    let log = m.log.lock().unwrap().clone();
+    let at = |mark: Mark| log.iter().position(|m| *m == mark).unwrap();
+    assert!(
+        at(Mark::End("big.w1".into())) < at(Mark::Start("big.w2".into())),
+        "{log:?}"
+    );
 }
 
 /// A module for the dispatcher's inline path: `{"do": "cancel" | "notify" | "check"}` cancels
