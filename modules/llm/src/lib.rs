@@ -47,14 +47,17 @@ pub mod scripted;
 mod secret;
 mod wire;
 
-pub use breaker::{BreakerPolicy, BreakerState, CircuitBreaker, Permit, is_availability_error};
+pub use breaker::{
+    BreakerPolicy, BreakerState, CircuitBreaker, Clock, ManualClock, Permit, SystemClock,
+    is_availability_error,
+};
 pub use config::{
     DEFAULT_MAX_REQUEST_BYTES, DEFAULT_TIMEOUT, LlmConfig, LlmSettings, Provider, env, parse_model,
 };
 pub use fallback::FallbackClient;
 pub use http::HttpLlm;
 pub use retry::{RetryPolicy, parse_retry_after};
-pub use scripted::{RecordingLlm, ScriptEntry, ScriptedLlm};
+pub use scripted::{RecordingLlm, ScriptEntry, ScriptedLlm, UnusedEntries};
 pub use secret::ApiKey;
 
 use nuvira_api::{LlmClient, LlmError};

@@ -278,6 +278,19 @@ impl ScriptEntry {
     }
 }
 
+/// A script that was not used up (see [`ScriptedLlm::finish`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("model script {script} has {unused} unused entries, starting at {first}")]
+#[non_exhaustive]
+pub struct UnusedEntries {
+    /// The script (its file, or the name it was given).
+    pub script: String,
+    /// How many entries were not used.
+    pub unused: usize,
+    /// The first unused entry (`entry 3 (line 7)`).
+    pub first: String,
+}
+
 #[derive(Debug, Default)]
 struct Progress {
     next: usize,
@@ -405,17 +418,16 @@ impl ScriptedLlm {
     /// Checks that the whole script was used.
     ///
     /// # Errors
-    /// A message naming the first unused entry.
-    pub fn finish(&self) -> Result<(), String> {
+    /// [`UnusedEntries`], naming the first unused entry.
+    pub fn finish(&self) -> Result<(), UnusedEntries> {
         let next = self.progress().next;
         match self.entries.get(next) {
             None => Ok(()),
-            Some(e) => Err(format!(
-                "model script {} has {} unused entries, starting at {}",
-                self.source,
-                self.entries.len() - next,
-                e.describe(next)
-            )),
+            Some(e) => Err(UnusedEntries {
+                script: self.source.clone(),
+                unused: self.entries.len() - next,
+                first: e.describe(next),
+            }),
         }
     }
 }
@@ -630,6 +642,7 @@ mod tests {
         assert!(
             llm.finish()
                 .unwrap_err()
+                .to_string()
                 .contains("1 unused entries, starting at entry 3")
         );
         let ok = LlmRequest::new(vec![ChatMessage::user("run the tests")]);
