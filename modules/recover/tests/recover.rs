@@ -111,7 +111,10 @@ fn batches_in_fenced_text_parse_and_problems_name_the_entry() {
         &editor,
     )
     .unwrap_err();
-    assert!(err[0].starts_with("edits[0].replace: missing"), "{err:?}");
+    assert!(
+        err.problems[0].starts_with("edits[0].replace: missing"),
+        "{err:?}"
+    );
 }
 
 // ---- model-written edits ----
@@ -219,7 +222,7 @@ async fn debug_tests_applies_the_models_fix_through_the_editor_and_retries() {
         .with_identity("run-1", "test", "fix average")
         .with_llm(Some(llm.clone()))
         .with_events(sink.clone());
-    let policy = RecoverPolicy::standard(Editor::standard());
+    let policy = RecoverStage::standard(Editor::standard());
     let step = PlanStep::new("test", "test");
     let d = policy.on_failure(&step, &ctx, 1, &test_failure()).await;
     let RecoveryDecision::Retry {
@@ -261,7 +264,7 @@ async fn debug_tests_declines_after_two_rejected_batches_and_writes_nothing() {
     let ctx = StepContext::standalone(dir.path())
         .with_llm(Some(llm.clone()))
         .with_events(sink.clone());
-    let policy = RecoverPolicy::standard(Editor::standard());
+    let policy = RecoverStage::standard(Editor::standard());
     let d = policy
         .on_failure(&PlanStep::new("test", "test"), &ctx, 1, &test_failure())
         .await;
@@ -293,7 +296,7 @@ fn instruction_step() -> PlanStep {
 async fn edit_rejections_go_rephrase_then_simplify_then_the_budget_runs_out() {
     let sink = Arc::new(Sink::default());
     let ctx = StepContext::standalone(".").with_events(sink.clone());
-    let policy = RecoverPolicy::new();
+    let policy = RecoverStage::new();
     let step = instruction_step();
     let d1 = policy.on_failure(&step, &ctx, 1, &rejected()).await;
     let RecoveryDecision::Retry { step: Some(s1), .. } = d1 else {
@@ -341,7 +344,7 @@ async fn the_run_budget_is_shared_by_all_steps_of_a_run() {
     let mut budget = nuvira_api::RepairBudget::default();
     budget.max_attempts = 10;
     budget.max_run_attempts = Some(2);
-    let policy = RecoverPolicy::new().with_budget(budget);
+    let policy = RecoverStage::new().with_budget(budget);
     let f = Failure::new(ErrorCategory::Io, "failed to read src/x.rs: interrupted");
     let ctx = |step: &str| StepContext::standalone(".").with_identity("run-a", step, "g");
     for s in ["a", "b"] {
@@ -375,7 +378,7 @@ async fn the_run_budget_is_shared_by_all_steps_of_a_run() {
 async fn config_recover_selects_strategies_and_bypass_is_never_success() {
     let sink = Arc::new(Sink::default());
     let ctx = StepContext::standalone(".").with_events(sink.clone());
-    let policy = RecoverPolicy::new();
+    let policy = RecoverStage::new();
     let step = PlanStep::new("lint", "execute").with_config(json!({
         "command": "cargo clippy",
         "recover": {"strategies": {"unknown": ["bypass"]}, "max_attempts": 5}
@@ -419,7 +422,7 @@ async fn config_recover_selects_strategies_and_bypass_is_never_success() {
 
 #[test]
 fn bad_recover_config_is_rejected_naming_the_step_and_the_value() {
-    let policy = RecoverPolicy::new();
+    let policy = RecoverStage::new();
     let bad = [
         (
             json!({"recover": {"strategies": ["retry-twice"]}}),
@@ -434,7 +437,7 @@ fn bad_recover_config_is_rejected_naming_the_step_and_the_value() {
     ];
     for (config, want) in bad {
         let step = PlanStep::new("s", "edit").with_config(config);
-        let e = policy.config(&step).unwrap_err();
+        let e = policy.config(&step).unwrap_err().to_string();
         assert!(e.contains("step `s`") && e.contains(want), "{e}");
     }
 }
@@ -442,7 +445,7 @@ fn bad_recover_config_is_rejected_naming_the_step_and_the_value() {
 #[tokio::test]
 async fn the_wrapper_hides_config_recover_from_strict_modules_and_prefers_the_switched_model() {
     let dir = workspace();
-    let policy = Arc::new(RecoverPolicy::new());
+    let policy = Arc::new(RecoverStage::new());
     let inner: Arc<dyn Module> = Arc::new(EditModule::new(Editor::standard()));
     let edit = policy.wrap(inner.clone());
     let step = PlanStep::new("fix", "edit").with_config(json!({
@@ -503,7 +506,7 @@ async fn switch_model_moves_an_edit_step_to_the_fallback_model_of_a_router() {
         )
         .unwrap(),
     );
-    let policy = Arc::new(RecoverPolicy::new());
+    let policy = Arc::new(RecoverStage::new());
     let edit = policy.wrap(Arc::new(
         EditModule::new(Editor::standard())
             .with_instructions(Arc::new(ModelEditor::new(Editor::standard()))),
@@ -577,7 +580,7 @@ impl Module for Flaky {
 
 #[tokio::test]
 async fn a_retried_step_that_fails_fatally_ends_its_recovery_unsuccessfully() {
-    let policy = Arc::new(RecoverPolicy::new());
+    let policy = Arc::new(RecoverStage::new());
     let module = policy.wrap(Arc::new(Flaky));
     let sink = Arc::new(Sink::default());
     let ctx = StepContext::standalone(".")
@@ -616,7 +619,7 @@ async fn a_rollback_that_fails_when_recovery_gives_up_is_said_not_swallowed() {
     std::fs::write(txn.join("txn.json"), "not json").unwrap();
     let sink = Arc::new(Sink::default());
     let ctx = StepContext::standalone(dir.path()).with_events(sink.clone());
-    let policy = RecoverPolicy::standard(Editor::standard()).rollback_on_failure(true);
+    let policy = RecoverStage::standard(Editor::standard()).rollback_on_failure(true);
     let failure = Failure::new(ErrorCategory::OutOfMemory, "killed: out of memory");
     let d = policy
         .on_failure(&PlanStep::new("test", "test"), &ctx, 1, &failure)
