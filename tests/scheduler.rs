@@ -590,6 +590,10 @@ impl RecoveryPolicy for SplitOrBypass {
                         .with_timeout(Duration::from_secs(5)),
                 ],
             },
+            // One sub-step that runs until the run is cancelled.
+            Some("split-until-cancelled") => RecoveryDecision::Split {
+                steps: vec![step(&format!("{}.wait", s.id), &[], "until-cancelled")],
+            },
             // Two writers of one file and two readers, all meeting a barrier of two: `w1`
             // can only pass it with `r1` running beside it, `w2` with `r2`, which waits for
             // `r1`.
@@ -765,6 +769,43 @@ async fn split_sub_steps_writing_the_same_file_never_run_at_the_same_time() {
         at(Mark::End("big.w1".into())) < at(Mark::Start("big.w2".into())),
         "{log:?}"
     );
+}
+
+/// Cancelling the run reaches a running sub-step (through its context's cancel signal) and
+/// ends the run as cancelled, with the split step failed as cancelled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_the_run_stops_a_running_split_sub_step() {
+    let m = Arc::new(Scripted::default());
+    let mut big = step("big", &[], "fail");
+    big.config = json!({"do": "fail", "then": "split-until-cancelled"});
+    let eng = Engine::builder()
+        .module(m.clone())
+        .recovery(Arc::new(SplitOrBypass))
+        .build();
+    let settings = RunSettings::default();
+    let cancel = settings.cancel.clone();
+    let m2 = m.clone();
+    let trigger = tokio::spawn(async move {
+        // `big` itself, then its sub-step.
+        m2.until_started(2).await;
+        cancel.cancel();
+    });
+    let summary = within(eng.run(
+        plan(vec![big, step("after", &["big"], "ok")]),
+        EventBus::new("r"),
+        settings,
+    ))
+    .await
+    .unwrap();
+    trigger.await.unwrap();
+    assert_eq!(summary.status, RunStatus::Cancelled);
+    let big = summary.step("big").unwrap();
+    assert_eq!(big.status, StepStatus::Failed);
+    assert_eq!(
+        big.error.as_ref().map(ModuleError::category),
+        Some(ErrorCategory::Cancelled)
+    );
+    assert_eq!(summary.step("after").unwrap().status, StepStatus::Skipped);
 }
 
 /// A module for the dispatcher's inline path: `{"do": "cancel" | "notify" | "check"}` cancels
