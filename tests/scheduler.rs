@@ -590,9 +590,12 @@ impl RecoveryPolicy for SplitOrBypass {
                         .with_timeout(Duration::from_secs(5)),
                 ],
             },
-            // One sub-step that runs until the run is cancelled.
+            // A sub-step that runs until the run is cancelled, and one that never ends.
             Some("split-until-cancelled") => RecoveryDecision::Split {
-                steps: vec![step(&format!("{}.wait", s.id), &[], "until-cancelled")],
+                steps: vec![
+                    step(&format!("{}.wait", s.id), &[], "until-cancelled"),
+                    step(&format!("{}.hang", s.id), &[], "hang"),
+                ],
             },
             // Two writers of one file and two readers, all meeting a barrier of two: `w1`
             // can only pass it with `r1` running beside it, `w2` with `r2`, which waits for
@@ -771,8 +774,9 @@ async fn split_sub_steps_writing_the_same_file_never_run_at_the_same_time() {
     );
 }
 
-/// Cancelling the run reaches a running sub-step (through its context's cancel signal) and
-/// ends the run as cancelled, with the split step failed as cancelled.
+/// Cancelling the run reaches running sub-steps (through their context's cancel signal, or by
+/// dropping them) before `run` returns, and ends the run as cancelled, with the split step
+/// failed as cancelled.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancelling_the_run_stops_a_running_split_sub_step() {
     let m = Arc::new(Scripted::default());
@@ -786,8 +790,8 @@ async fn cancelling_the_run_stops_a_running_split_sub_step() {
     let cancel = settings.cancel.clone();
     let m2 = m.clone();
     let trigger = tokio::spawn(async move {
-        // `big` itself, then its sub-step.
-        m2.until_started(2).await;
+        // `big` itself, then its two sub-steps.
+        m2.until_started(3).await;
         cancel.cancel();
     });
     let summary = within(eng.run(
@@ -806,6 +810,9 @@ async fn cancelling_the_run_stops_a_running_split_sub_step() {
         Some(ErrorCategory::Cancelled)
     );
     assert_eq!(summary.step("after").unwrap().status, StepStatus::Skipped);
+    // No sub-step outlived the run.
+    assert_eq!(m.running.load(Ordering::SeqCst), 0);
+    assert_eq!(m.dropped.load(Ordering::SeqCst), 3);
 }
 
 /// A module for the dispatcher's inline path: `{"do": "cancel" | "notify" | "check"}` cancels

@@ -50,6 +50,7 @@ use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 pub use nuvira_api::{RecoveryDecision, RecoveryPolicy};
 
@@ -273,6 +274,9 @@ struct Shared {
     opts: RunOptions,
     /// The run's bus, for the sub-steps of a split step.
     bus: EventBus,
+    /// The tasks of split steps' sub-steps. A cancelled run aborts a split step's task, which
+    /// aborts its sub-steps' tasks without waiting for them: the run waits for them here.
+    sub_steps: TaskTracker,
 }
 
 impl RunScope for Shared {
@@ -371,6 +375,7 @@ pub async fn run(
         modules,
         opts,
         bus: bus.clone(),
+        sub_steps: TaskTracker::new(),
     });
     let dispatcher = Dispatcher::new(shared, write_sets, bus.clone(), false);
     let joined = tokio::spawn(dispatcher.run()).await;
@@ -752,12 +757,21 @@ impl Dispatcher {
         // The task's own future is tiny (an `Arc` and an index): tokio moves it by value
         // several times while spawning. The step's state machine is boxed on the worker, at the
         // first poll, where it is also freed.
-        self.tasks.spawn(async move {
+        self.spawn_task(async move {
             AssertUnwindSafe(Box::pin(run_step(shared, idx)))
                 .catch_unwind()
                 .await
                 .unwrap_or_else(|payload| panicked(idx, &*payload))
         });
+    }
+
+    /// Spawns a step task; a sub-step's is tracked, so a cancelled run can wait for it.
+    fn spawn_task<F: Future<Output = Done> + Send + 'static>(&mut self, task: F) {
+        if self.nested {
+            self.tasks.spawn(self.shared.sub_steps.track_future(task));
+        } else {
+            self.tasks.spawn(task);
+        }
     }
 
     /// Runs the only runnable step: nothing else is running or ready, so the dispatcher would
@@ -772,7 +786,7 @@ impl Dispatcher {
             Ok(Poll::Ready(done)) => self.inline_done = Some(done),
             Err(payload) => self.inline_done = Some(panicked(idx, &*payload)),
             Ok(Poll::Pending) => {
-                self.tasks.spawn(async move {
+                self.spawn_task(async move {
                     AssertUnwindSafe(step)
                         .catch_unwind()
                         .await
@@ -920,6 +934,11 @@ impl Dispatcher {
             {
                 self.finish(done);
             }
+        }
+        if !self.nested {
+            // Aborting a split step's task aborted its sub-steps' tasks, which end later.
+            self.shared.sub_steps.close();
+            self.shared.sub_steps.wait().await;
         }
         // Every task has ended; those that were aborted are still marked running.
         for i in 0..self.status.len() {
@@ -1276,6 +1295,7 @@ async fn run_split(
         modules,
         opts,
         bus: shared.bus.clone(),
+        sub_steps: shared.sub_steps.clone(),
     });
     let summary = Box::pin(Dispatcher::new(sub, write_sets, shared.bus.clone(), true).run()).await;
     match summary.status {
