@@ -1,24 +1,24 @@
 //! Agent runs: the engine wired with the recover stage and model-written edits.
 //!
 //! [`configure`] is what `nuvira run` uses: every built-in module is wrapped by the recover
-//! stage ([`nuvira_recover::RecoverPolicy::wrap`]: steps may carry `config.recover`, a model
+//! stage ([`nuvira_recover::RecoverStage::wrap`]: steps may carry `config.recover`, a model
 //! chosen by `switch-model` is preferred, success after a repair is reported), the edit module
-//! gets the [`nuvira_recover::ModelEditor`] hook when a model is configured, and the engine's
-//! recovery policy is [`nuvira_recover::RecoverPolicy::standard`] (with the `debug-tests`
-//! loop). [`llm_planner`] gives the model planner the engine's own validation.
+//! gets the [`nuvira_recover::ModelEditor`] hook when a model is configured, and the same stage
+//! is the engine's recovery policy ([`nuvira_recover::RecoverStage::standard`], with the
+//! `debug-tests` loop). [`llm_planner`] gives the model planner the engine's own validation.
 
 use crate::engine::{Engine, EngineBuilder};
 use nuvira_api::{EventSink, LlmClient, Module};
-use nuvira_recover::{ModelEditor, RecoverPolicy};
+use nuvira_recover::{ModelEditor, RecoverStage};
 use std::sync::Arc;
 
-/// The recover stage's policy with the standard editor (what [`configure`] installs).
-pub fn recovery_policy() -> Arc<RecoverPolicy> {
-    Arc::new(RecoverPolicy::standard(nuvira_edit::Editor::standard()))
+/// The recover stage with the standard editor (what [`configure`] installs).
+pub fn recover_stage() -> Arc<RecoverStage> {
+    Arc::new(RecoverStage::standard(nuvira_edit::Editor::standard()))
 }
 
-/// Adds the recover stage to `builder` (see the module docs), with `policy` or
-/// [`recovery_policy`]. The model itself is set with [`EngineBuilder::llm`].
+/// Adds the recover stage to `builder` (see the module docs), `stage` or
+/// [`recover_stage`]. The model itself is set with [`EngineBuilder::llm`].
 ///
 /// ```
 /// let engine = nuvira::agent::configure(nuvira::defaults::engine(), None, None).build();
@@ -27,9 +27,9 @@ pub fn recovery_policy() -> Arc<RecoverPolicy> {
 pub fn configure(
     builder: EngineBuilder,
     llm: Option<&Arc<dyn LlmClient>>,
-    policy: Option<Arc<RecoverPolicy>>,
+    stage: Option<Arc<RecoverStage>>,
 ) -> EngineBuilder {
-    let policy = policy.unwrap_or_else(recovery_policy);
+    let stage = stage.unwrap_or_else(recover_stage);
     let editor = nuvira_edit::Editor::standard();
     let mut edit = nuvira_edit::EditModule::new(editor.clone());
     if llm.is_some() {
@@ -47,8 +47,8 @@ pub fn configure(
         .collect();
     let builder = modules
         .into_iter()
-        .fold(builder, |b, m| b.replace_module(policy.wrap(m)));
-    builder.recovery(policy)
+        .fold(builder, |b, m| b.replace_module(stage.wrap(m)));
+    builder.recovery(stage)
 }
 
 /// A model planner whose plans must also pass `engine`'s validation, emitting `plan:*` events

@@ -1,15 +1,18 @@
 //! `nuvira apply` and `nuvira rollback` end to end: the real binary, the real strategies and
 //! tree-sitter grammars, on repositories copied into temp folders.
 //!
-//! Scenario folders (`tests/scenarios/NNN_name/`) hold `input/` (the repository), `edits.yaml`
-//! (the batch) and either `expected/` (the whole tree after a successful apply) or
-//! `rejected.txt` (lines that must appear on stderr; the tree must stay byte-identical to
-//! `input/`). An optional `stdout.txt` lists lines that must appear on stdout (warnings).
+//! Scenario folders (`tests/scenarios/NNN_name/`, the format of `nuvira_test_support::scenario`)
+//! hold `input/` (the repository), `request.yaml` (the batch) and either `expected/` (the whole
+//! tree after a successful apply) or `expected_error.txt` (lines that must appear on stderr;
+//! the tree must stay byte-identical to `input/`). An optional `expected_stdout.txt` lists
+//! lines that must appear on stdout (warnings).
 //! Every applied scenario is then rolled back with `nuvira rollback`, which must restore
 //! `input/` exactly.
 
 use assert_cmd::Command;
-use std::collections::BTreeMap;
+use nuvira_test_support::scenario::{
+    self, Expected, Tree, compare_trees, contains_lines, copy_tree, read_tree,
+};
 use std::path::{Path, PathBuf};
 
 fn nuvira() -> Command {
@@ -21,33 +24,8 @@ fn scenarios_dir() -> PathBuf {
 }
 
 /// Every file below `dir` (skipping `.nuvira/`) with its bytes, by `/`-separated relative path.
-fn tree(dir: &Path) -> BTreeMap<String, Vec<u8>> {
-    fn walk(base: &Path, dir: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
-        let Ok(read) = std::fs::read_dir(dir) else {
-            return;
-        };
-        for e in read {
-            let p = e.unwrap().path();
-            let rel = p
-                .strip_prefix(base)
-                .unwrap()
-                .components()
-                .map(|c| c.as_os_str().to_string_lossy().into_owned())
-                .collect::<Vec<_>>()
-                .join("/");
-            if rel == ".nuvira" {
-                continue;
-            }
-            if p.is_dir() {
-                walk(base, &p, out);
-            } else {
-                out.insert(rel, std::fs::read(&p).unwrap());
-            }
-        }
-    }
-    let mut out = BTreeMap::new();
-    walk(dir, dir, &mut out);
-    out
+fn tree(dir: &Path) -> Tree {
+    read_tree(dir)
 }
 
 /// Folders below `dir` (skipping `.nuvira/`), to check that a rollback removes created ones.
@@ -75,99 +53,56 @@ fn walk_dirs(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
-fn copy_tree(from: &Path, to: &Path) {
-    for (rel, bytes) in tree(from) {
-        let p = to.join(rel);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, bytes).unwrap();
-    }
-}
-
-fn show(t: &BTreeMap<String, Vec<u8>>) -> String {
-    t.iter()
-        .map(|(k, v)| format!("== {k}\n{}", String::from_utf8_lossy(v)))
-        .collect()
-}
-
-fn lines_of(path: &Path) -> Vec<String> {
-    std::fs::read_to_string(path)
-        .unwrap()
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(str::to_owned)
-        .collect()
-}
-
 #[test]
 fn scenarios_apply_as_expected_and_roll_back_exactly() {
-    let mut seen = 0;
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(scenarios_dir())
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.is_dir())
-        .collect();
-    dirs.sort();
-    for dir in dirs {
-        let name = dir.file_name().unwrap().to_string_lossy().into_owned();
-        let input = dir.join("input");
+    scenario::run(&scenarios_dir(), 15, |s| {
         let work = tempfile::tempdir().unwrap();
-        copy_tree(&input, work.path());
+        copy_tree(&s.input(), work.path());
         let before = tree(work.path());
         let before_dirs = folders(work.path());
         let out = nuvira()
             .arg("apply")
-            .arg(dir.join("edits.yaml"))
+            .arg(s.request_path())
             .arg("--repo")
             .arg(work.path())
             .output()
             .unwrap();
         let stdout = String::from_utf8_lossy(&out.stdout);
         let stderr = String::from_utf8_lossy(&out.stderr);
-        let ctx = format!("scenario {name}\nstdout:\n{stdout}\nstderr:\n{stderr}");
-        let expected = dir.join("expected");
-        if expected.is_dir() {
-            assert_eq!(out.status.code(), Some(0), "{ctx}");
-            let got = tree(work.path());
-            let want = tree(&expected);
-            assert!(
-                got == want,
-                "{ctx}\ngot:\n{}\nwant:\n{}",
-                show(&got),
-                show(&want)
-            );
-            // Every applied batch is undone byte for byte, created folders included.
-            nuvira()
-                .arg("rollback")
-                .arg("--repo")
-                .arg(work.path())
-                .assert()
-                .code(0);
-            assert!(
-                tree(work.path()) == before,
-                "{ctx}\nrollback did not restore input/"
-            );
-            assert_eq!(folders(work.path()), before_dirs, "{ctx}");
-        } else {
-            let marker = dir.join("rejected.txt");
-            assert!(marker.is_file(), "{name}: needs expected/ or rejected.txt");
-            assert_eq!(out.status.code(), Some(1), "{ctx}");
-            assert!(
-                tree(work.path()) == before,
-                "{ctx}\na rejected batch wrote something"
-            );
-            for line in lines_of(&marker) {
-                assert!(stderr.contains(&line), "{ctx}\nmissing on stderr: {line}");
+        let ctx = format!("stdout:\n{stdout}\nstderr:\n{stderr}");
+        match s.expected() {
+            Expected::Tree(want) => {
+                if out.status.code() != Some(0) {
+                    return Err(format!("exit code {:?}\n{ctx}", out.status.code()));
+                }
+                compare_trees(&tree(work.path()), &want).map_err(|e| format!("{e}\n{ctx}"))?;
+                // Every applied batch is undone byte for byte, created folders included.
+                nuvira()
+                    .arg("rollback")
+                    .arg("--repo")
+                    .arg(work.path())
+                    .assert()
+                    .code(0);
+                compare_trees(&tree(work.path()), &before)
+                    .map_err(|e| format!("rollback did not restore input/: {e}\n{ctx}"))?;
+                if folders(work.path()) != before_dirs {
+                    return Err(format!("rollback left folders behind\n{ctx}"));
+                }
             }
-            assert!(!work.path().join(".nuvira/journal").exists(), "{ctx}");
-        }
-        if dir.join("stdout.txt").is_file() {
-            for line in lines_of(&dir.join("stdout.txt")) {
-                assert!(stdout.contains(&line), "{ctx}\nmissing on stdout: {line}");
+            Expected::Error(lines) => {
+                if out.status.code() != Some(1) {
+                    return Err(format!("exit code {:?}\n{ctx}", out.status.code()));
+                }
+                compare_trees(&tree(work.path()), &before)
+                    .map_err(|e| format!("a rejected batch wrote something: {e}\n{ctx}"))?;
+                contains_lines(&stderr, &lines, "stderr")?;
+                if work.path().join(".nuvira/journal").exists() {
+                    return Err(format!("a rejected batch left a journal\n{ctx}"));
+                }
             }
         }
-        seen += 1;
-    }
-    assert!(seen >= 15, "only {seen} scenarios found");
+        contains_lines(&stdout, &s.expected_stdout(), "stdout")
+    });
 }
 
 fn repo(files: &[(&str, &str)]) -> tempfile::TempDir {
@@ -595,7 +530,7 @@ fn rollback_says_which_files_it_restored_and_which_it_removed() {
 
 /// A three-file batch whose process is killed (the documented fault-injection hook aborts it
 /// like a kill) after its second durable file write.
-fn crash_mid_batch() -> (tempfile::TempDir, BTreeMap<String, Vec<u8>>) {
+fn crash_mid_batch() -> (tempfile::TempDir, Tree) {
     let r = repo(&[
         ("src/a.rs", "pub fn a() -> u8 {\n    1\n}\n"),
         ("src/b.rs", "pub fn b() -> u8 {\n    2\n}\n"),

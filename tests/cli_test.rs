@@ -2,27 +2,9 @@
 //! local sandbox and (when an engine answers, or always with NUVIRA_REQUIRE_DOCKER=1) in Docker.
 
 use assert_cmd::Command;
+use nuvira_test_support::env::{Requirement, pytest_ready, require};
 use serde_json::Value;
 use std::path::PathBuf;
-
-/// Whether pytest can run here. Without it the pytest tests are skipped with a printed reason,
-/// unless NUVIRA_REQUIRE_PYTEST=1 (set by .ci/run), which makes a missing pytest a failure.
-fn pytest_ready() -> bool {
-    let ok = std::process::Command::new("python3")
-        .args(["-c", "import pytest"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        assert!(
-            std::env::var("NUVIRA_REQUIRE_PYTEST").as_deref() != Ok("1"),
-            "NUVIRA_REQUIRE_PYTEST=1 but pytest is not installed (python3 -m pip install pytest)"
-        );
-        eprintln!(
-            "SKIPPED: pytest is not installed (python3 -m pip install pytest to run this test)"
-        );
-    }
-    ok
-}
 
 fn project(name: &str) -> PathBuf {
     PathBuf::from(concat!(
@@ -51,14 +33,12 @@ fn docker_ready() -> bool {
         ])
         .output()
         .is_ok_and(|o| o.status.success());
-    if !ok {
-        assert!(
-            std::env::var("NUVIRA_REQUIRE_DOCKER").as_deref() != Ok("1"),
-            "NUVIRA_REQUIRE_DOCKER=1 but no Docker engine with the nuvira images answers (run scripts/docker-up.sh)"
-        );
-        eprintln!("SKIPPED: no Docker engine with the nuvira images (run scripts/docker-up.sh)");
-    }
-    ok
+    let found = if ok {
+        Ok(())
+    } else {
+        Err("no Docker engine with the nuvira images answers")
+    };
+    require(Requirement::Docker, found).is_some()
 }
 
 fn json_of(out: &std::process::Output) -> Value {

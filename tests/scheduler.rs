@@ -8,158 +8,12 @@ use nuvira_api::{
     ErrorCategory, EventKind, ExecutionPlan, Failure, Module, ModuleError, PlanStep, RunStatus,
     StepContext, StepOutput, WriteSet, async_trait, report::StepStatus,
 };
+use nuvira_test_support::{Mark, Scripted, scripted_step as step};
 use serde_json::json;
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 use tokio::sync::{Barrier, Notify};
-
-/// What happened, in order.
-#[derive(Debug, Clone, PartialEq)]
-enum Mark {
-    Start(String),
-    End(String),
-}
-
-/// A module whose behaviour each step's config scripts:
-/// `{"do": "ok" | "fail" | "fatal" | "hang" | "panic" | "barrier" | "flaky", "fails": N}`.
-#[derive(Default)]
-struct Scripted {
-    log: Mutex<Vec<Mark>>,
-    running: AtomicUsize,
-    max_running: AtomicUsize,
-    started: AtomicUsize,
-    started_notify: Notify,
-    dropped: AtomicUsize,
-    barrier: Mutex<Option<Arc<Barrier>>>,
-    attempts: Mutex<HashMap<String, u32>>,
-    writes_running: Mutex<HashMap<String, usize>>,
-    write_overlap: AtomicUsize,
-}
-
-impl Scripted {
-    /// Waits until `n` steps have started (woken by each start, no polling).
-    async fn until_started(&self, n: usize) {
-        loop {
-            let notified = self.started_notify.notified();
-            if self.started.load(Ordering::SeqCst) >= n {
-                return;
-            }
-            notified.await;
-        }
-    }
-}
-
-struct RunningGuard<'a> {
-    m: &'a Scripted,
-    id: String,
-    writes: Vec<String>,
-}
-
-impl Drop for RunningGuard<'_> {
-    fn drop(&mut self) {
-        self.m.running.fetch_sub(1, Ordering::SeqCst);
-        self.m.dropped.fetch_add(1, Ordering::SeqCst);
-        let mut w = self.m.writes_running.lock().unwrap();
-        for p in &self.writes {
-            *w.get_mut(p).unwrap() -= 1;
-        }
-        self.m.log.lock().unwrap().push(Mark::End(self.id.clone()));
-    }
-}
-
-#[async_trait]
-impl Module for Scripted {
-    fn name(&self) -> &str {
-        "scripted"
-    }
-    fn write_set(&self, step: &PlanStep) -> WriteSet {
-        if step.writes.is_empty() {
-            WriteSet::ReadOnly
-        } else {
-            WriteSet::paths(&step.writes)
-        }
-    }
-    async fn run(&self, step: &PlanStep, ctx: &StepContext) -> Result<StepOutput, ModuleError> {
-        self.log.lock().unwrap().push(Mark::Start(step.id.clone()));
-        let now = self.running.fetch_add(1, Ordering::SeqCst) + 1;
-        self.max_running.fetch_max(now, Ordering::SeqCst);
-        {
-            let mut w = self.writes_running.lock().unwrap();
-            for p in &step.writes {
-                let c = w.entry(p.clone()).or_default();
-                *c += 1;
-                if *c > 1 {
-                    self.write_overlap.fetch_add(1, Ordering::SeqCst);
-                }
-            }
-        }
-        let _guard = RunningGuard {
-            m: self,
-            id: step.id.clone(),
-            writes: step.writes.clone(),
-        };
-        self.started.fetch_add(1, Ordering::SeqCst);
-        self.started_notify.notify_waiters();
-        // Let other ready steps start before this one ends, so overlap would show.
-        tokio::task::yield_now().await;
-        match step.config_str("do").unwrap_or("ok") {
-            "ok" => Ok(StepOutput::Value(json!(step.id))),
-            "fail" => Err(ModuleError::recoverable(
-                ErrorCategory::TestFailure,
-                format!("{} failed", step.id),
-            )),
-            "fatal" => Err(ModuleError::fatal(
-                ErrorCategory::SandboxUnavailable,
-                "no engine",
-            )),
-            "hang" => {
-                std::future::pending::<()>().await;
-                unreachable!()
-            }
-            // Notices the cancellation itself and returns an error, as a module that kills its
-            // child process would.
-            "until-cancelled" => {
-                ctx.cancel().cancelled().await;
-                Err(ModuleError::recoverable(
-                    ErrorCategory::Io,
-                    format!("{} was stopped", step.id),
-                ))
-            }
-            "panic" => panic!("scripted panic in {}", step.id),
-            "barrier" => {
-                let b = self.barrier.lock().unwrap().clone().unwrap();
-                b.wait().await;
-                Ok(StepOutput::Empty)
-            }
-            "flaky" => {
-                let fails = step
-                    .config_value("fails")
-                    .and_then(|v| v.as_u64())
-                    .unwrap_or(1) as u32;
-                let mut a = self.attempts.lock().unwrap();
-                let n = a.entry(step.id.clone()).or_default();
-                *n += 1;
-                if *n <= fails {
-                    Err(ModuleError::recoverable(
-                        ErrorCategory::TestFailure,
-                        format!("attempt {n} failed"),
-                    ))
-                } else {
-                    Ok(StepOutput::Value(json!(*n)))
-                }
-            }
-            other => Err(ModuleError::invalid_config(format!("unknown do {other}"))),
-        }
-    }
-}
-
-fn step(id: &str, deps: &[&str], what: &str) -> PlanStep {
-    PlanStep::new(id, "scripted")
-        .depends_on(deps.iter().copied())
-        .with_config(json!({ "do": what }))
-}
 
 fn plan(steps: Vec<PlanStep>) -> ExecutionPlan {
     let outputs = steps.iter().map(|s| s.id.clone()).collect();
@@ -729,6 +583,39 @@ impl RecoveryPolicy for SplitOrBypass {
                     ),
                 ],
             },
+            // One sub-step that never ends, with a timeout.
+            Some("split-hang") => RecoveryDecision::Split {
+                steps: vec![
+                    step(&format!("{}.slow", s.id), &[], "hang")
+                        .with_timeout(Duration::from_secs(5)),
+                ],
+            },
+            // A sub-step that runs until the run is cancelled, and one that never ends.
+            Some("split-until-cancelled") => RecoveryDecision::Split {
+                steps: vec![
+                    step(&format!("{}.wait", s.id), &[], "until-cancelled"),
+                    step(&format!("{}.hang", s.id), &[], "hang"),
+                ],
+            },
+            // Two writers of one file and two readers, all meeting a barrier of two: `w1`
+            // can only pass it with `r1` running beside it, `w2` with `r2`, which waits for
+            // `r1`.
+            Some("split-writers") => {
+                let id = |n: &str| format!("{}.{n}", s.id);
+                let writer = |n: &str| {
+                    let mut w = step(&id(n), &[], "barrier");
+                    w.writes = vec!["src/lib.rs".into()];
+                    w
+                };
+                RecoveryDecision::Split {
+                    steps: vec![
+                        writer("w1"),
+                        step(&id("r1"), &[], "barrier"),
+                        writer("w2"),
+                        step(&id("r2"), &[&id("r1")], "barrier"),
+                    ],
+                }
+            }
             Some("bad-split") => RecoveryDecision::Split {
                 steps: vec![step("a", &["nowhere"], "ok")],
             },
@@ -809,6 +696,123 @@ async fn split_task_runs_validated_sub_steps_in_place_and_bypass_lets_dependents
     );
     assert_eq!(st("after_broken"), StepStatus::Skipped);
     assert_eq!(summary.status, RunStatus::Failed);
+}
+
+/// Regression: split-task sub-steps ran outside the scheduler, by calling the module
+/// directly, so a hanging sub-step hung the run past its timeout.
+#[tokio::test(start_paused = true)]
+async fn split_sub_step_that_exceeds_its_timeout_is_stopped_at_the_timeout() {
+    let m = Arc::new(Scripted::default());
+    let mut big = step("big", &[], "fail");
+    big.config = json!({"do": "fail", "then": "split-hang"});
+    let eng = Engine::builder()
+        .module(m.clone())
+        .recovery(Arc::new(SplitOrBypass))
+        .build();
+    let bus = EventBus::new("r");
+    let began = tokio::time::Instant::now();
+    let summary = within(eng.run(
+        plan(vec![big, step("after", &["big"], "ok")]),
+        bus.clone(),
+        RunSettings::default(),
+    ))
+    .await
+    .unwrap();
+    let big = summary.step("big").unwrap();
+    assert_eq!(big.status, StepStatus::Failed);
+    let err = big.error.as_ref().unwrap();
+    assert_eq!(err.category(), ErrorCategory::Timeout);
+    assert!(
+        err.to_string().contains("`big.slow` timed out after 5s"),
+        "{err}"
+    );
+    assert_eq!(summary.step("after").unwrap().status, StepStatus::Skipped);
+    // Stopped at its deadline (the paused clock only moves to the next timer), and dropped.
+    let took = began.elapsed();
+    assert!(
+        took >= Duration::from_secs(5) && took < Duration::from_secs(6),
+        "{took:?}"
+    );
+    assert_eq!(m.running.load(Ordering::SeqCst), 0);
+    // The sub-step's failure was reported as a step's.
+    assert!(bus.history().iter().any(|e| {
+        e.step_id.as_deref() == Some("big.slow")
+            && matches!(
+                e.kind,
+                EventKind::StepFailed {
+                    category: ErrorCategory::Timeout,
+                    ..
+                }
+            )
+    }));
+}
+
+/// Regression: split-task sub-steps skipped the write-set checks. They now run in parallel
+/// (the barriers only open with two running at once), yet two writers of one file never
+/// overlap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn split_sub_steps_writing_the_same_file_never_run_at_the_same_time() {
+    let m = Arc::new(Scripted::default());
+    *m.barrier.lock().unwrap() = Some(Arc::new(Barrier::new(2)));
+    let mut big = step("big", &[], "fail");
+    big.config = json!({"do": "fail", "then": "split-writers"});
+    let eng = Engine::builder()
+        .module(m.clone())
+        .recovery(Arc::new(SplitOrBypass))
+        .max_parallel(4)
+        .build();
+    let summary = within(eng.run(plan(vec![big]), EventBus::new("r"), RunSettings::default()))
+        .await
+        .unwrap();
+    assert_eq!(summary.status, RunStatus::Succeeded, "{summary:?}");
+    assert_eq!(m.write_overlap.load(Ordering::SeqCst), 0);
+    let log = m.log.lock().unwrap().clone();
+    let at = |mark: Mark| log.iter().position(|m| *m == mark).unwrap();
+    assert!(
+        at(Mark::End("big.w1".into())) < at(Mark::Start("big.w2".into())),
+        "{log:?}"
+    );
+}
+
+/// Cancelling the run reaches running sub-steps (through their context's cancel signal, or by
+/// dropping them) before `run` returns, and ends the run as cancelled, with the split step
+/// failed as cancelled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_the_run_stops_a_running_split_sub_step() {
+    let m = Arc::new(Scripted::default());
+    let mut big = step("big", &[], "fail");
+    big.config = json!({"do": "fail", "then": "split-until-cancelled"});
+    let eng = Engine::builder()
+        .module(m.clone())
+        .recovery(Arc::new(SplitOrBypass))
+        .build();
+    let settings = RunSettings::default();
+    let cancel = settings.cancel.clone();
+    let m2 = m.clone();
+    let trigger = tokio::spawn(async move {
+        // `big` itself, then its two sub-steps.
+        m2.until_started(3).await;
+        cancel.cancel();
+    });
+    let summary = within(eng.run(
+        plan(vec![big, step("after", &["big"], "ok")]),
+        EventBus::new("r"),
+        settings,
+    ))
+    .await
+    .unwrap();
+    trigger.await.unwrap();
+    assert_eq!(summary.status, RunStatus::Cancelled);
+    let big = summary.step("big").unwrap();
+    assert_eq!(big.status, StepStatus::Failed);
+    assert_eq!(
+        big.error.as_ref().map(ModuleError::category),
+        Some(ErrorCategory::Cancelled)
+    );
+    assert_eq!(summary.step("after").unwrap().status, StepStatus::Skipped);
+    // No sub-step outlived the run.
+    assert_eq!(m.running.load(Ordering::SeqCst), 0);
+    assert_eq!(m.dropped.load(Ordering::SeqCst), 3);
 }
 
 /// A module for the dispatcher's inline path: `{"do": "cancel" | "notify" | "check"}` cancels

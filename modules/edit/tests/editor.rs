@@ -1,7 +1,7 @@
 //! The editor: previews touch nothing, batches are all-or-nothing, only new syntax errors
 //! reject, secrets warn or block, and every write is journaled.
 
-use crate::support::{Events, editor, entry, repo, standard_editor, tree};
+use crate::support::{Recorder, editor, entry, repo, standard_editor, tree};
 use nuvira_api::{ChangeKind, Severity};
 use nuvira_edit::{EditFailure, EditOptions, Emit};
 use nuvira_workspace::{Journal, Workspace};
@@ -70,7 +70,7 @@ fn when_the_third_edit_fails_nothing_is_written_and_every_reason_is_named() {
         ),
         entry(json!({"strategy": "delete-file", "path": "missing.txt"})),
     ];
-    let events = Events::default();
+    let events = Recorder::default();
     let err = editor()
         .edit(&ws, &entries, "run", &Emit::to(&events, Some("edit")))
         .unwrap_err();
@@ -259,7 +259,7 @@ fn rename_and_delete_are_previewed_as_such_and_a_rename_keeps_the_mode() {
     )
     .unwrap();
     let ws = Workspace::open(dir.path()).unwrap();
-    let events = Events::default();
+    let events = Recorder::default();
     let result = editor()
         .edit(
             &ws,
@@ -296,9 +296,7 @@ fn rename_and_delete_are_previewed_as_such_and_a_rename_keeps_the_mode() {
         .mode();
     assert_eq!(mode & 0o777, 0o755);
     let written: Vec<_> = events
-        .0
-        .lock()
-        .unwrap()
+        .events()
         .iter()
         .filter_map(|(step, k)| match k {
             nuvira_api::EventKind::EditWritten { path, .. } => {
@@ -386,15 +384,15 @@ fn rollback_run_restores_a_run_and_emits_rolled_back_per_step() {
             &ws,
             &[e],
             "run-x",
-            &Emit::to(&Events::default(), Some("step-1")),
+            &Emit::to(&Recorder::default(), Some("step-1")),
         )
         .unwrap();
-    let events = Events::default();
+    let events = Recorder::default();
     let paths =
         nuvira_edit::rollback_run(&ws, "run-x", "run cancelled", &Emit::to(&events, None)).unwrap();
     assert_eq!(paths, vec!["a.txt"]);
     assert_eq!(tree(dir.path()), before);
-    let got = events.0.lock().unwrap();
+    let got = events.events();
     assert_eq!(got.len(), 1);
     assert_eq!(got[0].0.as_deref(), Some("step-1"));
     assert!(
@@ -419,12 +417,12 @@ fn rollback_run_keeps_a_file_changed_during_the_run_and_says_so() {
             &ws,
             &edits,
             "run-y",
-            &Emit::to(&Events::default(), Some("s")),
+            &Emit::to(&Recorder::default(), Some("s")),
         )
         .unwrap();
     // The user saves their own change to a.txt while the run goes on; then the run fails.
     std::fs::write(dir.path().join("a.txt"), "two, and mine\n").unwrap();
-    let events = Events::default();
+    let events = Recorder::default();
     let paths =
         nuvira_edit::rollback_run(&ws, "run-y", "run failed", &Emit::to(&events, None)).unwrap();
     assert_eq!(paths, vec!["b.txt"]);
@@ -436,7 +434,7 @@ fn rollback_run_keeps_a_file_changed_during_the_run_and_says_so() {
         std::fs::read_to_string(dir.path().join("b.txt")).unwrap(),
         "bee\n"
     );
-    let got = events.0.lock().unwrap();
+    let got = events.events();
     assert!(
         matches!(&got[0].1, nuvira_api::EventKind::EditRolledBack { reason, .. }
             if reason.starts_with("run failed; not restored") && reason.ends_with(": a.txt")),
@@ -507,7 +505,7 @@ fn format_runs_the_installed_formatter_before_the_atomic_write_and_a_missing_one
 fn the_standard_editor_applies_a_multi_file_patch_and_announces_each_file() {
     let dir = repo(&[("a.py", "A = 1\n"), ("b.py", "B = 1\n")]);
     let ws = Workspace::open(dir.path()).unwrap();
-    let events = Events::default();
+    let events = Recorder::default();
     let patch = "--- a/a.py\n+++ b/a.py\n@@ -1 +1 @@\n-A = 1\n+A = 2\n--- a/b.py\n+++ b/b.py\n@@ -1 +1 @@\n-B = 1\n+B = (\n";
     let err = nuvira_edit::Editor::standard()
         .edit(
@@ -527,9 +525,7 @@ fn the_standard_editor_applies_a_multi_file_patch_and_announces_each_file() {
         "A = 1\n"
     );
     let generating: Vec<_> = events
-        .0
-        .lock()
-        .unwrap()
+        .events()
         .iter()
         .filter_map(|(_, k)| match k {
             nuvira_api::EventKind::EditGenerating { path, language } => {

@@ -2,7 +2,7 @@
 //! deletion) for them, later entries of the batch see them as they are on disk, and a rejected
 //! batch writes nothing. Run with the real built-in strategies (`Editor::standard()`).
 
-use crate::support::{Events, entry, repo, tree};
+use crate::support::{Recorder, entry, repo, tree};
 use nuvira_api::{ChangeKind, EditEntry, EventKind};
 use nuvira_edit::{EditFailure, Editor, Emit};
 use nuvira_workspace::Workspace;
@@ -156,7 +156,7 @@ fn a_rejected_batch_writes_nothing_and_describes_nothing_as_deleted() {
         let dir = repo(&[("src/lib.rs", LIB)]);
         let before = tree(dir.path());
         let ws = Workspace::open(dir.path()).unwrap();
-        let events = Events::default();
+        let events = Recorder::default();
         let err = Editor::standard()
             .edit(
                 &ws,
@@ -192,9 +192,7 @@ fn a_rejected_batch_writes_nothing_and_describes_nothing_as_deleted() {
         let names = events.names();
         assert!(!names.contains(&"edit:written"), "{name}: {names:?}");
         let skipped: Vec<_> = events
-            .0
-            .lock()
-            .unwrap()
+            .events()
             .iter()
             .filter_map(|(_, k)| match k {
                 EventKind::EditSkipped { reason, .. } => Some(reason.clone()),

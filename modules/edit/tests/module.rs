@@ -1,6 +1,6 @@
 //! The `edit` module: config validation, write sets, dry runs, rejections and events.
 
-use crate::support::{Events, editor, repo, tree};
+use crate::support::{Recorder, editor, repo, tree};
 use nuvira_api::{
     ErrorCategory, Module, ModuleError, ModuleKind, PlanStep, StepContext, StepOutput, WriteSet,
 };
@@ -90,7 +90,7 @@ async fn a_dry_run_step_returns_a_preview_and_writes_nothing() {
 #[tokio::test]
 async fn a_step_writes_emits_events_and_records_its_run_in_the_journal() {
     let dir = repo(&[("a.txt", "one\n")]);
-    let events = Arc::new(Events::default());
+    let events = Arc::new(Recorder::default());
     let ctx = StepContext::standalone(dir.path())
         .with_identity("run-7", "rename", "goal")
         .with_events(events.clone());
@@ -112,9 +112,7 @@ async fn a_step_writes_emits_events_and_records_its_run_in_the_journal() {
     assert_eq!(events.names(), vec!["edit:generating", "edit:written"]);
     assert!(
         events
-            .0
-            .lock()
-            .unwrap()
+            .events()
             .iter()
             .all(|(s, _)| s.as_deref() == Some("rename"))
     );

@@ -1,10 +1,10 @@
 //! Small strategies and helpers shared by the tests. The strategies are minimal plugins written
 //! against the public `EditStrategy` contract (the real ones live in `nuvira-edit-strategies`).
 
-use nuvira_api::{EditEntry, EditError, EditStrategy, EventKind, EventSink, FileView};
+use nuvira_api::{EditEntry, EditError, EditStrategy, FileView};
 use nuvira_edit::Editor;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// `search` must occur exactly once; it is replaced by `replace`.
 pub struct SearchReplace;
@@ -121,23 +121,4 @@ pub fn tree(dir: &Path) -> Vec<(String, Vec<u8>)> {
     out
 }
 
-#[derive(Default)]
-pub struct Events(pub Mutex<Vec<(Option<String>, EventKind)>>);
-impl EventSink for Events {
-    fn emit(&self, step_id: Option<&str>, kind: EventKind) {
-        self.0
-            .lock()
-            .unwrap()
-            .push((step_id.map(str::to_owned), kind));
-    }
-}
-impl Events {
-    pub fn names(&self) -> Vec<&'static str> {
-        self.0
-            .lock()
-            .unwrap()
-            .iter()
-            .map(|(_, k)| k.name())
-            .collect()
-    }
-}
+pub use nuvira_test_support::Recorder;

@@ -48,7 +48,7 @@ enum Stored {
         ts: u64,
         plan: u32,
         index: u32,
-        phase: Phase,
+        what: Lifecycle,
     },
     Step {
         ts: u64,
@@ -59,8 +59,11 @@ enum Stored {
     Shared(Arc<Event>),
 }
 
-/// The events every step emits on its way, for [`EventBus::publish_step`]: `step:ready`,
-/// `step:started` and `step:succeeded`.
+/// The events every step emits on its way: `step:ready`, `step:started` and `step:succeeded`.
+///
+/// The scheduler notes these for every step, and while nobody subscribes the history keeps
+/// them in a few words (see [`EventBus::publish_step`]): an empty output is `None`, so noting
+/// one touches no reference count.
 #[derive(Debug, Clone)]
 pub enum Lifecycle {
     /// `step:ready`.
@@ -76,8 +79,8 @@ pub enum Lifecycle {
     Succeeded {
         /// How long the step ran.
         duration_ms: u64,
-        /// What it produced.
-        output: Arc<StepOutput>,
+        /// What it produced; `None` for [`StepOutput::Empty`].
+        output: Option<Arc<StepOutput>>,
     },
 }
 
@@ -91,41 +94,7 @@ impl Lifecycle {
                 output,
             } => EventKind::StepSucceeded {
                 duration_ms,
-                output,
-            },
-        }
-    }
-}
-
-/// A lifecycle event of a plan's step, as the scheduler notes it: the step by number, the
-/// module's shared name, and an empty output as `None`, so noting and keeping it touches no
-/// reference count but the module name's.
-#[derive(Debug, Clone)]
-pub(crate) enum Phase {
-    Ready,
-    Started {
-        module: Arc<str>,
-    },
-    Succeeded {
-        duration_ms: u64,
-        output: Option<Arc<StepOutput>>,
-    },
-}
-
-impl Phase {
-    fn lifecycle(&self) -> Lifecycle {
-        match self {
-            Self::Ready => Lifecycle::Ready,
-            Self::Started { module } => Lifecycle::Started {
-                module: module.clone(),
-                attempt: 1,
-            },
-            Self::Succeeded {
-                duration_ms,
-                output,
-            } => Lifecycle::Succeeded {
-                duration_ms: *duration_ms,
-                output: output.clone().unwrap_or_else(|| EMPTY_OUTPUT.clone()),
+                output: output.unwrap_or_else(|| EMPTY_OUTPUT.clone()),
             },
         }
     }
@@ -159,7 +128,7 @@ impl Stored {
                 step,
                 Lifecycle::Succeeded {
                     duration_ms,
-                    output,
+                    output: Some(output),
                 },
             ),
             (step_id, kind) => {
@@ -177,11 +146,11 @@ impl Stored {
                 ts,
                 plan,
                 index,
-                phase,
+                what,
             } => (
                 *ts,
                 Some(plans[*plan as usize].ids[*index as usize].clone()),
-                phase.lifecycle().into_kind(),
+                what.clone().into_kind(),
             ),
             Self::Other(o) => (o.ts, o.step_id.clone(), o.kind.clone()),
             Self::Step { ts, step, what } => (*ts, Some(step.clone()), what.clone().into_kind()),
@@ -403,7 +372,7 @@ impl EventBus {
         &self,
         ts: u64,
         plan: &Arc<ValidatedPlan>,
-        events: &mut Vec<(u32, Phase)>,
+        events: &mut Vec<(u32, Lifecycle)>,
     ) {
         if !self.is_observed() {
             events.clear();
@@ -430,23 +399,23 @@ impl EventBus {
                 }
             };
             let plan_no = u32::try_from(plan_no).unwrap_or(u32::MAX);
-            for (index, phase) in events.drain(..) {
+            for (index, what) in events.drain(..) {
                 h.push(Stored::Planned {
                     ts,
                     plan: plan_no,
                     index,
-                    phase,
+                    what,
                 });
                 *seq += 1;
             }
         } else {
-            for (index, phase) in events.drain(..) {
+            for (index, what) in events.drain(..) {
                 let event = Arc::new(Event {
                     seq: *seq,
                     ts,
                     run_id: self.inner.run_id.clone(),
                     step_id: Some(plan.ids[index as usize].clone()),
-                    kind: phase.lifecycle().into_kind(),
+                    kind: what.into_kind(),
                 });
                 consumers.retain(|c| c.send(event.clone()).is_ok());
                 if let Some(h) = history.as_mut() {
@@ -856,7 +825,7 @@ mod compact_history_tests {
                 a.clone(),
                 Lifecycle::Succeeded {
                     duration_ms: 7,
-                    output: output.clone(),
+                    output: Some(output.clone()),
                 },
             ),
         ];
@@ -908,5 +877,14 @@ mod compact_history_tests {
             None
         );
         assert!(bus.is_empty());
+    }
+}
+
+#[cfg(test)]
+mod size_tests {
+    /// The README promises that the history keeps a lifecycle event in 56 bytes.
+    #[test]
+    fn a_kept_lifecycle_event_fits_in_56_bytes() {
+        assert!(std::mem::size_of::<super::Stored>() <= 56);
     }
 }

@@ -13,6 +13,9 @@
 //! - a step that fails (after any retries) marks exactly its transitive dependents `skipped`,
 //!   with the reason; independent branches go on;
 //! - a per-step timeout stops the step's future at its deadline;
+//! - the sub-steps a recovery policy splits a step into run under a dispatcher of their own,
+//!   nested in the step's task, with the same guarantees (they may use up to `max_parallel`
+//!   slots besides the one of the step they replace);
 //! - in a dry run, steps of kind `test` and `execute` are not run (they succeed with a note):
 //!   edits are only previewed, so they would test the unchanged workspace;
 //! - on cancellation every running step task is aborted and awaited before [`run`] returns, so
@@ -29,7 +32,7 @@
 //! such a chain the dispatcher still checks for cancellation after every step and yields to the
 //! runtime when tokio's cooperative budget runs out.
 
-use crate::events::{EMPTY_OUTPUT, EventBus, Phase};
+use crate::events::{EMPTY_OUTPUT, EventBus, Lifecycle};
 use crate::validate::ValidatedPlan;
 use futures::FutureExt;
 use nuvira_api::{
@@ -47,6 +50,7 @@ use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 pub use nuvira_api::{RecoveryDecision, RecoveryPolicy};
 
@@ -289,6 +293,11 @@ struct Shared {
     outputs: Arc<Outputs>,
     modules: Vec<Arc<dyn Module>>,
     opts: RunOptions,
+    /// The run's bus, for the sub-steps of a split step.
+    bus: EventBus,
+    /// The tasks of split steps' sub-steps. A cancelled run aborts a split step's task, which
+    /// aborts its sub-steps' tasks without waiting for them: the run waits for them here.
+    sub_steps: TaskTracker,
 }
 
 impl RunScope for Shared {
@@ -386,8 +395,10 @@ pub async fn run(
         outputs,
         modules,
         opts,
+        bus: bus.clone(),
+        sub_steps: TaskTracker::new(),
     });
-    let dispatcher = Dispatcher::new(shared, write_sets, bus.clone());
+    let dispatcher = Dispatcher::new(shared, write_sets, bus.clone(), false);
     let joined = tokio::spawn(dispatcher.run()).await;
     cancel_on_drop.disarm();
     match joined {
@@ -424,6 +435,9 @@ struct Dispatcher {
     shared: Arc<Shared>,
     write_sets: Vec<WriteSet>,
     bus: EventBus,
+    /// Runs the sub-steps of a split step inside a run (see [`run_split`]): no run-level
+    /// events, since the run goes on around it.
+    nested: bool,
     /// Unfinished dependencies per step.
     remaining: Vec<u32>,
     /// Dependents of step `i`: `child_list[child_start[i]..child_start[i + 1]]` (one flat
@@ -447,7 +461,7 @@ struct Dispatcher {
     /// Module names handed to `step:started` events, by module address.
     module_names: Vec<(usize, Arc<str>)>,
     /// Lifecycle events noted while handling one wake-up, published together by `flush`.
-    pending: Vec<(u32, Phase)>,
+    pending: Vec<(u32, Lifecycle)>,
     /// Steps `launch` is starting (kept to reuse its buffer).
     to_start: Vec<usize>,
     /// A step that finished on its first poll, in the dispatcher (see `run_inline_first`).
@@ -469,7 +483,7 @@ fn small(n: usize) -> u32 {
 }
 
 impl Dispatcher {
-    fn new(shared: Arc<Shared>, write_sets: Vec<WriteSet>, bus: EventBus) -> Self {
+    fn new(shared: Arc<Shared>, write_sets: Vec<WriteSet>, bus: EventBus, nested: bool) -> Self {
         let n = shared.plan.ids.len();
         let remaining = shared.plan.parents.iter().map(|p| small(p.len())).collect();
         let mut child_start = Vec::with_capacity(n + 1);
@@ -483,6 +497,7 @@ impl Dispatcher {
             shared,
             write_sets,
             bus,
+            nested,
             remaining,
             child_start,
             child_list,
@@ -506,14 +521,16 @@ impl Dispatcher {
     async fn run(mut self) -> RunSummary {
         let started = Instant::now();
         let max_parallel = self.shared.opts.max_parallel.max(1);
-        self.publish(
-            None,
-            EventKind::RunStarted {
-                plan: self.shared.plan.plan.clone(),
-                max_parallel,
-                dry_run: self.shared.opts.dry_run,
-            },
-        );
+        if !self.nested {
+            self.publish(
+                None,
+                EventKind::RunStarted {
+                    plan: self.shared.plan.plan.clone(),
+                    max_parallel,
+                    dry_run: self.shared.opts.dry_run,
+                },
+            );
+        }
         // Each step emits ready, started and an end event; the run emits one more.
         self.bus.reserve(3 * self.remaining.len() + 1);
         for i in 0..self.remaining.len() {
@@ -603,16 +620,18 @@ impl Dispatcher {
             RunStatus::Failed
         };
         let duration = started.elapsed();
-        self.publish(
-            None,
-            EventKind::RunCompleted {
-                status,
-                succeeded: self.count(StepStatus::Succeeded),
-                failed: self.count(StepStatus::Failed),
-                skipped: self.count(StepStatus::Skipped) + self.count(StepStatus::Pending),
-                duration_ms: millis(duration),
-            },
-        );
+        if !self.nested {
+            self.publish(
+                None,
+                EventKind::RunCompleted {
+                    status,
+                    succeeded: self.count(StepStatus::Succeeded),
+                    failed: self.count(StepStatus::Failed),
+                    skipped: self.count(StepStatus::Skipped) + self.count(StepStatus::Pending),
+                    duration_ms: millis(duration),
+                },
+            );
+        }
         RunSummary {
             run_id: self.shared.info.run_id.clone(),
             status,
@@ -661,7 +680,7 @@ impl Dispatcher {
 
     fn make_ready(&mut self, i: usize) {
         if self.bus.is_observed() {
-            self.note(i, Phase::Ready);
+            self.note(i, Lifecycle::Ready);
         }
         self.ready.push_back(i);
     }
@@ -697,7 +716,7 @@ impl Dispatcher {
             self.status[i] = StepStatus::Running;
             if self.bus.is_observed() {
                 let module = self.module_name(i);
-                self.note(i, Phase::Started { module });
+                self.note(i, Lifecycle::Started { module, attempt: 1 });
             }
             start.push(i);
         }
@@ -710,16 +729,16 @@ impl Dispatcher {
     }
 
     /// Notes a lifecycle event of step `idx`, published with the wake-up's others.
-    fn note(&mut self, idx: usize, phase: Phase) {
-        self.pending.push((small(idx), phase));
+    fn note(&mut self, idx: usize, what: Lifecycle) {
+        self.pending.push((small(idx), what));
     }
 
     /// Publishes the noted lifecycle events, stamped with one clock read, under one lock.
     fn flush(&mut self) {
         if !self.pending.is_empty() {
             let now = crate::events::now_ms();
-            for (idx, phase) in &self.pending {
-                if let Phase::Started { .. } = phase {
+            for (idx, what) in &self.pending {
+                if let Lifecycle::Started { .. } = what {
                     self.started_ms[*idx as usize] = now;
                 }
             }
@@ -759,12 +778,21 @@ impl Dispatcher {
         // The task's own future is tiny (an `Arc` and an index): tokio moves it by value
         // several times while spawning. The step's state machine is boxed on the worker, at the
         // first poll, where it is also freed.
-        self.tasks.spawn(async move {
+        self.spawn_task(async move {
             AssertUnwindSafe(Box::pin(run_step(shared, idx)))
                 .catch_unwind()
                 .await
                 .unwrap_or_else(|payload| panicked(idx, &*payload))
         });
+    }
+
+    /// Spawns a step task; a sub-step's is tracked, so a cancelled run can wait for it.
+    fn spawn_task<F: Future<Output = Done> + Send + 'static>(&mut self, task: F) {
+        if self.nested {
+            self.tasks.spawn(self.shared.sub_steps.track_future(task));
+        } else {
+            self.tasks.spawn(task);
+        }
     }
 
     /// Runs the only runnable step: nothing else is running or ready, so the dispatcher would
@@ -779,7 +807,7 @@ impl Dispatcher {
             Ok(Poll::Ready(done)) => self.inline_done = Some(done),
             Err(payload) => self.inline_done = Some(panicked(idx, &*payload)),
             Ok(Poll::Pending) => {
-                self.tasks.spawn(async move {
+                self.spawn_task(async move {
                     AssertUnwindSafe(step)
                         .catch_unwind()
                         .await
@@ -808,7 +836,7 @@ impl Dispatcher {
                     let output = self.shared.outputs.cells[idx].get().cloned().flatten();
                     self.note(
                         idx,
-                        Phase::Succeeded {
+                        Lifecycle::Succeeded {
                             duration_ms: millis(done.duration),
                             output,
                         },
@@ -912,12 +940,14 @@ impl Dispatcher {
     }
 
     async fn cancel_all(&mut self) {
-        self.publish(
-            None,
-            EventKind::RunCancelled {
-                reason: "the run was cancelled".into(),
-            },
-        );
+        if !self.nested {
+            self.publish(
+                None,
+                EventKind::RunCancelled {
+                    reason: "the run was cancelled".into(),
+                },
+            );
+        }
         self.tasks.abort_all();
         while let Some(joined) = self.tasks.join_next().await {
             if let Ok(done) = joined
@@ -925,6 +955,11 @@ impl Dispatcher {
             {
                 self.finish(done);
             }
+        }
+        if !self.nested {
+            // Aborting a split step's task aborted its sub-steps' tasks, which end later.
+            self.shared.sub_steps.close();
+            self.shared.sub_steps.wait().await;
         }
         // Every task has ended; those that were aborted are still marked running.
         for i in 0..self.status.len() {
@@ -1166,8 +1201,11 @@ fn done(
     }
 }
 
-/// Runs the sub-steps a split-task decision put in place of step `idx`, in dependency order,
-/// after validating them. Returns the last sub-step's output.
+/// Runs the sub-steps a split-task decision put in place of step `idx`, after validating
+/// them, through the same dispatcher as the run's own steps: dependency order, per-step
+/// timeouts, write-set serialisation, `step:*` events and cancellation apply to them as to any
+/// step (recovery does not: a sub-step's failure is the split step's). Their inputs are those
+/// of step `idx`. Returns the output of the last sub-step in dependency order.
 async fn run_split(
     shared: &Arc<Shared>,
     idx: usize,
@@ -1227,56 +1265,71 @@ async fn run_split(
             },
         );
     }
-    let mut last = None;
-    for i in validated.topological_order() {
-        let sub = &steps[i];
+    // The sub-steps run as steps of their own, under a dispatcher nested in this step's
+    // task: each gets its timeout, steps whose write sets conflict never run together, and
+    // they emit the usual step events. A failed sub-step is not recovered again (it already
+    // is a repair): its failure is the split step's failure.
+    let mut modules = Vec::with_capacity(validated.plan.steps.len());
+    let mut write_sets = Vec::with_capacity(validated.plan.steps.len());
+    for sub in &validated.plan.steps {
         let Some(module) = registry.get(&sub.module) else {
             return Err(invalid(format!("no module `{}`", sub.module)));
         };
-        let sub_id: Arc<str> = Arc::from(sub.id.as_str());
-        shared.info.events.emit(
-            Some(&sub.id),
-            EventKind::StepStarted {
-                module: sub.module.as_str().into(),
-                attempt: 1,
-            },
-        );
-        let started = Instant::now();
-        let ctx = parent_ctx
-            .clone()
-            .with_step_id(sub_id)
-            .with_inputs(Arc::new(SplitInputs {
-                outputs: shared.outputs.clone(),
-                idx,
-            }));
-        match module.run(sub, &ctx).await.map(Arc::new) {
-            Ok(out) => {
-                shared.info.events.emit(
-                    Some(&sub.id),
-                    EventKind::StepSucceeded {
-                        duration_ms: millis(started.elapsed()),
-                        output: out.clone(),
-                    },
-                );
-                last = Some(out);
-            }
-            Err(err) => {
-                shared.info.events.emit(
-                    Some(&sub.id),
-                    EventKind::StepFailed {
-                        category: err.category(),
-                        message: err.to_string(),
-                        recoverable: err.is_recoverable(),
-                        evidence: Vec::new(),
-                        duration_ms: millis(started.elapsed()),
-                        output: None,
-                    },
-                );
-                return Err(err);
-            }
-        }
+        write_sets.push(module.write_set(sub));
+        modules.push(module.clone());
     }
-    last.ok_or_else(|| invalid("no sub-step ran".into()))
+    let order = validated.topological_order();
+    let validated = Arc::new(validated);
+    // Stopped with the run, and when this step's task is dropped (a timeout of the split
+    // step, an aborted task).
+    let cancel = shared.opts.cancel.child_token();
+    let _cancel_on_drop = cancel.clone().drop_guard();
+    let outputs = Arc::new(Outputs {
+        plan: validated.clone(),
+        index: OnceLock::new(),
+        cells: (0..validated.plan.steps.len())
+            .map(|_| OnceLock::new())
+            .collect(),
+    });
+    let parent_info = &shared.info;
+    let info = RunInfo::new(
+        parent_info.run_id.clone(),
+        parent_info.goal.clone(),
+        parent_info.workspace_root.clone(),
+        Arc::new(SplitInputs {
+            outputs: shared.outputs.clone(),
+            idx,
+        }),
+        parent_info.events.clone(),
+        Arc::new(TokenSignal(cancel.clone())),
+    )
+    .with_dry_run(parent_info.dry_run)
+    .with_llm(parent_ctx.llm().cloned())
+    .with_plan(parent_info.plan.clone());
+    let mut opts = shared.opts.clone();
+    opts.cancel = cancel;
+    opts.recovery = None;
+    let sub = Arc::new(Shared {
+        info,
+        plan: validated,
+        outputs,
+        modules,
+        opts,
+        bus: shared.bus.clone(),
+        sub_steps: shared.sub_steps.clone(),
+    });
+    let summary = Box::pin(Dispatcher::new(sub, write_sets, shared.bus.clone(), true).run()).await;
+    match summary.status {
+        RunStatus::Succeeded => order
+            .last()
+            .and_then(|&i| summary.steps[i].output.clone())
+            .ok_or_else(|| invalid("no sub-step ran".into())),
+        RunStatus::Cancelled => Err(ModuleError::Cancelled),
+        RunStatus::Failed => Err(order
+            .iter()
+            .find_map(|&i| summary.steps[i].error.clone())
+            .unwrap_or_else(|| invalid("a sub-step failed".into()))),
+    }
 }
 
 /// The result of a step whose module panicked.

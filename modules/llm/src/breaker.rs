@@ -4,6 +4,70 @@ use nuvira_api::LlmError;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
+/// Where a [`CircuitBreaker`] reads the time: [`SystemClock`] unless a test gives it a
+/// [`ManualClock`], so that a cool-down can pass without waiting for it.
+pub trait Clock: Send + Sync + std::fmt::Debug {
+    /// The time now.
+    fn now(&self) -> Instant;
+}
+
+/// The real clock ([`Instant::now`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> Instant {
+        Instant::now()
+    }
+}
+
+/// A clock that stands still until [`advance`](Self::advance)d, for tests of cool-downs.
+///
+/// ```
+/// use nuvira_llm::{BreakerPolicy, BreakerState, CircuitBreaker, ManualClock};
+/// use std::{sync::Arc, time::Duration};
+///
+/// let clock = Arc::new(ManualClock::new());
+/// let b = CircuitBreaker::new("m", BreakerPolicy::new(1, Duration::from_secs(30)))
+///     .with_clock(clock.clone());
+/// b.acquire().unwrap().record(&Err::<(), _>(nuvira_api::LlmError::Timeout));
+/// assert_eq!(b.state(), BreakerState::Open);
+/// clock.advance(Duration::from_secs(30));
+/// assert_eq!(b.state(), BreakerState::HalfOpen);
+/// ```
+#[derive(Debug)]
+pub struct ManualClock {
+    start: Instant,
+    elapsed: Mutex<Duration>,
+}
+
+impl ManualClock {
+    /// A clock standing at the time it was made.
+    pub fn new() -> Self {
+        Self {
+            start: Instant::now(),
+            elapsed: Mutex::new(Duration::ZERO),
+        }
+    }
+
+    /// Moves the clock forward by `by`.
+    pub fn advance(&self, by: Duration) {
+        *self.elapsed.lock().unwrap_or_else(PoisonError::into_inner) += by;
+    }
+}
+
+impl Default for ManualClock {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Clock for ManualClock {
+    fn now(&self) -> Instant {
+        self.start + *self.elapsed.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
 /// When a breaker opens and how long it stays open.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -62,6 +126,7 @@ pub struct CircuitBreaker {
     model: Arc<str>,
     policy: BreakerPolicy,
     state: Arc<Mutex<State>>,
+    clock: Arc<dyn Clock>,
 }
 
 /// Permission to send one request; report its outcome with [`Permit::record`]. Dropping a
@@ -81,7 +146,16 @@ impl CircuitBreaker {
             model: Arc::from(model.into()),
             policy,
             state: Arc::new(Mutex::new(State::Closed { failures: 0 })),
+            clock: Arc::new(SystemClock),
         }
+    }
+
+    /// Builder-style: reads the time from `clock` (default: [`SystemClock`]). Set it before
+    /// handing out clones: a clone shares the breaker's state and keeps the clock it had.
+    #[must_use]
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
     }
 
     /// The model this breaker guards.
@@ -97,10 +171,7 @@ impl CircuitBreaker {
 
     /// The state right now (an open breaker whose cool-down has passed reports half-open).
     pub fn state(&self) -> BreakerState {
-        self.state_at(Instant::now())
-    }
-
-    fn state_at(&self, now: Instant) -> BreakerState {
+        let now = self.clock.now();
         match *self.lock() {
             State::Closed { .. } => BreakerState::Closed,
             State::Open { until } if now < until => BreakerState::Open,
@@ -119,10 +190,7 @@ impl CircuitBreaker {
     /// [`LlmError::CircuitOpen`] while the breaker is open, or half-open with its trial request
     /// still in flight.
     pub fn acquire(&self) -> Result<Permit, LlmError> {
-        self.acquire_at(Instant::now())
-    }
-
-    fn acquire_at(&self, now: Instant) -> Result<Permit, LlmError> {
+        let now = self.clock.now();
         let mut state = self.lock();
         let trial = match *state {
             State::Closed { .. } => false,
@@ -150,10 +218,11 @@ impl CircuitBreaker {
         })
     }
 
-    fn record_at(&self, failed: bool, trial: bool, now: Instant) {
+    fn record(&self, failed: bool, trial: bool) {
         if self.policy.failure_threshold == 0 {
             return;
         }
+        let now = self.clock.now();
         let mut state = self.lock();
         let open = State::Open {
             until: now + self.policy.cool_down,
@@ -194,13 +263,9 @@ pub fn is_availability_error(error: &LlmError) -> bool {
 
 impl Permit {
     /// Reports how the request ended.
-    pub fn record<T>(self, outcome: &Result<T, LlmError>) {
-        self.record_at(outcome, Instant::now());
-    }
-
-    fn record_at<T>(mut self, outcome: &Result<T, LlmError>, now: Instant) {
+    pub fn record<T>(mut self, outcome: &Result<T, LlmError>) {
         let failed = matches!(outcome, Err(e) if is_availability_error(e));
-        self.breaker.record_at(failed, self.trial, now);
+        self.breaker.record(failed, self.trial);
         self.done = true;
     }
 }
@@ -225,36 +290,41 @@ mod tests {
 
     #[test]
     fn opens_after_consecutive_failures_then_half_opens_after_the_cool_down() {
-        let b = CircuitBreaker::new("openai:m", BreakerPolicy::new(2, Duration::from_secs(10)));
-        let t0 = Instant::now();
+        let clock = Arc::new(ManualClock::new());
+        let b = CircuitBreaker::new("openai:m", BreakerPolicy::new(2, Duration::from_secs(10)))
+            .with_clock(clock.clone());
         let fail: Result<(), LlmError> = Err(LlmError::Timeout);
         // A success in between resets the count.
-        b.acquire_at(t0).unwrap().record(&fail);
-        b.acquire_at(t0).unwrap().record(&Ok::<(), LlmError>(()));
-        b.acquire_at(t0).unwrap().record(&fail);
-        assert_eq!(b.state_at(t0), BreakerState::Closed);
+        b.acquire().unwrap().record(&fail);
+        b.acquire().unwrap().record(&Ok::<(), LlmError>(()));
+        b.acquire().unwrap().record(&fail);
+        assert_eq!(b.state(), BreakerState::Closed);
         // Refusals do not count.
-        b.acquire_at(t0)
+        b.acquire()
             .unwrap()
             .record(&Err::<(), _>(LlmError::Refused("no".into())));
-        b.acquire_at(t0).unwrap().record(&fail);
-        b.acquire_at(t0).unwrap().record(&fail);
-        let t1 = Instant::now();
-        assert_eq!(b.state_at(t1), BreakerState::Open);
+        b.acquire().unwrap().record(&fail);
+        b.acquire().unwrap().record(&fail);
+        assert_eq!(b.state(), BreakerState::Open);
         assert_eq!(
-            b.acquire_at(t1).unwrap_err(),
+            b.acquire().unwrap_err(),
             LlmError::CircuitOpen("openai:m".into())
         );
-        let later = t1 + Duration::from_secs(11);
-        assert_eq!(b.state_at(later), BreakerState::HalfOpen);
-        let trial = b.acquire_at(later).unwrap();
+        // Still open just before the cool-down ends.
+        clock.advance(Duration::from_secs(10) - Duration::from_millis(1));
+        assert_eq!(b.state(), BreakerState::Open);
+        clock.advance(Duration::from_millis(1));
+        assert_eq!(b.state(), BreakerState::HalfOpen);
+        let trial = b.acquire().unwrap();
         // Only one trial at a time.
-        assert!(b.acquire_at(later).is_err());
-        // A failed trial re-opens it.
-        trial.record_at(&fail, later);
-        assert!(b.acquire_at(later).is_err());
-        let much_later = later + Duration::from_secs(11);
-        let trial = b.acquire_at(much_later).unwrap();
+        assert!(b.acquire().is_err());
+        // A failed trial re-opens it, for a whole cool-down.
+        trial.record(&fail);
+        assert!(b.acquire().is_err());
+        clock.advance(Duration::from_secs(9));
+        assert_eq!(b.state(), BreakerState::Open);
+        clock.advance(Duration::from_secs(1));
+        let trial = b.acquire().unwrap();
         trial.record(&Ok::<(), LlmError>(()));
         assert_eq!(b.state(), BreakerState::Closed);
     }

@@ -124,6 +124,14 @@ impl HttpLlm {
         &self.config
     }
 
+    /// Builder-style: the model's circuit breaker reads the time from `clock` (tests pass a
+    /// [`ManualClock`](crate::ManualClock) to end a cool-down without waiting).
+    #[must_use]
+    pub fn with_breaker_clock(mut self, clock: std::sync::Arc<dyn crate::Clock>) -> Self {
+        self.breaker = self.breaker.with_clock(clock);
+        self
+    }
+
     /// The model's circuit breaker (a handle to the same breaker this client uses).
     pub fn breaker(&self) -> &CircuitBreaker {
         &self.breaker

@@ -47,7 +47,10 @@ pub mod scripted;
 mod secret;
 mod wire;
 
-pub use breaker::{BreakerPolicy, BreakerState, CircuitBreaker, Permit, is_availability_error};
+pub use breaker::{
+    BreakerPolicy, BreakerState, CircuitBreaker, Clock, ManualClock, Permit, SystemClock,
+    is_availability_error,
+};
 pub use config::{
     DEFAULT_MAX_REQUEST_BYTES, DEFAULT_TIMEOUT, LlmConfig, LlmSettings, Provider, env, parse_model,
 };

@@ -1,21 +1,14 @@
 //! `LlmPlanner` against scripted model transcripts, and the plan JSON Schema against real plans.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use nuvira_api::{EventKind, EventSink, PlanError, PlanRequest, Planner};
+use nuvira_api::{PlanError, PlanRequest, Planner};
 use nuvira_llm::ScriptedLlm;
 use nuvira_plan::{LlmPlanner, check_plan, plan_schema};
+use nuvira_test_support::Recorder;
 use serde_json::{Value, json};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 const EXAMPLES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples");
-
-#[derive(Default)]
-struct Sink(Mutex<Vec<EventKind>>);
-impl EventSink for Sink {
-    fn emit(&self, _s: Option<&str>, kind: EventKind) {
-        self.0.lock().unwrap().push(kind);
-    }
-}
 
 fn good_plan() -> Value {
     json!({
@@ -86,7 +79,7 @@ async fn a_valid_answer_becomes_the_plan_with_plan_events() {
     let llm = script(&format!(
         "- match: {{ schema: execution_plan, last_user_contains: 'Goal: Fix average' }}\n  response: {{ json: {plan} }}\n"
     ));
-    let sink = Arc::new(Sink::default());
+    let sink = Arc::new(Recorder::default());
     let planner = LlmPlanner::new(llm.clone()).with_events(sink.clone());
     let got = planner
         .plan(&PlanRequest::new("Fix average"))
@@ -94,7 +87,7 @@ async fn a_valid_answer_becomes_the_plan_with_plan_events() {
         .unwrap();
     assert_eq!(got.steps.len(), 4);
     assert_eq!(got.steps[1].config_str("instructions"), Some("Fix average"));
-    let names: Vec<&str> = sink.0.lock().unwrap().iter().map(|e| e.name()).collect();
+    let names: Vec<&str> = sink.kinds().iter().map(|e| e.name()).collect();
     assert_eq!(
         names,
         [

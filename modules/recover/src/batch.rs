@@ -61,12 +61,36 @@ pub struct EditBatch {
     pub explanation: Option<String>,
 }
 
+/// Why a model's answer is not a usable edit batch: every problem found, each naming the entry
+/// (`edits[1].search: missing`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the answer is not a valid edit batch: {}", problems.join("; "))]
+#[non_exhaustive]
+pub struct InvalidEditBatch {
+    /// The problems, in the order found.
+    pub problems: Vec<String>,
+}
+
+impl From<Vec<String>> for InvalidEditBatch {
+    fn from(problems: Vec<String>) -> Self {
+        Self { problems }
+    }
+}
+
 /// Parses a model's answer (its JSON, or its text with an optional code fence) as an edit batch
 /// whose entries `editor` accepts.
 ///
 /// # Errors
-/// Every problem, each naming the entry (`edits[1].search: missing; ...`).
+/// [`InvalidEditBatch`] with every problem, each naming the entry (`edits[1].search: missing`).
 pub fn parse_edit_batch(
+    json: Option<&Value>,
+    text: &str,
+    editor: &Editor,
+) -> Result<EditBatch, InvalidEditBatch> {
+    parse_batch(json, text, editor).map_err(InvalidEditBatch::from)
+}
+
+fn parse_batch(
     json: Option<&Value>,
     text: &str,
     editor: &Editor,
@@ -146,7 +170,7 @@ pub async fn ask_edit_batch(
         let parsed = match llm.complete(&request).await {
             Ok(response) => {
                 messages.push(ChatMessage::assistant(response.text.clone()));
-                parse_edit_batch(response.json.as_ref(), &response.text, editor)
+                parse_batch(response.json.as_ref(), &response.text, editor)
             }
             Err(LlmError::InvalidOutput(m)) => {
                 Err(vec![format!("the answer is not valid JSON: {m}")])

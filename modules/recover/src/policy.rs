@@ -1,4 +1,5 @@
-//! [`RecoverPolicy`]: the engine's recovery policy — classify, pick a strategy, keep the budget.
+//! [`RecoverStage`]: the recover stage, as the engine's recovery policy — classify, pick a
+//! strategy, keep the budget.
 
 use nuvira_api::{
     ErrorCategory, EventKind, Failure, LlmClient, LlmError, LlmRequest, LlmResponse, Module,
@@ -53,6 +54,53 @@ pub struct RecoverConfig {
     pub tried_models: Option<Vec<String>>,
 }
 
+/// Why a step's `config.recover` was rejected. Every variant names the step.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RecoverConfigError {
+    /// The value does not have the shape of [`RecoverConfig`].
+    #[error(
+        "step `{step}`: config.recover: {source} (keys: strategies, max_attempts, rollback_on_failure)"
+    )]
+    Malformed {
+        /// The step id.
+        step: String,
+        /// What serde found.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A strategy name no registered strategy has.
+    #[error(
+        "step `{step}`: config.recover.strategies: unknown strategy `{name}`; use one of: {known}"
+    )]
+    UnknownStrategy {
+        /// The step id.
+        step: String,
+        /// The unknown name.
+        name: String,
+        /// The registered names, comma-separated.
+        known: String,
+    },
+    /// A category name that is not an [`ErrorCategory`].
+    #[error(
+        "step `{step}`: config.recover.strategies: unknown category `{name}`; use one of: {known}"
+    )]
+    UnknownCategory {
+        /// The step id.
+        step: String,
+        /// The unknown name.
+        name: String,
+        /// The category names, comma-separated.
+        known: String,
+    },
+    /// `max_attempts: 0`.
+    #[error("step `{step}`: config.recover.max_attempts must be at least 1 (the first run counts)")]
+    NoAttempts {
+        /// The step id.
+        step: String,
+    },
+}
+
 /// Which strategies a step uses.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(untagged)]
@@ -81,8 +129,8 @@ struct StepState {
 /// (`config.recover.strategies`, else [`default_strategies`]): the first that applies and
 /// decides wins (`recover:attempt` for each one tried). When none can act the step fails
 /// (`recover:result` with `success: false`). Success is reported by the module wrapper
-/// ([`RecoverPolicy::wrap`]) when a retried step succeeds.
-pub struct RecoverPolicy {
+/// ([`RecoverStage::wrap`]) when a retried step succeeds.
+pub struct RecoverStage {
     strategies: BTreeMap<String, Arc<dyn RepairStrategy>>,
     budget: RepairBudget,
     rollback_on_failure: bool,
@@ -90,22 +138,22 @@ pub struct RecoverPolicy {
     runs: Mutex<HashMap<String, u32>>,
 }
 
-impl std::fmt::Debug for RecoverPolicy {
+impl std::fmt::Debug for RecoverStage {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RecoverPolicy")
+        f.debug_struct("RecoverStage")
             .field("strategies", &self.strategies.keys().collect::<Vec<_>>())
             .field("budget", &self.budget)
             .finish_non_exhaustive()
     }
 }
 
-impl Default for RecoverPolicy {
+impl Default for RecoverStage {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl RecoverPolicy {
+impl RecoverStage {
     /// A policy with the built-in strategies of `nuvira-repair-strategies` (no `debug-tests`:
     /// add it with [`with_strategy`](Self::with_strategy) or use [`standard`](Self::standard)).
     pub fn new() -> Self {
@@ -160,27 +208,26 @@ impl RecoverPolicy {
     /// `max_attempts` at least 1.
     ///
     /// # Errors
-    /// A message naming the step and the bad value.
-    pub fn config(&self, step: &PlanStep) -> Result<RecoverConfig, String> {
+    /// A [`RecoverConfigError`] naming the step and the bad value.
+    pub fn config(&self, step: &PlanStep) -> Result<RecoverConfig, RecoverConfigError> {
         let Some(v) = step.config_value("recover") else {
             return Ok(RecoverConfig::default());
         };
-        let cfg: RecoverConfig = serde_json::from_value(v.clone()).map_err(|e| {
-            format!(
-                "step `{}`: config.recover: {e} (keys: strategies, max_attempts, rollback_on_failure)",
-                step.id
-            )
-        })?;
-        let known = self.strategy_names().join(", ");
-        let check = |names: &[String]| -> Result<(), String> {
+        let cfg: RecoverConfig =
+            serde_json::from_value(v.clone()).map_err(|source| RecoverConfigError::Malformed {
+                step: step.id.clone(),
+                source,
+            })?;
+        let check = |names: &[String]| -> Result<(), RecoverConfigError> {
             match names
                 .iter()
                 .find(|n| !self.strategies.contains_key(n.as_str()))
             {
-                Some(n) => Err(format!(
-                    "step `{}`: config.recover.strategies: unknown strategy `{n}`; use one of: {known}",
-                    step.id
-                )),
+                Some(n) => Err(RecoverConfigError::UnknownStrategy {
+                    step: step.id.clone(),
+                    name: n.clone(),
+                    known: self.strategy_names().join(", "),
+                }),
                 None => Ok(()),
             }
         };
@@ -189,15 +236,15 @@ impl RecoverPolicy {
             Some(StrategySelection::PerCategory(map)) => {
                 for (cat, names) in map {
                     if !ErrorCategory::ALL.iter().any(|c| c.as_str() == cat) {
-                        return Err(format!(
-                            "step `{}`: config.recover.strategies: unknown category `{cat}`; use one of: {}",
-                            step.id,
-                            ErrorCategory::ALL
+                        return Err(RecoverConfigError::UnknownCategory {
+                            step: step.id.clone(),
+                            name: cat.clone(),
+                            known: ErrorCategory::ALL
                                 .iter()
                                 .map(|c| c.as_str())
                                 .collect::<Vec<_>>()
-                                .join(", ")
-                        ));
+                                .join(", "),
+                        });
                     }
                     check(names)?;
                 }
@@ -205,10 +252,9 @@ impl RecoverPolicy {
             None => {}
         }
         if cfg.max_attempts == Some(0) {
-            return Err(format!(
-                "step `{}`: config.recover.max_attempts must be at least 1 (the first run counts)",
-                step.id
-            ));
+            return Err(RecoverConfigError::NoAttempts {
+                step: step.id.clone(),
+            });
         }
         Ok(cfg)
     }
@@ -308,7 +354,7 @@ fn rollback(ctx: &StepContext, reason: &str) {
 }
 
 #[async_trait]
-impl RecoveryPolicy for RecoverPolicy {
+impl RecoveryPolicy for RecoverStage {
     /// A split task's sub-steps have run: that is the end of this step's recovery.
     async fn on_split_finished(&self, _step: &PlanStep, ctx: &StepContext, success: bool) {
         self.finished(ctx, success);
@@ -429,10 +475,10 @@ impl RecoveryPolicy for RecoverPolicy {
     }
 }
 
-/// A module under the recover stage (see [`RecoverPolicy::wrap`]).
+/// A module under the recover stage (see [`RecoverStage::wrap`]).
 struct Recovering {
     inner: Arc<dyn Module>,
-    policy: Arc<RecoverPolicy>,
+    policy: Arc<RecoverStage>,
 }
 
 /// The step without `config.recover`.
@@ -464,7 +510,7 @@ impl Module for Recovering {
         self.inner.write_set(&strip(step))
     }
     fn validate(&self, step: &PlanStep) -> Result<(), String> {
-        self.policy.config(step)?;
+        self.policy.config(step).map_err(|e| e.to_string())?;
         self.inner.validate(&strip(step))
     }
     async fn run(&self, step: &PlanStep, ctx: &StepContext) -> Result<StepOutput, ModuleError> {

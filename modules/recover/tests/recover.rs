@@ -2,27 +2,15 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use nuvira_api::{
-    ErrorCategory, EventKind, EventSink, Failure, InspectionResult, Module, ModuleError, PlanStep,
+    ErrorCategory, EventKind, Failure, InspectionResult, Module, ModuleError, PlanStep,
     RecoveryDecision, RecoveryPolicy, StepContext, StepInputs, StepOutput, TestFailure, TestResult,
 };
 use nuvira_edit::{EditModule, Editor};
 use nuvira_llm::ScriptedLlm;
 use nuvira_recover::*;
+use nuvira_test_support::{Recorder, Upstream};
 use serde_json::{Value, json};
-use std::sync::{Arc, Mutex};
-
-#[derive(Default)]
-struct Sink(Mutex<Vec<EventKind>>);
-impl EventSink for Sink {
-    fn emit(&self, _s: Option<&str>, kind: EventKind) {
-        self.0.lock().unwrap().push(kind);
-    }
-}
-impl Sink {
-    fn names(&self) -> Vec<&'static str> {
-        self.0.lock().unwrap().iter().map(EventKind::name).collect()
-    }
-}
+use std::sync::Arc;
 
 const LIB: &str =
     "pub fn average(xs: &[f64]) -> f64 {\n    xs.iter().sum::<f64>() / (xs.len() - 1) as f64\n}\n";
@@ -36,16 +24,6 @@ fn workspace() -> tempfile::TempDir {
 
 fn scripted(yaml: &str) -> Arc<ScriptedLlm> {
     Arc::new(ScriptedLlm::from_yaml("script", yaml).unwrap())
-}
-
-struct Upstream(Vec<(String, Arc<StepOutput>)>);
-impl StepInputs for Upstream {
-    fn dependency(&self, _step: &str, id: &str) -> Option<Arc<StepOutput>> {
-        self.0.iter().find(|(i, _)| i == id).map(|(_, o)| o.clone())
-    }
-    fn upstream(&self, _step: &str) -> Vec<(String, Arc<StepOutput>)> {
-        self.0.clone()
-    }
 }
 
 fn inspected(dir: &std::path::Path) -> Arc<dyn StepInputs> {
@@ -111,7 +89,10 @@ fn batches_in_fenced_text_parse_and_problems_name_the_entry() {
         &editor,
     )
     .unwrap_err();
-    assert!(err[0].starts_with("edits[0].replace: missing"), "{err:?}");
+    assert!(
+        err.problems[0].starts_with("edits[0].replace: missing"),
+        "{err:?}"
+    );
 }
 
 // ---- model-written edits ----
@@ -214,12 +195,12 @@ async fn debug_tests_applies_the_models_fix_through_the_editor_and_retries() {
     let llm = scripted(&format!(
         "- match: {{ schema: edit_batch, contains: 'tests::average_of_two', last_user_contains: 'xs.iter().sum' }}\n  response: {{ json: {GOOD_FIX} }}\n"
     ));
-    let sink = Arc::new(Sink::default());
+    let sink = Arc::new(Recorder::default());
     let ctx = StepContext::standalone(dir.path())
         .with_identity("run-1", "test", "fix average")
         .with_llm(Some(llm.clone()))
         .with_events(sink.clone());
-    let policy = RecoverPolicy::standard(Editor::standard());
+    let policy = RecoverStage::standard(Editor::standard());
     let step = PlanStep::new("test", "test");
     let d = policy.on_failure(&step, &ctx, 1, &test_failure()).await;
     let RecoveryDecision::Retry {
@@ -257,11 +238,11 @@ async fn debug_tests_declines_after_two_rejected_batches_and_writes_nothing() {
     let llm = scripted(&format!(
         "- response: {{ json: {BAD_FIX} }}\n- match: {{ last_user_contains: 'search' }}\n  response: {{ json: {BAD_FIX} }}\n"
     ));
-    let sink = Arc::new(Sink::default());
+    let sink = Arc::new(Recorder::default());
     let ctx = StepContext::standalone(dir.path())
         .with_llm(Some(llm.clone()))
         .with_events(sink.clone());
-    let policy = RecoverPolicy::standard(Editor::standard());
+    let policy = RecoverStage::standard(Editor::standard());
     let d = policy
         .on_failure(&PlanStep::new("test", "test"), &ctx, 1, &test_failure())
         .await;
@@ -291,9 +272,9 @@ fn instruction_step() -> PlanStep {
 
 #[tokio::test]
 async fn edit_rejections_go_rephrase_then_simplify_then_the_budget_runs_out() {
-    let sink = Arc::new(Sink::default());
+    let sink = Arc::new(Recorder::default());
     let ctx = StepContext::standalone(".").with_events(sink.clone());
-    let policy = RecoverPolicy::new();
+    let policy = RecoverStage::new();
     let step = instruction_step();
     let d1 = policy.on_failure(&step, &ctx, 1, &rejected()).await;
     let RecoveryDecision::Retry { step: Some(s1), .. } = d1 else {
@@ -315,7 +296,7 @@ async fn edit_rejections_go_rephrase_then_simplify_then_the_budget_runs_out() {
     );
     let d3 = policy.on_failure(&s2, &ctx, 3, &rejected()).await;
     assert_eq!(d3, RecoveryDecision::GiveUp);
-    let events = sink.0.lock().unwrap().clone();
+    let events = sink.kinds().clone();
     let strategies: Vec<String> = events
         .iter()
         .filter_map(|e| match e {
@@ -341,7 +322,7 @@ async fn the_run_budget_is_shared_by_all_steps_of_a_run() {
     let mut budget = nuvira_api::RepairBudget::default();
     budget.max_attempts = 10;
     budget.max_run_attempts = Some(2);
-    let policy = RecoverPolicy::new().with_budget(budget);
+    let policy = RecoverStage::new().with_budget(budget);
     let f = Failure::new(ErrorCategory::Io, "failed to read src/x.rs: interrupted");
     let ctx = |step: &str| StepContext::standalone(".").with_identity("run-a", step, "g");
     for s in ["a", "b"] {
@@ -350,7 +331,7 @@ async fn the_run_budget_is_shared_by_all_steps_of_a_run() {
             .await;
         assert!(matches!(d, RecoveryDecision::Retry { .. }), "{d:?}");
     }
-    let sink = Arc::new(Sink::default());
+    let sink = Arc::new(Recorder::default());
     let d = policy
         .on_failure(
             &PlanStep::new("c", "execute"),
@@ -373,9 +354,9 @@ async fn the_run_budget_is_shared_by_all_steps_of_a_run() {
 
 #[tokio::test]
 async fn config_recover_selects_strategies_and_bypass_is_never_success() {
-    let sink = Arc::new(Sink::default());
+    let sink = Arc::new(Recorder::default());
     let ctx = StepContext::standalone(".").with_events(sink.clone());
-    let policy = RecoverPolicy::new();
+    let policy = RecoverStage::new();
     let step = PlanStep::new("lint", "execute").with_config(json!({
         "command": "cargo clippy",
         "recover": {"strategies": {"unknown": ["bypass"]}, "max_attempts": 5}
@@ -394,15 +375,13 @@ async fn config_recover_selects_strategies_and_bypass_is_never_success() {
         "{d:?}"
     );
     assert!(
-        sink.0
-            .lock()
-            .unwrap()
+        sink.kinds()
             .iter()
             .any(|e| matches!(e, EventKind::RecoverResult { success: false, .. }))
     );
 
     // Categories without strategies fail at once, saying none applied.
-    let sink = Arc::new(Sink::default());
+    let sink = Arc::new(Recorder::default());
     let d = policy
         .on_failure(
             &PlanStep::new("t", "test"),
@@ -413,13 +392,13 @@ async fn config_recover_selects_strategies_and_bypass_is_never_success() {
         .await;
     assert_eq!(d, RecoveryDecision::GiveUp);
     assert!(
-        matches!(&sink.0.lock().unwrap()[0], EventKind::RecoverClassified { strategy, .. } if strategy == "none")
+        matches!(&sink.kinds()[0], EventKind::RecoverClassified { strategy, .. } if strategy == "none")
     );
 }
 
 #[test]
 fn bad_recover_config_is_rejected_naming_the_step_and_the_value() {
-    let policy = RecoverPolicy::new();
+    let policy = RecoverStage::new();
     let bad = [
         (
             json!({"recover": {"strategies": ["retry-twice"]}}),
@@ -434,7 +413,7 @@ fn bad_recover_config_is_rejected_naming_the_step_and_the_value() {
     ];
     for (config, want) in bad {
         let step = PlanStep::new("s", "edit").with_config(config);
-        let e = policy.config(&step).unwrap_err();
+        let e = policy.config(&step).unwrap_err().to_string();
         assert!(e.contains("step `s`") && e.contains(want), "{e}");
     }
 }
@@ -442,7 +421,7 @@ fn bad_recover_config_is_rejected_naming_the_step_and_the_value() {
 #[tokio::test]
 async fn the_wrapper_hides_config_recover_from_strict_modules_and_prefers_the_switched_model() {
     let dir = workspace();
-    let policy = Arc::new(RecoverPolicy::new());
+    let policy = Arc::new(RecoverStage::new());
     let inner: Arc<dyn Module> = Arc::new(EditModule::new(Editor::standard()));
     let edit = policy.wrap(inner.clone());
     let step = PlanStep::new("fix", "edit").with_config(json!({
@@ -503,12 +482,12 @@ async fn switch_model_moves_an_edit_step_to_the_fallback_model_of_a_router() {
         )
         .unwrap(),
     );
-    let policy = Arc::new(RecoverPolicy::new());
+    let policy = Arc::new(RecoverStage::new());
     let edit = policy.wrap(Arc::new(
         EditModule::new(Editor::standard())
             .with_instructions(Arc::new(ModelEditor::new(Editor::standard()))),
     ));
-    let sink = Arc::new(Sink::default());
+    let sink = Arc::new(Recorder::default());
     let ctx = StepContext::standalone(dir.path())
         .with_identity("run-s", "fix", "fix average")
         .with_inputs(inspected(dir.path()))
@@ -538,7 +517,7 @@ async fn switch_model_moves_an_edit_step_to_the_fallback_model_of_a_router() {
             .contains("/ xs.len() as f64")
     );
     assert_eq!((primary.remaining(), backup.remaining()), (0, 0));
-    let events = sink.0.lock().unwrap().clone();
+    let events = sink.kinds().clone();
     assert!(events.contains(&EventKind::RecoverModelSwitch {
         from: "primary:m1".into(),
         to: "backup:m2".into()
@@ -577,9 +556,9 @@ impl Module for Flaky {
 
 #[tokio::test]
 async fn a_retried_step_that_fails_fatally_ends_its_recovery_unsuccessfully() {
-    let policy = Arc::new(RecoverPolicy::new());
+    let policy = Arc::new(RecoverStage::new());
     let module = policy.wrap(Arc::new(Flaky));
-    let sink = Arc::new(Sink::default());
+    let sink = Arc::new(Recorder::default());
     let ctx = StepContext::standalone(".")
         .with_identity("run-f", "s", "g")
         .with_events(sink.clone());
@@ -596,7 +575,7 @@ async fn a_retried_step_that_fails_fatally_ends_its_recovery_unsuccessfully() {
             .with_execution(false, 2, Arc::new(nuvira_api::NeverCancelled), None, None);
     assert!(module.run(&step, &retry).await.is_err());
     assert!(matches!(
-        sink.0.lock().unwrap().last(),
+        sink.kinds().last(),
         Some(EventKind::RecoverResult {
             success: false,
             attempts: 1,
@@ -614,18 +593,16 @@ async fn a_rollback_that_fails_when_recovery_gives_up_is_said_not_swallowed() {
         .join(".nuvira/journal/0000000000001-0000001-00000");
     std::fs::create_dir_all(&txn).unwrap();
     std::fs::write(txn.join("txn.json"), "not json").unwrap();
-    let sink = Arc::new(Sink::default());
+    let sink = Arc::new(Recorder::default());
     let ctx = StepContext::standalone(dir.path()).with_events(sink.clone());
-    let policy = RecoverPolicy::standard(Editor::standard()).rollback_on_failure(true);
+    let policy = RecoverStage::standard(Editor::standard()).rollback_on_failure(true);
     let failure = Failure::new(ErrorCategory::OutOfMemory, "killed: out of memory");
     let d = policy
         .on_failure(&PlanStep::new("test", "test"), &ctx, 1, &failure)
         .await;
     assert_eq!(d, RecoveryDecision::GiveUp);
     let reason = sink
-        .0
-        .lock()
-        .unwrap()
+        .kinds()
         .iter()
         .find_map(|k| match k {
             EventKind::EditRolledBack { reason, .. } => Some(reason.clone()),

@@ -1,30 +1,7 @@
-use nuvira_api::{
-    EventKind, EventSink, Module, ModuleKind, PlanStep, StepContext, StepInputs, StepOutput,
-    WriteSet,
-};
+use nuvira_api::{EventKind, Module, ModuleKind, PlanStep, StepContext, StepOutput, WriteSet};
 use nuvira_report::{Format, ReportModule, sample};
-use std::sync::{Arc, Mutex};
-
-/// The outputs of the steps upstream of the report step, as the engine hands them over.
-struct Upstream(Vec<(String, Arc<StepOutput>)>);
-
-impl StepInputs for Upstream {
-    fn dependency(&self, _step: &str, id: &str) -> Option<Arc<StepOutput>> {
-        self.0.iter().find(|(i, _)| i == id).map(|(_, o)| o.clone())
-    }
-    fn upstream(&self, _step: &str) -> Vec<(String, Arc<StepOutput>)> {
-        self.0.clone()
-    }
-}
-
-#[derive(Default)]
-struct Collect(Mutex<Vec<(Option<String>, EventKind)>>);
-
-impl EventSink for Collect {
-    fn emit(&self, step: Option<&str>, kind: EventKind) {
-        self.0.lock().unwrap().push((step.map(str::to_owned), kind));
-    }
-}
+use nuvira_test_support::{Recorder, Upstream};
+use std::sync::Arc;
 
 /// The successful step outputs of the passing sample run, in order.
 fn upstream() -> Upstream {
@@ -43,7 +20,7 @@ fn upstream() -> Upstream {
     )
 }
 
-fn ctx(root: &std::path::Path, sink: Arc<Collect>, dry_run: bool) -> StepContext {
+fn ctx(root: &std::path::Path, sink: Arc<Recorder>, dry_run: bool) -> StepContext {
     StepContext::standalone(root)
         .with_identity("run-9", "report", "Rename parse_config")
         .with_inputs(Arc::new(upstream()))
@@ -60,7 +37,7 @@ fn step(config: serde_json::Value) -> PlanStep {
 #[tokio::test]
 async fn a_report_step_writes_each_format_and_emits_report_generated() {
     let dir = tempfile::tempdir().unwrap();
-    let sink = Arc::new(Collect::default());
+    let sink = Arc::new(Recorder::default());
     let m = ReportModule;
     assert_eq!((m.name(), m.kind()), ("report", ModuleKind::Report));
     let st = step(
@@ -89,7 +66,7 @@ async fn a_report_step_writes_each_format_and_emits_report_generated() {
             path.display()
         );
     }
-    let events = sink.0.lock().unwrap();
+    let events = sink.events();
     let generated: Vec<_> = events
         .iter()
         .filter_map(|(s, k)| match k {
@@ -118,7 +95,7 @@ async fn a_report_step_writes_each_format_and_emits_report_generated() {
 #[tokio::test]
 async fn the_default_is_json_under_dot_nuvira_and_a_dry_run_writes_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let sink = Arc::new(Collect::default());
+    let sink = Arc::new(Recorder::default());
     ReportModule
         .run(
             &step(serde_json::Value::Null),
@@ -171,7 +148,7 @@ async fn a_symlinked_output_dir_leading_outside_is_refused() {
     let err = ReportModule
         .run(
             &step(serde_json::json!({ "output_dir": "link" })),
-            &ctx(dir.path(), Arc::new(Collect::default()), false),
+            &ctx(dir.path(), Arc::new(Recorder::default()), false),
         )
         .await
         .unwrap_err();
@@ -196,7 +173,7 @@ async fn a_report_step_draws_the_edges_between_its_upstream_steps_from_the_plan(
     let plan = sample_plan();
     let st = step(serde_json::json!({ "formats": ["json"] }));
     let with_plan =
-        ctx(dir.path(), Arc::new(Collect::default()), true).with_plan(Some(plan.clone()));
+        ctx(dir.path(), Arc::new(Recorder::default()), true).with_plan(Some(plan.clone()));
     let StepOutput::Report(report) = ReportModule.run(&st, &with_plan).await.unwrap() else {
         panic!("not a report")
     };
@@ -224,7 +201,7 @@ async fn a_report_step_draws_the_edges_between_its_upstream_steps_from_the_plan(
     );
     // Without the plan the same step knows no edges.
     let StepOutput::Report(plain) = ReportModule
-        .run(&st, &ctx(dir.path(), Arc::new(Collect::default()), true))
+        .run(&st, &ctx(dir.path(), Arc::new(Recorder::default()), true))
         .await
         .unwrap()
     else {

@@ -1,10 +1,12 @@
 //! The `test` and `execute` modules on the small real projects, in both sandboxes.
 
-use super::common::{Recorder, docker, project, pytest_ready};
+use super::common::{docker, project};
 use nuvira_api::{
     ErrorCategory, EventKind, Module, ModuleError, PlanStep, StepContext, StepOutput, TestResult,
 };
 use nuvira_runner::{ExecuteModule, TestModule};
+use nuvira_test_support::Recorder;
+use nuvira_test_support::env::{Requirement, pytest_ready, require};
 use serde_json::{Value, json};
 use std::sync::Arc;
 
@@ -64,8 +66,8 @@ fn check_events(events: &Recorder, failures: usize) -> Option<String> {
         "{names:?}"
     );
     assert_eq!(names.last(), Some(&"test:completed"), "{names:?}");
-    events.0.lock().unwrap().iter().find_map(|e| match e {
-        EventKind::TestSandboxCreated { container_id, .. } => container_id.clone(),
+    events.kinds().into_iter().find_map(|e| match e {
+        EventKind::TestSandboxCreated { container_id, .. } => container_id,
         _ => None,
     })
 }
@@ -298,17 +300,13 @@ fn vitest_project() -> Option<std::path::PathBuf> {
             ))
         }
     });
-    match ready {
-        Ok(()) => Some(dir),
-        Err(e) => {
-            assert!(
-                std::env::var("NUVIRA_REQUIRE_NODE").as_deref() != Ok("1"),
-                "NUVIRA_REQUIRE_NODE=1 but the vitest project cannot be installed: {e}"
-            );
-            eprintln!("SKIPPED (vitest): {e}");
-            None
-        }
-    }
+    require(
+        Requirement::Node,
+        ready
+            .as_ref()
+            .map(|_| dir)
+            .map_err(|e| format!("the vitest project cannot be installed: {e}")),
+    )
 }
 
 fn check_vitest_result(t: &TestResult) {

@@ -1,8 +1,9 @@
 //! The Docker sandbox against a real engine: limits, network, timeouts, OOM, hardening.
 //! Skipped (with the reason printed) when no engine answers, unless NUVIRA_REQUIRE_DOCKER=1.
 
-use super::common::{Trigger, docker};
+use super::common::docker;
 use nuvira_api::{NetworkMode, NeverCancelled, Sandbox, SandboxError, SandboxRequest};
+use nuvira_test_support::Trigger;
 use std::path::Path;
 use std::time::{Duration, Instant};
 

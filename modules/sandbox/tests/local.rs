@@ -1,9 +1,10 @@
 //! The local sandbox: process-group kill at the timeout and on cancellation, what the copy
 //! holds, and that the original workspace is never touched.
 
-use super::common::{Trigger, process_is_dead};
 use nuvira_api::{NeverCancelled, Sandbox, SandboxError, SandboxRequest};
 use nuvira_sandbox::LocalSandbox;
+use nuvira_test_support::Trigger;
+use nuvira_test_support::env::process_is_dead;
 use std::path::Path;
 use std::time::{Duration, Instant};
 

@@ -6,8 +6,9 @@
 #[allow(dead_code)]
 mod common;
 
-use common::{Trigger, docker};
+use common::docker;
 use nuvira_api::{NeverCancelled, Sandbox, SandboxError, SandboxRequest};
+use nuvira_test_support::Trigger;
 use std::time::Duration;
 
 const BUSYBOX: &str = "nuvira-busybox:latest";

@@ -3,20 +3,12 @@
 
 use crate::support::{ScriptedLlm, Upstream, edit};
 use nuvira_api::{
-    CheckStatus, EditResult, ErrorCategory, EventKind, EventSink, LlmClient, Module, ModuleError,
-    ModuleKind, PlanStep, StepContext, StepOutput, TestResult, WriteSet, async_trait,
+    CheckStatus, EditResult, ErrorCategory, EventKind, LlmClient, Module, ModuleError, ModuleKind,
+    PlanStep, StepContext, StepOutput, TestResult, WriteSet, async_trait,
 };
+use nuvira_test_support::Recorder;
 use nuvira_verify::{CheckInput, CheckOutcome, VerifyCheck, VerifyModule};
-use std::sync::{Arc, Mutex};
-
-#[derive(Default)]
-struct Collect(Mutex<Vec<EventKind>>);
-
-impl EventSink for Collect {
-    fn emit(&self, _step: Option<&str>, kind: EventKind) {
-        self.0.lock().unwrap().push(kind);
-    }
-}
+use std::sync::Arc;
 
 fn passing_tests() -> TestResult {
     serde_json::from_value(serde_json::json!({
@@ -30,7 +22,7 @@ fn context(
     root: &std::path::Path,
     changes: Vec<nuvira_api::FileChange>,
     llm: Option<Arc<dyn LlmClient>>,
-    sink: Arc<Collect>,
+    sink: Arc<Recorder>,
 ) -> StepContext {
     let mut edit_result = EditResult::default();
     edit_result.preview.changes = changes;
@@ -59,7 +51,7 @@ async fn a_clean_change_passes_every_check_and_emits_events_in_order() {
     let llm: Arc<dyn LlmClient> = ScriptedLlm::texts(&[
         r#"{"aligned": true, "score": 0.9, "reasons": ["renamed"], "suggestions": []}"#,
     ]);
-    let sink = Arc::new(Collect::default());
+    let sink = Arc::new(Recorder::default());
     let ctx = context(dir.path(), changes, Some(llm), sink.clone());
     let module = VerifyModule::default();
     assert_eq!(module.name(), "verify");
@@ -86,7 +78,7 @@ async fn a_clean_change_passes_every_check_and_emits_events_in_order() {
             ("goal-alignment", CheckStatus::Passed),
         ]
     );
-    let events = sink.0.lock().unwrap();
+    let events = sink.kinds();
     let kinds: Vec<&str> = events.iter().map(EventKind::name).collect();
     assert_eq!(
         kinds,
@@ -111,7 +103,7 @@ async fn blockers_fail_the_step_recoverably_with_the_result_attached() {
         "pub fn parse_config() {}\n",
         "pub fn load_config( {}\nconst KEY: &str = \"AKIAIOSFODNN7EXAMPLE\";\n",
     )];
-    let sink = Arc::new(Collect::default());
+    let sink = Arc::new(Recorder::default());
     let ctx = context(dir.path(), changes, None, sink.clone());
     let step =
         PlanStep::new("verify", "verify").with_config(serde_json::json!({ "strictness": "low" }));
@@ -159,7 +151,7 @@ async fn blockers_fail_the_step_recoverably_with_the_result_attached() {
             .iter()
             .any(|s| s.starts_with("goal-alignment did not run"))
     );
-    let events = sink.0.lock().unwrap();
+    let events = sink.kinds();
     assert!(matches!(
         events.last(),
         Some(EventKind::VerifyCompleted {
@@ -213,7 +205,7 @@ async fn custom_checks_and_lint_commands_run_when_configured() {
         "",
         "pub fn f() { todo!() }\n",
     )];
-    let ctx = context(dir.path(), changes, None, Arc::new(Collect::default()));
+    let ctx = context(dir.path(), changes, None, Arc::new(Recorder::default()));
     let module = VerifyModule::default().with_check(Arc::new(NoTodo));
     let step = PlanStep::new("v", "verify").with_config(serde_json::json!({
         "checks": ["no-todo", "lint"], "lint": ["true", "echo 'warning: x'"], "lint_timeout": "30s"

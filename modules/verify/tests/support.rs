@@ -1,8 +1,7 @@
 //! Shared helpers: real diffs (made with `similar`), files on disk, a scripted model.
 
 use nuvira_api::{
-    ChangeKind, FileChange, LlmClient, LlmError, LlmRequest, LlmResponse, StepInputs, StepOutput,
-    async_trait,
+    ChangeKind, FileChange, LlmClient, LlmError, LlmRequest, LlmResponse, async_trait,
 };
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -89,14 +88,4 @@ impl LlmClient for ScriptedLlm {
     }
 }
 
-/// Upstream outputs for a step, in order.
-pub struct Upstream(pub Vec<(String, Arc<StepOutput>)>);
-
-impl StepInputs for Upstream {
-    fn dependency(&self, _step: &str, id: &str) -> Option<Arc<StepOutput>> {
-        self.0.iter().find(|(i, _)| i == id).map(|(_, o)| o.clone())
-    }
-    fn upstream(&self, _step: &str) -> Vec<(String, Arc<StepOutput>)> {
-        self.0.clone()
-    }
-}
+pub use nuvira_test_support::Upstream;

@@ -1,13 +1,17 @@
 //! Scenario tests: each `scenarios/NNN_name/` holds `input/` (the workspace before),
 //! `request.yaml` (`edits:`, a list of edit entries applied in order) and either `expected/`
 //! (the whole workspace after, compared as a tree) or `expected_error.txt` (every line must
-//! appear in the error message of the batch). Inputs are real files from published crates and
+//! appear in the error message of the batch): the format of
+//! `nuvira_test_support::scenario`, which runs them. Inputs are real files from published crates and
 //! npm packages where that matters (see modules/syntax/tests/fixtures/README.md).
 
 #![allow(clippy::expect_used, clippy::unwrap_used, reason = "test harness")]
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use nuvira_api::{EditEntry, EditError, FileView};
+use nuvira_test_support::scenario::{
+    self, Expected, Scenario, Tree, compare_trees, contains_lines, read_tree,
+};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -42,29 +46,6 @@ impl FileView for MemView {
     }
 }
 
-fn read_tree(root: &Path) -> Result<BTreeMap<String, String>> {
-    fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<String, String>) -> Result<()> {
-        for entry in std::fs::read_dir(dir)? {
-            let path = entry?.path();
-            if path.is_dir() {
-                walk(root, &path, out)?;
-            } else if path.file_name().is_some_and(|n| n != ".gitkeep") {
-                let rel = path
-                    .strip_prefix(root)?
-                    .to_string_lossy()
-                    .replace('\\', "/");
-                out.insert(rel, std::fs::read_to_string(&path)?);
-            }
-        }
-        Ok(())
-    }
-    let mut out = BTreeMap::new();
-    if root.exists() {
-        walk(root, root, &mut out)?;
-    }
-    Ok(out)
-}
-
 #[derive(serde::Deserialize)]
 struct Request {
     edits: Vec<EditEntry>,
@@ -83,29 +64,33 @@ fn apply_all(edits: &[EditEntry], view: &mut MemView) -> Result<(), EditError> {
     Ok(())
 }
 
-fn run(dir: &Path) -> Result<()> {
-    let request: Request =
-        serde_yaml_ng::from_str(&std::fs::read_to_string(dir.join("request.yaml"))?)
-            .context("request.yaml")?;
-    let input = read_tree(&dir.join("input"))?;
+/// The tree as text (every scenario file is UTF-8).
+fn text_tree(tree: Tree) -> BTreeMap<String, String> {
+    tree.into_iter()
+        .map(|(path, bytes)| {
+            (
+                path,
+                String::from_utf8(bytes).expect("a UTF-8 scenario file"),
+            )
+        })
+        .collect()
+}
+
+fn run(scenario: &Scenario) -> Result<()> {
+    let request: Request = scenario.request();
+    let input = text_tree(read_tree(&scenario.input()));
     let mut view = MemView(input.clone());
     let outcome = apply_all(&request.edits, &mut view);
-    let error_file = dir.join("expected_error.txt");
-    if error_file.exists() {
-        let Err(err) = outcome else {
-            bail!("expected an error, but the edits applied");
-        };
-        let shown = err.to_string();
-        for want in std::fs::read_to_string(error_file)?
-            .lines()
-            .filter(|l| !l.is_empty())
-        {
-            if !shown.contains(want) {
-                bail!("the error does not mention `{want}`:\n{shown}");
-            }
+    let expected = match scenario.expected() {
+        Expected::Error(lines) => {
+            let Err(err) = outcome else {
+                bail!("expected an error, but the edits applied");
+            };
+            contains_lines(&err.to_string(), &lines, "error").map_err(anyhow::Error::msg)?;
+            return Ok(());
         }
-        return Ok(());
-    }
+        Expected::Tree(tree) => tree,
+    };
     if let Err(err) = outcome {
         bail!("edits failed: {err}");
     }
@@ -121,64 +106,27 @@ fn run(dir: &Path) -> Result<()> {
             );
         }
     }
-    let expected = read_tree(&dir.join("expected"))?;
-    let got_paths: Vec<&String> = view.0.keys().collect();
-    let want_paths: Vec<&String> = expected.keys().collect();
-    if got_paths != want_paths {
-        bail!("files differ: got {got_paths:?}, expected {want_paths:?}");
-    }
-    for (path, want) in &expected {
-        let got = &view.0[path];
-        if got != want {
-            let diff = similar::TextDiff::from_lines(want, got)
-                .unified_diff()
-                .header("expected", "got")
-                .to_string();
-            bail!("{path} differs:\n{diff}");
-        }
-    }
-    Ok(())
+    let got: Tree = view
+        .0
+        .into_iter()
+        .map(|(path, text)| (path, text.into_bytes()))
+        .collect();
+    compare_trees(&got, &expected).map_err(anyhow::Error::msg)
 }
 
 #[test]
 fn scenarios() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/scenarios");
-    let mut dirs: Vec<_> = std::fs::read_dir(&root)
-        .expect("scenarios folder")
-        .map(|e| e.expect("entry").path())
-        .filter(|p| p.is_dir())
-        .collect();
-    dirs.sort();
-    assert!(dirs.len() >= 30, "scenarios are missing: {}", dirs.len());
-    let only = std::env::var("SCENARIO").ok();
-    let mut failures = Vec::new();
-    for dir in &dirs {
-        let name = dir.file_name().unwrap().to_string_lossy().into_owned();
-        if only.as_deref().is_some_and(|o| !name.contains(o)) {
-            continue;
-        }
-        if let Err(e) = run(dir) {
-            failures.push(format!("--- {name}: {e:#}"));
-        }
-    }
-    assert!(
-        failures.is_empty(),
-        "{} scenario(s) failed:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    scenario::run(&root, 30, |s| run(s).map_err(|e| format!("{e:#}")));
 }
 
 #[test]
 fn every_builtin_strategy_has_success_and_failure_scenarios() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/scenarios");
     let mut seen: BTreeMap<String, (bool, bool)> = BTreeMap::new();
-    for dir in std::fs::read_dir(&root).unwrap() {
-        let dir = dir.unwrap().path();
-        let request: Request =
-            serde_yaml_ng::from_str(&std::fs::read_to_string(dir.join("request.yaml")).unwrap())
-                .unwrap();
-        let fails = dir.join("expected_error.txt").exists();
+    for s in scenario::scenarios(&root) {
+        let request: Request = s.request();
+        let fails = s.expects_error();
         for e in request.edits {
             let s = seen.entry(e.strategy).or_default();
             if fails { s.1 = true } else { s.0 = true }

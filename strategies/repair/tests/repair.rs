@@ -2,12 +2,13 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use nuvira_api::{
-    ErrorCategory, EventKind, EventSink, Failure, LlmClient, LlmError, LlmRequest, LlmResponse,
-    PlanStep, RecoveryDecision, StepContext, StepOutput, TestFailure, TestResult, async_trait,
+    ErrorCategory, EventKind, Failure, LlmClient, LlmError, LlmRequest, LlmResponse, PlanStep,
+    RecoveryDecision, StepContext, StepOutput, TestFailure, TestResult, async_trait,
 };
 use nuvira_repair_strategies::*;
+use nuvira_test_support::Recorder;
 use serde_json::json;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 fn fixture(name: &str) -> String {
@@ -150,14 +151,6 @@ fn secrets_are_redacted_from_evidence_and_feedback() {
 }
 
 // ---- strategies ----
-
-#[derive(Default)]
-struct Sink(Mutex<Vec<EventKind>>);
-impl EventSink for Sink {
-    fn emit(&self, _step: Option<&str>, kind: EventKind) {
-        self.0.lock().unwrap().push(kind);
-    }
-}
 
 struct Models {
     models: Vec<String>,
@@ -335,7 +328,7 @@ async fn split_makes_chained_sub_steps_from_sentences_or_edits() {
 
 #[tokio::test]
 async fn switch_model_skips_open_circuits_and_tried_models_and_announces_the_switch() {
-    let sink = Arc::new(Sink::default());
+    let sink = Arc::new(Recorder::default());
     let llm = Arc::new(Models {
         models: vec!["openai:a".into(), "openai:b".into(), "anthropic:c".into()],
         open: vec!["openai:b".into()],
@@ -354,7 +347,7 @@ async fn switch_model_skips_open_circuits_and_tried_models_and_announces_the_swi
     };
     assert_eq!(preferred_model(&step), Some("anthropic:c"));
     assert_eq!(
-        sink.0.lock().unwrap().as_slice(),
+        sink.kinds().as_slice(),
         [EventKind::RecoverModelSwitch {
             from: "openai:a".into(),
             to: "anthropic:c".into()

@@ -3,7 +3,8 @@
 use crate::support::{Reply, Server, fixture};
 use crate::{ask, assert_no_key, openai_config, quick_retry};
 use nuvira_api::{ChatMessage, LlmClient, LlmError, LlmRequest};
-use nuvira_llm::{BreakerPolicy, BreakerState, HttpLlm, RetryPolicy};
+use nuvira_llm::{BreakerPolicy, BreakerState, HttpLlm, ManualClock, RetryPolicy};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 #[tokio::test]
@@ -157,8 +158,9 @@ async fn an_oversized_request_is_refused_before_sending() {
 
 #[tokio::test]
 async fn the_breaker_opens_fails_fast_then_half_opens_after_the_cool_down() {
-    // Long enough that a stall of the test machine does not end it before the asserts.
-    let cool_down = Duration::from_millis(800);
+    // The breaker's clock moves only when the test says so.
+    let clock = Arc::new(ManualClock::new());
+    let cool_down = Duration::from_secs(30);
     let server = Server::start(vec![
         Reply::status(500, fixture("openai_500.json")),
         Reply::status(503, fixture("openai_500.json")),
@@ -172,7 +174,7 @@ async fn the_breaker_opens_fails_fast_then_half_opens_after_the_cool_down() {
     let cfg = openai_config(&server)
         .with_retry(RetryPolicy::never())
         .with_breaker(BreakerPolicy::new(2, cool_down));
-    let llm = HttpLlm::new(cfg).unwrap();
+    let llm = HttpLlm::new(cfg).unwrap().with_breaker_clock(clock.clone());
     for _ in 0..2 {
         assert!(matches!(
             llm.complete(&ask("hi")).await,
@@ -185,8 +187,9 @@ async fn the_breaker_opens_fails_fast_then_half_opens_after_the_cool_down() {
     assert_eq!(e, LlmError::CircuitOpen("openai:gpt-4.1".into()));
     assert_eq!(server.requests().len(), 2, "an open breaker sends nothing");
 
-    // Scripted timing: the cool-down is the feature under test.
-    tokio::time::sleep(cool_down).await;
+    clock.advance(cool_down - Duration::from_millis(1));
+    assert_eq!(llm.breaker().state(), BreakerState::Open);
+    clock.advance(Duration::from_millis(1));
     assert_eq!(llm.breaker().state(), BreakerState::HalfOpen);
     assert!(llm.open_circuits().is_empty());
     assert!(matches!(
@@ -200,7 +203,7 @@ async fn the_breaker_opens_fails_fast_then_half_opens_after_the_cool_down() {
         Err(LlmError::CircuitOpen(_))
     ));
 
-    tokio::time::sleep(cool_down).await;
+    clock.advance(cool_down);
     llm.complete(&ask("hi")).await.unwrap();
     assert_eq!(llm.breaker().state(), BreakerState::Closed);
     llm.complete(&ask("hi")).await.unwrap();

@@ -1,0 +1,135 @@
+//! "Skip or fail": what a test needs from the machine.
+//!
+//! A test that needs Docker, pytest, Chromium or Node skips (printing why) when the machine
+//! lacks it, unless its `NUVIRA_REQUIRE_*` variable is `1` (CI sets them), which makes the
+//! lack a failure: a CI machine that lost its Docker engine must not pass by skipping.
+
+use std::fmt::Display;
+use std::path::PathBuf;
+
+/// Something a test may need from the machine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Requirement {
+    /// A Docker engine with the nuvira images (`NUVIRA_REQUIRE_DOCKER`).
+    Docker,
+    /// `python3` with pytest (`NUVIRA_REQUIRE_PYTEST`).
+    Pytest,
+    /// A Chromium on `PATH` (`NUVIRA_REQUIRE_CHROMIUM`).
+    Chromium,
+    /// Node with npm (`NUVIRA_REQUIRE_NODE`).
+    Node,
+}
+
+impl Requirement {
+    /// The variable that makes a missing requirement a failure.
+    pub fn variable(self) -> &'static str {
+        match self {
+            Self::Docker => "NUVIRA_REQUIRE_DOCKER",
+            Self::Pytest => "NUVIRA_REQUIRE_PYTEST",
+            Self::Chromium => "NUVIRA_REQUIRE_CHROMIUM",
+            Self::Node => "NUVIRA_REQUIRE_NODE",
+        }
+    }
+
+    /// How to get it.
+    pub fn hint(self) -> &'static str {
+        match self {
+            Self::Docker => "run scripts/docker-up.sh",
+            Self::Pytest => "python3 -m pip install pytest",
+            Self::Chromium => "apt-get install -y chromium",
+            Self::Node => "install node and npm",
+        }
+    }
+
+    /// Whether its variable is set to `1`.
+    pub fn is_required(self) -> bool {
+        std::env::var(self.variable()).as_deref() == Ok("1")
+    }
+}
+
+/// `Some(value)` when the requirement is met; otherwise `None` after printing that the test
+/// is skipped and why.
+///
+/// # Panics
+/// When the requirement is not met and its variable is `1`.
+pub fn require<T, E: Display>(what: Requirement, found: Result<T, E>) -> Option<T> {
+    match found {
+        Ok(v) => Some(v),
+        Err(why) => {
+            assert!(
+                !what.is_required(),
+                "{}=1 but {why} ({})",
+                what.variable(),
+                what.hint()
+            );
+            eprintln!(
+                "SKIPPED: {why} ({}; set {}=1 to make this a failure)",
+                what.hint(),
+                what.variable()
+            );
+            None
+        }
+    }
+}
+
+/// Whether pytest can run here (see [`require`]).
+///
+/// # Panics
+/// Without pytest when `NUVIRA_REQUIRE_PYTEST=1`.
+pub fn pytest_ready() -> bool {
+    let ok = std::process::Command::new("python3")
+        .args(["-c", "import pytest"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    require(
+        Requirement::Pytest,
+        if ok {
+            Ok(())
+        } else {
+            Err("pytest is not installed")
+        },
+    )
+    .is_some()
+}
+
+/// A Chromium (`chromium`, `chromium-browser` or `google-chrome` on `PATH`), or `None` after
+/// printing why the test is skipped (see [`require`]).
+///
+/// # Panics
+/// Without one when `NUVIRA_REQUIRE_CHROMIUM=1`.
+pub fn chromium() -> Option<PathBuf> {
+    let found = std::env::var_os("PATH").and_then(|path| {
+        ["chromium", "chromium-browser", "google-chrome"]
+            .iter()
+            .flat_map(|name| std::env::split_paths(&path).map(move |d| d.join(name)))
+            .find(|p| p.is_file())
+    });
+    require(Requirement::Chromium, found.ok_or("no chromium on PATH"))
+}
+
+/// Whether a process is gone, or a zombie waiting to be reaped: dead either way.
+fn is_dead(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
+    }
+}
+
+/// Whether a process that was sent SIGKILL is dead within 5 s. A signal is delivered
+/// asynchronously: right after `kill` returns the target may not have exited yet, and there is
+/// nothing to wait on for a process that is not our child, so this polls `/proc` (Linux).
+pub fn process_is_dead(pid: i32) -> bool {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        if is_dead(pid) {
+            return true;
+        }
+        if std::time::Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
