@@ -273,6 +273,17 @@ pub enum Severity {
     Error,
 }
 
+impl Severity {
+    /// The lowercase name (`info`, `warning`, `error`), as serialized.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Info => "info",
+            Self::Warning => "warning",
+            Self::Error => "error",
+        }
+    }
+}
+
 /// A secret or dangerous pattern introduced by an edit.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]

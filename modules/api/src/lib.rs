@@ -38,8 +38,10 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod config;
 pub mod duration;
 pub mod edit;
+pub mod engine;
 pub mod event;
 pub mod inspect;
 pub mod llm;
@@ -52,6 +54,7 @@ pub mod test;
 pub mod verify;
 
 pub use async_trait::async_trait;
+pub use config::ConfigError;
 pub use edit::{
     ChangeKind, EditEntry, EditError, EditPreview, EditResult, EditStrategy, EditValidation,
     EstimatedImpact, FileChange, FileView, SecurityWarning, Severity, SkippedChange,
@@ -60,12 +63,13 @@ pub use event::{Event, EventKind, EventSink, NullSink};
 pub use inspect::{Artifact, InspectionResult, InspectionStats, Symbol};
 pub use llm::{ChatMessage, LlmClient, LlmError, LlmRequest, LlmResponse, Role, TokenUsage};
 pub use module::{
-    CancelSignal, ErrorCategory, Failure, Module, ModuleError, ModuleKind, NeverCancelled, RunInfo,
-    RunScope, StepContext, StepInputs, StepOutput, WriteSet,
+    CancelSignal, ErrorCategory, Failure, Module, ModuleError, ModuleKind, NeverCancelled,
+    StepContext, StepInputs, StepOutput, WriteSet,
 };
 pub use plan::{Complexity, ExecutionPlan, PlanError, PlanRequest, PlanStep, Planner};
 pub use repair::{
-    RecoveryDecision, RecoveryPolicy, RepairAttempt, RepairBudget, RepairOutcome, RepairResult,
+    Classification, RecoveryDecision, RecoveryPolicy, RepairAttempt, RepairBudget, RepairInput,
+    RepairOutcome, RepairResult, RepairStrategy,
 };
 pub use report::{ExecutionReport, RunStatus, StepRecord, StepStatus};
 pub use syntax::{SyntaxChecker, SyntaxDiagnostic, SyntaxReport};
@@ -73,4 +77,4 @@ pub use test::{
     CommandOutput, NetworkMode, ResourceLimits, Sandbox, SandboxError, SandboxInfo, SandboxOutcome,
     SandboxRequest, TestFailure, TestResult,
 };
-pub use verify::{CheckStatus, VerificationCheck, VerificationResult};
+pub use verify::{CheckFinding, CheckStatus, VerificationCheck, VerificationResult};

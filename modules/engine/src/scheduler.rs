@@ -32,10 +32,10 @@
 use crate::events::{EMPTY_OUTPUT, EventBus, Phase};
 use crate::validate::ValidatedPlan;
 use futures::FutureExt;
+use nuvira_api::engine::{RunInfo, RunScope, StepContextBuilder};
 use nuvira_api::{
-    CancelSignal, ErrorCategory, EventKind, Failure, LlmClient, Module, ModuleError, ModuleKind,
-    PlanStep, RunInfo, RunScope, RunStatus, StepContext, StepInputs, StepOutput, WriteSet,
-    async_trait, report::StepStatus,
+    CancelSignal, ErrorCategory, EventKind, Failure, LlmClient, Module, ModuleError, PlanStep,
+    RunStatus, StepContext, StepInputs, StepOutput, WriteSet, async_trait, report::StepStatus,
 };
 use std::collections::VecDeque;
 use std::future::Future;
@@ -952,9 +952,9 @@ impl Dispatcher {
 async fn run_step(shared: Arc<Shared>, idx: usize) -> Done {
     let started = Instant::now();
     let module = &shared.modules[idx];
-    if shared.opts.dry_run && matches!(module.kind(), ModuleKind::Test | ModuleKind::Execute) {
+    if shared.opts.dry_run && !module.kind().runs_in_dry_run() {
         // A dry run changes nothing and runs nothing: tests and commands would only see the
-        // unchanged workspace.
+        // unchanged workspace (see `ModuleKind`).
         shared.outputs.set(
             idx,
             StepOutput::Value(serde_json::json!({
@@ -999,16 +999,16 @@ fn step_context(
     attempt: u32,
     feedback: Option<String>,
 ) -> StepContext {
-    let ctx = StepContext::for_step(shared.clone(), idx);
-    let ctx = match shared.step(idx).timeout.or(shared.opts.default_timeout) {
-        Some(t) => ctx.with_deadline(Some(Instant::now() + t)),
-        None => ctx,
-    };
-    if attempt == 1 && feedback.is_none() {
-        ctx
-    } else {
-        ctx.with_attempt(attempt).with_feedback(feedback)
-    }
+    let deadline = shared
+        .step(idx)
+        .timeout
+        .or(shared.opts.default_timeout)
+        .map(|t| Instant::now() + t);
+    StepContextBuilder::in_scope(shared.clone(), idx)
+        .deadline(deadline)
+        .attempt(attempt)
+        .feedback(feedback)
+        .build()
 }
 
 /// A module's future, as `async_trait` boxes it.
@@ -1221,13 +1221,13 @@ async fn run_split(
             },
         );
         let started = Instant::now();
-        let ctx = parent_ctx
-            .clone()
-            .with_step_id(sub_id)
-            .with_inputs(Arc::new(SplitInputs {
+        let ctx = StepContextBuilder::from_context(parent_ctx.clone())
+            .step_id(sub_id)
+            .inputs(Arc::new(SplitInputs {
                 outputs: shared.outputs.clone(),
                 idx,
-            }));
+            }))
+            .build();
         match module.run(sub, &ctx).await.map(Arc::new) {
             Ok(out) => {
                 shared.info.events.emit(

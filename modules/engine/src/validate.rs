@@ -29,7 +29,7 @@
 //! Nothing recurses, so a chain or cycle of a million steps does not overflow the stack.
 
 use crate::registry::ModuleRegistry;
-use nuvira_api::{ExecutionPlan, ModuleKind};
+use nuvira_api::ExecutionPlan;
 use serde::Serialize;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt;
@@ -299,19 +299,15 @@ pub fn validate(
         match registry {
             Some(reg) => match reg.get(&step.module) {
                 Some(module) => {
-                    output_by_kind[i] =
-                        matches!(module.kind(), ModuleKind::Verify | ModuleKind::Report);
-                    if let Err(msg) = module.validate(step) {
-                        let prefix = format!("step `{}`", step.id);
-                        let msg = msg
-                            .strip_prefix(&prefix)
-                            .map(|m| m.trim_start_matches(':').trim_start())
-                            .unwrap_or(&msg);
+                    output_by_kind[i] = module.kind().is_default_output();
+                    if let Err(e) = module.validate(step) {
+                        // The error's message, without its step: the problem names the step
+                        // and its module itself.
                         problems.push(
                             Problem::new(
                                 ProblemKind::InvalidConfig,
                                 vec![step.id.clone()],
-                                format!("step `{}` ({}): {msg}", step.id, step.module),
+                                format!("step `{}` ({}): {}", step.id, step.module, e.message),
                             )
                             .at(i),
                         );

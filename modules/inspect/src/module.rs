@@ -2,8 +2,8 @@
 
 use crate::{Hooks, InspectError, InspectOptions, classify, inspect};
 use nuvira_api::{
-    ErrorCategory, EventKind, Module, ModuleError, ModuleKind, PlanStep, StepContext, StepOutput,
-    WriteSet, async_trait,
+    ConfigError, ErrorCategory, EventKind, Module, ModuleError, ModuleKind, PlanStep, StepContext,
+    StepOutput, WriteSet, async_trait,
 };
 use serde::Deserialize;
 use std::sync::Arc;
@@ -39,42 +39,39 @@ impl StepConfig {
     /// Reads and checks a step's config (`null` means all defaults).
     ///
     /// # Errors
-    /// A message naming the step and the bad key, or the step, index and path of a `paths`
-    /// entry that leaves the workspace or points into `.git/`/`.nuvira/` (checked lexically,
-    /// see [`check_path`](crate::check_path)).
-    pub fn from_step(step: &PlanStep) -> Result<Self, String> {
-        let config: Self = if step.config.is_null() {
-            Self::default()
-        } else {
-            serde_json::from_value(step.config.clone()).map_err(|e| {
-                let e = e.to_string();
+    /// A [`ConfigError`] naming the step and the bad key, or the step, index and path of a
+    /// `paths` entry that leaves the workspace or points into `.git/`/`.nuvira/` (checked
+    /// lexically, see [`check_path`](crate::check_path)).
+    pub fn from_step(step: &PlanStep) -> Result<Self, ConfigError> {
+        let config: Self = step.config_as().map_err(|e| {
+            e.map_message(|e| {
                 // serde lists the keys itself for an unknown one; say them once.
                 let keys = if e.contains("expected one of") {
                     ""
                 } else {
                     " (expected keys: keywords, max_files, paths, max_file_bytes)"
                 };
-                format!("step `{}`: invalid inspect config: {e}{keys}", step.id)
-            })?
-        };
+                format!("invalid inspect config: {e}{keys}")
+            })
+        })?;
         if config.max_files == Some(0) {
-            return Err(format!(
-                "step `{}`: `max_files` must be at least 1",
-                step.id
-            ));
+            return Err(
+                ConfigError::new(&step.id, "`max_files` must be at least 1").at("max_files")
+            );
         }
         if config.max_file_bytes == Some(0) {
-            return Err(format!(
-                "step `{}`: `max_file_bytes` must be at least 1",
-                step.id
-            ));
+            return Err(
+                ConfigError::new(&step.id, "`max_file_bytes` must be at least 1")
+                    .at("max_file_bytes"),
+            );
         }
         for (i, path) in config.paths.iter().enumerate() {
             crate::check_path(path).map_err(|why| {
-                format!(
-                    "step `{}`: `paths[{i}]` `{path}` is rejected: {why}",
-                    step.id
+                ConfigError::new(
+                    &step.id,
+                    format!("`paths[{i}]` `{path}` is rejected: {why}"),
                 )
+                .at(format!("paths[{i}]"))
             })?;
         }
         Ok(config)
@@ -127,12 +124,12 @@ impl Module for InspectModule {
         WriteSet::ReadOnly
     }
 
-    fn validate(&self, step: &PlanStep) -> Result<(), String> {
+    fn validate(&self, step: &PlanStep) -> Result<(), ConfigError> {
         StepConfig::from_step(step).map(|_| ())
     }
 
     async fn run(&self, step: &PlanStep, ctx: &StepContext) -> Result<StepOutput, ModuleError> {
-        let config = StepConfig::from_step(step).map_err(ModuleError::invalid_config)?;
+        let config = StepConfig::from_step(step)?;
         let mut options = config.options();
         let (max_files, content_files) = (options.max_files, options.content_files);
         let llm = ctx.llm().cloned();

@@ -1,9 +1,9 @@
 //! [`RecoverPolicy`]: the engine's recovery policy — classify, pick a strategy, keep the budget.
 
 use nuvira_api::{
-    ErrorCategory, EventKind, Failure, LlmClient, LlmError, LlmRequest, LlmResponse, Module,
-    ModuleError, ModuleKind, PlanStep, RecoveryDecision, RecoveryPolicy, RepairBudget, StepContext,
-    StepOutput, WriteSet, async_trait,
+    ConfigError, ErrorCategory, EventKind, Failure, LlmClient, LlmError, LlmRequest, LlmResponse,
+    Module, ModuleError, ModuleKind, PlanStep, RecoveryDecision, RecoveryPolicy, RepairBudget,
+    StepContext, StepOutput, WriteSet, async_trait,
 };
 use nuvira_edit::nuvira_workspace::{Journal, OnChanged, Workspace};
 use nuvira_repair_strategies::{
@@ -177,27 +177,26 @@ impl RecoverPolicy {
     /// `max_attempts` at least 1.
     ///
     /// # Errors
-    /// A message naming the step and the bad value.
-    pub fn config(&self, step: &PlanStep) -> Result<RecoverConfig, String> {
+    /// A [`ConfigError`] naming the step and the bad value.
+    pub fn config(&self, step: &PlanStep) -> Result<RecoverConfig, ConfigError> {
         let Some(v) = step.config_value("recover") else {
             return Ok(RecoverConfig::default());
         };
+        let err = |message: String| ConfigError::new(&step.id, message).at("recover");
         let cfg: RecoverConfig = serde_json::from_value(v.clone()).map_err(|e| {
-            format!(
-                "step `{}`: config.recover: {e} (keys: strategies, max_attempts, rollback_on_failure)",
-                step.id
-            )
+            err(format!(
+                "config.recover: {e} (keys: strategies, max_attempts, rollback_on_failure)"
+            ))
         })?;
         let known = self.strategy_names().join(", ");
-        let check = |names: &[String]| -> Result<(), String> {
+        let check = |names: &[String]| -> Result<(), ConfigError> {
             match names
                 .iter()
                 .find(|n| !self.strategies.contains_key(n.as_str()))
             {
-                Some(n) => Err(format!(
-                    "step `{}`: config.recover.strategies: unknown strategy `{n}`; use one of: {known}",
-                    step.id
-                )),
+                Some(n) => Err(err(format!(
+                    "config.recover.strategies: unknown strategy `{n}`; use one of: {known}"
+                ))),
                 None => Ok(()),
             }
         };
@@ -206,15 +205,14 @@ impl RecoverPolicy {
             Some(StrategySelection::PerCategory(map)) => {
                 for (cat, names) in map {
                     if !CATEGORIES.iter().any(|c| c.as_str() == cat) {
-                        return Err(format!(
-                            "step `{}`: config.recover.strategies: unknown category `{cat}`; use one of: {}",
-                            step.id,
+                        return Err(err(format!(
+                            "config.recover.strategies: unknown category `{cat}`; use one of: {}",
                             CATEGORIES
                                 .iter()
                                 .map(|c| c.as_str())
                                 .collect::<Vec<_>>()
                                 .join(", ")
-                        ));
+                        )));
                     }
                     check(names)?;
                 }
@@ -222,9 +220,8 @@ impl RecoverPolicy {
             None => {}
         }
         if cfg.max_attempts == Some(0) {
-            return Err(format!(
-                "step `{}`: config.recover.max_attempts must be at least 1 (the first run counts)",
-                step.id
+            return Err(err(
+                "config.recover.max_attempts must be at least 1 (the first run counts)".into(),
             ));
         }
         Ok(cfg)
@@ -480,7 +477,7 @@ impl Module for Recovering {
     fn write_set(&self, step: &PlanStep) -> WriteSet {
         self.inner.write_set(&strip(step))
     }
-    fn validate(&self, step: &PlanStep) -> Result<(), String> {
+    fn validate(&self, step: &PlanStep) -> Result<(), ConfigError> {
         self.policy.config(step)?;
         self.inner.validate(&strip(step))
     }

@@ -29,9 +29,9 @@ use crate::parse;
 use crate::sandbox::{self, SandboxKind, Selection};
 use nuvira_api::test::Mount;
 use nuvira_api::{
-    CommandOutput, ErrorCategory, EventKind, Failure, Module, ModuleError, ModuleKind, NetworkMode,
-    PlanStep, ResourceLimits, SandboxError, SandboxOutcome, SandboxRequest, StepContext,
-    StepOutput, TestResult, WriteSet, async_trait,
+    CommandOutput, ConfigError, ErrorCategory, EventKind, Failure, Module, ModuleError, ModuleKind,
+    NetworkMode, PlanStep, ResourceLimits, SandboxError, SandboxOutcome, SandboxRequest,
+    StepContext, StepOutput, TestResult, WriteSet, async_trait,
 };
 use serde::Deserialize;
 use serde_json::Value;
@@ -128,6 +128,18 @@ impl TestConfig {
             serde_json::from_value(config.clone()).map_err(|e| format!("config: {e}"))?
         };
         raw.into_config()
+    }
+
+    /// Reads and checks a step's config with [`PlanStep::config_as`] (what `validate` and `run`
+    /// of the `test` and `execute` modules both call).
+    ///
+    /// # Errors
+    /// A [`ConfigError`] naming the step, the key and what is expected.
+    pub fn from_step(step: &PlanStep) -> Result<Self, ConfigError> {
+        let raw: RawConfig = step
+            .config_as()
+            .map_err(|e| e.map_message(|m| format!("config: {m}")))?;
+        raw.into_config().map_err(|e| ConfigError::new(&step.id, e))
     }
 }
 
@@ -324,15 +336,12 @@ impl Module for TestModule {
         WriteSet::ReadOnly
     }
 
-    fn validate(&self, step: &PlanStep) -> Result<(), String> {
-        TestConfig::from_value(&step.config)
-            .map(|_| ())
-            .map_err(|e| format!("step `{}`: {e}", step.id))
+    fn validate(&self, step: &PlanStep) -> Result<(), ConfigError> {
+        TestConfig::from_step(step).map(|_| ())
     }
 
     async fn run(&self, step: &PlanStep, ctx: &StepContext) -> Result<StepOutput, ModuleError> {
-        let config = TestConfig::from_value(&step.config)
-            .map_err(|e| ModuleError::invalid_config(format!("step `{}`: {e}", step.id)))?;
+        let config = TestConfig::from_step(step)?;
         self.run_config(&config, ctx).await.map(StepOutput::Test)
     }
 }
@@ -350,20 +359,21 @@ impl ExecuteModule {
         Self
     }
 
-    fn config(step: &PlanStep) -> Result<(Vec<String>, SandboxConfig), String> {
-        let config =
-            TestConfig::from_value(&step.config).map_err(|e| format!("step `{}`: {e}", step.id))?;
+    fn config(step: &PlanStep) -> Result<(Vec<String>, SandboxConfig), ConfigError> {
+        let config = TestConfig::from_step(step)?;
         if config.framework.is_some() {
-            return Err(format!(
-                "step `{}`: config.framework: execute runs a command, not a test framework; use the test module",
-                step.id
-            ));
+            return Err(ConfigError::new(
+                &step.id,
+                "config.framework: execute runs a command, not a test framework; use the test module",
+            )
+            .at("framework"));
         }
         let command = config.command.ok_or_else(|| {
-            format!(
-                "step `{}`: config.command is required: the command line to run",
-                step.id
+            ConfigError::new(
+                &step.id,
+                "config.command is required: the command line to run",
             )
+            .at("command")
         })?;
         Ok((command, config.sandbox))
     }
@@ -383,12 +393,12 @@ impl Module for ExecuteModule {
         WriteSet::ReadOnly
     }
 
-    fn validate(&self, step: &PlanStep) -> Result<(), String> {
+    fn validate(&self, step: &PlanStep) -> Result<(), ConfigError> {
         Self::config(step).map(|_| ())
     }
 
     async fn run(&self, step: &PlanStep, ctx: &StepContext) -> Result<StepOutput, ModuleError> {
-        let (command, config) = Self::config(step).map_err(ModuleError::invalid_config)?;
+        let (command, config) = Self::config(step)?;
         let selection = select(&config, ctx).await?;
         let mut request = config.request(ctx.workspace_root(), command.clone());
         clamp_to_deadline(&mut request, ctx);
@@ -831,6 +841,8 @@ mod tests {
     fn execute_requires_a_command() {
         let step = PlanStep::new("run", "execute");
         let err = ExecuteModule::new().validate(&step).unwrap_err();
+        assert_eq!(err.field.as_deref(), Some("command"));
+        let err = err.to_string();
         assert!(err.contains("config.command is required"), "{err}");
         assert!(err.contains("`run`"), "{err}");
     }

@@ -6,7 +6,7 @@
 //! that does not parse is fed back once with the error, then the check is reported as not run.
 
 use crate::{CheckInput, CheckOutcome, VerifyCheck};
-use nuvira_api::{ChatMessage, CheckStatus, LlmRequest, async_trait};
+use nuvira_api::{ChatMessage, CheckFinding, CheckStatus, LlmRequest, async_trait};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -165,7 +165,7 @@ impl VerifyCheck for GoalAlignmentCheck {
                         true,
                         format!("{verdict} (score {:.2}, {}){reasons}", a.score, llm.model()),
                     )
-                    .with_findings(a.reasons)
+                    .with_findings(a.reasons.iter().map(|r| CheckFinding::parse(r)).collect())
                     .with_suggestions(a.suggestions);
                 }
                 Err(e) => {

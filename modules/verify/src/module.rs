@@ -5,8 +5,9 @@ use crate::{
     run_checks, security::SecurityCheck,
 };
 use nuvira_api::{
-    ErrorCategory, EventKind, Failure, FileChange, Module, ModuleError, ModuleKind, PlanStep,
-    Sandbox, StepContext, StepOutput, SyntaxChecker, VerificationResult, WriteSet, async_trait,
+    ConfigError, ErrorCategory, EventKind, Failure, FileChange, Module, ModuleError, ModuleKind,
+    PlanStep, Sandbox, StepContext, StepOutput, SyntaxChecker, VerificationResult, WriteSet,
+    async_trait,
 };
 use serde::Deserialize;
 use std::sync::Arc;
@@ -48,20 +49,18 @@ impl VerifyConfig {
     /// Reads a step's config (`null` means all defaults).
     ///
     /// # Errors
-    /// A message naming the step and the bad key.
-    pub fn from_step(step: &PlanStep) -> Result<Self, String> {
-        if step.config.is_null() {
-            return Ok(Self::default());
-        }
-        serde_json::from_value(step.config.clone()).map_err(|e| {
-            let e = e.to_string();
-            // serde lists the keys itself for an unknown one; say them once.
-            let keys = if e.contains("expected one of") {
-                ""
-            } else {
-                " (expected keys: checks, strictness, lint, lint_timeout)"
-            };
-            format!("step `{}`: invalid verify config: {e}{keys}", step.id)
+    /// A [`ConfigError`] naming the step and the bad key.
+    pub fn from_step(step: &PlanStep) -> Result<Self, ConfigError> {
+        step.config_as().map_err(|e| {
+            e.map_message(|e| {
+                // serde lists the keys itself for an unknown one; say them once.
+                let keys = if e.contains("expected one of") {
+                    ""
+                } else {
+                    " (expected keys: checks, strictness, lint, lint_timeout)"
+                };
+                format!("invalid verify config: {e}{keys}")
+            })
         })
     }
 }
@@ -228,15 +227,15 @@ impl Module for VerifyModule {
         WriteSet::ReadOnly
     }
 
-    fn validate(&self, step: &PlanStep) -> Result<(), String> {
+    fn validate(&self, step: &PlanStep) -> Result<(), ConfigError> {
         let config = VerifyConfig::from_step(step)?;
         self.checks_for(&config)
             .map(|_| ())
-            .map_err(|e| format!("step `{}`: {e}", step.id))
+            .map_err(|e| ConfigError::new(&step.id, e))
     }
 
     async fn run(&self, step: &PlanStep, ctx: &StepContext) -> Result<StepOutput, ModuleError> {
-        let config = VerifyConfig::from_step(step).map_err(ModuleError::invalid_config)?;
+        let config = VerifyConfig::from_step(step)?;
         let upstream = ctx.upstream();
         let changes: Vec<FileChange> = upstream
             .iter()

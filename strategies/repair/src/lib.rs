@@ -33,6 +33,6 @@ pub use classify::{Classification, MAX_EVIDENCE, classify_error, evidence_locati
 pub use scrub::{REDACTED, scrub};
 pub use strategy::{
     Bypass, RepairInput, RepairStrategy, RephrasePrompt, RetrySame, RetryWithBackoff, SimplifyGoal,
-    SplitTask, SwitchModel, builtin, default_strategies, feedback_text, preferred_model, rephrase,
-    simplify,
+    SplitTask, SwitchModel, builtin, default_strategies, feedback, feedback_text, preferred_model,
+    rephrase, simplify,
 };
