@@ -14,13 +14,29 @@
 //! - **Few required methods, safe defaults.** A module implements [`Module::name`] and
 //!   [`Module::run`]; everything else has a default, and defaults that could cause damage fail
 //!   safe (a module is assumed to write anywhere in the workspace unless it says otherwise).
+//! - **One config type per module.** [`PlanStep::config_as`] reads a step's config into the
+//!   module's own serde type, in [`Module::validate`] (before anything runs, as a
+//!   [`ConfigError`]) and in [`Module::run`] alike.
 //! - **Control flow in the types.** [`ModuleError::Recoverable`] and [`ModuleError::Fatal`] are
-//!   different variants: only recoverable failures are ever handed to the recover stage.
+//!   different variants: only recoverable failures are ever handed to the recover stage, whose
+//!   [`RepairStrategy`]s decide what happens next.
 //! - **The event enum is the boundary.** Modules emit owned, serializable [`EventKind`]s;
-//!   reporters only ever consume events and step outputs.
+//!   reporters only ever consume events and step outputs, which are typed down to a
+//!   verification check's [`CheckFinding`]s.
+//! - **Engine plumbing apart.** What an engine needs to build contexts ([`engine`]) is kept out
+//!   of the way of module authors; [`ModuleKind`] says in one place what the engine does with
+//!   each kind of module.
 //!
 //! ```
-//! use nuvira_api::{async_trait, Module, ModuleError, PlanStep, StepContext, StepOutput, WriteSet};
+//! use nuvira_api::{async_trait, ConfigError, Module, ModuleError, PlanStep, StepContext, StepOutput, WriteSet};
+//!
+//! /// A `word-count` step's config.
+//! #[derive(serde::Deserialize)]
+//! #[serde(deny_unknown_fields)]
+//! struct Config {
+//!     #[serde(default)]
+//!     text: String,
+//! }
 //!
 //! /// Counts the words of its `text` config value.
 //! struct WordCount;
@@ -29,11 +45,20 @@
 //! impl Module for WordCount {
 //!     fn name(&self) -> &str { "word-count" }
 //!     fn write_set(&self, _step: &PlanStep) -> WriteSet { WriteSet::ReadOnly }
+//!     fn validate(&self, step: &PlanStep) -> Result<(), ConfigError> {
+//!         step.config_as::<Config>().map(|_| ())
+//!     }
 //!     async fn run(&self, step: &PlanStep, _ctx: &StepContext) -> Result<StepOutput, ModuleError> {
-//!         let text = step.config_str("text").unwrap_or_default();
-//!         Ok(StepOutput::Value(serde_json::json!({ "words": text.split_whitespace().count() })))
+//!         let config: Config = step.config_as()?;
+//!         Ok(StepOutput::Value(serde_json::json!({ "words": config.text.split_whitespace().count() })))
 //!     }
 //! }
+//!
+//! let typo = PlanStep::new("count", "word-count").with_config(serde_json::json!({ "txt": "a b" }));
+//! assert_eq!(
+//!     WordCount.validate(&typo).unwrap_err().to_string(),
+//!     "step `count`: unknown field `txt`, expected `text`"
+//! );
 //! ```
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]

@@ -159,6 +159,35 @@ fn covers(dir: &str, path: &str) -> bool {
 /// [`is_cancelled`](CancelSignal::is_cancelled) between units of work or race its work against
 /// [`cancelled`](CancelSignal::cancelled). The engine also drops the step's future when the run
 /// is cancelled, so a module that only awaits is stopped at its next await point.
+///
+/// ```
+/// use nuvira_api::{async_trait, CancelSignal};
+/// use std::sync::atomic::{AtomicBool, Ordering};
+///
+/// /// Cancelled once its flag is set (an engine would also wake `cancelled` waiters).
+/// struct Flag(AtomicBool);
+///
+/// #[async_trait]
+/// impl CancelSignal for Flag {
+///     fn is_cancelled(&self) -> bool { self.0.load(Ordering::SeqCst) }
+///     async fn cancelled(&self) {
+///         if !self.is_cancelled() {
+///             std::future::pending::<()>().await;
+///         }
+///     }
+/// }
+///
+/// let flag = Flag(AtomicBool::new(false));
+/// // A module checks between units of work:
+/// let files = ["a.rs", "b.rs", "c.rs"];
+/// let mut done = 0;
+/// for _file in files {
+///     if flag.is_cancelled() { break; }
+///     done += 1;
+///     if done == 2 { flag.0.store(true, Ordering::SeqCst); }
+/// }
+/// assert_eq!(done, 2);
+/// ```
 #[async_trait]
 pub trait CancelSignal: Send + Sync {
     /// Whether cancellation was requested.
@@ -186,6 +215,28 @@ impl CancelSignal for NeverCancelled {
 /// Keyed by the asking step's id, so one object can serve every step of a run (the engine
 /// hands all steps the same one). Modules usually call [`StepContext::dependency`] and
 /// [`StepContext::upstream`], which pass their own step id.
+///
+/// ```
+/// use nuvira_api::{StepContext, StepInputs, StepOutput};
+/// use std::sync::Arc;
+///
+/// /// Every step sees one `inspect` output (a stand-in for tests).
+/// struct OneInspect(Arc<StepOutput>);
+///
+/// impl StepInputs for OneInspect {
+///     fn dependency(&self, _step: &str, id: &str) -> Option<Arc<StepOutput>> {
+///         (id == "inspect").then(|| self.0.clone())
+///     }
+///     fn upstream(&self, _step: &str) -> Vec<(String, Arc<StepOutput>)> {
+///         vec![("inspect".into(), self.0.clone())]
+///     }
+/// }
+///
+/// let inputs = Arc::new(OneInspect(Arc::new(StepOutput::Empty)));
+/// let ctx = StepContext::standalone(".").with_inputs(inputs);
+/// assert_eq!(ctx.dependency("inspect").as_deref(), Some(&StepOutput::Empty));
+/// assert_eq!(ctx.upstream().len(), 1);
+/// ```
 pub trait StepInputs: Send + Sync {
     /// The output of `step`'s direct dependency `id`.
     fn dependency(&self, step: &str, id: &str) -> Option<Arc<StepOutput>>;

@@ -17,8 +17,9 @@ pub struct ExecutionPlan {
     /// What the plan is for, in words.
     #[serde(default)]
     pub goal: String,
-    /// The steps the goal is about. When absent, every `verify` and `report` step is an
-    /// output; when there are none, the single sink of the graph is.
+    /// The steps the goal is about. When absent, every step whose module's kind is an output by
+    /// default is one (`verify` and `report`, see [`ModuleKind`](crate::ModuleKind)); when
+    /// there are none, the single sink of the graph is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outputs: Option<Vec<String>>,
     /// The steps, in any order; dependencies decide when each runs.

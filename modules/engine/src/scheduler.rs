@@ -14,7 +14,8 @@
 //!   with the reason; independent branches go on;
 //! - a per-step timeout stops the step's future at its deadline;
 //! - in a dry run, steps of kind `test` and `execute` are not run (they succeed with a note):
-//!   edits are only previewed, so they would test the unchanged workspace;
+//!   edits are only previewed, so they would test the unchanged workspace (see
+//!   [`ModuleKind::runs_in_dry_run`](nuvira_api::ModuleKind::runs_in_dry_run));
 //! - on cancellation every running step task is aborted and awaited before [`run`] returns, so
 //!   no step task outlives the run (work a module moved to a blocking thread cannot be
 //!   interrupted: modules must do blocking work in bounded pieces or check the cancel signal).

@@ -16,7 +16,9 @@
 //!   per group, and the last one listed says that more exist;
 //! - `ambiguous-goal`: no `outputs`, no verify/report step, and more than one sink;
 //! - `orphan`: a step from which no path leads to an output (not checked while `outputs`
-//!   names a missing step: the outputs themselves are wrong then).
+//!   names a missing step: the outputs themselves are wrong then). Without `outputs`, the
+//!   outputs are the steps whose module's kind is an output by default (verify and report; see
+//!   [`ModuleKind`](nuvira_api::ModuleKind)).
 //!
 //! A step whose id repeats an earlier one is still checked: its dependencies can dangle, and
 //! they join the graph as the first step's, so a cycle through it is found too.
@@ -237,7 +239,8 @@ pub fn is_valid_id(id: &str) -> bool {
 /// Validates a plan against a registry, reporting every problem.
 ///
 /// `registry: None` skips the module checks (`unknown-module`, `invalid-config`) and
-/// treats steps named `verify`/`report` as outputs by name.
+/// treats steps named `verify`/`report` as outputs by name (with a registry, a step's module's
+/// [`ModuleKind::is_default_output`](nuvira_api::ModuleKind::is_default_output) decides).
 ///
 /// # Errors
 /// [`ValidationErrors`] listing every problem found.
