@@ -41,7 +41,7 @@ mod tests_check;
 
 pub use alignment::GoalAlignmentCheck;
 pub use lint::LintCheck;
-pub use module::{DEFAULT_CHECKS, VerifyConfig, VerifyModule};
+pub use module::{ChecksError, DEFAULT_CHECKS, VerifyConfig, VerifyModule};
 pub use security::SecurityCheck;
 pub use syntax::SyntaxCheck;
 pub use tests_check::TestsCheck;
