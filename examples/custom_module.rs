@@ -7,11 +7,39 @@
 
 use nuvira::{EventBus, RunSettings};
 use nuvira_api::{
-    ErrorCategory, EventKind, ExecutionPlan, Module, ModuleError, ModuleKind, PlanStep,
-    StepContext, StepOutput, WriteSet, async_trait,
+    ConfigError, ErrorCategory, EventKind, ExecutionPlan, Module, ModuleError, ModuleKind,
+    PlanStep, StepContext, StepOutput, WriteSet, async_trait,
 };
+use serde::Deserialize;
 use serde_json::json;
 use std::sync::Arc;
+
+/// A `count-markers` step's config: `{ marker?: text }`. `validate` and `run` both read it with
+/// `PlanStep::config_as`, so the run reads exactly what validation accepted.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CountConfig {
+    /// The text to count.
+    #[serde(default = "todo")]
+    marker: String,
+}
+
+fn todo() -> String {
+    "TODO".into()
+}
+
+impl CountConfig {
+    fn of(step: &PlanStep) -> Result<Self, ConfigError> {
+        let config: Self = step.config_as()?;
+        if config.marker.is_empty() {
+            return Err(
+                ConfigError::new(&step.id, "`marker` is empty: give the text to count")
+                    .at("marker"),
+            );
+        }
+        Ok(config)
+    }
+}
 
 /// Counts a marker (`TODO` unless configured) in the files the upstream `inspect` step found.
 struct CountMarkers;
@@ -31,16 +59,13 @@ impl Module for CountMarkers {
         WriteSet::ReadOnly
     }
 
-    fn validate(&self, step: &PlanStep) -> Result<(), String> {
-        match step.config_value("marker") {
-            None => Ok(()),
-            Some(v) if v.is_string() => Ok(()),
-            Some(_) => Err("`marker` must be a string".into()),
-        }
+    fn validate(&self, step: &PlanStep) -> Result<(), ConfigError> {
+        CountConfig::of(step).map(|_| ())
     }
 
     async fn run(&self, step: &PlanStep, ctx: &StepContext) -> Result<StepOutput, ModuleError> {
-        let marker = step.config_str("marker").unwrap_or("TODO");
+        let config = CountConfig::of(step)?;
+        let marker = config.marker.as_str();
         let paths = ctx
             .find_upstream(|out| match out {
                 StepOutput::Inspection(r) => Some(r.relevant_paths.clone()),

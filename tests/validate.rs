@@ -122,6 +122,95 @@ fn unknown_modules_and_empty_plans_are_errors_with_the_registry() {
     assert_eq!(err.problems[0].kind, ProblemKind::EmptyPlan);
 }
 
+/// A module whose `validate` reads a typed config, the way module authors are told to.
+struct Typed(nuvira_api::ModuleKind);
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TypedConfig {
+    #[serde(default)]
+    limit: u32,
+}
+
+#[nuvira_api::async_trait]
+impl nuvira_api::Module for Typed {
+    fn name(&self) -> &str {
+        "typed"
+    }
+    fn kind(&self) -> nuvira_api::ModuleKind {
+        self.0
+    }
+    fn validate(&self, step: &PlanStep) -> Result<(), nuvira_api::ConfigError> {
+        let c: TypedConfig = step.config_as()?;
+        if c.limit == 0 {
+            return Err(
+                nuvira_api::ConfigError::new(&step.id, "`limit` must be at least 1").at("limit"),
+            );
+        }
+        Ok(())
+    }
+    async fn run(
+        &self,
+        _step: &PlanStep,
+        _ctx: &nuvira_api::StepContext,
+    ) -> Result<nuvira_api::StepOutput, nuvira_api::ModuleError> {
+        Ok(nuvira_api::StepOutput::Empty)
+    }
+}
+
+#[test]
+fn a_config_error_is_carried_once_after_the_step_and_its_module() {
+    let mut reg = nuvira::ModuleRegistry::new();
+    reg.register(std::sync::Arc::new(Typed(nuvira_api::ModuleKind::Report)))
+        .unwrap();
+    let messages = |config: serde_json::Value| -> Vec<String> {
+        let p = plan(vec![s("a", "typed", &[]).with_config(config)]);
+        match validate(&p, Some(&reg)) {
+            Ok(_) => Vec::new(),
+            Err(e) => e
+                .problems
+                .iter()
+                .filter(|p| p.kind == ProblemKind::InvalidConfig)
+                .map(|p| p.message.clone())
+                .collect(),
+        }
+    };
+    assert_eq!(
+        messages(serde_json::json!({ "limit": 0 })),
+        ["step `a` (typed): `limit` must be at least 1"]
+    );
+    assert_eq!(
+        messages(serde_json::json!({ "limt": 2 })),
+        ["step `a` (typed): unknown field `limt`, expected `limit`"]
+    );
+    assert!(messages(serde_json::json!({ "limit": 2 })).is_empty());
+}
+
+#[test]
+fn a_module_kind_decides_which_steps_are_outputs_by_default() {
+    // Two independent steps of module `typed`: of a report kind both are outputs; of a custom
+    // kind neither is, and with two sinks the goal is ambiguous.
+    let fork = plan(vec![
+        s("a", "typed", &[]).with_config(serde_json::json!({ "limit": 1 })),
+        s("b", "typed", &[]).with_config(serde_json::json!({ "limit": 1 })),
+    ]);
+    for (kind, ambiguous) in [
+        (nuvira_api::ModuleKind::Report, false),
+        (nuvira_api::ModuleKind::Custom, true),
+    ] {
+        let mut reg = nuvira::ModuleRegistry::new();
+        reg.register(std::sync::Arc::new(Typed(kind))).unwrap();
+        let got = validate(&fork, Some(&reg))
+            .err()
+            .map(|e| e.problems[0].kind);
+        assert_eq!(
+            got == Some(ProblemKind::AmbiguousGoal),
+            ambiguous,
+            "{kind:?}"
+        );
+    }
+}
+
 #[test]
 fn dangling_references_suggest_the_closest_id() {
     let err = validate(

@@ -119,7 +119,7 @@ fn parse_report_target(s: &str) -> Result<(Format, PathBuf), String> {
     Ok((format, PathBuf::from(path)))
 }
 
-fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+fn parse_duration(s: &str) -> Result<std::time::Duration, nuvira_api::duration::DurationError> {
     nuvira_api::duration::parse(s)
 }
 

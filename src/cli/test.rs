@@ -139,7 +139,7 @@ fn check_duration(s: &str) -> Result<String, String> {
     match nuvira_api::duration::parse(s) {
         Ok(d) if d.is_zero() => Err("the timeout must be more than 0".into()),
         Ok(_) => Ok(s.to_owned()),
-        Err(e) => Err(e),
+        Err(e) => Err(e.to_string()),
     }
 }
 

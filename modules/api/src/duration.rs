@@ -6,22 +6,73 @@
 
 use std::time::Duration;
 
+/// Why a duration's text could not be read. Each message names the text and shows what to
+/// write instead.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DurationError {
+    /// The text is empty.
+    #[error("empty duration: write e.g. \"30s\", \"2m\" or \"500ms\"")]
+    Empty,
+    /// A part has a unit but no number before it.
+    #[error(
+        "invalid duration `{text}`: expected a number before `{rest}` (e.g. \"30s\", \"2m\", \"500ms\")"
+    )]
+    MissingNumber {
+        /// The whole text.
+        text: String,
+        /// Where the number was expected.
+        rest: String,
+    },
+    /// A number does not parse (`1.2.3`).
+    #[error("invalid number `{number}` in duration `{text}`")]
+    InvalidNumber {
+        /// The whole text.
+        text: String,
+        /// The number.
+        number: String,
+    },
+    /// A number has no unit after it (`1m30`).
+    #[error("invalid duration `{text}`: `{number}` has no unit (use ms, s, m or h)")]
+    MissingUnit {
+        /// The whole text.
+        text: String,
+        /// The number without a unit.
+        number: String,
+    },
+    /// A unit is not one of ms, s, m, h.
+    #[error("invalid duration `{text}`: unknown unit `{unit}` (use ms, s, m or h)")]
+    UnknownUnit {
+        /// The whole text.
+        text: String,
+        /// The unit.
+        unit: String,
+    },
+    /// Negative, not finite, or longer than 10¹² seconds.
+    #[error("invalid duration `{text}`: out of range")]
+    OutOfRange {
+        /// The whole text.
+        text: String,
+    },
+}
+
 /// Parses `"120s"`, `"2m"`, `"1h30m"`, `"250ms"`, `"1.5s"` or `"90"` (seconds).
 ///
 /// # Errors
-/// Returns a message naming the offending text when it is empty, has an unknown unit, or
-/// a part without a number.
+/// A [`DurationError`] naming the offending text when it is empty, has an unknown unit, a part
+/// without a number or a unit, or is out of range.
 ///
 /// ```
 /// use std::time::Duration;
-/// assert_eq!(nuvira_api::duration::parse("1m30s").unwrap(), Duration::from_secs(90));
-/// assert_eq!(nuvira_api::duration::parse("250ms").unwrap(), Duration::from_millis(250));
-/// assert!(nuvira_api::duration::parse("ten seconds").is_err());
+/// use nuvira_api::duration::{parse, DurationError};
+/// assert_eq!(parse("1m30s").unwrap(), Duration::from_secs(90));
+/// assert_eq!(parse("250ms").unwrap(), Duration::from_millis(250));
+/// assert!(matches!(parse("ten seconds"), Err(DurationError::MissingNumber { .. })));
 /// ```
-pub fn parse(text: &str) -> Result<Duration, String> {
+pub fn parse(text: &str) -> Result<Duration, DurationError> {
     let s = text.trim();
     if s.is_empty() {
-        return Err("empty duration: write e.g. \"30s\", \"2m\" or \"500ms\"".into());
+        return Err(DurationError::Empty);
     }
     if let Ok(secs) = s.parse::<f64>() {
         return secs_to_duration(secs, text);
@@ -33,32 +84,36 @@ pub fn parse(text: &str) -> Result<Duration, String> {
             .find(|c: char| !(c.is_ascii_digit() || c == '.'))
             .unwrap_or(rest.len());
         if num_len == 0 {
-            return Err(format!(
-                "invalid duration `{text}`: expected a number before `{rest}` (e.g. \"30s\", \"2m\", \"500ms\")"
-            ));
+            return Err(DurationError::MissingNumber {
+                text: text.to_owned(),
+                rest: rest.to_owned(),
+            });
         }
         let (num, tail) = rest.split_at(num_len);
         let unit_len = tail
             .find(|c: char| c.is_ascii_digit() || c == '.')
             .unwrap_or(tail.len());
         let (unit, tail) = tail.split_at(unit_len);
-        let value: f64 = num
-            .parse()
-            .map_err(|_| format!("invalid number `{num}` in duration `{text}`"))?;
+        let value: f64 = num.parse().map_err(|_| DurationError::InvalidNumber {
+            text: text.to_owned(),
+            number: num.to_owned(),
+        })?;
         let factor = match unit.trim() {
             "ms" => 0.001,
             "s" | "sec" | "secs" => 1.0,
             "m" | "min" | "mins" => 60.0,
             "h" | "hr" | "hours" => 3600.0,
             "" => {
-                return Err(format!(
-                    "invalid duration `{text}`: `{num}` has no unit (use ms, s, m or h)"
-                ));
+                return Err(DurationError::MissingUnit {
+                    text: text.to_owned(),
+                    number: num.to_owned(),
+                });
             }
             other => {
-                return Err(format!(
-                    "invalid duration `{text}`: unknown unit `{other}` (use ms, s, m or h)"
-                ));
+                return Err(DurationError::UnknownUnit {
+                    text: text.to_owned(),
+                    unit: other.to_owned(),
+                });
             }
         };
         total += secs_to_duration(value * factor, text)?;
@@ -67,9 +122,11 @@ pub fn parse(text: &str) -> Result<Duration, String> {
     Ok(total)
 }
 
-fn secs_to_duration(secs: f64, text: &str) -> Result<Duration, String> {
+fn secs_to_duration(secs: f64, text: &str) -> Result<Duration, DurationError> {
     if !secs.is_finite() || !(0.0..=1e12).contains(&secs) {
-        return Err(format!("invalid duration `{text}`: out of range"));
+        return Err(DurationError::OutOfRange {
+            text: text.to_owned(),
+        });
     }
     Ok(Duration::from_secs_f64(secs))
 }
@@ -168,7 +225,11 @@ mod tests {
     #[test]
     fn rejects_garbage_with_the_text_named() {
         let err = parse("5 parsecs").unwrap_err();
-        assert!(err.contains("parsecs"), "{err}");
+        assert!(err.to_string().contains("parsecs"), "{err}");
+        assert_eq!(
+            parse("1m30").unwrap_err().to_string(),
+            "invalid duration `1m30`: `30` has no unit (use ms, s, m or h)"
+        );
         assert!(parse("").is_err());
         assert!(parse("-3").is_err());
         assert!(parse("s").is_err());

@@ -148,6 +148,38 @@ impl EditError {
 
 /// The in-memory view of the workspace that strategies edit. Paths are workspace-relative;
 /// the implementation confines them to the workspace.
+///
+/// The edit module provides the real one; a strategy only calls it. A map of files is enough to
+/// test a strategy:
+///
+/// ```
+/// use nuvira_api::{EditError, FileView};
+/// use std::collections::BTreeMap;
+///
+/// struct Files(BTreeMap<String, String>);
+///
+/// impl FileView for Files {
+///     fn read(&mut self, path: &str) -> Result<Option<String>, EditError> {
+///         Ok(self.0.get(path).cloned())
+///     }
+///     fn write(&mut self, path: &str, content: String) -> Result<(), EditError> {
+///         self.0.insert(path.into(), content);
+///         Ok(())
+///     }
+///     fn delete(&mut self, path: &str) -> Result<(), EditError> {
+///         self.0.remove(path).map(|_| ()).ok_or_else(|| EditError::new(Some(path.into()), "no such file"))
+///     }
+///     fn rename(&mut self, from: &str, to: &str) -> Result<(), EditError> {
+///         let text = self.0.remove(from).ok_or_else(|| EditError::new(Some(from.into()), "no such file"))?;
+///         self.write(to, text)
+///     }
+/// }
+///
+/// let mut files = Files(BTreeMap::from([("a.rs".to_owned(), "fn a() {}".to_owned())]));
+/// files.rename("a.rs", "b.rs").unwrap();
+/// assert_eq!(files.read("b.rs").unwrap().as_deref(), Some("fn a() {}"));
+/// assert_eq!(files.delete("a.rs").unwrap_err().to_string(), "a.rs: no such file");
+/// ```
 pub trait FileView {
     /// The current text of a file (after earlier entries of the batch), or `None` if it does
     /// not exist.
@@ -271,6 +303,17 @@ pub enum Severity {
     Warning,
     /// Blocks.
     Error,
+}
+
+impl Severity {
+    /// The lowercase name (`info`, `warning`, `error`), as serialized.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Info => "info",
+            Self::Warning => "warning",
+            Self::Error => "error",
+        }
+    }
 }
 
 /// A secret or dangerous pattern introduced by an edit.

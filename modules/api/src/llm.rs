@@ -160,6 +160,28 @@ pub enum LlmError {
 ///
 /// # Errors
 /// [`complete`](LlmClient::complete) returns [`LlmError`]; see its variants.
+///
+/// ```
+/// use nuvira_api::{async_trait, LlmClient, LlmError, LlmRequest, LlmResponse};
+///
+/// /// Always answers the same text (a stand-in for tests).
+/// struct Canned(&'static str);
+///
+/// #[async_trait]
+/// impl LlmClient for Canned {
+///     fn model(&self) -> &str { "canned:v1" }
+///     async fn complete(&self, _request: &LlmRequest) -> Result<LlmResponse, LlmError> {
+///         let mut answer = LlmResponse::default();
+///         answer.text = self.0.into();
+///         answer.model = self.model().into();
+///         Ok(answer)
+///     }
+/// }
+///
+/// let client = Canned("done");
+/// assert_eq!(client.models(), ["canned:v1"]);
+/// assert!(client.open_circuits().is_empty());
+/// ```
 #[async_trait]
 pub trait LlmClient: Send + Sync {
     /// `provider:model`.

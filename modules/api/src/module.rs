@@ -2,7 +2,7 @@
 //! ([`StepOutput`] or [`ModuleError`]).
 
 use crate::{
-    EditPreview, EditResult, EventKind, EventSink, ExecutionPlan, ExecutionReport,
+    ConfigError, EditPreview, EditResult, EventKind, EventSink, ExecutionPlan, ExecutionReport,
     InspectionResult, LlmClient, PlanStep, RepairResult, TestResult, VerificationResult,
     async_trait, test::CommandOutput,
 };
@@ -12,8 +12,32 @@ use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-/// The broad role of a module; used for defaults (e.g. which steps are plan outputs) and for
-/// listing the registry.
+/// The broad role of a module. The engine reads it in a few places, all listed here (the one
+/// place that says what a kind does; the rest of the docs link to it):
+///
+/// | kind | plan output by default | run in a dry run |
+/// |---|---|---|
+/// | [`Verify`](Self::Verify), [`Report`](Self::Report) | yes | yes |
+/// | [`Test`](Self::Test), [`Execute`](Self::Execute) | no | no: the step succeeds with a note, its module is not called |
+/// | every other kind | no | yes (the module must not change anything: [`StepContext::dry_run`]) |
+///
+/// - **Plan outputs** ([`is_default_output`](Self::is_default_output)): when a plan names no
+///   `outputs`, its outputs are its steps of these kinds (or, when it has none, its single
+///   sink); validation reports every step from which no output can be reached as an orphan.
+/// - **Dry runs** ([`runs_in_dry_run`](Self::runs_in_dry_run)): tests and commands would only
+///   see the unchanged workspace, so the engine does not run them.
+/// - **Listing**: the registry lists and filters modules by kind (`nuvira modules`).
+///
+/// A module that says nothing is [`Custom`](Self::Custom): not an output by default, run in
+/// dry runs.
+///
+/// ```
+/// use nuvira_api::ModuleKind;
+/// assert!(ModuleKind::Report.is_default_output());
+/// assert!(!ModuleKind::Custom.is_default_output());
+/// assert!(!ModuleKind::Test.runs_in_dry_run());
+/// assert!(ModuleKind::Edit.runs_in_dry_run());
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 #[non_exhaustive]
@@ -24,13 +48,13 @@ pub enum ModuleKind {
     Inspect,
     /// Changes files.
     Edit,
-    /// Runs tests.
+    /// Runs tests; not run in a dry run.
     Test,
     /// Repairs failures.
     Recover,
     /// Checks the result; a plan output by default.
     Verify,
-    /// Runs a command.
+    /// Runs a command; not run in a dry run.
     Execute,
     /// Summarises the run; a plan output by default.
     Report,
@@ -52,6 +76,18 @@ impl ModuleKind {
             Self::Report => "report",
             Self::Custom => "custom",
         }
+    }
+
+    /// Whether steps of this kind are the plan's outputs when it names none (see the
+    /// [table](ModuleKind)): [`Verify`](Self::Verify) and [`Report`](Self::Report).
+    pub fn is_default_output(self) -> bool {
+        matches!(self, Self::Verify | Self::Report)
+    }
+
+    /// Whether the engine calls the module in a dry run (see the [table](ModuleKind)): every
+    /// kind but [`Test`](Self::Test) and [`Execute`](Self::Execute).
+    pub fn runs_in_dry_run(self) -> bool {
+        !matches!(self, Self::Test | Self::Execute)
     }
 }
 
@@ -123,6 +159,35 @@ fn covers(dir: &str, path: &str) -> bool {
 /// [`is_cancelled`](CancelSignal::is_cancelled) between units of work or race its work against
 /// [`cancelled`](CancelSignal::cancelled). The engine also drops the step's future when the run
 /// is cancelled, so a module that only awaits is stopped at its next await point.
+///
+/// ```
+/// use nuvira_api::{async_trait, CancelSignal};
+/// use std::sync::atomic::{AtomicBool, Ordering};
+///
+/// /// Cancelled once its flag is set (an engine would also wake `cancelled` waiters).
+/// struct Flag(AtomicBool);
+///
+/// #[async_trait]
+/// impl CancelSignal for Flag {
+///     fn is_cancelled(&self) -> bool { self.0.load(Ordering::SeqCst) }
+///     async fn cancelled(&self) {
+///         if !self.is_cancelled() {
+///             std::future::pending::<()>().await;
+///         }
+///     }
+/// }
+///
+/// let flag = Flag(AtomicBool::new(false));
+/// // A module checks between units of work:
+/// let files = ["a.rs", "b.rs", "c.rs"];
+/// let mut done = 0;
+/// for _file in files {
+///     if flag.is_cancelled() { break; }
+///     done += 1;
+///     if done == 2 { flag.0.store(true, Ordering::SeqCst); }
+/// }
+/// assert_eq!(done, 2);
+/// ```
 #[async_trait]
 pub trait CancelSignal: Send + Sync {
     /// Whether cancellation was requested.
@@ -150,6 +215,28 @@ impl CancelSignal for NeverCancelled {
 /// Keyed by the asking step's id, so one object can serve every step of a run (the engine
 /// hands all steps the same one). Modules usually call [`StepContext::dependency`] and
 /// [`StepContext::upstream`], which pass their own step id.
+///
+/// ```
+/// use nuvira_api::{StepContext, StepInputs, StepOutput};
+/// use std::sync::Arc;
+///
+/// /// Every step sees one `inspect` output (a stand-in for tests).
+/// struct OneInspect(Arc<StepOutput>);
+///
+/// impl StepInputs for OneInspect {
+///     fn dependency(&self, _step: &str, id: &str) -> Option<Arc<StepOutput>> {
+///         (id == "inspect").then(|| self.0.clone())
+///     }
+///     fn upstream(&self, _step: &str) -> Vec<(String, Arc<StepOutput>)> {
+///         vec![("inspect".into(), self.0.clone())]
+///     }
+/// }
+///
+/// let inputs = Arc::new(OneInspect(Arc::new(StepOutput::Empty)));
+/// let ctx = StepContext::standalone(".").with_inputs(inputs);
+/// assert_eq!(ctx.dependency("inspect").as_deref(), Some(&StepOutput::Empty));
+/// assert_eq!(ctx.upstream().len(), 1);
+/// ```
 pub trait StepInputs: Send + Sync {
     /// The output of `step`'s direct dependency `id`.
     fn dependency(&self, step: &str, id: &str) -> Option<Arc<StepOutput>>;
@@ -171,139 +258,49 @@ impl StepInputs for NoInputs {
     }
 }
 
-/// What every step of a run shares: the run's identity, the workspace, the inputs, the event
-/// sink, the model and the cancel signal.
-///
-/// The engine builds one per run and every [`StepContext`] of the run points at it, so
-/// handing a step its context costs one reference count, however many fields there are.
-#[derive(Clone)]
-#[non_exhaustive]
-pub struct RunInfo {
-    /// The run.
-    pub run_id: Arc<str>,
-    /// The plan's goal.
-    pub goal: Arc<str>,
-    /// The workspace root; every path a module touches must resolve inside it.
-    pub workspace_root: Arc<Path>,
-    /// Whether the run is a dry run: modules must not change anything.
-    pub dry_run: bool,
-    /// Outputs of the run's steps, keyed by the asking step (see [`StepInputs`]).
-    pub inputs: Arc<dyn StepInputs>,
-    /// Where events go.
-    pub events: Arc<dyn EventSink>,
-    /// The model, when one is configured.
-    pub llm: Option<Arc<dyn LlmClient>>,
-    /// Run-wide cancellation.
-    pub cancel: Arc<dyn CancelSignal>,
-    /// The plan being run, when the run has one (the engine sets it; a standalone context
-    /// has none).
-    pub plan: Option<Arc<ExecutionPlan>>,
-}
-
-impl RunInfo {
-    /// A run with these fields, not a dry run, without a model.
-    pub fn new(
-        run_id: Arc<str>,
-        goal: Arc<str>,
-        workspace_root: Arc<Path>,
-        inputs: Arc<dyn StepInputs>,
-        events: Arc<dyn EventSink>,
-        cancel: Arc<dyn CancelSignal>,
-    ) -> Self {
-        Self {
-            run_id,
-            goal,
-            workspace_root,
-            dry_run: false,
-            inputs,
-            events,
-            llm: None,
-            cancel,
-            plan: None,
-        }
-    }
-
-    /// Builder-style: sets the plan being run.
-    #[must_use]
-    pub fn with_plan(mut self, plan: Option<Arc<ExecutionPlan>>) -> Self {
-        self.plan = plan;
-        self
-    }
-
-    /// Builder-style: sets dry-run.
-    #[must_use]
-    pub fn with_dry_run(mut self, dry_run: bool) -> Self {
-        self.dry_run = dry_run;
-        self
-    }
-
-    /// Builder-style: sets the model.
-    #[must_use]
-    pub fn with_llm(mut self, llm: Option<Arc<dyn LlmClient>>) -> Self {
-        self.llm = llm;
-        self
-    }
-}
-
-impl std::fmt::Debug for RunInfo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RunInfo")
-            .field("run_id", &self.run_id)
-            .field("workspace_root", &self.workspace_root)
-            .field("dry_run", &self.dry_run)
-            .field("llm", &self.llm.as_ref().map(|l| l.model().to_owned()))
-            .finish_non_exhaustive()
-    }
-}
-
-/// Something that holds a run's [`RunInfo`]. A [`StepContext`] points at its run through
-/// this, so an engine can hand out its own per-run state (which contains the `RunInfo`)
-/// without a second allocation or reference count.
-pub trait RunScope: Send + Sync {
-    /// The run's shared information.
-    fn run_info(&self) -> &RunInfo;
-
-    /// The id of the run's step number `index`, for contexts made with
-    /// [`StepContext::for_step`]. Scopes that do not number their steps return `None`.
-    fn step_id(&self, index: usize) -> Option<&Arc<str>> {
-        let _ = index;
-        None
-    }
-}
-
 /// How a context names its step: by id, or by number in its run's scope (which saves the
 /// engine touching the id's reference count from every worker).
 #[derive(Clone)]
-enum StepName {
+pub(crate) enum StepName {
     Id(Arc<str>),
     Index(usize),
 }
 
 /// The id of a step whose scope could not name it (a scope that numbers no steps).
-static UNNAMED: std::sync::LazyLock<Arc<str>> = std::sync::LazyLock::new(|| Arc::from("?"));
-
-impl RunScope for RunInfo {
-    fn run_info(&self) -> &RunInfo {
-        self
-    }
-}
+pub(crate) static UNNAMED: std::sync::LazyLock<Arc<str>> =
+    std::sync::LazyLock::new(|| Arc::from("?"));
 
 /// Everything a module gets besides its step: who it is in which run, the workspace, the
 /// outputs of its dependencies, where to send events, the model (if any), cancellation and the
 /// deadline.
 ///
-/// Run-wide parts live in the run's shared [`RunInfo`]; the context adds the step's id, the
-/// attempt, the deadline and feedback. Read everything through the accessors; the `with_*`
-/// builders change a copy.
+/// A module reads its context through the accessors below: [`workspace_root`](Self::workspace_root)
+/// for every path it touches, [`dependency`](Self::dependency) and [`upstream`](Self::upstream)
+/// for what earlier steps produced, [`emit`](Self::emit) for events, [`llm`](Self::llm) for the
+/// model, [`cancel`](Self::cancel) and [`deadline`](Self::deadline) to stop in time, and
+/// [`dry_run`](Self::dry_run) to know whether it may change anything.
+///
+/// To run a module outside the engine (in its own tests, or embedded), make a context with
+/// [`standalone`](Self::standalone) and adjust it with the `with_*` builders, which change a
+/// copy. Engines build theirs with [`StepContext::builder`] (see [`crate::engine`]).
+///
+/// ```
+/// use nuvira_api::StepContext;
+///
+/// let ctx = StepContext::standalone("/work/repo").with_dry_run(true);
+/// assert!(ctx.dry_run());
+/// assert_eq!(ctx.attempt(), 1);
+/// assert!(ctx.dependency("inspect").is_none());
+/// ```
 #[derive(Clone)]
 pub struct StepContext {
-    run: Arc<dyn RunScope>,
-    step: StepName,
+    pub(crate) run: Arc<dyn crate::engine::RunScope>,
+    pub(crate) step: StepName,
     /// Replaces the run's inputs for this step (sub-steps of a split see their parent's).
-    inputs: Option<Arc<dyn StepInputs>>,
-    attempt: u32,
-    deadline: Option<Instant>,
-    feedback: Option<String>,
+    pub(crate) inputs: Option<Arc<dyn StepInputs>>,
+    pub(crate) attempt: u32,
+    pub(crate) deadline: Option<Instant>,
+    pub(crate) feedback: Option<String>,
 }
 
 impl std::fmt::Debug for StepContext {
@@ -324,48 +321,18 @@ impl std::fmt::Debug for StepContext {
 impl StepContext {
     /// A context for running one module by itself on a workspace (tests, embedding, the CLI's
     /// single-purpose commands): no dependencies, events dropped unless a sink is set, never
-    /// cancelled.
+    /// cancelled, not a dry run, first attempt.
     pub fn standalone(workspace_root: impl Into<PathBuf>) -> Self {
-        let run = RunInfo::new(
-            "standalone".into(),
-            "".into(),
-            Arc::from(workspace_root.into()),
-            Arc::new(NoInputs),
-            Arc::new(crate::NullSink),
-            Arc::new(NeverCancelled),
-        );
-        Self::for_run(Arc::new(run), "standalone".into())
+        Self::builder(workspace_root).build()
     }
 
-    /// A context with every field given (first attempt, no deadline, not a dry run).
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
-        run_id: Arc<str>,
-        step_id: Arc<str>,
-        goal: Arc<str>,
-        workspace_root: Arc<Path>,
-        inputs: Arc<dyn StepInputs>,
-        events: Arc<dyn EventSink>,
-        cancel: Arc<dyn CancelSignal>,
-    ) -> Self {
-        let run = RunInfo::new(run_id, goal, workspace_root, inputs, events, cancel);
-        Self::for_run(Arc::new(run), step_id)
+    /// For engines and tests: a builder of a context with every field settable, starting from
+    /// what [`standalone`](Self::standalone) gives. See [`crate::engine`].
+    pub fn builder(workspace_root: impl Into<PathBuf>) -> crate::engine::StepContextBuilder {
+        crate::engine::StepContextBuilder::new(workspace_root.into())
     }
 
-    /// The context of step `step_id` in a run (first attempt, no deadline). This is what the
-    /// engine uses for each step: one reference count and the step id, no allocation.
-    pub fn for_run(run: Arc<dyn RunScope>, step_id: Arc<str>) -> Self {
-        Self::with_name(run, StepName::Id(step_id))
-    }
-
-    /// The context of the run's step number `index`, whose id the scope gives
-    /// ([`RunScope::step_id`]). This is what the engine uses for each step: one reference
-    /// count, no allocation.
-    pub fn for_step(run: Arc<dyn RunScope>, index: usize) -> Self {
-        Self::with_name(run, StepName::Index(index))
-    }
-
-    fn with_name(run: Arc<dyn RunScope>, step: StepName) -> Self {
+    pub(crate) fn with_name(run: Arc<dyn crate::engine::RunScope>, step: StepName) -> Self {
         Self {
             run,
             step,
@@ -376,8 +343,8 @@ impl StepContext {
         }
     }
 
-    /// What the run's steps share.
-    pub fn run(&self) -> &RunInfo {
+    /// The run-wide part, shared by every step of the run.
+    pub(crate) fn run(&self) -> &crate::engine::RunInfo {
         self.run.run_info()
     }
 
@@ -451,8 +418,33 @@ impl StepContext {
         self.feedback.as_deref()
     }
 
+    /// Emits an event for this step.
+    pub fn emit(&self, kind: EventKind) {
+        self.events().emit(Some(self.step_id()), kind);
+    }
+
+    /// The output of this step's direct dependency `id`.
+    pub fn dependency(&self, id: &str) -> Option<Arc<StepOutput>> {
+        self.inputs().dependency(self.step_id(), id)
+    }
+
+    /// The outputs of every step this one transitively depends on, dependencies before
+    /// dependents, each with its step id.
+    pub fn upstream(&self) -> Vec<(String, Arc<StepOutput>)> {
+        self.inputs().upstream(self.step_id())
+    }
+
+    /// The first upstream output (nearest dependencies first) that `pick` accepts.
+    pub fn find_upstream<T>(&self, mut pick: impl FnMut(&StepOutput) -> Option<T>) -> Option<T> {
+        self.upstream().iter().rev().find_map(|(_, out)| pick(out))
+    }
+}
+
+/// Changing a context: the builders change a copy, for module wrappers (a module that runs
+/// another with a different model or event sink) and for running a module in tests.
+impl StepContext {
     /// Changes a copy of the run-wide part for this context only.
-    fn edit_run(mut self, edit: impl FnOnce(&mut RunInfo)) -> Self {
+    pub(crate) fn edit_run(mut self, edit: impl FnOnce(&mut crate::engine::RunInfo)) -> Self {
         // The new run is a plain `RunInfo` that numbers no steps: name the step by its id.
         if let StepName::Index(_) = self.step {
             self.step = StepName::Id(self.step_id().clone());
@@ -571,27 +563,6 @@ impl StepContext {
         .with_attempt(attempt)
         .with_deadline(deadline)
         .with_feedback(feedback)
-    }
-
-    /// Emits an event for this step.
-    pub fn emit(&self, kind: EventKind) {
-        self.events().emit(Some(self.step_id()), kind);
-    }
-
-    /// The output of this step's direct dependency `id`.
-    pub fn dependency(&self, id: &str) -> Option<Arc<StepOutput>> {
-        self.inputs().dependency(self.step_id(), id)
-    }
-
-    /// The outputs of every step this one transitively depends on, dependencies before
-    /// dependents, each with its step id.
-    pub fn upstream(&self) -> Vec<(String, Arc<StepOutput>)> {
-        self.inputs().upstream(self.step_id())
-    }
-
-    /// The first upstream output (nearest dependencies first) that `pick` accepts.
-    pub fn find_upstream<T>(&self, mut pick: impl FnMut(&StepOutput) -> Option<T>) -> Option<T> {
-        self.upstream().iter().rev().find_map(|(_, out)| pick(out))
     }
 }
 
@@ -913,31 +884,78 @@ impl ModuleError {
 /// Implement [`name`](Module::name) and [`run`](Module::run); override
 /// [`write_set`](Module::write_set) when the module writes less than "anything" (the default, so
 /// that an unknown module never runs beside a writer), [`kind`](Module::kind) to take part in
-/// plan defaults, and [`validate`](Module::validate) to reject bad config before anything runs.
+/// the engine's defaults (see [`ModuleKind`]), and [`validate`](Module::validate) to reject bad
+/// config before anything runs.
+///
+/// Read the step's config into one type of your own with
+/// [`PlanStep::config_as`](crate::PlanStep::config_as), in `validate` and in `run` alike: what
+/// validation accepts is then what the run reads.
 ///
 /// # Errors
-/// [`run`](Module::run) returns [`ModuleError`]; see its variants for what the engine does
-/// with each.
+/// [`validate`](Module::validate) returns a [`ConfigError`]; [`run`](Module::run) returns
+/// [`ModuleError`] (a `ConfigError` converts into it with `?`); see its variants for what the
+/// engine does with each.
 ///
 /// ```
-/// use nuvira_api::{async_trait, Module, ModuleError, PlanStep, StepContext, StepOutput};
+/// use nuvira_api::{async_trait, ConfigError, Module, ModuleError, PlanStep, StepContext, StepOutput, WriteSet};
+/// use serde::Deserialize;
 ///
-/// struct Hello;
+/// /// A `greet` step's config.
+/// #[derive(Deserialize)]
+/// #[serde(deny_unknown_fields)]
+/// struct GreetConfig {
+///     #[serde(default = "world")]
+///     name: String,
+/// }
+/// fn world() -> String { "world".into() }
 ///
-/// #[async_trait]
-/// impl Module for Hello {
-///     fn name(&self) -> &str { "hello" }
-///     async fn run(&self, _step: &PlanStep, _ctx: &StepContext) -> Result<StepOutput, ModuleError> {
-///         Ok(StepOutput::Value("hello".into()))
+/// impl GreetConfig {
+///     /// Reads and checks a step's config: used by `validate` and `run` alike.
+///     fn of(step: &PlanStep) -> Result<Self, ConfigError> {
+///         let config: Self = step.config_as()?;
+///         if config.name.trim().is_empty() {
+///             return Err(ConfigError::new(&step.id, "`name` is empty: give a name").at("name"));
+///         }
+///         Ok(config)
 ///     }
 /// }
+///
+/// struct Greet;
+///
+/// #[async_trait]
+/// impl Module for Greet {
+///     fn name(&self) -> &str { "greet" }
+///     fn write_set(&self, _step: &PlanStep) -> WriteSet { WriteSet::ReadOnly }
+///     fn validate(&self, step: &PlanStep) -> Result<(), ConfigError> {
+///         GreetConfig::of(step).map(|_| ())
+///     }
+///     async fn run(&self, step: &PlanStep, _ctx: &StepContext) -> Result<StepOutput, ModuleError> {
+///         let config = GreetConfig::of(step)?;
+///         Ok(StepOutput::Value(format!("hello, {}", config.name).into()))
+///     }
+/// }
+///
+/// let step = PlanStep::new("hi", "greet").with_config(serde_json::json!({ "name": " " }));
+/// assert_eq!(
+///     Greet.validate(&step).unwrap_err().to_string(),
+///     "step `hi`: `name` is empty: give a name"
+/// );
+///
+/// // `run` awaits nothing here, so one poll finishes it (an engine drives it on tokio).
+/// let ctx = StepContext::standalone(".");
+/// let step = PlanStep::new("hi", "greet");
+/// let mut run = Greet.run(&step, &ctx);
+/// let waker = std::task::Waker::noop();
+/// let out = run.as_mut().poll(&mut std::task::Context::from_waker(waker));
+/// assert_eq!(out, std::task::Poll::Ready(Ok(StepOutput::Value("hello, world".into()))));
 /// ```
 #[async_trait]
 pub trait Module: Send + Sync {
     /// The name plans use in `module:`.
     fn name(&self) -> &str;
 
-    /// The module's role. Defaults to [`ModuleKind::Custom`].
+    /// The module's role, which decides the engine's defaults for its steps (see
+    /// [`ModuleKind`]). Defaults to [`ModuleKind::Custom`].
     fn kind(&self) -> ModuleKind {
         ModuleKind::Custom
     }
@@ -955,82 +973,28 @@ pub trait Module: Send + Sync {
 
     /// Checks a step's config before the run starts. Defaults to accepting anything.
     ///
+    /// `nuvira validate` prints the error as `` step `<id>` (<module>): <message> ``.
+    ///
     /// # Errors
-    /// A message saying which config key is wrong and what is expected.
-    fn validate(&self, _step: &PlanStep) -> Result<(), String> {
+    /// A [`ConfigError`] whose message says which config key is wrong and what is expected.
+    fn validate(&self, step: &PlanStep) -> Result<(), ConfigError> {
+        let _ = step;
         Ok(())
     }
 
     /// Runs the step.
     ///
-    /// The future runs on the tokio runtime of the caller of `Engine::run`, so:
+    /// The future runs on the caller's tokio runtime, so:
     /// - do not block in it: a blocking call holds a worker thread and no timeout can interrupt
     ///   it (the step's timeout is checked when the future yields). Use
     ///   `tokio::task::spawn_blocking` or async I/O;
-    /// - its first poll may happen on the engine's dispatcher, with a waker that wakes nothing,
-    ///   before it moves to a task of its own; every later poll has the task's waker. Futures
-    ///   built from tokio's and the standard library's primitives re-register their waker on
-    ///   every poll, as the `Future` contract asks, and are unaffected; a hand-written future
-    ///   must do the same rather than keep the waker of its first poll;
     /// - it may be dropped at any `.await` (cancellation, a timeout): keep the workspace
     ///   consistent across drops, e.g. by writing through the edit module's journal.
+    ///
+    /// Engines: see [`crate::engine`] for what an engine must do around this call.
+    ///
+    /// # Errors
+    /// A [`ModuleError`]: recoverable failures may be retried by the recover stage, fatal ones
+    /// and cancellation end the step.
     async fn run(&self, step: &PlanStep, ctx: &StepContext) -> Result<StepOutput, ModuleError>;
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A scope that numbers its steps, as the engine's per-run state does.
-    struct Numbered {
-        info: RunInfo,
-        ids: Vec<Arc<str>>,
-    }
-
-    impl RunScope for Numbered {
-        fn run_info(&self) -> &RunInfo {
-            &self.info
-        }
-        fn step_id(&self, index: usize) -> Option<&Arc<str>> {
-            self.ids.get(index)
-        }
-    }
-
-    fn numbered() -> Arc<Numbered> {
-        let base = StepContext::standalone("/ws");
-        Arc::new(Numbered {
-            info: base.run().clone(),
-            ids: vec!["a".into(), "b".into()],
-        })
-    }
-
-    #[test]
-    fn a_context_by_number_reads_its_id_and_the_run_from_the_scope() {
-        let scope = numbered();
-        let ctx = StepContext::for_step(scope.clone(), 1);
-        assert_eq!(&**ctx.step_id(), "b");
-        assert_eq!(&**ctx.workspace_root(), Path::new("/ws"));
-        assert_eq!(ctx.attempt(), 1);
-        // Contexts share the run: no copy until a builder changes a run-wide field.
-        assert!(std::ptr::eq(ctx.run(), scope.run_info()));
-        let retried = ctx
-            .clone()
-            .with_attempt(2)
-            .with_feedback(Some("why".into()));
-        assert!(std::ptr::eq(retried.run(), scope.run_info()));
-        assert_eq!((retried.attempt(), retried.feedback()), (2, Some("why")));
-        let dry = ctx.clone().with_dry_run(true);
-        assert!(dry.dry_run() && !ctx.dry_run());
-        assert_eq!(&**dry.step_id(), "b");
-        assert_eq!(&**ctx.with_step_id("sub").step_id(), "sub");
-    }
-
-    #[test]
-    fn a_number_the_scope_does_not_know_has_a_placeholder_id() {
-        let ctx = StepContext::for_step(numbered(), 9);
-        assert_eq!(&**ctx.step_id(), "?");
-        let plain = StepContext::standalone("/ws");
-        let info: Arc<dyn RunScope> = Arc::new(plain.run().clone());
-        assert_eq!(&**StepContext::for_step(info, 0).step_id(), "?");
-    }
 }

@@ -5,7 +5,7 @@
 //! lives in the engine, which has the module registry and a graph library; a plan produced at run
 //! time by a planner passes the same validation as one read from a file.
 
-use crate::async_trait;
+use crate::{ConfigError, async_trait};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::time::Duration;
@@ -17,8 +17,9 @@ pub struct ExecutionPlan {
     /// What the plan is for, in words.
     #[serde(default)]
     pub goal: String,
-    /// The steps the goal is about. When absent, every `verify` and `report` step is an
-    /// output; when there are none, the single sink of the graph is.
+    /// The steps the goal is about. When absent, every step whose module's kind is an output by
+    /// default is one (`verify` and `report`, see [`ModuleKind`](crate::ModuleKind)); when
+    /// there are none, the single sink of the graph is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outputs: Option<Vec<String>>,
     /// The steps, in any order; dependencies decide when each runs.
@@ -169,6 +170,43 @@ impl PlanStep {
     /// A string config value by key.
     pub fn config_str(&self, key: &str) -> Option<&str> {
         self.config_value(key).and_then(Value::as_str)
+    }
+
+    /// The step's config read into a module's config type. A step without config (`null`)
+    /// reads as an empty object, so fields with `#[serde(default)]` take their defaults.
+    ///
+    /// Call it from both [`Module::validate`](crate::Module::validate) and
+    /// [`Module::run`](crate::Module::run), so the run reads exactly what validation accepted.
+    ///
+    /// # Errors
+    /// A [`ConfigError`] naming this step, with serde's message (which names an unknown or
+    /// missing field and the expected type).
+    ///
+    /// ```
+    /// use nuvira_api::PlanStep;
+    /// use serde_json::json;
+    ///
+    /// #[derive(serde::Deserialize, Debug, PartialEq)]
+    /// #[serde(deny_unknown_fields)]
+    /// struct Config {
+    ///     #[serde(default)]
+    ///     keywords: Vec<String>,
+    /// }
+    ///
+    /// let step = PlanStep::new("look", "inspect");
+    /// assert_eq!(step.config_as::<Config>().unwrap(), Config { keywords: vec![] });
+    ///
+    /// let typo = step.with_config(json!({ "keyword": ["x"] }));
+    /// let err = typo.config_as::<Config>().unwrap_err();
+    /// assert_eq!(err.to_string(), "step `look`: unknown field `keyword`, expected `keywords`");
+    /// ```
+    pub fn config_as<T: serde::de::DeserializeOwned>(&self) -> Result<T, ConfigError> {
+        let parsed = if self.config.is_null() {
+            T::deserialize(serde_json::json!({}))
+        } else {
+            T::deserialize(&self.config)
+        };
+        parsed.map_err(|e| ConfigError::from_serde(&self.id, &e))
     }
 }
 

@@ -148,3 +148,116 @@ pub trait RecoveryPolicy: Send + Sync {
         let _ = (step, ctx, success);
     }
 }
+
+/// A failure's category and the evidence for it (compiler errors with file:line, failing tests,
+/// the line that shows a timeout or a rate limit), as the recover stage's classifier judged it.
+/// Evidence is redacted of keys and tokens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Classification {
+    /// The category.
+    pub category: ErrorCategory,
+    /// Lines that show it, most telling first (at most [`MAX_EVIDENCE`]).
+    pub evidence: Vec<String>,
+}
+
+impl Classification {
+    /// A classification of a category with its evidence.
+    pub fn new(category: ErrorCategory, evidence: Vec<String>) -> Self {
+        Self { category, evidence }
+    }
+}
+
+/// The most evidence lines a [`Classification`] keeps.
+pub const MAX_EVIDENCE: usize = 20;
+
+/// What a [`RepairStrategy`] is given to decide on.
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct RepairInput<'a> {
+    /// The failed step (as it ran: an earlier repair may have changed it).
+    pub step: &'a crate::PlanStep,
+    /// The failed attempt's context (its events go to the run's bus).
+    pub ctx: &'a crate::StepContext,
+    /// The attempt that failed, from 1.
+    pub attempt: u32,
+    /// The failure.
+    pub failure: &'a crate::Failure,
+    /// Its classification.
+    pub classification: &'a Classification,
+    /// How often this strategy already acted on this step in this run.
+    pub uses: u32,
+}
+
+impl<'a> RepairInput<'a> {
+    /// An input for a strategy that has not acted on the step yet.
+    pub fn new(
+        step: &'a crate::PlanStep,
+        ctx: &'a crate::StepContext,
+        attempt: u32,
+        failure: &'a crate::Failure,
+        classification: &'a Classification,
+    ) -> Self {
+        Self {
+            step,
+            ctx,
+            attempt,
+            failure,
+            classification,
+            uses: 0,
+        }
+    }
+
+    /// Builder-style: sets how often the strategy already acted on the step.
+    #[must_use]
+    pub fn with_uses(mut self, uses: u32) -> Self {
+        self.uses = uses;
+        self
+    }
+}
+
+/// One way to repair a failed step, picked by name per failure category
+/// (`config.recover.strategies`). The recover stage (a [`RecoveryPolicy`]) classifies each
+/// recoverable failure, asks its strategies in order, and hands the first decision to the
+/// engine.
+///
+/// [`applies`](RepairStrategy::applies) is a cheap check (does the step have instructions to
+/// rephrase? is there another model?); [`decide`](RepairStrategy::decide) does the work and may
+/// still decline with `None` (e.g. the model could not produce a fix), in which case the
+/// policy tries the next strategy. `nuvira-repair-strategies` has the built-in ones.
+///
+/// ```
+/// use nuvira_api::{async_trait, Classification, ErrorCategory, Failure, PlanStep, RecoveryDecision};
+/// use nuvira_api::{RepairInput, RepairStrategy, StepContext};
+/// use std::time::Duration;
+///
+/// /// Waits a minute before retrying a timed-out step, once.
+/// struct SlowRetry;
+///
+/// #[async_trait]
+/// impl RepairStrategy for SlowRetry {
+///     fn name(&self) -> &str { "slow-retry" }
+///     fn applies(&self, input: &RepairInput<'_>) -> bool {
+///         input.uses == 0 && input.classification.category == ErrorCategory::Timeout
+///     }
+///     async fn decide(&self, _input: &RepairInput<'_>) -> Option<RecoveryDecision> {
+///         Some(RecoveryDecision::Retry { delay: Duration::from_secs(60), feedback: None, step: None })
+///     }
+/// }
+///
+/// let step = PlanStep::new("test", "test");
+/// let ctx = StepContext::standalone(".");
+/// let failure = Failure::new(ErrorCategory::Timeout, "killed at its timeout (2m)");
+/// let class = Classification::new(ErrorCategory::Timeout, vec![]);
+/// assert!(SlowRetry.applies(&RepairInput::new(&step, &ctx, 1, &failure, &class)));
+/// assert!(!SlowRetry.applies(&RepairInput::new(&step, &ctx, 2, &failure, &class).with_uses(1)));
+/// ```
+#[crate::async_trait]
+pub trait RepairStrategy: Send + Sync {
+    /// The name used in `config.recover.strategies` and in events.
+    fn name(&self) -> &str;
+    /// Whether the strategy can act on this failure at all.
+    fn applies(&self, input: &RepairInput<'_>) -> bool;
+    /// What the engine should do, or `None` when the strategy could not act after all.
+    async fn decide(&self, input: &RepairInput<'_>) -> Option<RecoveryDecision>;
+}

@@ -282,6 +282,33 @@ pub enum SandboxError {
 /// [`SandboxError::Unavailable`] when the sandbox cannot be used at all (exit code 3 at the
 /// CLI), [`SandboxError::Failed`] when it broke; a command that fails, times out or runs out of
 /// memory is an `Ok` outcome saying so.
+///
+/// ```
+/// use nuvira_api::{async_trait, CancelSignal, Sandbox, SandboxError, SandboxOutcome, SandboxRequest};
+///
+/// /// Runs nothing: answers every command with exit code 0 (a stand-in for tests).
+/// struct Succeeds;
+///
+/// #[async_trait]
+/// impl Sandbox for Succeeds {
+///     fn kind(&self) -> &str { "succeeds" }
+///     async fn run(&self, request: &SandboxRequest, cancel: &dyn CancelSignal) -> Result<SandboxOutcome, SandboxError> {
+///         if cancel.is_cancelled() {
+///             return Err(SandboxError::Cancelled);
+///         }
+///         let mut out = SandboxOutcome::default();
+///         out.exit_code = Some(0);
+///         out.stdout = request.command.join(" ");
+///         Ok(out)
+///     }
+/// }
+///
+/// let request = SandboxRequest::new(".", vec!["cargo".into(), "test".into()]);
+/// let mut run = Succeeds.run(&request, &nuvira_api::NeverCancelled);
+/// let poll = run.as_mut().poll(&mut std::task::Context::from_waker(std::task::Waker::noop()));
+/// let std::task::Poll::Ready(Ok(out)) = poll else { panic!("{poll:?}") };
+/// assert_eq!((out.exit_code, out.stdout.as_str()), (Some(0), "cargo test"));
+/// ```
 #[async_trait]
 pub trait Sandbox: Send + Sync {
     /// `local`, `docker`, ...

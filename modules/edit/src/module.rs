@@ -2,8 +2,8 @@
 
 use crate::{EditFailure, EditOptions, Editor, Emit, rejection_reasons};
 use nuvira_api::{
-    EditEntry, ErrorCategory, Failure, Module, ModuleError, ModuleKind, PlanStep, StepContext,
-    StepOutput, WriteSet, async_trait,
+    ConfigError, EditEntry, ErrorCategory, Failure, Module, ModuleError, ModuleKind, PlanStep,
+    StepContext, StepOutput, WriteSet, async_trait,
 };
 use nuvira_workspace::Workspace;
 use serde::Deserialize;
@@ -182,6 +182,10 @@ pub(crate) fn patch_paths(patch: &str) -> Vec<String> {
     out
 }
 
+/// Why an edit step without `edits` or `instructions` is rejected.
+const NEEDS_EDITS: &str =
+    "an edit step needs `config.edits` (a list of edit entries) or `config.instructions`";
+
 /// The `edit` module: runs a step's `edits` as one validated, all-or-nothing batch.
 ///
 /// Config (see [`EditStepConfig`]): `edits: [...]` in the edit-entry schema,
@@ -234,15 +238,12 @@ impl EditModule {
         &self.editor
     }
 
-    fn config(step: &PlanStep) -> Result<EditStepConfig, String> {
+    fn config(step: &PlanStep) -> Result<EditStepConfig, ConfigError> {
         if step.config.is_null() {
-            return Err(format!(
-                "step `{}`: an edit step needs `config.edits` (a list of edit entries) or `config.instructions`",
-                step.id
-            ));
+            return Err(ConfigError::new(&step.id, NEEDS_EDITS));
         }
-        serde_json::from_value(step.config.clone())
-            .map_err(|e| format!("step `{}`: config: {e}", step.id))
+        step.config_as()
+            .map_err(|e| e.map_message(|m| format!("config: {m}")))
     }
 }
 
@@ -285,7 +286,7 @@ impl Module for EditModule {
         WriteSet::paths(paths)
     }
 
-    fn validate(&self, step: &PlanStep) -> Result<(), String> {
+    fn validate(&self, step: &PlanStep) -> Result<(), ConfigError> {
         /// Why `path` cannot be written, judged lexically (the workspace checks symlinks when
         /// the step runs): absolute, `..` above the root, or a `.git`/`.nuvira` component.
         fn outside(path: &str) -> Option<&'static str> {
@@ -314,7 +315,7 @@ impl Module for EditModule {
         match (&cfg.edits, &cfg.instructions) {
             (Some(values), _) => {
                 let entries = parse_entries(values, &self.editor)
-                    .map_err(|p| format!("step `{}`: {}", step.id, p.join("; ")))?;
+                    .map_err(|p| ConfigError::new(&step.id, p.join("; ")))?;
                 let mut problems = Vec::new();
                 for (i, entry) in entries.iter().enumerate() {
                     let named = [("path", &entry.path), ("to", &entry.to)];
@@ -327,28 +328,32 @@ impl Module for EditModule {
                     }
                     for (field, path) in paths {
                         if let Some(why) = outside(&path) {
-                            problems.push(format!(
+                            problems.push((format!("edits[{i}].{field}"), format!(
                                 "edits[{i}].{field}: `{path}` is rejected: {why}; edit paths must be relative to the repository root and stay inside it, e.g. `src/lib.rs`"
-                            ));
+                            )));
                         }
                     }
                 }
-                if problems.is_empty() {
-                    Ok(())
-                } else {
-                    Err(format!("step `{}`: {}", step.id, problems.join("; ")))
+                match problems.first() {
+                    None => Ok(()),
+                    Some((field, _)) => Err(ConfigError::new(
+                        &step.id,
+                        problems
+                            .iter()
+                            .map(|(_, m)| m.as_str())
+                            .collect::<Vec<_>>()
+                            .join("; "),
+                    )
+                    .at(field.clone())),
                 }
             }
             (None, Some(_)) => Ok(()),
-            (None, None) => Err(format!(
-                "step `{}`: an edit step needs `config.edits` (a list of edit entries) or `config.instructions`",
-                step.id
-            )),
+            (None, None) => Err(ConfigError::new(&step.id, NEEDS_EDITS)),
         }
     }
 
     async fn run(&self, step: &PlanStep, ctx: &StepContext) -> Result<StepOutput, ModuleError> {
-        let cfg = Self::config(step).map_err(ModuleError::invalid_config)?;
+        let cfg = Self::config(step)?;
         let entries = match (&cfg.edits, &cfg.instructions) {
             (Some(values), _) => parse_entries(values, &self.editor).map_err(|p| {
                 ModuleError::invalid_config(format!("step `{}`: {}", step.id, p.join("; ")))

@@ -43,7 +43,8 @@ fn validate_names_the_entry_index_and_field_of_every_problem() {
             {"path": "a.rs"},
             {"strategy": "whole-file", "path": "b.rs", "content": "x"}
         ]})))
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
     assert!(err.starts_with("step `edit`: "), "{err}");
     assert!(err.contains("edits[0].search: missing"), "{err}");
     assert!(
@@ -56,6 +57,7 @@ fn validate_names_the_entry_index_and_field_of_every_problem() {
     assert!(
         m.validate(&step(json!({"edits": [], "colour": "red"})))
             .unwrap_err()
+            .to_string()
             .contains("colour")
     );
     assert!(m.validate(&PlanStep::new("e", "edit")).is_err());

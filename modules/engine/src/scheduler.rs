@@ -17,7 +17,8 @@
 //!   nested in the step's task, with the same guarantees (they may use up to `max_parallel`
 //!   slots besides the one of the step they replace);
 //! - in a dry run, steps of kind `test` and `execute` are not run (they succeed with a note):
-//!   edits are only previewed, so they would test the unchanged workspace;
+//!   edits are only previewed, so they would test the unchanged workspace (see
+//!   [`ModuleKind::runs_in_dry_run`](nuvira_api::ModuleKind::runs_in_dry_run));
 //! - on cancellation every running step task is aborted and awaited before [`run`] returns, so
 //!   no step task outlives the run (work a module moved to a blocking thread cannot be
 //!   interrupted: modules must do blocking work in bounded pieces or check the cancel signal).
@@ -35,10 +36,10 @@
 use crate::events::{EMPTY_OUTPUT, EventBus, Lifecycle};
 use crate::validate::ValidatedPlan;
 use futures::FutureExt;
+use nuvira_api::engine::{RunInfo, RunScope, StepContextBuilder};
 use nuvira_api::{
-    CancelSignal, ErrorCategory, EventKind, Failure, LlmClient, Module, ModuleError, ModuleKind,
-    PlanStep, RunInfo, RunScope, RunStatus, StepContext, StepInputs, StepOutput, WriteSet,
-    async_trait, report::StepStatus,
+    CancelSignal, ErrorCategory, EventKind, Failure, LlmClient, Module, ModuleError, PlanStep,
+    RunStatus, StepContext, StepInputs, StepOutput, WriteSet, async_trait, report::StepStatus,
 };
 use std::collections::VecDeque;
 use std::future::Future;
@@ -1008,9 +1009,9 @@ impl Dispatcher {
 async fn run_step(shared: Arc<Shared>, idx: usize) -> Done {
     let started = Instant::now();
     let module = &shared.modules[idx];
-    if shared.opts.dry_run && matches!(module.kind(), ModuleKind::Test | ModuleKind::Execute) {
+    if shared.opts.dry_run && !module.kind().runs_in_dry_run() {
         // A dry run changes nothing and runs nothing: tests and commands would only see the
-        // unchanged workspace.
+        // unchanged workspace (see `ModuleKind`).
         shared.outputs.set(
             idx,
             StepOutput::Value(serde_json::json!({
@@ -1055,16 +1056,16 @@ fn step_context(
     attempt: u32,
     feedback: Option<String>,
 ) -> StepContext {
-    let ctx = StepContext::for_step(shared.clone(), idx);
-    let ctx = match shared.step(idx).timeout.or(shared.opts.default_timeout) {
-        Some(t) => ctx.with_deadline(Some(Instant::now() + t)),
-        None => ctx,
-    };
-    if attempt == 1 && feedback.is_none() {
-        ctx
-    } else {
-        ctx.with_attempt(attempt).with_feedback(feedback)
-    }
+    let deadline = shared
+        .step(idx)
+        .timeout
+        .or(shared.opts.default_timeout)
+        .map(|t| Instant::now() + t);
+    StepContextBuilder::in_scope(shared.clone(), idx)
+        .deadline(deadline)
+        .attempt(attempt)
+        .feedback(feedback)
+        .build()
 }
 
 /// A module's future, as `async_trait` boxes it.

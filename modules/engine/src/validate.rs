@@ -16,7 +16,9 @@
 //!   per group, and the last one listed says that more exist;
 //! - `ambiguous-goal`: no `outputs`, no verify/report step, and more than one sink;
 //! - `orphan`: a step from which no path leads to an output (not checked while `outputs`
-//!   names a missing step: the outputs themselves are wrong then).
+//!   names a missing step: the outputs themselves are wrong then). Without `outputs`, the
+//!   outputs are the steps whose module's kind is an output by default (verify and report; see
+//!   [`ModuleKind`](nuvira_api::ModuleKind)).
 //!
 //! A step whose id repeats an earlier one is still checked: its dependencies can dangle, and
 //! they join the graph as the first step's, so a cycle through it is found too.
@@ -29,7 +31,7 @@
 //! Nothing recurses, so a chain or cycle of a million steps does not overflow the stack.
 
 use crate::registry::ModuleRegistry;
-use nuvira_api::{ExecutionPlan, ModuleKind};
+use nuvira_api::ExecutionPlan;
 use serde::Serialize;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt;
@@ -237,7 +239,8 @@ pub fn is_valid_id(id: &str) -> bool {
 /// Validates a plan against a registry, reporting every problem.
 ///
 /// `registry: None` skips the module checks (`unknown-module`, `invalid-config`) and
-/// treats steps named `verify`/`report` as outputs by name.
+/// treats steps named `verify`/`report` as outputs by name (with a registry, a step's module's
+/// [`ModuleKind::is_default_output`](nuvira_api::ModuleKind::is_default_output) decides).
 ///
 /// # Errors
 /// [`ValidationErrors`] listing every problem found.
@@ -299,19 +302,15 @@ pub fn validate(
         match registry {
             Some(reg) => match reg.get(&step.module) {
                 Some(module) => {
-                    output_by_kind[i] =
-                        matches!(module.kind(), ModuleKind::Verify | ModuleKind::Report);
-                    if let Err(msg) = module.validate(step) {
-                        let prefix = format!("step `{}`", step.id);
-                        let msg = msg
-                            .strip_prefix(&prefix)
-                            .map(|m| m.trim_start_matches(':').trim_start())
-                            .unwrap_or(&msg);
+                    output_by_kind[i] = module.kind().is_default_output();
+                    if let Err(e) = module.validate(step) {
+                        // The error's message, without its step: the problem names the step
+                        // and its module itself.
                         problems.push(
                             Problem::new(
                                 ProblemKind::InvalidConfig,
                                 vec![step.id.clone()],
-                                format!("step `{}` ({}): {msg}", step.id, step.module),
+                                format!("step `{}` ({}): {}", step.id, step.module, e.message),
                             )
                             .at(i),
                         );

@@ -42,7 +42,7 @@ pub mod score;
 pub mod tree;
 pub mod walk;
 
-pub use module::{ConfigError, InspectModule, StepConfig};
+pub use module::{InspectModule, StepConfig};
 
 use lang::Outline;
 use nuvira_api::{Artifact, EventKind, InspectionResult, InspectionStats};

@@ -2,8 +2,8 @@
 
 use crate::{Hooks, InspectError, InspectOptions, classify, inspect};
 use nuvira_api::{
-    ErrorCategory, EventKind, Module, ModuleError, ModuleKind, PlanStep, StepContext, StepOutput,
-    WriteSet, async_trait,
+    ConfigError, ErrorCategory, EventKind, Module, ModuleError, ModuleKind, PlanStep, StepContext,
+    StepOutput, WriteSet, async_trait,
 };
 use serde::Deserialize;
 use std::sync::Arc;
@@ -39,45 +39,39 @@ impl StepConfig {
     /// Reads and checks a step's config (`null` means all defaults).
     ///
     /// # Errors
-    /// [`ConfigError`], naming the step and the bad key, or the step, index and path of a
+    /// A [`ConfigError`] naming the step and the bad key, or the step, index and path of a
     /// `paths` entry that leaves the workspace or points into `.git/`/`.nuvira/` (checked
     /// lexically, see [`check_path`](crate::check_path)).
     pub fn from_step(step: &PlanStep) -> Result<Self, ConfigError> {
-        let config: Self = if step.config.is_null() {
-            Self::default()
-        } else {
-            serde_json::from_value(step.config.clone()).map_err(|e| {
-                let message = e.to_string();
+        let config: Self = step.config_as().map_err(|e| {
+            e.map_message(|e| {
                 // serde lists the keys itself for an unknown one; say them once.
-                let hint = if message.contains("expected one of") {
+                let keys = if e.contains("expected one of") {
                     ""
                 } else {
                     " (expected keys: keywords, max_files, paths, max_file_bytes)"
                 };
-                ConfigError::Invalid {
-                    step: step.id.clone(),
-                    message,
-                    hint,
-                }
-            })?
-        };
-        let zero = match (config.max_files, config.max_file_bytes) {
-            (Some(0), _) => Some("max_files"),
-            (_, Some(0)) => Some("max_file_bytes"),
-            _ => None,
-        };
-        if let Some(key) = zero {
-            return Err(ConfigError::Zero {
-                step: step.id.clone(),
-                key,
-            });
+                format!("invalid inspect config: {e}{keys}")
+            })
+        })?;
+        if config.max_files == Some(0) {
+            return Err(
+                ConfigError::new(&step.id, "`max_files` must be at least 1").at("max_files")
+            );
         }
-        for (index, path) in config.paths.iter().enumerate() {
-            crate::check_path(path).map_err(|reason| ConfigError::Path {
-                step: step.id.clone(),
-                index,
-                path: path.clone(),
-                reason,
+        if config.max_file_bytes == Some(0) {
+            return Err(
+                ConfigError::new(&step.id, "`max_file_bytes` must be at least 1")
+                    .at("max_file_bytes"),
+            );
+        }
+        for (i, path) in config.paths.iter().enumerate() {
+            crate::check_path(path).map_err(|why| {
+                ConfigError::new(
+                    &step.id,
+                    format!("`paths[{i}]` `{path}` is rejected: {why}"),
+                )
+                .at(format!("paths[{i}]"))
             })?;
         }
         Ok(config)
@@ -98,42 +92,6 @@ impl StepConfig {
         }
         o
     }
-}
-
-/// Why an `inspect` step's config is rejected ([`StepConfig::from_step`]).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum ConfigError {
-    /// The config does not deserialize (an unknown key, a wrong type).
-    #[error("step `{step}`: invalid inspect config: {message}{hint}")]
-    Invalid {
-        /// The step id.
-        step: String,
-        /// serde's message.
-        message: String,
-        /// The expected keys, when serde's message does not list them.
-        hint: &'static str,
-    },
-    /// A count that must be positive is 0.
-    #[error("step `{step}`: `{key}` must be at least 1")]
-    Zero {
-        /// The step id.
-        step: String,
-        /// `max_files` or `max_file_bytes`.
-        key: &'static str,
-    },
-    /// A `paths` entry leaves the workspace or points into `.git/`/`.nuvira/`.
-    #[error("step `{step}`: `paths[{index}]` `{path}` is rejected: {reason}")]
-    Path {
-        /// The step id.
-        step: String,
-        /// The entry's index in `paths`.
-        index: usize,
-        /// The entry.
-        path: String,
-        /// Why (displayed in the message, so not a `source`).
-        reason: crate::PathRejected,
-    },
 }
 
 /// The `inspect` module: read-only, runs the inspection on its own thread so the async runtime
@@ -166,15 +124,12 @@ impl Module for InspectModule {
         WriteSet::ReadOnly
     }
 
-    fn validate(&self, step: &PlanStep) -> Result<(), String> {
-        StepConfig::from_step(step)
-            .map(|_| ())
-            .map_err(|e| e.to_string())
+    fn validate(&self, step: &PlanStep) -> Result<(), ConfigError> {
+        StepConfig::from_step(step).map(|_| ())
     }
 
     async fn run(&self, step: &PlanStep, ctx: &StepContext) -> Result<StepOutput, ModuleError> {
-        let config =
-            StepConfig::from_step(step).map_err(|e| ModuleError::invalid_config(e.to_string()))?;
+        let config = StepConfig::from_step(step)?;
         let mut options = config.options();
         let (max_files, content_files) = (options.max_files, options.content_files);
         let llm = ctx.llm().cloned();

@@ -432,10 +432,12 @@ fn the_module_runs_a_step_with_its_config_and_rejects_bad_config() {
     assert_eq!(events.last().unwrap().1, "inspect:completed");
 
     let bad = PlanStep::new("i2", "inspect").with_config(serde_json::json!({ "max_file": 3 }));
-    let err = module.validate(&bad).unwrap_err();
+    let err = module.validate(&bad).unwrap_err().to_string();
     assert!(err.contains("i2") && err.contains("max_file"), "{err}");
     let zero = PlanStep::new("i3", "inspect").with_config(serde_json::json!({ "max_files": 0 }));
-    assert!(module.validate(&zero).unwrap_err().contains("max_files"));
+    let zero = module.validate(&zero).unwrap_err();
+    assert!(zero.to_string().contains("max_files"), "{zero}");
+    assert_eq!(zero.field.as_deref(), Some("max_files"));
     let escape =
         PlanStep::new("i4", "inspect").with_config(serde_json::json!({ "paths": ["../x"] }));
     let err = futures::executor::block_on(module.run(&escape, &ctx)).unwrap_err();
@@ -663,6 +665,8 @@ fn validate_rejects_paths_that_leave_the_workspace_before_the_run() {
         let step = PlanStep::new("look", "inspect")
             .with_config(serde_json::json!({ "paths": ["src", bad] }));
         let err = module.validate(&step).unwrap_err();
+        assert_eq!(err.field.as_deref(), Some("paths[1]"));
+        let err = err.to_string();
         assert!(
             err.contains("step `look`")
                 && err.contains("paths[1]")

@@ -198,7 +198,7 @@ fn check_step(i: usize, step: &Value, index: &PlanIndex, yaml: bool, out: &mut V
 
 fn timeout_problem(text: &str) -> Option<String> {
     match nuvira_api::duration::parse(text) {
-        Err(e) => Some(e),
+        Err(e) => Some(e.to_string()),
         Ok(d) if d.is_zero() => Some(nuvira_api::duration::ZERO_TIMEOUT.to_owned()),
         Ok(_) => None,
     }

@@ -36,6 +36,4 @@ pub use model_edit::{DEFAULT_CONTEXT_TOKENS, ModelEditor, upstream_artifacts};
 pub use nuvira_repair_strategies::{
     Classification, RepairInput, RepairStrategy, classify_error, default_strategies,
 };
-pub use policy::{
-    DEFAULT_RUN_ATTEMPTS, RecoverConfig, RecoverConfigError, RecoverStage, StrategySelection,
-};
+pub use policy::{DEFAULT_RUN_ATTEMPTS, RecoverConfig, RecoverStage, StrategySelection};

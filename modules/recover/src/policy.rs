@@ -2,9 +2,9 @@
 //! strategy, keep the budget.
 
 use nuvira_api::{
-    ErrorCategory, EventKind, Failure, LlmClient, LlmError, LlmRequest, LlmResponse, Module,
-    ModuleError, ModuleKind, PlanStep, RecoveryDecision, RecoveryPolicy, RepairBudget, StepContext,
-    StepOutput, WriteSet, async_trait,
+    ConfigError, ErrorCategory, EventKind, Failure, LlmClient, LlmError, LlmRequest, LlmResponse,
+    Module, ModuleError, ModuleKind, PlanStep, RecoveryDecision, RecoveryPolicy, RepairBudget,
+    StepContext, StepOutput, WriteSet, async_trait,
 };
 use nuvira_edit::nuvira_workspace::{Journal, OnChanged, Workspace};
 use nuvira_repair_strategies::{
@@ -52,53 +52,6 @@ pub struct RecoverConfig {
     /// Models already tried (set by `switch-model`).
     #[serde(default)]
     pub tried_models: Option<Vec<String>>,
-}
-
-/// Why a step's `config.recover` was rejected. Every variant names the step.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum RecoverConfigError {
-    /// The value does not have the shape of [`RecoverConfig`].
-    #[error(
-        "step `{step}`: config.recover: {source} (keys: strategies, max_attempts, rollback_on_failure)"
-    )]
-    Malformed {
-        /// The step id.
-        step: String,
-        /// What serde found.
-        #[source]
-        source: serde_json::Error,
-    },
-    /// A strategy name no registered strategy has.
-    #[error(
-        "step `{step}`: config.recover.strategies: unknown strategy `{name}`; use one of: {known}"
-    )]
-    UnknownStrategy {
-        /// The step id.
-        step: String,
-        /// The unknown name.
-        name: String,
-        /// The registered names, comma-separated.
-        known: String,
-    },
-    /// A category name that is not an [`ErrorCategory`].
-    #[error(
-        "step `{step}`: config.recover.strategies: unknown category `{name}`; use one of: {known}"
-    )]
-    UnknownCategory {
-        /// The step id.
-        step: String,
-        /// The unknown name.
-        name: String,
-        /// The category names, comma-separated.
-        known: String,
-    },
-    /// `max_attempts: 0`.
-    #[error("step `{step}`: config.recover.max_attempts must be at least 1 (the first run counts)")]
-    NoAttempts {
-        /// The step id.
-        step: String,
-    },
 }
 
 /// Which strategies a step uses.
@@ -208,26 +161,26 @@ impl RecoverStage {
     /// `max_attempts` at least 1.
     ///
     /// # Errors
-    /// A [`RecoverConfigError`] naming the step and the bad value.
-    pub fn config(&self, step: &PlanStep) -> Result<RecoverConfig, RecoverConfigError> {
+    /// A [`ConfigError`] naming the step and the bad value.
+    pub fn config(&self, step: &PlanStep) -> Result<RecoverConfig, ConfigError> {
         let Some(v) = step.config_value("recover") else {
             return Ok(RecoverConfig::default());
         };
-        let cfg: RecoverConfig =
-            serde_json::from_value(v.clone()).map_err(|source| RecoverConfigError::Malformed {
-                step: step.id.clone(),
-                source,
-            })?;
-        let check = |names: &[String]| -> Result<(), RecoverConfigError> {
+        let err = |message: String| ConfigError::new(&step.id, message).at("recover");
+        let cfg: RecoverConfig = serde_json::from_value(v.clone()).map_err(|e| {
+            err(format!(
+                "config.recover: {e} (keys: strategies, max_attempts, rollback_on_failure)"
+            ))
+        })?;
+        let known = self.strategy_names().join(", ");
+        let check = |names: &[String]| -> Result<(), ConfigError> {
             match names
                 .iter()
                 .find(|n| !self.strategies.contains_key(n.as_str()))
             {
-                Some(n) => Err(RecoverConfigError::UnknownStrategy {
-                    step: step.id.clone(),
-                    name: n.clone(),
-                    known: self.strategy_names().join(", "),
-                }),
+                Some(n) => Err(err(format!(
+                    "config.recover.strategies: unknown strategy `{n}`; use one of: {known}"
+                ))),
                 None => Ok(()),
             }
         };
@@ -236,15 +189,14 @@ impl RecoverStage {
             Some(StrategySelection::PerCategory(map)) => {
                 for (cat, names) in map {
                     if !ErrorCategory::ALL.iter().any(|c| c.as_str() == cat) {
-                        return Err(RecoverConfigError::UnknownCategory {
-                            step: step.id.clone(),
-                            name: cat.clone(),
-                            known: ErrorCategory::ALL
+                        return Err(err(format!(
+                            "config.recover.strategies: unknown category `{cat}`; use one of: {}",
+                            ErrorCategory::ALL
                                 .iter()
                                 .map(|c| c.as_str())
                                 .collect::<Vec<_>>()
-                                .join(", "),
-                        });
+                                .join(", ")
+                        )));
                     }
                     check(names)?;
                 }
@@ -252,9 +204,9 @@ impl RecoverStage {
             None => {}
         }
         if cfg.max_attempts == Some(0) {
-            return Err(RecoverConfigError::NoAttempts {
-                step: step.id.clone(),
-            });
+            return Err(err(
+                "config.recover.max_attempts must be at least 1 (the first run counts)".into(),
+            ));
         }
         Ok(cfg)
     }
@@ -509,8 +461,8 @@ impl Module for Recovering {
     fn write_set(&self, step: &PlanStep) -> WriteSet {
         self.inner.write_set(&strip(step))
     }
-    fn validate(&self, step: &PlanStep) -> Result<(), String> {
-        self.policy.config(step).map_err(|e| e.to_string())?;
+    fn validate(&self, step: &PlanStep) -> Result<(), ConfigError> {
+        self.policy.config(step)?;
         self.inner.validate(&strip(step))
     }
     async fn run(&self, step: &PlanStep, ctx: &StepContext) -> Result<StepOutput, ModuleError> {

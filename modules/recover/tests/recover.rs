@@ -413,8 +413,11 @@ fn bad_recover_config_is_rejected_naming_the_step_and_the_value() {
     ];
     for (config, want) in bad {
         let step = PlanStep::new("s", "edit").with_config(config);
-        let e = policy.config(&step).unwrap_err().to_string();
+        let e = policy.config(&step).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("recover"));
+        let e = e.to_string();
         assert!(e.contains("step `s`") && e.contains(want), "{e}");
+        assert_eq!(e.matches("step `s`").count(), 1, "{e}");
     }
 }
 

@@ -401,17 +401,17 @@ impl ReportBuilder {
             // A rejection without the edit's output (older events): its evidence lines are
             // `path:line: reason`.
             for line in &rec.evidence {
-                let (path, lineno, column, msg) = split_location(line);
+                let located = nuvira_api::CheckFinding::parse(line);
                 let mut f = Finding::new(
                     FindingKind::StepFailure,
                     Severity::Error,
                     format!("nuvira/step-failure/{}", category.as_str()),
                     "edit rejected",
-                    msg.to_owned(),
+                    located.message,
                 );
-                if let Some(p) = path {
-                    f = f.at(p, lineno);
-                    f.column = column;
+                if let Some(p) = located.file {
+                    f = f.at(p, located.line);
+                    f.column = located.column;
                 }
                 rec.findings.push(f);
             }
@@ -745,53 +745,27 @@ fn check_findings(rec: &mut StepRecord, c: &VerificationCheck) {
         ));
         return;
     }
-    for line in &c.findings {
-        let (path, lineno, column, msg) = split_location(line);
+    for finding in &c.findings {
+        // The finding's own severity (a secret scanner's `error`) goes in front of the message;
+        // the report's severity is the check's, which decides what blocks.
+        let message = match finding.severity {
+            _ if finding.message.is_empty() => c.details.clone(),
+            Some(sev) => format!("{}: {}", sev.as_str(), finding.message),
+            None => finding.message.clone(),
+        };
         let mut f = Finding::new(
             FindingKind::Verification,
             severity,
             rule.clone(),
             title.clone(),
-            if msg.is_empty() {
-                c.details.clone()
-            } else {
-                msg.to_owned()
-            },
+            message,
         );
-        if let Some(p) = path {
-            f = f.at(p, lineno);
-            f.column = column;
+        if let Some(p) = &finding.file {
+            f = f.at(p.clone(), finding.line);
+            f.column = finding.column;
         }
         rec.findings.push(f);
     }
-}
-
-/// Splits `path:line:col: message`, `path:line: message` or `path: message` into its parts;
-/// text that does not start with a path is all message.
-fn split_location(s: &str) -> (Option<String>, Option<u32>, Option<u32>, &str) {
-    let Some((path, rest)) = s.split_once(':') else {
-        return (None, None, None, s.trim());
-    };
-    let looks_like_path =
-        !path.is_empty() && !path.contains(' ') && (path.contains('.') || path.contains('/'));
-    if !looks_like_path {
-        return (None, None, None, s.trim());
-    }
-    match number(rest) {
-        Some((line, rest)) => match number(rest) {
-            Some((col, rest)) => (Some(path.to_owned()), Some(line), Some(col), rest.trim()),
-            None => (Some(path.to_owned()), Some(line), None, rest.trim()),
-        },
-        None => (Some(path.to_owned()), None, None, rest.trim()),
-    }
-}
-
-/// A leading number and the text after it (and after one `:`).
-fn number(t: &str) -> Option<(u32, &str)> {
-    let digits = t.len() - t.trim_start_matches(|c: char| c.is_ascii_digit()).len();
-    let n = t[..digits].parse().ok()?;
-    let rest = &t[digits..];
-    Some((n, rest.strip_prefix(':').unwrap_or(rest)))
 }
 
 fn count(steps: &[StepRecord]) -> ReportCounts {
@@ -1108,33 +1082,4 @@ pub fn read_jsonl_file(path: &Path) -> Result<ExecutionReport, ReportError> {
         source,
     })?;
     read_jsonl(std::io::BufReader::with_capacity(64 * 1024, file), path)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn split_location_reads_path_line_message() {
-        assert_eq!(
-            split_location("src/a.rs:12: unwrap on a None"),
-            (Some("src/a.rs".into()), Some(12), None, "unwrap on a None")
-        );
-        assert_eq!(
-            split_location("src/lib.rs:9:17: MISSING }"),
-            (Some("src/lib.rs".into()), Some(9), Some(17), "MISSING }")
-        );
-        assert_eq!(
-            split_location("src/a.rs: no tests cover it"),
-            (Some("src/a.rs".into()), None, None, "no tests cover it")
-        );
-        assert_eq!(
-            split_location("goal not met: the function still exists"),
-            (None, None, None, "goal not met: the function still exists")
-        );
-        assert_eq!(
-            split_location("no colon here"),
-            (None, None, None, "no colon here")
-        );
-    }
 }

@@ -2,8 +2,8 @@
 
 use crate::{ExecutionReport, Format, ReportBuilder, render};
 use nuvira_api::{
-    EventKind, Module, ModuleError, ModuleKind, PlanStep, StepContext, StepOutput, WriteSet,
-    async_trait,
+    ConfigError, EventKind, Module, ModuleError, ModuleKind, PlanStep, StepContext, StepOutput,
+    WriteSet, async_trait,
 };
 use std::path::{Component, Path, PathBuf};
 
@@ -24,60 +24,90 @@ pub const REPORT_MODULE: &str = "report";
 #[derive(Debug, Default, Clone, Copy)]
 pub struct ReportModule;
 
+/// A `report` step's config as written: `{ formats?: [name, ...], output_dir?: path }`.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(expecting = "a mapping such as { formats: [json, html], output_dir: reports }")]
+struct RawConfig {
+    #[serde(default, deserialize_with = "format_names")]
+    formats: Option<Vec<String>>,
+    #[serde(default, deserialize_with = "output_dir")]
+    output_dir: Option<String>,
+    /// Any other key, refused by [`config`] with the keys it expects.
+    #[serde(flatten)]
+    other: serde_json::Map<String, serde_json::Value>,
+}
+
+/// `formats`: a list of names, or null for the default.
+fn format_names<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Vec<String>>, D::Error> {
+    use serde::{Deserialize, de::Error as _};
+    match Option::<serde_json::Value>::deserialize(d)? {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(serde_json::Value::Array(items)) => items
+            .into_iter()
+            .enumerate()
+            .map(|(i, item)| match item {
+                serde_json::Value::String(s) => Ok(s),
+                _ => Err(D::Error::custom(format!(
+                    "`formats[{i}]` must be a format name"
+                ))),
+            })
+            .collect::<Result<_, _>>()
+            .map(Some),
+        Some(_) => Err(D::Error::custom(
+            "`formats` must be a list such as [json, html]",
+        )),
+    }
+}
+
+/// `output_dir`: a path, or null for the default.
+fn output_dir<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    use serde::{Deserialize, de::Error as _};
+    match Option::<serde_json::Value>::deserialize(d)? {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(serde_json::Value::String(s)) => Ok(Some(s)),
+        Some(_) => Err(D::Error::custom(
+            "`output_dir` must be a workspace-relative path",
+        )),
+    }
+}
+
+/// A `report` step's config, checked.
 #[derive(Debug)]
 struct Config {
     formats: Vec<Format>,
     output_dir: Option<String>,
 }
 
-fn config(step: &PlanStep) -> Result<Config, String> {
+fn config(step: &PlanStep) -> Result<Config, ConfigError> {
+    let raw: RawConfig = step.config_as()?;
     let mut formats = Vec::new();
-    match step.config_value("formats") {
-        None | Some(serde_json::Value::Null) => formats.push(Format::Json),
-        Some(serde_json::Value::Array(items)) => {
-            for (i, item) in items.iter().enumerate() {
-                let name = item.as_str().ok_or_else(|| {
-                    format!("step `{}`: `formats[{i}]` must be a format name", step.id)
-                })?;
-                let f = name
-                    .parse::<Format>()
-                    .map_err(|e| format!("step `{}`: `formats[{i}]`: failed to {e}", step.id))?;
-                if !formats.contains(&f) {
-                    formats.push(f);
-                }
-            }
-        }
-        Some(_) => {
-            return Err(format!(
-                "step `{}`: `formats` must be a list such as [json, html]",
-                step.id
-            ));
+    for (i, name) in raw.formats.iter().flatten().enumerate() {
+        let f = name.parse::<Format>().map_err(|e| {
+            ConfigError::new(&step.id, format!("`formats[{i}]`: failed to {e}"))
+                .at(format!("formats[{i}]"))
+        })?;
+        if !formats.contains(&f) {
+            formats.push(f);
         }
     }
-    let output_dir = match step.config_value("output_dir") {
-        None | Some(serde_json::Value::Null) => None,
-        Some(serde_json::Value::String(s)) => {
-            confined(s).map_err(|e| format!("step `{}`: `output_dir` {e}", step.id))?;
-            Some(s.clone())
-        }
-        Some(_) => {
-            return Err(format!(
-                "step `{}`: `output_dir` must be a workspace-relative path",
-                step.id
-            ));
-        }
-    };
-    if let Some(obj) = step.config.as_object()
-        && let Some(k) = obj.keys().find(|k| *k != "formats" && *k != "output_dir")
-    {
-        return Err(format!(
-            "step `{}`: unknown config key `{k}` (expected `formats`, `output_dir`)",
-            step.id
-        ));
+    if raw.formats.is_none() {
+        formats.push(Format::Json);
+    }
+    if let Some(dir) = &raw.output_dir {
+        confined(dir).map_err(|e| {
+            ConfigError::new(&step.id, format!("`output_dir` {e}")).at("output_dir")
+        })?;
+    }
+    if let Some(k) = raw.other.keys().next() {
+        return Err(ConfigError::new(
+            &step.id,
+            format!("unknown config key `{k}` (expected `formats`, `output_dir`)"),
+        )
+        .at(k.clone()));
     }
     Ok(Config {
         formats,
-        output_dir,
+        output_dir: raw.output_dir,
     })
 }
 
@@ -136,12 +166,12 @@ impl Module for ReportModule {
         WriteSet::ReadOnly
     }
 
-    fn validate(&self, step: &PlanStep) -> Result<(), String> {
+    fn validate(&self, step: &PlanStep) -> Result<(), ConfigError> {
         config(step).map(|_| ())
     }
 
     async fn run(&self, step: &PlanStep, ctx: &StepContext) -> Result<StepOutput, ModuleError> {
-        let cfg = config(step).map_err(ModuleError::invalid_config)?;
+        let cfg = config(step)?;
         let mut b = ReportBuilder::for_run(ctx.run_id(), ctx.goal(), ctx.dry_run());
         for (id, out) in ctx.upstream() {
             b.record_output(&id, None, (*out).clone());

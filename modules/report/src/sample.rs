@@ -359,7 +359,10 @@ pub fn passing_run() -> Vec<Event> {
         {
             let mut c =
                 VerificationCheck::new("lint", CheckStatus::Warning, false, "1 clippy warning");
-            c.findings = vec!["src/config.rs:12: this function could be `const`".into()];
+            c.findings = vec![
+                nuvira_api::CheckFinding::new("this function could be `const`")
+                    .at("src/config.rs", Some(12)),
+            ];
             c
         },
     ];

@@ -450,3 +450,47 @@ fn files_a_repair_wrote_during_a_test_step_are_reported_with_their_diff() {
     let text = nuvira_report::render(&after, nuvira_report::Format::Markdown);
     assert!(text.contains("src/units.rs"), "{text}");
 }
+
+#[test]
+fn findings_stored_as_text_read_like_typed_findings_and_render_the_same() {
+    // Event files written before findings were typed carry `file:line: message` strings; a
+    // typed finding with a severity is written as an object. Both give the same report.
+    let text = jsonl(&sample::passing_run());
+    let old = "\"src/config.rs:12: this function could be `const`\"";
+    assert!(text.contains(old), "the sample has a lint finding");
+    let as_text = text.replace(
+        old,
+        "\"app/net.py:3: error: adds an AWS access key id [aws-access-key]\"",
+    );
+    let as_object = text.replace(
+        old,
+        r#"{"file":"app/net.py","line":3,"severity":"error","message":"adds an AWS access key id [aws-access-key]"}"#,
+    );
+    let from_text = read_jsonl(Cursor::new(as_text), Path::new("old.jsonl")).unwrap();
+    let from_object = read_jsonl(Cursor::new(as_object), Path::new("new.jsonl")).unwrap();
+    let (_, f) = from_object.findings().next().unwrap();
+    assert_eq!(
+        (f.path.as_deref(), f.line, f.message.as_str()),
+        (
+            Some("app/net.py"),
+            Some(3),
+            "error: adds an AWS access key id [aws-access-key]"
+        )
+    );
+    let findings = |r: &nuvira_report::ExecutionReport| -> Vec<_> {
+        r.findings().map(|(_, f)| f.clone()).collect()
+    };
+    assert_eq!(findings(&from_text), findings(&from_object));
+    for format in [
+        nuvira_report::Format::Text,
+        nuvira_report::Format::Markdown,
+        nuvira_report::Format::Sarif,
+        nuvira_report::Format::Junit,
+    ] {
+        assert_eq!(
+            nuvira_report::render(&from_text, format),
+            nuvira_report::render(&from_object, format),
+            "{format}"
+        );
+    }
+}

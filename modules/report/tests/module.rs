@@ -124,19 +124,30 @@ fn bad_config_is_rejected_before_the_run_with_the_key_named() {
     let err = m
         .validate(&step(serde_json::json!({ "formats": ["pdf"] })))
         .unwrap_err();
+    assert_eq!(err.field.as_deref(), Some("formats[0]"));
+    let err = err.to_string();
     assert!(err.contains("formats[0]") && err.contains("`pdf`"), "{err}");
     let err = m
         .validate(&step(serde_json::json!({ "output_dir": "../elsewhere" })))
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("leaves the workspace"), "{err}");
     let err = m
         .validate(&step(serde_json::json!({ "output_dir": "/tmp/x" })))
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("absolute"), "{err}");
     let err = m
         .validate(&step(serde_json::json!({ "format": ["json"] })))
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("unknown config key `format`"), "{err}");
+    // Regression: a config that is not a mapping was accepted and ignored.
+    let err = m
+        .validate(&step(serde_json::json!("json")))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("expected a mapping such as"), "{err}");
 }
 
 #[cfg(unix)]

@@ -20,5 +20,5 @@ pub use nuvira_sandbox as sandbox;
 mod module;
 
 pub use module::{
-    ConfigError, ExecuteModule, SANDBOX_SELECTED, SandboxConfig, TestConfig, TestModule,
+    ExecuteModule, SANDBOX_SELECTED, SandboxConfig, TestConfig, TestConfigError, TestModule,
 };

@@ -29,9 +29,9 @@ use crate::parse;
 use crate::sandbox::{self, SandboxKind, Selection};
 use nuvira_api::test::Mount;
 use nuvira_api::{
-    CommandOutput, ErrorCategory, EventKind, Failure, Module, ModuleError, ModuleKind, NetworkMode,
-    PlanStep, ResourceLimits, SandboxError, SandboxOutcome, SandboxRequest, StepContext,
-    StepOutput, TestResult, WriteSet, async_trait,
+    CommandOutput, ConfigError, ErrorCategory, EventKind, Failure, Module, ModuleError, ModuleKind,
+    NetworkMode, PlanStep, ResourceLimits, SandboxError, SandboxOutcome, SandboxRequest,
+    StepContext, StepOutput, TestResult, WriteSet, async_trait,
 };
 use serde::Deserialize;
 use serde_json::Value;
@@ -116,18 +116,19 @@ pub struct TestConfig {
     pub sandbox: SandboxConfig,
 }
 
-/// Why a `test` or `execute` step's config was refused: the key and what is expected.
+/// Why a `test` or `execute` config was refused ([`TestConfig::from_value`]): the key and what
+/// is expected. A step's config errors are [`ConfigError`]s that carry this message.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{key}: {reason}")]
 #[non_exhaustive]
-pub struct ConfigError {
+pub struct TestConfigError {
     /// The key, e.g. `config.memory` (`config` for the object as a whole).
     pub key: &'static str,
     /// What is wrong with it and what is expected.
     pub reason: String,
 }
 
-impl ConfigError {
+impl TestConfigError {
     fn new(key: &'static str, reason: impl std::fmt::Display) -> Self {
         Self {
             key,
@@ -140,14 +141,33 @@ impl TestConfig {
     /// Parses a step's config object (see the module docs for the keys).
     ///
     /// # Errors
-    /// [`ConfigError`] naming the key and what is expected.
-    pub fn from_value(config: &Value) -> Result<Self, ConfigError> {
+    /// [`TestConfigError`] naming the key and what is expected.
+    pub fn from_value(config: &Value) -> Result<Self, TestConfigError> {
         let raw: RawConfig = if config.is_null() {
             RawConfig::default()
         } else {
-            serde_json::from_value(config.clone()).map_err(|e| ConfigError::new("config", e))?
+            serde_json::from_value(config.clone()).map_err(|e| TestConfigError::new("config", e))?
         };
         raw.into_config()
+    }
+
+    /// Reads and checks a step's config with [`PlanStep::config_as`] (what `validate` and `run`
+    /// of the `test` and `execute` modules both call).
+    ///
+    /// # Errors
+    /// A [`ConfigError`] naming the step, the key and what is expected.
+    pub fn from_step(step: &PlanStep) -> Result<Self, ConfigError> {
+        let raw: RawConfig = step
+            .config_as()
+            .map_err(|e| e.map_message(|m| format!("config: {m}")))?;
+        raw.into_config().map_err(|e| {
+            let field = e.key.strip_prefix("config.").map(str::to_owned);
+            let err = ConfigError::new(&step.id, e.to_string());
+            match field {
+                Some(f) => err.at(f),
+                None => err,
+            }
+        })
     }
 }
 
@@ -190,22 +210,28 @@ enum RawSize {
 }
 
 impl RawConfig {
-    fn into_config(self) -> Result<TestConfig, ConfigError> {
+    fn into_config(self) -> Result<TestConfig, TestConfigError> {
         let framework = match self.framework.as_deref().map(str::trim) {
             None | Some("" | "auto") => None,
             Some(name) => Some(
                 name.parse::<Framework>()
-                    .map_err(|e| ConfigError::new("config.framework", e))?,
+                    .map_err(|e| TestConfigError::new("config.framework", e))?,
             ),
         };
         let command = match self.command {
             None => None,
             Some(RawCommand::Line(line)) if line.trim().is_empty() => {
-                return Err(ConfigError::new("config.command", "the command is empty"));
+                return Err(TestConfigError::new(
+                    "config.command",
+                    "the command is empty",
+                ));
             }
             Some(RawCommand::Line(line)) => Some(vec!["sh".into(), "-c".into(), line]),
             Some(RawCommand::Argv(argv)) if argv.is_empty() => {
-                return Err(ConfigError::new("config.command", "the command is empty"));
+                return Err(TestConfigError::new(
+                    "config.command",
+                    "the command is empty",
+                ));
             }
             Some(RawCommand::Argv(argv)) => Some(argv),
         };
@@ -213,42 +239,45 @@ impl RawConfig {
             None => SandboxKind::Auto,
             Some(s) => s
                 .parse()
-                .map_err(|e| ConfigError::new("config.sandbox", e))?,
+                .map_err(|e| TestConfigError::new("config.sandbox", e))?,
         };
         let memory = match self.memory {
             None => None,
             Some(RawSize::Bytes(0)) => {
-                return Err(ConfigError::new("config.memory", "must be more than 0"));
+                return Err(TestConfigError::new("config.memory", "must be more than 0"));
             }
             Some(RawSize::Bytes(b)) => Some(b),
-            Some(RawSize::Text(t)) => {
-                Some(sandbox::parse_size(&t).map_err(|e| ConfigError::new("config.memory", e))?)
-            }
+            Some(RawSize::Text(t)) => Some(
+                sandbox::parse_size(&t).map_err(|e| TestConfigError::new("config.memory", e))?,
+            ),
         };
         if let Some(c) = self.cpus
             && !(c.is_finite() && c > 0.0)
         {
-            return Err(ConfigError::new(
+            return Err(TestConfigError::new(
                 "config.cpus",
                 format!("{c} is not a positive number of CPUs"),
             ));
         }
         if self.pids == Some(0) {
-            return Err(ConfigError::new("config.pids", "must be at least 1"));
+            return Err(TestConfigError::new("config.pids", "must be at least 1"));
         }
         if self.timeout.is_some_and(|t| t.is_zero()) {
-            return Err(ConfigError::new("config.timeout", "must be more than 0"));
+            return Err(TestConfigError::new(
+                "config.timeout",
+                "must be more than 0",
+            ));
         }
         let network = match self.network.as_deref() {
             None => None,
-            Some(n) => {
-                Some(sandbox::parse_network(n).map_err(|e| ConfigError::new("config.network", e))?)
-            }
+            Some(n) => Some(
+                sandbox::parse_network(n).map_err(|e| TestConfigError::new("config.network", e))?,
+            ),
         };
         let mounts = self
             .mounts
             .iter()
-            .map(|m| sandbox::parse_mount(m).map_err(|e| ConfigError::new("config.mounts", e)))
+            .map(|m| sandbox::parse_mount(m).map_err(|e| TestConfigError::new("config.mounts", e)))
             .collect::<Result<_, _>>()?;
         Ok(TestConfig {
             framework,
@@ -353,15 +382,12 @@ impl Module for TestModule {
         WriteSet::ReadOnly
     }
 
-    fn validate(&self, step: &PlanStep) -> Result<(), String> {
-        TestConfig::from_value(&step.config)
-            .map(|_| ())
-            .map_err(|e| format!("step `{}`: {e}", step.id))
+    fn validate(&self, step: &PlanStep) -> Result<(), ConfigError> {
+        TestConfig::from_step(step).map(|_| ())
     }
 
     async fn run(&self, step: &PlanStep, ctx: &StepContext) -> Result<StepOutput, ModuleError> {
-        let config = TestConfig::from_value(&step.config)
-            .map_err(|e| ModuleError::invalid_config(format!("step `{}`: {e}", step.id)))?;
+        let config = TestConfig::from_step(step)?;
         self.run_config(&config, ctx).await.map(StepOutput::Test)
     }
 }
@@ -379,20 +405,21 @@ impl ExecuteModule {
         Self
     }
 
-    fn config(step: &PlanStep) -> Result<(Vec<String>, SandboxConfig), String> {
-        let config =
-            TestConfig::from_value(&step.config).map_err(|e| format!("step `{}`: {e}", step.id))?;
+    fn config(step: &PlanStep) -> Result<(Vec<String>, SandboxConfig), ConfigError> {
+        let config = TestConfig::from_step(step)?;
         if config.framework.is_some() {
-            return Err(format!(
-                "step `{}`: config.framework: execute runs a command, not a test framework; use the test module",
-                step.id
-            ));
+            return Err(ConfigError::new(
+                &step.id,
+                "config.framework: execute runs a command, not a test framework; use the test module",
+            )
+            .at("framework"));
         }
         let command = config.command.ok_or_else(|| {
-            format!(
-                "step `{}`: config.command is required: the command line to run",
-                step.id
+            ConfigError::new(
+                &step.id,
+                "config.command is required: the command line to run",
             )
+            .at("command")
         })?;
         Ok((command, config.sandbox))
     }
@@ -412,12 +439,12 @@ impl Module for ExecuteModule {
         WriteSet::ReadOnly
     }
 
-    fn validate(&self, step: &PlanStep) -> Result<(), String> {
+    fn validate(&self, step: &PlanStep) -> Result<(), ConfigError> {
         Self::config(step).map(|_| ())
     }
 
     async fn run(&self, step: &PlanStep, ctx: &StepContext) -> Result<StepOutput, ModuleError> {
-        let (command, config) = Self::config(step).map_err(ModuleError::invalid_config)?;
+        let (command, config) = Self::config(step)?;
         let selection = select(&config, ctx).await?;
         let mut request = config.request(ctx.workspace_root(), command.clone());
         clamp_to_deadline(&mut request, ctx);
@@ -860,6 +887,8 @@ mod tests {
     fn execute_requires_a_command() {
         let step = PlanStep::new("run", "execute");
         let err = ExecuteModule::new().validate(&step).unwrap_err();
+        assert_eq!(err.field.as_deref(), Some("command"));
+        let err = err.to_string();
         assert!(err.contains("config.command is required"), "{err}");
         assert!(err.contains("`run`"), "{err}");
     }

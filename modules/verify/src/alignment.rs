@@ -7,7 +7,7 @@
 
 use crate::{CheckInput, CheckOutcome, VerifyCheck};
 use nuvira_api::llm::guard;
-use nuvira_api::{ChatMessage, CheckStatus, LlmRequest, async_trait};
+use nuvira_api::{ChatMessage, CheckFinding, CheckStatus, LlmRequest, async_trait};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -148,7 +148,7 @@ impl VerifyCheck for GoalAlignmentCheck {
                         true,
                         format!("{verdict} (score {:.2}, {}){reasons}", a.score, llm.model()),
                     )
-                    .with_findings(a.reasons)
+                    .with_findings(a.reasons.iter().map(|r| CheckFinding::parse(r)).collect())
                     .with_suggestions(a.suggestions);
                 }
                 Err(e) => {

@@ -41,13 +41,13 @@ mod tests_check;
 
 pub use alignment::GoalAlignmentCheck;
 pub use lint::LintCheck;
-pub use module::{DEFAULT_CHECKS, VerifyConfig, VerifyModule};
+pub use module::{ChecksError, DEFAULT_CHECKS, VerifyConfig, VerifyModule};
 pub use security::SecurityCheck;
 pub use syntax::SyntaxCheck;
 pub use tests_check::TestsCheck;
 
 use nuvira_api::{
-    CancelSignal, CheckStatus, FileChange, LlmClient, TestResult, VerificationCheck,
+    CancelSignal, CheckFinding, CheckStatus, FileChange, LlmClient, TestResult, VerificationCheck,
     VerificationResult, async_trait,
 };
 use serde::{Deserialize, Serialize};
@@ -192,9 +192,9 @@ impl CheckOutcome {
         }
     }
 
-    /// Builder-style: adds findings (`file:line: message`).
+    /// Builder-style: adds findings.
     #[must_use]
-    pub fn with_findings(mut self, findings: Vec<String>) -> Self {
+    pub fn with_findings(mut self, findings: Vec<CheckFinding>) -> Self {
         self.check.findings = findings;
         self
     }
@@ -212,7 +212,7 @@ impl CheckOutcome {
 /// every registered check).
 ///
 /// ```
-/// use nuvira_api::{async_trait, CheckStatus};
+/// use nuvira_api::{async_trait, CheckFinding, CheckStatus};
 /// use nuvira_verify::{CheckInput, CheckOutcome, VerifyCheck};
 ///
 /// /// Fails when a change adds a `todo!()`.
@@ -222,9 +222,9 @@ impl CheckOutcome {
 /// impl VerifyCheck for NoTodo {
 ///     fn name(&self) -> &str { "no-todo" }
 ///     async fn run(&self, input: &CheckInput<'_>) -> CheckOutcome {
-///         let bad: Vec<String> = input.changes.iter()
+///         let bad: Vec<CheckFinding> = input.changes.iter()
 ///             .filter(|c| c.diff.lines().any(|l| l.starts_with('+') && l.contains("todo!()")))
-///             .map(|c| format!("{}: adds todo!()", c.path))
+///             .map(|c| CheckFinding::new("adds todo!()").at(c.path.clone(), None))
 ///             .collect();
 ///         let status = if bad.is_empty() { CheckStatus::Passed } else { CheckStatus::Failed };
 ///         CheckOutcome::new("no-todo", status, true, format!("{} file(s) add todo!()", bad.len()))

@@ -5,7 +5,7 @@
 //! (so `cargo` does not leave `clippy-driver` behind).
 
 use crate::{CheckInput, CheckOutcome, VerifyCheck};
-use nuvira_api::{CheckStatus, Sandbox, SandboxRequest, async_trait};
+use nuvira_api::{CheckFinding, CheckStatus, Sandbox, SandboxRequest, async_trait};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -217,7 +217,7 @@ impl VerifyCheck for LintCheck {
                     ran.runner
                 ),
             )
-            .with_findings(warnings),
+            .with_findings(warnings.iter().map(|l| CheckFinding::parse(l)).collect()),
             Some(126 | 127) => CheckOutcome::new(
                 "lint",
                 CheckStatus::NotRun,
@@ -229,20 +229,22 @@ impl VerifyCheck for LintCheck {
                 ),
             ),
             code => {
-                let mut findings: Vec<String> = lines
+                let mut findings: Vec<&str> = lines
                     .iter()
                     .filter(|l| is_error(l))
                     .take(MAX_FINDINGS)
-                    .map(|l| l.trim().to_owned())
+                    .map(|l| l.trim())
                     .collect();
                 if findings.is_empty() {
                     let start = lines.len().saturating_sub(MAX_FINDINGS);
                     findings = lines[start..]
                         .iter()
                         .filter(|l| !l.trim().is_empty())
-                        .map(|l| l.trim().to_owned())
+                        .map(|l| l.trim())
                         .collect();
                 }
+                // Tool output lines: `path:line:col: message` where the tool writes that.
+                let findings = findings.into_iter().map(CheckFinding::parse).collect();
                 let how = code.map_or_else(
                     || "was killed".to_owned(),
                     |c| format!("exited with code {c}"),

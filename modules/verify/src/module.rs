@@ -5,8 +5,9 @@ use crate::{
     run_checks, security::SecurityCheck,
 };
 use nuvira_api::{
-    ErrorCategory, EventKind, Failure, FileChange, Module, ModuleError, ModuleKind, PlanStep,
-    Sandbox, StepContext, StepOutput, SyntaxChecker, VerificationResult, WriteSet, async_trait,
+    ConfigError, ErrorCategory, EventKind, Failure, FileChange, Module, ModuleError, ModuleKind,
+    PlanStep, Sandbox, StepContext, StepOutput, SyntaxChecker, VerificationResult, WriteSet,
+    async_trait,
 };
 use serde::Deserialize;
 use std::sync::Arc;
@@ -48,22 +49,44 @@ impl VerifyConfig {
     /// Reads a step's config (`null` means all defaults).
     ///
     /// # Errors
-    /// A message naming the step and the bad key.
-    pub fn from_step(step: &PlanStep) -> Result<Self, String> {
-        if step.config.is_null() {
-            return Ok(Self::default());
-        }
-        serde_json::from_value(step.config.clone()).map_err(|e| {
-            let e = e.to_string();
-            // serde lists the keys itself for an unknown one; say them once.
-            let keys = if e.contains("expected one of") {
-                ""
-            } else {
-                " (expected keys: checks, strictness, lint, lint_timeout)"
-            };
-            format!("step `{}`: invalid verify config: {e}{keys}", step.id)
+    /// A [`ConfigError`] naming the step and the bad key.
+    pub fn from_step(step: &PlanStep) -> Result<Self, ConfigError> {
+        step.config_as().map_err(|e| {
+            e.map_message(|e| {
+                // serde lists the keys itself for an unknown one; say them once.
+                let keys = if e.contains("expected one of") {
+                    ""
+                } else {
+                    " (expected keys: checks, strictness, lint, lint_timeout)"
+                };
+                format!("invalid verify config: {e}{keys}")
+            })
         })
     }
+}
+
+/// Why a verify config names checks that cannot run.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ChecksError {
+    /// `lint` commands are configured but `checks` leaves `lint` out.
+    #[error(
+        "`lint` commands are configured but `lint` is not in `checks`; add it or remove the commands"
+    )]
+    LintNotSelected,
+    /// `checks` names `lint` but there are no commands.
+    #[error(
+        "check `lint` needs at least one command in `lint` (e.g. `lint: [\"cargo clippy -- -D warnings\"]`)"
+    )]
+    LintWithoutCommands,
+    /// `checks` names a check that is neither built in nor registered.
+    #[error("unknown check `{name}` (known: {})", known.join(", "))]
+    UnknownCheck {
+        /// The name.
+        name: String,
+        /// Every check there is.
+        known: Vec<String>,
+    },
 }
 
 /// The `verify` module: the built-in checks plus any registered ones.
@@ -129,8 +152,11 @@ impl VerifyModule {
     /// The checks a config asks for, in order.
     ///
     /// # Errors
-    /// A message naming an unknown check, or `lint` without commands.
-    pub fn checks_for(&self, config: &VerifyConfig) -> Result<Vec<Arc<dyn VerifyCheck>>, String> {
+    /// A [`ChecksError`] naming an unknown check, or `lint` without commands.
+    pub fn checks_for(
+        &self,
+        config: &VerifyConfig,
+    ) -> Result<Vec<Arc<dyn VerifyCheck>>, ChecksError> {
         let names: Vec<String> = match &config.checks {
             Some(names) => names.clone(),
             None => {
@@ -147,7 +173,7 @@ impl VerifyModule {
             }
         };
         if !config.lint.is_empty() && !names.iter().any(|n| n == "lint") {
-            return Err("`lint` commands are configured but `lint` is not in `checks`; add it or remove the commands".into());
+            return Err(ChecksError::LintNotSelected);
         }
         let mut out: Vec<Arc<dyn VerifyCheck>> = Vec::new();
         for name in &names {
@@ -162,7 +188,7 @@ impl VerifyModule {
                 "goal-alignment" => out.push(Arc::new(GoalAlignmentCheck)),
                 "lint" => {
                     if config.lint.is_empty() {
-                        return Err("check `lint` needs at least one command in `lint` (e.g. `lint: [\"cargo clippy -- -D warnings\"]`)".into());
+                        return Err(ChecksError::LintWithoutCommands);
                     }
                     for cmd in &config.lint {
                         let mut c = LintCheck::new(cmd.clone()).with_sandbox(self.sandbox.clone());
@@ -173,13 +199,14 @@ impl VerifyModule {
                     }
                 }
                 other => {
-                    let mut known: Vec<&str> = DEFAULT_CHECKS.to_vec();
-                    known.push("lint");
-                    known.extend(self.custom.iter().map(|c| c.name()));
-                    return Err(format!(
-                        "unknown check `{other}` (known: {})",
-                        known.join(", ")
-                    ));
+                    let mut known: Vec<String> =
+                        DEFAULT_CHECKS.iter().map(|c| (*c).to_owned()).collect();
+                    known.push("lint".into());
+                    known.extend(self.custom.iter().map(|c| c.name().to_owned()));
+                    return Err(ChecksError::UnknownCheck {
+                        name: other.to_owned(),
+                        known,
+                    });
                 }
             }
         }
@@ -190,13 +217,13 @@ impl VerifyModule {
     /// `emit`.
     ///
     /// # Errors
-    /// The config's error message (see [`checks_for`](Self::checks_for)).
+    /// The config's [`ChecksError`] (see [`checks_for`](Self::checks_for)).
     pub async fn verify(
         &self,
         config: &VerifyConfig,
         input: &CheckInput<'_>,
         emit: &(dyn Fn(EventKind) + Sync),
-    ) -> Result<VerificationResult, String> {
+    ) -> Result<VerificationResult, ChecksError> {
         let checks = self.checks_for(config)?;
         emit(EventKind::VerifyStarting {
             checks: checks.len(),
@@ -228,15 +255,15 @@ impl Module for VerifyModule {
         WriteSet::ReadOnly
     }
 
-    fn validate(&self, step: &PlanStep) -> Result<(), String> {
+    fn validate(&self, step: &PlanStep) -> Result<(), ConfigError> {
         let config = VerifyConfig::from_step(step)?;
         self.checks_for(&config)
             .map(|_| ())
-            .map_err(|e| format!("step `{}`: {e}", step.id))
+            .map_err(|e| ConfigError::new(&step.id, e.to_string()).at("checks"))
     }
 
     async fn run(&self, step: &PlanStep, ctx: &StepContext) -> Result<StepOutput, ModuleError> {
-        let config = VerifyConfig::from_step(step).map_err(ModuleError::invalid_config)?;
+        let config = VerifyConfig::from_step(step)?;
         let upstream = ctx.upstream();
         let changes: Vec<FileChange> = upstream
             .iter()

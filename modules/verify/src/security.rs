@@ -5,7 +5,7 @@
 //! run. Findings never contain the matched text (it may be a secret), only the rule and where.
 
 use crate::{CheckInput, CheckOutcome, Strictness, VerifyCheck};
-use nuvira_api::{CheckStatus, SecurityWarning, Severity, async_trait};
+use nuvira_api::{CheckFinding, CheckStatus, SecurityWarning, Severity, async_trait};
 use nuvira_secrets::Confidence;
 use regex::Regex;
 use std::sync::LazyLock;
@@ -188,12 +188,9 @@ impl VerifyCheck for SecurityCheck {
         let findings = warnings
             .iter()
             .map(|w| {
-                let sev = match w.severity {
-                    Severity::Error => "error",
-                    Severity::Warning => "warning",
-                    Severity::Info => "info",
-                };
-                format!("{}:{}: {sev}: {} [{}]", w.path, w.line, w.message, w.rule)
+                CheckFinding::new(format!("{} [{}]", w.message, w.rule))
+                    .at(w.path.clone(), Some(w.line))
+                    .with_severity(w.severity)
             })
             .collect();
         CheckOutcome::new("security", status, true, details).with_findings(findings)

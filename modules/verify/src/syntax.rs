@@ -1,7 +1,7 @@
 //! The `syntax` check: every file the upstream edits changed, re-read from disk and parsed.
 
 use crate::{CheckInput, CheckOutcome, VerifyCheck};
-use nuvira_api::{CheckStatus, SyntaxChecker, async_trait};
+use nuvira_api::{CheckFinding, CheckStatus, SyntaxChecker, async_trait};
 use std::path::{Component, Path};
 use std::sync::Arc;
 
@@ -95,12 +95,14 @@ impl VerifyCheck for SyntaxCheck {
                     }
                     checked += 1;
                     findings.extend(report.diagnostics.iter().map(|d| {
-                        format!("{}:{}:{}: {}", change.path, d.line, d.column, d.message)
+                        CheckFinding::new(d.message.clone())
+                            .at(change.path.clone(), Some(d.line))
+                            .with_column(Some(d.column))
                     }));
                 }
                 Err(reason) => {
                     checked += 1;
-                    findings.push(format!("{}: {reason}", change.path));
+                    findings.push(CheckFinding::new(reason).at(change.path.clone(), None));
                 }
             }
         }

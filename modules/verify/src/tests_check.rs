@@ -1,7 +1,7 @@
 //! The `tests` check: the upstream test step's result.
 
 use crate::{CheckInput, CheckOutcome, VerifyCheck};
-use nuvira_api::{CheckStatus, async_trait};
+use nuvira_api::{CheckFinding, CheckStatus, async_trait};
 
 /// The built-in `tests` check: fails when the upstream test run failed or did not complete,
 /// warns when it found no tests, and is not run when the plan has no test step upstream.
@@ -53,13 +53,12 @@ impl VerifyCheck for TestsCheck {
             .failures
             .iter()
             .map(|f| {
-                let place = match (&f.file, f.line) {
-                    (Some(file), Some(line)) => format!("{file}:{line}: "),
-                    (Some(file), None) => format!("{file}: "),
-                    _ => String::new(),
-                };
                 let msg = f.message.lines().next().unwrap_or_default();
-                format!("{place}{}: {msg}", f.name)
+                let finding = CheckFinding::new(format!("{}: {msg}", f.name));
+                match &f.file {
+                    Some(file) => finding.at(file.clone(), f.line),
+                    None => finding,
+                }
             })
             .collect();
         let details = if t.failed > 0 {

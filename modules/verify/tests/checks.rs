@@ -58,12 +58,12 @@ async fn syntax_passes_clean_files_and_locates_errors_in_broken_ones() {
     assert!(out.check.blocking);
     assert_eq!(out.check.findings.len(), 1, "{:?}", out.check.findings);
     assert!(
-        out.check.findings[0].starts_with("src/bad.rs:"),
+        out.check.findings[0].to_string().starts_with("src/bad.rs:"),
         "{:?}",
         out.check.findings
     );
     assert!(
-        out.check.findings[0].contains("missing `}`"),
+        out.check.findings[0].to_string().contains("missing `}`"),
         "{:?}",
         out.check.findings
     );
@@ -83,7 +83,7 @@ async fn syntax_rereads_disk_skips_deleted_files_and_refuses_escapes() {
     let changes = vec![c, deleted, escape];
     let out = syntax().run(&input(r, &changes)).await;
     assert_eq!(out.check.status, CheckStatus::Failed);
-    let f = &out.check.findings;
+    let f = texts(&out.check.findings);
     assert!(f.iter().any(|l| l.starts_with("src/a.rs:1:")), "{f:?}");
     assert!(!f.iter().any(|l| l.contains("gone.rs")), "{f:?}");
     assert!(
@@ -129,6 +129,7 @@ async fn tests_check_reads_the_upstream_test_result() {
         out.check
             .findings
             .iter()
+            .map(ToString::to_string)
             .any(|f| f.contains("add_assertion_fails") && f.contains("src/lib.rs:16")),
         "{:?}",
         out.check.findings
@@ -169,7 +170,7 @@ async fn security_flags_secrets_and_dangerous_patterns_only_in_added_lines() {
     let changes = vec![change("app/net.py", old, leaky)];
     let out = SecurityCheck.run(&input(dir.path(), &changes)).await;
     assert_eq!(out.check.status, CheckStatus::Failed);
-    let f = &out.check.findings;
+    let f = texts(&out.check.findings);
     assert!(
         f.contains(&"app/net.py:3: error: adds an AWS access key id [aws-access-key]".to_owned()),
         "{f:?}"
@@ -291,7 +292,7 @@ async fn goal_alignment_asks_the_model_with_the_diff_as_quoted_data() {
         "{}",
         out.check.details
     );
-    assert_eq!(out.check.findings, ["parse_config is renamed"]);
+    assert_eq!(texts(&out.check.findings), ["parse_config is renamed"]);
     assert_eq!(out.suggestions, ["update the docs"]);
 
     let requests = llm.requests.lock().unwrap();
@@ -407,7 +408,7 @@ async fn lint_commands_pass_warn_fail_and_report_missing_tools() {
     assert_eq!(ok.check.status, CheckStatus::Passed, "{:?}", ok.check);
     let warn = run("printf 'warning: unused import\\n  --> src/lib.rs:1:5\\n'").await;
     assert_eq!(warn.check.status, CheckStatus::Warning);
-    assert_eq!(warn.check.findings, ["warning: unused import"]);
+    assert_eq!(texts(&warn.check.findings), ["warning: unused import"]);
     let fail = run("echo 'error[E0425]: cannot find value `y` in this scope' >&2; exit 101").await;
     assert_eq!(fail.check.status, CheckStatus::Failed);
     assert!(
@@ -416,7 +417,7 @@ async fn lint_commands_pass_warn_fail_and_report_missing_tools() {
         fail.check.details
     );
     assert_eq!(
-        fail.check.findings,
+        texts(&fail.check.findings),
         ["error[E0425]: cannot find value `y` in this scope"]
     );
     let missing = run("definitely-not-a-linter-xyz --check").await;
@@ -484,4 +485,9 @@ async fn lint_runs_in_the_sandbox_when_one_is_given() {
         out.check.details
     );
     assert!(!dir.path().join("written-by-lint").exists());
+}
+
+/// The findings as text (`file:line: message`).
+fn texts(findings: &[nuvira_api::CheckFinding]) -> Vec<String> {
+    findings.iter().map(ToString::to_string).collect()
 }

@@ -171,7 +171,7 @@ impl VerifyCheck for NoTodo {
         "no-todo"
     }
     async fn run(&self, input: &CheckInput<'_>) -> CheckOutcome {
-        let hits: Vec<String> = input
+        let hits: Vec<nuvira_api::CheckFinding> = input
             .changes
             .iter()
             .filter(|c| {
@@ -179,7 +179,7 @@ impl VerifyCheck for NoTodo {
                     .lines()
                     .any(|l| l.starts_with('+') && l.contains("todo!()"))
             })
-            .map(|c| c.path.clone())
+            .map(|c| nuvira_api::CheckFinding::new("adds todo!()").at(c.path.clone(), None))
             .collect();
         let status = if hits.is_empty() {
             CheckStatus::Passed
@@ -247,7 +247,7 @@ fn bad_config_is_rejected_before_the_run_with_the_step_and_key_named() {
     ];
     for (config, want) in cases {
         let step = PlanStep::new("verify-1", "verify").with_config(config.clone());
-        let err = module.validate(&step).unwrap_err();
+        let err = module.validate(&step).unwrap_err().to_string();
         assert!(
             err.contains("verify-1") && err.contains(want),
             "{config}: {err}"

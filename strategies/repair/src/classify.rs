@@ -5,19 +5,7 @@ use nuvira_secrets::redact;
 use regex::Regex;
 use std::sync::LazyLock;
 
-/// A failure's category and the evidence for it (compiler errors with file:line, failing tests,
-/// the line that shows a timeout or a rate limit). Evidence is redacted of keys and tokens ([`nuvira_secrets::redact`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Classification {
-    /// The category.
-    pub category: ErrorCategory,
-    /// Lines that show it, most telling first (at most [`MAX_EVIDENCE`]).
-    pub evidence: Vec<String>,
-}
-
-/// The most evidence lines a classification keeps.
-pub const MAX_EVIDENCE: usize = 20;
+pub use nuvira_api::repair::{Classification, MAX_EVIDENCE};
 
 #[expect(
     clippy::expect_used,
@@ -177,10 +165,7 @@ pub fn classify_error(failure: &Failure) -> Classification {
         evidence.push(failure.message.clone());
     }
     evidence.truncate(MAX_EVIDENCE);
-    Classification {
-        category,
-        evidence: evidence.iter().map(|e| redact(e)).collect(),
-    }
+    Classification::new(category, evidence.iter().map(|e| redact(e)).collect())
 }
 
 /// Everything a failure says, as one text: message, evidence, and the log or output it carries.

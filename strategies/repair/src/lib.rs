@@ -31,6 +31,6 @@ mod strategy;
 pub use classify::{Classification, MAX_EVIDENCE, classify_error, evidence_location};
 pub use strategy::{
     Bypass, RepairInput, RepairStrategy, RephrasePrompt, RetrySame, RetryWithBackoff, SimplifyGoal,
-    SplitTask, SwitchModel, builtin, default_strategies, feedback_text, preferred_model, rephrase,
-    simplify,
+    SplitTask, SwitchModel, builtin, default_strategies, feedback, feedback_text, preferred_model,
+    rephrase, simplify,
 };

@@ -1,61 +1,16 @@
-//! The [`RepairStrategy`] trait and the built-in strategies.
+//! The built-in [`RepairStrategy`]s (the trait is the contract's: `nuvira_api::RepairStrategy`).
 
 use crate::Classification;
-use nuvira_api::{
-    ErrorCategory, EventKind, Failure, PlanStep, RecoveryDecision, StepContext, async_trait,
-};
+use nuvira_api::{ErrorCategory, EventKind, Failure, PlanStep, RecoveryDecision, async_trait};
+pub use nuvira_api::{RepairInput, RepairStrategy};
 use nuvira_secrets::redact;
 use serde_json::{Map, Value};
 use std::time::Duration;
 
-/// What a strategy is given to decide on.
-#[derive(Debug, Clone, Copy)]
-#[non_exhaustive]
-pub struct RepairInput<'a> {
-    /// The failed step (as it ran: an earlier repair may have changed it).
-    pub step: &'a PlanStep,
-    /// The failed attempt's context (its events go to the run's bus).
-    pub ctx: &'a StepContext,
-    /// The attempt that failed, from 1.
-    pub attempt: u32,
-    /// The failure.
-    pub failure: &'a Failure,
-    /// Its classification.
-    pub classification: &'a Classification,
-    /// How often this strategy already acted on this step in this run.
-    pub uses: u32,
-}
-
-impl<'a> RepairInput<'a> {
-    /// An input for a strategy that has not acted on the step yet.
-    pub fn new(
-        step: &'a PlanStep,
-        ctx: &'a StepContext,
-        attempt: u32,
-        failure: &'a Failure,
-        classification: &'a Classification,
-    ) -> Self {
-        Self {
-            step,
-            ctx,
-            attempt,
-            failure,
-            classification,
-            uses: 0,
-        }
-    }
-
-    /// Builder-style: sets how often the strategy already acted on the step.
-    #[must_use]
-    pub fn with_uses(mut self, uses: u32) -> Self {
-        self.uses = uses;
-        self
-    }
-
-    /// The feedback for the next attempt: the failure's message and evidence, redacted.
-    pub fn feedback(&self) -> String {
-        feedback_text(self.failure, self.classification)
-    }
+/// The feedback for the next attempt after `input`'s failure: its message and evidence,
+/// redacted.
+pub fn feedback(input: &RepairInput<'_>) -> String {
+    feedback_text(input.failure, input.classification)
 }
 
 /// The feedback text for a retried attempt: what failed and the evidence, redacted.
@@ -70,22 +25,6 @@ pub fn feedback_text(failure: &Failure, c: &Classification) -> String {
         s.push_str(e);
     }
     s
-}
-
-/// One way to repair a failed step.
-///
-/// [`applies`](RepairStrategy::applies) is a cheap check (does the step have instructions to
-/// rephrase? is there another model?); [`decide`](RepairStrategy::decide) does the work and may
-/// still decline with `None` (e.g. the model could not produce a fix), in which case the
-/// policy tries the next strategy.
-#[async_trait]
-pub trait RepairStrategy: Send + Sync {
-    /// The name used in `config.recover.strategies` and in events.
-    fn name(&self) -> &str;
-    /// Whether the strategy can act on this failure at all.
-    fn applies(&self, input: &RepairInput<'_>) -> bool;
-    /// What the engine should do, or `None` when the strategy could not act after all.
-    async fn decide(&self, input: &RepairInput<'_>) -> Option<RecoveryDecision>;
 }
 
 /// The config keys holding text for a model, which the prompt strategies rewrite.
@@ -146,7 +85,7 @@ impl RepairStrategy for RetrySame {
     async fn decide(&self, input: &RepairInput<'_>) -> Option<RecoveryDecision> {
         Some(RecoveryDecision::Retry {
             delay: Duration::ZERO,
-            feedback: Some(input.feedback()),
+            feedback: Some(feedback(input)),
             step: None,
         })
     }
@@ -201,7 +140,7 @@ impl RepairStrategy for RetryWithBackoff {
     async fn decide(&self, input: &RepairInput<'_>) -> Option<RecoveryDecision> {
         Some(RecoveryDecision::Retry {
             delay: self.delay(input.uses, &input.failure.message),
-            feedback: Some(input.feedback()),
+            feedback: Some(feedback(input)),
             step: None,
         })
     }
@@ -232,10 +171,10 @@ impl RepairStrategy for RephrasePrompt {
     }
     async fn decide(&self, input: &RepairInput<'_>) -> Option<RecoveryDecision> {
         let (key, text) = prompt_of(input.step)?;
-        let new = rephrase(text, &input.feedback());
+        let new = rephrase(text, &feedback(input));
         Some(RecoveryDecision::Retry {
             delay: Duration::ZERO,
-            feedback: Some(input.feedback()),
+            feedback: Some(feedback(input)),
             step: Some(Box::new(with_config_value(
                 input.step,
                 key,
@@ -309,7 +248,7 @@ impl RepairStrategy for SwitchModel {
         });
         Some(RecoveryDecision::Retry {
             delay: Duration::ZERO,
-            feedback: Some(input.feedback()),
+            feedback: Some(feedback(input)),
             step: Some(Box::new(with_config_value(
                 input.step,
                 "recover",
@@ -351,7 +290,7 @@ impl RepairStrategy for SimplifyGoal {
         let (key, text) = prompt_of(input.step)?;
         Some(RecoveryDecision::Retry {
             delay: Duration::ZERO,
-            feedback: Some(input.feedback()),
+            feedback: Some(feedback(input)),
             step: Some(Box::new(with_config_value(
                 input.step,
                 key,
