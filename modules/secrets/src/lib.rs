@@ -139,7 +139,7 @@ static ASSIGNMENT: LazyLock<Regex> = LazyLock::new(|| {
     .expect("the assignment pattern is valid")
 });
 
-/// `text` with every credential of the [rules](rules), other key and token shapes, and the
+/// `text` with every credential of the [rules], other key and token shapes, and the
 /// values of secret-named assignments replaced by [`REDACTED`]. For error text, test output and
 /// anything else about to be logged, emitted or sent to a model.
 ///
