@@ -14,6 +14,7 @@
 //! Both sandboxes share the workspace walk in this module: the same files (those `git` would not
 //! ignore, minus `target/` and `node_modules/` unless asked) go into the local copy and into the
 //! container's tar.
+
 #![deny(missing_docs)]
 
 #[cfg(feature = "docker")]

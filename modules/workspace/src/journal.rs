@@ -1,5 +1,37 @@
-//! The rollback journal (see [`Journal`] for its layout, its check for later changes and its
-//! test hook).
+//! The rollback journal: original contents recorded durably before a batch writes anything.
+//!
+//! Layout: `.nuvira/journal/<txn-id>/txn.json` (the manifest) and `<n>.orig` (one file of
+//! original bytes per changed file that existed). A transaction is
+//!
+//! 1. **pending** — every original is on disk and fsynced and the manifest says `pending`
+//!    (written atomically) *before* the first target file is touched;
+//! 2. **committed** — every write of the batch is durable;
+//! 3. **rolled-back** — the originals were restored (and files the batch created removed).
+//!
+//! A crash leaves at most one transaction per process `pending`; [`Journal::recover_incomplete`]
+//! rolls those back. Committed transactions stay until `nuvira rollback` or the engine (for a
+//! cancelled or failed run, [`Journal::rollback_run`]) undoes them. Transaction ids start with
+//! the creation time in milliseconds, so sorting them sorts by age.
+//!
+//! ## Later changes are never overwritten silently
+//!
+//! A commit also records what each file looked like right after the batch (its length and
+//! SHA-256, or that it was deleted). Before a rollback restores anything, it compares every file
+//! with that record; a file edited, deleted or created since the run wrote it is a *changed*
+//! file, and [`OnChanged`] says what happens: by default ([`OnChanged::Refuse`]) the rollback
+//! restores nothing and fails with [`JournalError::Changed`] naming each file, so a user's work
+//! after the run is never lost to an undo. [`OnChanged::Keep`] restores every other file and
+//! leaves the changed ones as they are (the engine's own rollback of a failed run does this);
+//! [`OnChanged::Overwrite`] restores them anyway. Transactions recorded before this check
+//! existed carry no record and are restored as before.
+//!
+//! ## Fault injection (a test hook)
+//!
+//! When the environment variable [`FAULT_CRASH_AFTER_WRITES_ENV`]
+//! (`NUVIRA_FAULT_CRASH_AFTER_WRITES`) holds a positive integer `N`, a transaction aborts the
+//! process (`std::process::abort`, no unwinding, no cleanup — like a kill) right after its `N`th
+//! durable write of a target file. It exists only so that tests can prove crash recovery on a
+//! real process; nothing else reads it. Never set it outside tests.
 
 use crate::atomic::{atomic_write, mode_of, remove_durably, sync_dir};
 use crate::{Workspace, WorkspaceError};
@@ -19,7 +51,7 @@ fn lock() -> MutexGuard<'static, ()> {
 }
 
 /// The test hook's environment variable: abort the process after this many durable file writes
-/// of one transaction. See [`Journal`].
+/// of one transaction. Never set it outside tests.
 pub const FAULT_CRASH_AFTER_WRITES_ENV: &str = "NUVIRA_FAULT_CRASH_AFTER_WRITES";
 
 const MANIFEST: &str = "txn.json";
@@ -112,7 +144,8 @@ fn describe(files: &[ChangedFile]) -> String {
         .join(", ")
 }
 
-/// What a rollback does with a file that changed after the run wrote it (see [`Journal`]).
+/// What a rollback does with a file that changed after the run wrote it: edited, deleted or
+/// created since, as told by the length and SHA-256 its commit recorded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum OnChanged {
@@ -356,41 +389,7 @@ pub struct RolledBack {
     pub kept: Vec<String>,
 }
 
-/// The rollback journal of one workspace: original contents recorded durably before a batch
-/// writes anything.
-///
-/// Layout: `.nuvira/journal/<txn-id>/txn.json` (the manifest) and `<n>.orig` (one file of
-/// original bytes per changed file that existed). A transaction is
-///
-/// 1. **pending** — every original is on disk and fsynced and the manifest says `pending`
-///    (written atomically) *before* the first target file is touched;
-/// 2. **committed** — every write of the batch is durable;
-/// 3. **rolled-back** — the originals were restored (and files the batch created removed).
-///
-/// A crash leaves at most one transaction per process `pending`; [`Journal::recover_incomplete`]
-/// rolls those back. Committed transactions stay until `nuvira rollback` or the engine (for a
-/// cancelled or failed run, [`Journal::rollback_run`]) undoes them. Transaction ids start with
-/// the creation time in milliseconds, so sorting them sorts by age.
-///
-/// ## Later changes are never overwritten silently
-///
-/// A commit also records what each file looked like right after the batch (its length and
-/// SHA-256, or that it was deleted). Before a rollback restores anything, it compares every file
-/// with that record; a file edited, deleted or created since the run wrote it is a *changed*
-/// file, and [`OnChanged`] says what happens: by default ([`OnChanged::Refuse`]) the rollback
-/// restores nothing and fails with [`JournalError::Changed`] naming each file, so a user's work
-/// after the run is never lost to an undo. [`OnChanged::Keep`] restores every other file and
-/// leaves the changed ones as they are (the engine's own rollback of a failed run does this);
-/// [`OnChanged::Overwrite`] restores them anyway. Transactions recorded before this check
-/// existed carry no record and are restored as before.
-///
-/// ## Fault injection (a test hook)
-///
-/// When the environment variable [`FAULT_CRASH_AFTER_WRITES_ENV`]
-/// (`NUVIRA_FAULT_CRASH_AFTER_WRITES`) holds a positive integer `N`, a transaction aborts the
-/// process (`std::process::abort`, no unwinding, no cleanup — like a kill) right after its `N`th
-/// durable write of a target file. It exists only so that tests can prove crash recovery on a
-/// real process; nothing else reads it. Never set it outside tests.
+/// The rollback journal of one workspace.
 #[derive(Debug, Clone)]
 pub struct Journal {
     ws: Workspace,
