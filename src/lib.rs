@@ -19,6 +19,7 @@
 //! engine: a program that runs plans with modules of its own compiles no tree-sitter, bollard
 //! or HTTP client, and can use another tree-sitter version itself.
 #![forbid(unsafe_code)]
+#![deny(missing_docs)]
 
 pub use nuvira_api as api;
 pub use nuvira_engine::{

@@ -7,7 +7,9 @@
 //! order without gaps.
 
 use crate::validate::ValidatedPlan;
-use nuvira_api::{Event, EventKind, EventSink, RunStatus, StepOutput};
+#[cfg(feature = "tracing")]
+use nuvira_api::RunStatus;
+use nuvira_api::{Event, EventKind, EventSink, StepOutput};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -407,7 +407,10 @@ pub async fn run(
         Err(e) => {
             // The dispatcher itself panicked: report the run as failed rather than unwinding
             // into the caller.
+            #[cfg(feature = "tracing")]
             tracing::error!("the scheduler's dispatcher failed: {e}");
+            #[cfg(not(feature = "tracing"))]
+            let _ = e;
             bus.publish(
                 None,
                 EventKind::RunCompleted {

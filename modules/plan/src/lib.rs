@@ -14,6 +14,7 @@
 //! same data model and error locations; we chose it over `serde_yml` (unmaintained, unsound
 //! releases) and over the younger `serde-saphyr` because it is a drop-in with a long track record.
 #![forbid(unsafe_code)]
+#![deny(missing_docs)]
 
 mod edits;
 mod file;

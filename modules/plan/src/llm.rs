@@ -1,8 +1,10 @@
 //! [`LlmPlanner`]: asks a model for an [`ExecutionPlan`] as JSON under a JSON Schema.
 
+use nuvira_api::ExecutionPlan;
+#[cfg(feature = "llm")]
 use nuvira_api::{
-    ChatMessage, EventKind, EventSink, ExecutionPlan, LlmClient, LlmRequest, NullSink, PlanError,
-    PlanRequest, Planner, async_trait,
+    ChatMessage, EventKind, EventSink, LlmClient, LlmRequest, NullSink, PlanError, PlanRequest,
+    Planner, async_trait,
 };
 use serde_json::{Value, json};
 use std::collections::{HashMap, HashSet};

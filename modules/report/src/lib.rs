@@ -28,7 +28,7 @@
 //! Why it is shaped so: the event enum is the boundary (no module calls a reporter), every
 //! renderer reads only the [`ExecutionReport`], and findings (test failures, syntax issues,
 //! verification blockers, security warnings) are normalised once into
-//! [`Finding`](nuvira_api::report::Finding)s that every format shares, so the formats cannot
+//! [`Finding`]s that every format shares, so the formats cannot
 //! disagree about what went wrong.
 //!
 //! ```

@@ -12,6 +12,7 @@
 //! The parts are split this way so that each can be used and tested alone: the parsers on
 //! stored runner output, the sandboxes on any command, the modules on small real projects.
 #![forbid(unsafe_code)]
+#![deny(missing_docs)]
 
 pub mod detect;
 pub mod parse;

@@ -16,6 +16,8 @@
 //! ignore, minus `target/` and `node_modules/` unless asked, and never `.git` or `.nuvira` at any
 //! depth) go into the local copy and into the container's tar.
 
+#![deny(missing_docs)]
+
 #[cfg(feature = "docker")]
 pub mod docker;
 pub mod local;

@@ -13,6 +13,7 @@
 //! assert_eq!(found, ["github-token"]);
 //! assert_eq!(nuvira_secrets::find("let key = std::env::var(\"API_KEY\")?;").count(), 0);
 //! ```
+#![deny(missing_docs)]
 
 use regex::Regex;
 use std::sync::LazyLock;

@@ -150,8 +150,8 @@ fn describe(files: &[ChangedFile]) -> String {
         .join(", ")
 }
 
-/// What a rollback does with a file that changed after the run wrote it (see the
-/// [module docs](self)).
+/// What a rollback does with a file that changed after the run wrote it: edited, deleted or
+/// created since, as told by the length and SHA-256 its commit recorded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum OnChanged {

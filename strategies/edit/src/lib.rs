@@ -6,6 +6,10 @@
 //! the line, and saying what to do next — the message is meant for the model or person who
 //! wrote the entry, so that a retry can succeed.
 //!
+//! [`EditEntry`]: nuvira_api::EditEntry
+//! [`FileView`]: nuvira_api::FileView
+//! [`EditError`]: nuvira_api::EditError
+//!
 //! | name | fields | rule |
 //! |---|---|---|
 //! | `search-replace` | `path`, `search`, `replace`, `all` | `search` must occur exactly once unless `all`; a miss reports the closest lines |
