@@ -3,7 +3,7 @@
 //! Test helpers that used to be copied from one crate's `tests/` to the next: a module whose
 //! behaviour each step's config scripts ([`Scripted`]), an event sink that keeps what it is
 //! sent ([`Recorder`]), the outputs upstream of a step ([`Upstream`]), a cancel signal the test
-//! fires ([`Trigger`]), "skip or fail" checks for what the machine may lack ([`env`]), and the
+//! fires ([`Trigger`]), "skip or fail" checks for what the machine may lack ([`env`](mod@env)), and the
 //! runner of scenario folders ([`scenario`]).
 //!
 //! Why it is shaped so: it depends on the contract crate (`nuvira-api`) only, so every crate
