@@ -223,3 +223,67 @@ fn a_lint_command_runs_in_the_sandbox_and_cannot_write_into_the_repository() {
         assert!(!repo.join("created-by-lint").exists());
     }
 }
+
+/// A formatter an edit starts (`format: true`) loads what it finds where it runs (a
+/// `prettier.config.js` is code): it must not run in the repository. The `prettier` here is a
+/// stand-in on PATH that writes into the folder it was started in and echoes its input.
+#[test]
+fn a_formatter_runs_outside_the_repository() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = repo(dir.path());
+    std::fs::write(repo.join("prettier.config.js"), "module.exports = {};\n").unwrap();
+    git(&repo, &["add", "."]);
+    git(&repo, &["commit", "-qm", "config"]);
+    let bin = dir.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let fake = bin.join("prettier");
+    std::fs::write(
+        &fake,
+        "#!/bin/sh\n{ pwd; ls -a; } > \"$FAKE_LOG\"\nls -a > started-here.txt\ncat\necho '<!-- formatted -->'\n",
+    )
+    .unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let edits = dir.path().join("edits.yaml");
+    std::fs::write(
+        &edits,
+        "format: true\nedits:\n  - { strategy: whole-file, path: notes.md, content: \"# notes\\n\" }\n",
+    )
+    .unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let log = dir.path().join("formatter.log");
+    let out = nuvira()
+        .env("PATH", path)
+        .env("FAKE_LOG", &log)
+        .arg("apply")
+        .arg(&edits)
+        .arg("--repo")
+        .arg(&repo)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The formatter ran (the file went through it), but not in the repository, and without
+    // the repository's code config.
+    assert_eq!(
+        std::fs::read_to_string(repo.join("notes.md")).unwrap(),
+        "# notes\n<!-- formatted -->\n"
+    );
+    let log = std::fs::read_to_string(&log).unwrap();
+    assert!(!log.contains(&repo.display().to_string()), "{log}");
+    assert!(!log.contains("prettier.config.js"), "{log}");
+    assert!(
+        !repo.join("started-here.txt").exists(),
+        "the formatter ran in the repository"
+    );
+}
