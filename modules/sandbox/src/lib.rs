@@ -413,7 +413,8 @@ pub(crate) fn walk_options(include_ignored: bool) -> WalkOptions {
 }
 
 /// The entries of `root` that go into a sandbox ([`walk_options`]), as workspace-relative paths
-/// (folders included, parents before children).
+/// (folders included, parents before children). The Docker sandbox's tar uses it.
+#[cfg(feature = "docker")]
 pub(crate) fn workspace_entries(
     root: &Path,
     include_ignored: bool,
