@@ -71,8 +71,8 @@ ALLOWED = {
         "the syntax check uses the tree-sitter checker (optional, behind `tree-sitter`)",
     ("nuvira-verify", "nuvira-runner", "dev"):
         "the tests feed checks the results of real runner output",
-    ("nuvira-verify", "nuvira-sandbox", "dev"):
-        "the tests run a check's command in a real local sandbox",
+    ("nuvira-verify", "nuvira-sandbox", "normal"):
+        "lint commands run in a sandbox (the run's, else a local copy), never in the repository",
     # These four come with the branches i10-llm, i10-syntax and i10-workspace of issue 10.
     ("nuvira-recover", "nuvira-secrets", "normal"):
         "error text is redacted before it goes into a prompt",

@@ -8,7 +8,7 @@
 //! |---|---|---|
 //! | (none) | the engine and the contract ([`api`]) | nuvira-engine, nuvira-api |
 //! | `plan` | plan files and the template planner ([`plan`]) | nuvira-plan |
-//! | `defaults` | the built-in modules ([`defaults`]), scratch copies ([`scratch`]) | nuvira-inspect, nuvira-edit, nuvira-runner, nuvira-verify, nuvira-report |
+//! | `defaults` | the built-in modules ([`defaults`]), scratch copies ([`scratch`]), what a model's plan may do ([`model_plan`]) | nuvira-inspect, nuvira-edit, nuvira-runner, nuvira-verify, nuvira-report |
 //! | `docker` | the Docker sandbox | nuvira-sandbox (bollard) |
 //! | `llm` | model clients, the model planner and the recover stage ([`agent`]) | nuvira-llm, nuvira-recover |
 //! | `rust`, `typescript`, `python`, `javascript` | one tree-sitter grammar each | nuvira-syntax |
@@ -38,5 +38,7 @@ pub mod agent;
 pub mod cli;
 #[cfg(feature = "defaults")]
 pub mod defaults;
+#[cfg(feature = "defaults")]
+pub mod model_plan;
 #[cfg(feature = "defaults")]
 pub mod scratch;

@@ -1,5 +1,6 @@
 //! `nuvira run PLAN | --goal TEXT [--repo DIR] [--planner template] [--model ..]
-//! [--sandbox auto|local|docker] [--image IMAGE] [--max-parallel N] [--dry-run] [--events FILE]
+//! [--sandbox auto|local|docker] [--image IMAGE] [--allow-host-exec] [--allow-mount]
+//! [--max-parallel N] [--dry-run] [--events FILE]
 //! [--format text|json|markdown|github] [--report FORMAT=PATH]... [--scratch]`.
 //!
 //! The whole pipeline: load (or plan) and validate, run every step on the scheduler with the
@@ -9,6 +10,11 @@
 //! `--goal` plans with the template planner, or with `--planner llm` asks the configured model
 //! for the plan. The model comes from `--model` / `NUVIRA_MODEL`; `NUVIRA_SCRIPTED_LLM=FILE`
 //! replays a recorded transcript instead (offline demos and tests).
+//!
+//! A model's plan runs in the run's sandbox (`--sandbox`, default: Docker when an engine answers,
+//! else local; stderr says which), with no network and no host mounts: [`crate::model_plan`]
+//! narrows it, and stderr shows one line per step it narrowed. `--allow-host-exec` and
+//! `--allow-mount` keep what the model asked for. Plan files are run as written.
 //!
 //! Exit codes: 0 success, 1 the pipeline failed, 2 invalid plan or arguments, 3 the
 //! environment lacks something (Docker engine, model key), 130 cancelled.
@@ -46,6 +52,13 @@ pub struct Args {
     /// The Docker image for test and execute steps; overrides the plan's `image` settings.
     #[arg(long, value_name = "IMAGE")]
     pub image: Option<String>,
+    /// Let a model's plan (--planner llm) run commands on this machine (`sandbox: local`), with
+    /// the network it asks for, and format files with the project's formatters.
+    #[arg(long)]
+    pub allow_host_exec: bool,
+    /// Let a model's plan (--planner llm) keep its host mounts and `include_ignored`.
+    #[arg(long)]
+    pub allow_mount: bool,
     /// At most this many steps at once (default: the number of CPUs).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub max_parallel: Option<u32>,
@@ -332,6 +345,9 @@ async fn run(args: Args) -> Result<u8, Fail> {
         (None, None) => return Err(Fail::invalid("give a plan file or --goal TEXT")),
     };
     apply_overrides(&mut plan, &args);
+    if args.plan.is_none() && matches!(args.planner, PlannerArg::Llm) {
+        plan = narrow_model_plan(plan, &args).await;
+    }
 
     // The engine and validation.
     let mut builder = crate::defaults::engine().workspace(&repo);
@@ -345,7 +361,13 @@ async fn run(args: Args) -> Result<u8, Fail> {
         builder = builder.llm(llm.clone());
     }
     // The recover stage (repair strategies, budget, debugger loop) and model-written edits.
-    builder = crate::agent::configure(builder, llm.as_ref(), None);
+    let stage = crate::agent::recover_stage();
+    builder = crate::agent::configure(builder, llm.as_ref(), Some(stage.clone()));
+    // Lint commands run in the run's sandbox (else verify's own local copy).
+    if let Some(sandbox) = lint_sandbox(&plan, &args).await? {
+        let verify = nuvira_verify::VerifyModule::default().with_sandbox(sandbox);
+        builder = builder.replace_module(stage.wrap(Arc::new(verify)));
+    }
     let engine = builder.build();
     let validated = match engine.validate(&plan) {
         Ok(v) => Arc::new(v),
@@ -597,6 +619,93 @@ fn apply_overrides(plan: &mut ExecutionPlan, args: &Args) {
             }
         }
     }
+}
+
+/// The sandbox `verify` steps run their lint commands in: the run's (`--sandbox`, or what
+/// `auto` picks), when a verify step has lint commands and the run is not a dry run. `None`
+/// leaves verify's own local sandbox.
+async fn lint_sandbox(
+    plan: &ExecutionPlan,
+    args: &Args,
+) -> Result<Option<Arc<dyn nuvira_api::Sandbox>>, Fail> {
+    use nuvira_sandbox::SandboxKind;
+    let linted: Vec<&str> = plan
+        .steps
+        .iter()
+        .filter(|s| s.module == "verify")
+        .filter(|s| {
+            s.config
+                .get("lint")
+                .and_then(Value::as_array)
+                .is_some_and(|l| !l.is_empty())
+        })
+        .map(|s| s.id.as_str())
+        .collect();
+    if linted.is_empty() || args.dry_run {
+        return Ok(None);
+    }
+    let kind = match args.sandbox {
+        Some(SandboxArg::Local) => return Ok(None),
+        Some(SandboxArg::Docker) => SandboxKind::Docker,
+        Some(SandboxArg::Auto) | None => SandboxKind::Auto,
+    };
+    match nuvira_sandbox::select(kind, args.image.as_deref()).await {
+        Ok(sel) => Ok(Some(Arc::new(sel.sandbox))),
+        Err(nuvira_api::SandboxError::Unavailable(msg)) => {
+            let ids: Vec<String> = linted.iter().map(|s| format!("`{s}`")).collect();
+            Err(Fail::environment(format!(
+                "{msg}; the lint commands of step(s) {} need it (--sandbox docker), so nothing was run (pass --sandbox local or auto to run without Docker)",
+                ids.join(", ")
+            )))
+        }
+        Err(_) => Ok(None),
+    }
+}
+
+/// Narrows a model's plan to the run's sandbox ([`crate::model_plan::narrow`]), saying on
+/// stderr which sandbox its commands get and, one line per step, what it narrowed or kept.
+async fn narrow_model_plan(plan: ExecutionPlan, args: &Args) -> ExecutionPlan {
+    use nuvira_sandbox::SandboxKind;
+    let runs_commands = plan
+        .steps
+        .iter()
+        .any(|s| matches!(s.module.as_str(), "test" | "execute"));
+    let kind = match args.sandbox {
+        Some(SandboxArg::Local) => SandboxKind::Local,
+        Some(SandboxArg::Docker) => SandboxKind::Docker,
+        Some(SandboxArg::Auto) | None => SandboxKind::Auto,
+    };
+    let sandbox = if kind == SandboxKind::Auto && runs_commands {
+        match nuvira_sandbox::select(SandboxKind::Auto, args.image.as_deref()).await {
+            Ok(sel) => {
+                let picked = match sel.sandbox {
+                    nuvira_sandbox::AnySandbox::Local(_) => SandboxKind::Local,
+                    _ => SandboxKind::Docker,
+                };
+                eprintln!(
+                    "model plan: test and execute steps run in the {picked} sandbox ({})",
+                    sel.reason
+                );
+                picked
+            }
+            Err(_) => SandboxKind::Local,
+        }
+    } else {
+        if runs_commands {
+            eprintln!("model plan: test and execute steps run in the {kind} sandbox (--sandbox)");
+        }
+        kind
+    };
+    let policy = crate::model_plan::SandboxPolicy {
+        sandbox,
+        allow_host_exec: args.allow_host_exec,
+        allow_mount: args.allow_mount,
+    };
+    let (plan, narrowed) = crate::model_plan::narrow(plan, &policy);
+    for n in narrowed {
+        eprintln!("model plan: {n}");
+    }
+    plan
 }
 
 /// The configured model client, if a model is configured (flag or NUVIRA_MODEL).

@@ -3,6 +3,13 @@
 //! The text is formatted through the formatter's stdin *before* the atomic write, so that the
 //! journal and the atomic write cover the formatted bytes too. A formatter that is missing or
 //! fails never fails the edit: the file is written as the strategy produced it, with a warning.
+//!
+//! The formatter never runs in the repository: the repository may be hostile, and a formatter
+//! started there loads what it finds (a `prettier.config.js` is code, a `.prettierrc` can name
+//! plugins to load) and may write next to it. It runs in a fresh temporary folder holding
+//! copies of the project's *data* config files only ([`CONFIGS`]: `rustfmt.toml`,
+//! `pyproject.toml`, `.prettierrc.json`, ...; regular files at the repository's root, at most
+//! 64 KiB, and no prettier config that names `plugins`), so the project's style still applies.
 
 use std::io::Write;
 use std::process::{Command, Stdio};
@@ -46,14 +53,72 @@ fn command_for(path: &str) -> Option<(&'static str, Vec<String>)> {
     }
 }
 
-/// Formats `text` (the new content of `path`) with the matching formatter, run in `root`.
+/// The data config files copied, per formatter, from the repository's root into the folder the
+/// formatter runs in. Code configs (`prettier.config.js`, `.prettierrc.cjs`, ...) never are.
+pub(crate) const CONFIGS: &[(&str, &[&str])] = &[
+    ("rustfmt", &["rustfmt.toml", ".rustfmt.toml"]),
+    ("ruff", &["ruff.toml", ".ruff.toml", "pyproject.toml"]),
+    (
+        "prettier",
+        &[
+            ".prettierrc",
+            ".prettierrc.json",
+            ".prettierrc.json5",
+            ".prettierrc.yaml",
+            ".prettierrc.yml",
+            ".prettierrc.toml",
+            ".editorconfig",
+        ],
+    ),
+];
+
+/// Largest config file copied.
+const MAX_CONFIG: u64 = 64 * 1024;
+
+/// Copies `program`'s data config files from `root` into `into` (see [`CONFIGS`]).
+fn copy_configs(program: &str, root: &std::path::Path, into: &std::path::Path) {
+    let names = CONFIGS
+        .iter()
+        .find(|(p, _)| *p == program)
+        .map_or(&[][..], |(_, n)| *n);
+    for name in names {
+        let from = root.join(name);
+        // A symlink could point anywhere: only regular files, not followed.
+        let Ok(meta) = std::fs::symlink_metadata(&from) else {
+            continue;
+        };
+        if !meta.is_file() || meta.len() > MAX_CONFIG {
+            continue;
+        }
+        let Ok(bytes) = std::fs::read(&from) else {
+            continue;
+        };
+        // Plugins are code, loaded by name or path.
+        if program == "prettier" && String::from_utf8_lossy(&bytes).contains("plugins") {
+            continue;
+        }
+        let _ = std::fs::write(into.join(name), bytes);
+    }
+}
+
+/// Formats `text` (the new content of `path`) with the matching formatter, using the data
+/// config files of `root` (see the module docs: it runs in a temporary folder, not in `root`).
 pub(crate) fn format(root: &std::path::Path, path: &str, text: &str) -> Formatted {
     let Some((program, args)) = command_for(path) else {
         return Formatted::NotApplicable;
     };
+    let scratch = match tempfile::Builder::new().prefix("nuvira-format-").tempdir() {
+        Ok(d) => d,
+        Err(e) => {
+            return Formatted::Skipped(format!(
+                "{path}: not formatted, cannot create a folder to run `{program}` in: {e}"
+            ));
+        }
+    };
+    copy_configs(program, root, scratch.path());
     let child = Command::new(program)
         .args(&args)
-        .current_dir(root)
+        .current_dir(scratch.path())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -113,6 +178,49 @@ mod tests {
             format(dir.path(), "notes.txt", "x"),
             Formatted::NotApplicable
         ));
+    }
+
+    #[test]
+    fn the_formatter_runs_outside_the_repository_with_its_data_configs_only() {
+        let repo = tempfile::tempdir().unwrap();
+        std::fs::write(repo.path().join("rustfmt.toml"), "hard_tabs = true\n").unwrap();
+        std::fs::write(
+            repo.path().join("prettier.config.js"),
+            "module.exports = {}",
+        )
+        .unwrap();
+        std::fs::write(
+            repo.path().join(".prettierrc.json"),
+            r#"{"plugins": ["./evil.js"]}"#,
+        )
+        .unwrap();
+        std::fs::write(repo.path().join("pyproject.toml"), "[tool.ruff]\n").unwrap();
+        let into = tempfile::tempdir().unwrap();
+        copy_configs("rustfmt", repo.path(), into.path());
+        copy_configs("prettier", repo.path(), into.path());
+        let mut copied: Vec<String> = std::fs::read_dir(into.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        copied.sort();
+        assert_eq!(copied, ["rustfmt.toml"]);
+        // The project's style still applies (rustfmt, when installed).
+        let before: Vec<_> = std::fs::read_dir(repo.path()).unwrap().collect();
+        match format(
+            repo.path(),
+            "src/lib.rs",
+            "fn main() {\n    let x = 1;\n}\n",
+        ) {
+            Formatted::Text(t) => assert_eq!(t, "fn main() {\n\tlet x = 1;\n}\n"),
+            Formatted::Skipped(why) => assert!(why.contains("rustfmt"), "{why}"),
+            Formatted::NotApplicable => panic!("rust files have a formatter"),
+        }
+        let after: Vec<_> = std::fs::read_dir(repo.path()).unwrap().collect();
+        assert_eq!(
+            before.len(),
+            after.len(),
+            "nothing is written into the repository"
+        );
     }
 
     #[test]

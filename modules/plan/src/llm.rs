@@ -156,7 +156,7 @@ Answer only with a JSON object following the execution_plan schema: {\"goal\", \
 \"description\", \"depends_on\": [ids], \"config\": {...}}], \"estimated_complexity\"}. Modules: \
 `inspect` (config {\"keywords\": [words from the goal]}) finds the relevant files; \
 `edit` (config {\"instructions\": \"what to change\"}) has a model write validated edits, and must depend on an inspect step; \
-`test` (config {} or {\"sandbox\": \"local\"}) runs the project's tests; \
+`test` (config {}) runs the project's tests in the run's sandbox (no network, no host mounts); \
 `verify` checks the result; `report` writes the report and comes last. \
 Typical shape: inspect → edit → test → verify → report. Ids use letters, digits, `_`, `.`, `-` and are unique; \
 every dependency names an earlier step; no cycles.";
@@ -171,6 +171,11 @@ every dependency names an earlier step; no cycles.";
 /// invalid answer fails with [`PlanError::Invalid`] listing them. Emits `plan:started`,
 /// `plan:step-created` for each step and `plan:completed` to the sink given with
 /// [`with_events`](Self::with_events).
+///
+/// The plan is model output, as untrusted as the goal and files that steered it: a caller that
+/// runs it should first narrow what its steps may do on the machine (`nuvira::model_plan::narrow`
+/// in the `nuvira` crate, which `nuvira run --planner llm` calls): the run's sandbox, no
+/// network, no host mounts.
 #[derive(Clone)]
 pub struct LlmPlanner {
     llm: Arc<dyn LlmClient>,

@@ -10,7 +10,7 @@
 //! | `tests` | the upstream test step's result (not run when there is none) | on failures |
 //! | `security` | the added (`+`) lines of the changes: keys, tokens, `eval(`, `curl \| sh`, disabled TLS checks | on errors; warnings from `medium` |
 //! | `goal-alignment` | the diff, judged by the model (`NotRun` without one, never "passed") | when the model says no |
-//! | `lint` | each configured command (`cargo clippy`, `eslint .`), in the sandbox if one is given | on a failing exit |
+//! | `lint` | each configured command (`cargo clippy`, `eslint .`), in the sandbox given (else a local copy of the workspace), never in the workspace itself | on a failing exit |
 //!
 //! Why it is shaped so:
 //! - **Checks are values, the pipeline is policy.** A check reports what it saw

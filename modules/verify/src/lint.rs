@@ -1,16 +1,23 @@
 //! The `lint` check: one configured command (`cargo clippy -- -D warnings`, `npx eslint .`).
 //!
-//! The command runs through `sh -c` in the [`Sandbox`] when one is given, else as a local
-//! process in the workspace, in its own process group that is killed as a whole at the timeout
-//! (so `cargo` does not leave `clippy-driver` behind).
+//! The command runs through `sh -c` in a [`Sandbox`]: the one given (the run's, e.g. Docker),
+//! else a [`LocalSandbox`] (a temporary copy of the workspace, the command in its own process
+//! group that is killed as a whole at the timeout, so `cargo` does not leave `clippy-driver`
+//! behind). Never in the workspace itself: a lint command comes from a plan (maybe a model's, or
+//! one that came with the repository) and must not write into the real repository.
 
 use crate::{CheckInput, CheckOutcome, VerifyCheck};
 use nuvira_api::{CheckFinding, CheckStatus, Sandbox, SandboxRequest, async_trait};
+use nuvira_sandbox::LocalSandbox;
 use std::sync::Arc;
 use std::time::Duration;
 
 /// Default limit on one lint command.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
+/// Memory limit on one lint command (4 GiB): a linter like clippy compiles the project.
+pub const LINT_MEMORY: u64 = 4 << 30;
+/// Process limit on one lint command.
+const LINT_PIDS: u32 = 4096;
 /// Findings kept per command.
 const MAX_FINDINGS: usize = 20;
 
@@ -44,7 +51,8 @@ impl std::fmt::Debug for LintCheck {
 }
 
 impl LintCheck {
-    /// A check running `command` (a shell command line) locally with the default timeout.
+    /// A check running `command` (a shell command line) in a [`LocalSandbox`] with the default
+    /// timeout.
     pub fn new(command: impl Into<String>) -> Self {
         Self {
             command: command.into(),
@@ -60,7 +68,7 @@ impl LintCheck {
         self
     }
 
-    /// Builder-style: runs the command in this sandbox.
+    /// Builder-style: runs the command in this sandbox (`None`: a [`LocalSandbox`]).
     #[must_use]
     pub fn with_sandbox(mut self, sandbox: Option<Arc<dyn Sandbox>>) -> Self {
         self.sandbox = sandbox;
@@ -77,6 +85,10 @@ impl LintCheck {
             vec!["sh".into(), "-c".into(), self.command.clone()],
         );
         request.limits.timeout = self.timeout;
+        // A linter builds the project (clippy is a compiler): more room than a test's default.
+        request.limits.memory_bytes = LINT_MEMORY;
+        request.limits.pids = LINT_PIDS;
+        request.limits.cpus = std::thread::available_parallelism().map_or(1.0, |n| n.get() as f64);
         let out = sandbox
             .run(&request, input.cancel)
             .await
@@ -88,59 +100,7 @@ impl LintCheck {
             runner: format!("{} sandbox", sandbox.kind()),
         })
     }
-
-    async fn run_local(&self, input: &CheckInput<'_>) -> Result<Ran, String> {
-        use std::process::Stdio;
-        let mut cmd = tokio::process::Command::new("sh");
-        cmd.arg("-c")
-            .arg(&self.command)
-            .current_dir(input.workspace_root)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
-        #[cfg(unix)]
-        cmd.process_group(0);
-        let child = cmd.spawn().map_err(|e| format!("cannot start `sh`: {e}"))?;
-        let pid = child.id();
-        let waited = tokio::time::timeout(self.timeout, child.wait_with_output()).await;
-        match waited {
-            Ok(Ok(out)) => Ok(Ran {
-                exit_code: out.status.code().map(i64::from),
-                output: format!(
-                    "{}{}",
-                    String::from_utf8_lossy(&out.stdout),
-                    String::from_utf8_lossy(&out.stderr)
-                ),
-                timed_out: false,
-                runner: "local process".into(),
-            }),
-            Ok(Err(e)) => Err(format!("waiting for the command failed: {e}")),
-            Err(_) => {
-                kill_group(pid);
-                Ok(Ran {
-                    exit_code: None,
-                    output: String::new(),
-                    timed_out: true,
-                    runner: "local process".into(),
-                })
-            }
-        }
-    }
 }
-
-/// Kills the process group a timed-out command leads.
-#[cfg(unix)]
-fn kill_group(pid: Option<u32>) {
-    use nix::sys::signal::{Signal, killpg};
-    use nix::unistd::Pid;
-    if let Some(pid) = pid.and_then(|p| i32::try_from(p).ok()) {
-        let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
-    }
-}
-
-#[cfg(not(unix))]
-fn kill_group(_pid: Option<u32>) {}
 
 /// Whether a line of linter output reports a warning (`warning: ...`, `warning[E]`,
 /// eslint's `  3:5  warning  ...`).
@@ -168,7 +128,7 @@ impl VerifyCheck for LintCheck {
         let cmd = &self.command;
         let ran = match &self.sandbox {
             Some(s) => self.run_sandboxed(s.as_ref(), input).await,
-            None => self.run_local(input).await,
+            None => self.run_sandboxed(&LocalSandbox::new(), input).await,
         };
         let ran = match ran {
             Ok(r) => r,

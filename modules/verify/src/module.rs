@@ -118,7 +118,7 @@ impl std::fmt::Debug for VerifyModule {
 
 #[cfg(feature = "tree-sitter")]
 impl Default for VerifyModule {
-    /// The module with `nuvira-syntax`'s tree-sitter checker, lint run locally.
+    /// The module with `nuvira-syntax`'s tree-sitter checker, lint run in a local sandbox.
     fn default() -> Self {
         Self::new(Arc::new(nuvira_syntax::TreeSitterChecker::new()))
     }
@@ -134,7 +134,9 @@ impl VerifyModule {
         }
     }
 
-    /// Builder-style: runs lint commands in this sandbox instead of as local processes.
+    /// Builder-style: runs lint commands in this sandbox (the run's, e.g. Docker) instead of a
+    /// [`nuvira_sandbox::LocalSandbox`] (a temporary copy of the workspace). Either way they
+    /// never run in the workspace itself.
     #[must_use]
     pub fn with_sandbox(mut self, sandbox: Arc<dyn Sandbox>) -> Self {
         self.sandbox = Some(sandbox);
