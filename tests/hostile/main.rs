@@ -10,3 +10,4 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
+mod edits;
