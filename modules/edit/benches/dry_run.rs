@@ -3,7 +3,10 @@
 //! The figure to read is the ratio: a linear dry run takes about 4× as long for 4× the
 //! entries. (Before the overlay kept an undo log, every entry copied the whole overlay, and
 //! 40,000 creations took 115 s against 15.8 s for 20,000.) Throughput is in entries.
-#![allow(clippy::expect_used, reason = "a bench without its workspace cannot run")]
+#![allow(
+    clippy::expect_used,
+    reason = "a bench without its workspace cannot run"
+)]
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use nuvira_api::EditEntry;

@@ -276,7 +276,11 @@ impl FileView for Overlay<'_> {
         }
         self.set_current(src.clone(), FileState::Absent);
         self.set_current(dst.clone(), FileState::Text(content));
-        let origin = self.renamed_from.get(&src).cloned().unwrap_or_else(|| src.clone());
+        let origin = self
+            .renamed_from
+            .get(&src)
+            .cloned()
+            .unwrap_or_else(|| src.clone());
         self.set_renamed(src, None);
         self.set_renamed(dst, Some(origin));
         Ok(())

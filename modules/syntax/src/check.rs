@@ -44,8 +44,7 @@ pub fn check_as(lang: Language, path: &str, source: &str) -> SyntaxReport {
                 found.sort_by_key(|d| (d.line, d.column));
             }
         }
-        Language::Python if found.is_empty() => match crate::python::compile_check(path, source)
-        {
+        Language::Python if found.is_empty() => match crate::python::compile_check(path, source) {
             crate::python::Compiled::Error(d) => found.push(d),
             crate::python::Compiled::NoInterpreter(first) => note = first.map(str::to_owned),
             crate::python::Compiled::Clean => {}
@@ -180,7 +179,10 @@ mod tests {
     #[cfg(feature = "typescript")]
     #[test]
     fn a_mismatched_tsx_tag_is_an_error() {
-        let r = check("a.tsx", "export const A = () => (\n  <div>\n    <p>x</p>\n  </span>\n);\n");
+        let r = check(
+            "a.tsx",
+            "export const A = () => (\n  <div>\n    <p>x</p>\n  </span>\n);\n",
+        );
         assert_eq!(r.diagnostics.len(), 1, "{:?}", r.diagnostics);
         let d = &r.diagnostics[0];
         assert_eq!((d.line, d.column), (4, 3), "{d:?}");
@@ -197,7 +199,11 @@ mod tests {
     fn a_mismatched_jsx_tag_is_an_error() {
         let r = check("a.jsx", "const A = () => <div></span>;\n");
         assert_eq!(r.diagnostics.len(), 1, "{:?}", r.diagnostics);
-        assert!(r.diagnostics[0].message.contains("`</span>` closes `<div>`"));
+        assert!(
+            r.diagnostics[0]
+                .message
+                .contains("`</span>` closes `<div>`")
+        );
     }
 
     #[cfg(feature = "python")]

@@ -243,7 +243,10 @@ impl LineMap {
         let i = (old_line as usize).checked_sub(1)?;
         if i >= self.old_len {
             // Past the last line: the end of the file, when the end was left alone.
-            let tail_changed = self.hunks.last().is_some_and(|(o, _)| o.end >= self.old_len);
+            let tail_changed = self
+                .hunks
+                .last()
+                .is_some_and(|(o, _)| o.end >= self.old_len);
             return (!tail_changed)
                 .then(|| u32::try_from(self.new_len + (i - self.old_len) + 1).ok())
                 .flatten();
@@ -295,7 +298,10 @@ mod tests {
         let after = compare("a.rs", None, new).introduced;
         assert_eq!(before.len(), 1, "{before:?}");
         assert_eq!(after.len(), 1, "{after:?}");
-        assert!(same_error(&before[0], &after[0]), "the test needs the same message");
+        assert!(
+            same_error(&before[0], &after[0]),
+            "the test needs the same message"
+        );
         let c = compare("a.rs", Some(old), new);
         assert_eq!(c.introduced.len(), 1, "{c:?}");
         assert_eq!(c.introduced[0].line, 6);

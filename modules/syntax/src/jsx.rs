@@ -55,6 +55,8 @@ fn mismatch(element: Node<'_>, path: &str, source: &str) -> Option<SyntaxDiagnos
         start,
         end,
         "ERROR",
-        format!("mismatched JSX tag: `</{closed}>` closes `<{opened}>` (opened on line {open_line})"),
+        format!(
+            "mismatched JSX tag: `</{closed}>` closes `<{opened}>` (opened on line {open_line})"
+        ),
     ))
 }

@@ -28,8 +28,7 @@ except SyntaxError as e:
 "#;
 
 /// The note of the first report made without an interpreter.
-pub(crate) const NO_PYTHON_NOTE: &str =
-    "python3 was not found, so Python files get the tree-sitter check only; install python3 for CPython's compile check (indentation errors)";
+pub(crate) const NO_PYTHON_NOTE: &str = "python3 was not found, so Python files get the tree-sitter check only; install python3 for CPython's compile check (indentation errors)";
 
 static NOTED: AtomicBool = AtomicBool::new(false);
 static MISSING: AtomicBool = AtomicBool::new(false);
@@ -123,7 +122,12 @@ mod tests {
 
     #[test]
     fn the_compiler_output_becomes_a_diagnostic() {
-        let d = parse("a.py", "x\n", "IndentationError\t2\t5\t2\t6\tunexpected indent\n").unwrap();
+        let d = parse(
+            "a.py",
+            "x\n",
+            "IndentationError\t2\t5\t2\t6\tunexpected indent\n",
+        )
+        .unwrap();
         assert_eq!((d.line, d.column), (2, 5));
         assert_eq!(d.message, "IndentationError: unexpected indent");
         assert!(parse("a.py", "x\n", "").is_none());
