@@ -180,3 +180,31 @@ fn a_dry_run_of_40k_creations_finishes() {
         "a dry run wrote"
     );
 }
+
+#[test]
+fn without_python3_the_tree_sitter_check_alone_runs_and_says_so_once() {
+    let r = tempfile::tempdir().unwrap();
+    write(r.path(), "a.py", "def f():\n    return 1\n");
+    write(r.path(), "b.py", "def g():\n    return 1\n");
+    let f = tempfile::tempdir().unwrap();
+    let edits = f.path().join("e.yaml");
+    std::fs::write(
+        &edits,
+        "edits:\n  - strategy: search-replace\n    path: a.py\n    search: return 1\n    replace: return 2\n  - strategy: search-replace\n    path: b.py\n    search: return 1\n    replace: return 3\n",
+    )
+    .unwrap();
+    let out = nuvira()
+        .env("PATH", "/nonexistent")
+        .args(["apply", "--dry-run", "--repo"])
+        .arg(r.path())
+        .arg(&edits)
+        .output()
+        .unwrap();
+    let all = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(0), "{all}");
+    assert_eq!(all.matches("python3 was not found").count(), 1, "{all}");
+}

@@ -14,6 +14,9 @@ pub struct SyntaxChange {
     pub introduced: Vec<SyntaxDiagnostic>,
     /// Errors in the new text that were already in the original (located in the new text).
     pub preexisting: Vec<SyntaxDiagnostic>,
+    /// What the checker said about the check of the new text besides errors (e.g. that
+    /// Python got the tree-sitter check only, as no `python3` is installed), for a warning.
+    pub note: Option<String>,
 }
 
 impl SyntaxChange {
@@ -96,6 +99,7 @@ pub fn introduced_by(
         language: after
             .language
             .or_else(|| checker.language_for(path).map(str::to_owned)),
+        note: after.note,
         ..SyntaxChange::default()
     };
     if after.diagnostics.is_empty() {
