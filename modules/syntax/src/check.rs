@@ -37,7 +37,8 @@ pub fn check_as(lang: Language, path: &str, source: &str) -> SyntaxReport {
     let mut found = diagnostics(&tree, path, source);
     let mut note = None;
     match lang {
-        Language::Tsx | Language::JavaScript => {
+        // Only a file with a closing tag can have a mismatched one: no tree walk otherwise.
+        Language::Tsx | Language::JavaScript if source.contains("</") => {
             let tags = crate::jsx::mismatched_tags(&tree, path, source);
             if !tags.is_empty() {
                 found.extend(tags);
