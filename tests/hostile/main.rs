@@ -9,5 +9,6 @@
 //! (a tmpfs, `chattr`) say that they were skipped and why.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod edits;
 mod model_plans;
 mod support;

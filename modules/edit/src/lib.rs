@@ -340,7 +340,8 @@ impl Editor {
             removed += diff.deletions;
             // Syntax: only NEW errors count.
             if let Some(new_text) = change.new.text() {
-                let new_issues = self.new_syntax_errors(change, new_text);
+                let (new_issues, note) = self.new_syntax_errors(change, new_text);
+                preview.warnings.extend(note);
                 if let Some(checker) = &self.checker
                     && checker.language_for(&change.path).is_some()
                 {
@@ -400,16 +401,27 @@ impl Editor {
         }
     }
 
-    fn new_syntax_errors(&self, change: &Change, new_text: &str) -> Vec<SyntaxDiagnostic> {
+    /// The syntax errors the change introduced, and the checker's note on the check, if any
+    /// (said once: e.g. that Python got the tree-sitter check only).
+    fn new_syntax_errors(
+        &self,
+        change: &Change,
+        new_text: &str,
+    ) -> (Vec<SyntaxDiagnostic>, Option<String>) {
         let Some(checker) = &self.checker else {
-            return Vec::new();
+            return (Vec::new(), None);
         };
         if checker.language_for(&change.path).is_none() {
-            return Vec::new();
+            return (Vec::new(), None);
         }
         // The old text is checked as the new path's language (a rename keeps the language).
-        nuvira_syntax::introduced_by(checker.as_ref(), &change.path, change.old.text(), new_text)
-            .introduced
+        let c = nuvira_syntax::introduced_by(
+            checker.as_ref(),
+            &change.path,
+            change.old.text(),
+            new_text,
+        );
+        (c.introduced, c.note)
     }
 
     fn format_ops(&self, ws: &Workspace, ops: &mut [FileOp], preview: &mut EditPreview) {

@@ -41,13 +41,23 @@ pub(crate) struct Overlay<'w> {
     pub(crate) renamed_from: BTreeMap<String, String>,
     /// The mode a renamed file keeps.
     pub(crate) modes: BTreeMap<String, u32>,
+    /// What the entry running now changed, oldest first, to undo it when it fails
+    /// ([`Overlay::restore`]). Cleared by [`Overlay::checkpoint`], so it only ever holds one
+    /// entry's changes: saving and undoing cost what the entry touched, not the size of the
+    /// overlay (a batch of 40,000 creations copied the whole map 40,000 times before).
+    undo: Vec<Undo>,
 }
 
-/// The overlay's mutable state before an entry ran ([`Overlay::checkpoint`]).
+/// One change to the overlay's mutable maps, with the value it replaced (`None`: no value).
+enum Undo {
+    Current(String, Option<FileState>),
+    Renamed(String, Option<String>),
+    Mode(String, Option<u32>),
+}
+
+/// Where the undo log stood before an entry ran ([`Overlay::checkpoint`]).
 pub(crate) struct Checkpoint {
-    current: BTreeMap<String, FileState>,
-    renamed_from: BTreeMap<String, String>,
-    modes: BTreeMap<String, u32>,
+    undo_len: usize,
 }
 
 pub(crate) fn ws_error(path: &str, e: &WorkspaceError) -> EditError {
@@ -63,6 +73,7 @@ impl<'w> Overlay<'w> {
             order: Vec::new(),
             renamed_from: BTreeMap::new(),
             modes: BTreeMap::new(),
+            undo: Vec::new(),
         }
     }
 
@@ -84,6 +95,7 @@ impl<'w> Overlay<'w> {
                 }
                 Err(e) => return Err(ws_error(path, &e)),
             };
+            // Not logged: a file first loaded by a failing entry keeps its original state.
             self.original.insert(rel.clone(), state.clone());
             self.current.insert(rel.clone(), state);
             self.order.push(rel.clone());
@@ -91,28 +103,89 @@ impl<'w> Overlay<'w> {
         Ok(rel)
     }
 
-    /// What an entry may change, saved before it runs so a failing entry can be undone.
-    pub(crate) fn checkpoint(&self) -> Checkpoint {
-        Checkpoint {
-            current: self.current.clone(),
-            renamed_from: self.renamed_from.clone(),
-            modes: self.modes.clone(),
+    /// Marks the start of an entry, so a failing entry can be undone. The entry before it
+    /// succeeded, so its undo records are dropped.
+    pub(crate) fn checkpoint(&mut self) -> Checkpoint {
+        self.undo.clear();
+        Checkpoint { undo_len: 0 }
+    }
+
+    /// Undoes everything since `checkpoint`, newest first. A file the failing entry loaded
+    /// for the first time keeps what it holds on disk (its first load is not logged): dropping
+    /// it from `current` would leave its original behind with no current state, which reads
+    /// as "deleted" to the diff and as "does not exist" to the entries after it.
+    pub(crate) fn restore(&mut self, checkpoint: Checkpoint) {
+        while self.undo.len() > checkpoint.undo_len {
+            let Some(undo) = self.undo.pop() else { break };
+            match undo {
+                Undo::Current(k, Some(v)) => {
+                    self.current.insert(k, v);
+                }
+                Undo::Current(k, None) => {
+                    self.current.remove(&k);
+                }
+                Undo::Renamed(k, Some(v)) => {
+                    self.renamed_from.insert(k, v);
+                }
+                Undo::Renamed(k, None) => {
+                    self.renamed_from.remove(&k);
+                }
+                Undo::Mode(k, Some(v)) => {
+                    self.modes.insert(k, v);
+                }
+                Undo::Mode(k, None) => {
+                    self.modes.remove(&k);
+                }
+            }
         }
     }
 
-    /// Undoes everything since `checkpoint`. A file the failing entry loaded for the first
-    /// time keeps what it holds on disk: dropping it from `current` alone would leave its
-    /// original behind with no current state, which reads as "deleted" to the diff and as
-    /// "does not exist" to the entries after it.
-    pub(crate) fn restore(&mut self, checkpoint: Checkpoint) {
-        self.current = checkpoint.current;
-        self.renamed_from = checkpoint.renamed_from;
-        self.modes = checkpoint.modes;
-        for (rel, state) in &self.original {
-            if !self.current.contains_key(rel) {
-                self.current.insert(rel.clone(), state.clone());
+    /// The number of undo records the running entry has made (what a restore would cost).
+    #[cfg(test)]
+    pub(crate) fn undo_len(&self) -> usize {
+        self.undo.len()
+    }
+
+    fn set_current(&mut self, rel: String, state: FileState) {
+        let old = self.current.insert(rel.clone(), state);
+        self.undo.push(Undo::Current(rel, old));
+    }
+
+    fn set_renamed(&mut self, to: String, from: Option<String>) {
+        let old = match from {
+            Some(from) => self.renamed_from.insert(to.clone(), from),
+            None => self.renamed_from.remove(&to),
+        };
+        self.undo.push(Undo::Renamed(to, old));
+    }
+
+    fn set_mode(&mut self, rel: String, mode: Option<u32>) {
+        let old = match mode {
+            Some(mode) => self.modes.insert(rel.clone(), mode),
+            None => self.modes.remove(&rel),
+        };
+        self.undo.push(Undo::Mode(rel, old));
+    }
+
+    /// The target of `path`'s last component when that is a symlink (its folders are
+    /// resolved as usual; a path whose folders do not resolve is not a link here).
+    fn symlink_named(&self, path: &str) -> Option<String> {
+        let p = std::path::Path::new(path);
+        let name = p.file_name()?;
+        let parent = match p.parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => {
+                self.ws.resolve(&parent.to_string_lossy()).ok()?.abs
             }
+            _ => self.ws.root().to_path_buf(),
+        };
+        let at = parent.join(name);
+        let meta = std::fs::symlink_metadata(&at).ok()?;
+        if !meta.file_type().is_symlink() {
+            return None;
         }
+        std::fs::read_link(&at)
+            .ok()
+            .map(|t| t.to_string_lossy().into_owned())
     }
 
     fn state(&self, rel: &str) -> &FileState {
@@ -138,7 +211,7 @@ impl FileView for Overlay<'_> {
         self.ws
             .check_content(&rel, content.as_bytes())
             .map_err(|e| ws_error(path, &e))?;
-        self.current.insert(rel, FileState::Text(content));
+        self.set_current(rel, FileState::Text(content));
         Ok(())
     }
 
@@ -150,13 +223,23 @@ impl FileView for Overlay<'_> {
                 "cannot delete a file that does not exist; check the path",
             ));
         }
-        self.current.insert(rel.clone(), FileState::Absent);
-        self.renamed_from.remove(&rel);
+        self.set_current(rel.clone(), FileState::Absent);
+        self.set_renamed(rel, None);
         Ok(())
     }
 
     fn rename(&mut self, from: &str, to: &str) -> Result<(), EditError> {
         let src = self.touch(from, true)?;
+        if let Some(link) = self.symlink_named(from) {
+            return Err(EditError::new(
+                Some(from.to_owned()),
+                format!(
+                    "cannot rename `{from}`: it is a symlink to `{link}`, and renaming would move \
+                     `{src}` and leave the link dangling; nothing was renamed: rename the link \
+                     outside Nuvira (`git mv`), or rename `{src}` itself"
+                ),
+            ));
+        }
         let dst = self.touch(to, true)?;
         if src == dst {
             return Err(EditError::new(
@@ -184,15 +267,54 @@ impl FileView for Overlay<'_> {
         }
         let mode = self
             .modes
-            .remove(&src)
+            .get(&src)
+            .copied()
             .or_else(|| nuvira_workspace::mode_of(&self.ws.root().join(&src)));
+        self.set_mode(src.clone(), None);
         if let Some(mode) = mode {
-            self.modes.insert(dst.clone(), mode);
+            self.set_mode(dst.clone(), Some(mode));
         }
-        self.current.insert(src.clone(), FileState::Absent);
-        self.current.insert(dst.clone(), FileState::Text(content));
-        let origin = self.renamed_from.remove(&src).unwrap_or(src);
-        self.renamed_from.insert(dst, origin);
+        self.set_current(src.clone(), FileState::Absent);
+        self.set_current(dst.clone(), FileState::Text(content));
+        let origin = self
+            .renamed_from
+            .get(&src)
+            .cloned()
+            .unwrap_or_else(|| src.clone());
+        self.set_renamed(src, None);
+        self.set_renamed(dst, Some(origin));
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_entry_costs_what_it_touches_not_the_size_of_the_overlay() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("keep.txt"), "kept\n").unwrap();
+        let ws = Workspace::open(dir.path()).unwrap();
+        let mut o = Overlay::new(&ws);
+        for i in 0..2_000 {
+            let _ = o.checkpoint();
+            o.write(&format!("f{i}.txt"), "x\n".into()).unwrap();
+        }
+        // A checkpoint copies nothing, however many files the overlay holds...
+        let cp = o.checkpoint();
+        assert_eq!(o.undo_len(), 0);
+        // ...and an entry records only what it changed.
+        o.write("new.txt", "n\n".into()).unwrap();
+        o.rename("keep.txt", "moved.txt").unwrap();
+        assert!(o.undo_len() <= 8, "{}", o.undo_len());
+        o.restore(cp);
+        assert_eq!(o.current.len(), 2_003);
+        assert_eq!(o.current["f1999.txt"], FileState::Text("x\n".into()));
+        assert_eq!(o.current["keep.txt"], FileState::Text("kept\n".into()));
+        // Files the failed entry loaded first keep their state on disk.
+        assert_eq!(o.current["new.txt"], FileState::Absent);
+        assert_eq!(o.current["moved.txt"], FileState::Absent);
+        assert!(o.renamed_from.is_empty() && o.modes.is_empty());
     }
 }

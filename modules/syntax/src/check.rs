@@ -25,11 +25,36 @@ pub fn check(path: &str, source: &str) -> SyntaxReport {
 
 /// Checks a text as a given language; `path` only labels the diagnostics. When the grammar is
 /// not compiled in or cannot be loaded, the report is unchecked.
+///
+/// Beyond the grammar's `ERROR` and `MISSING` nodes: in JSX and TSX a closing tag must name
+/// its opening tag (`<div></span>` is an error), and a Python file the grammar accepts is
+/// compiled by `python3` when one is installed (an `IndentationError` is an error; see the
+/// crate docs). Without `python3` the first Python report says so in its `note`.
 pub fn check_as(lang: Language, path: &str, source: &str) -> SyntaxReport {
-    match parse(lang, source) {
-        Ok(tree) => SyntaxReport::checked(lang.name(), diagnostics(&tree, path, source)),
-        Err(_) => SyntaxReport::unchecked(),
+    let Ok(tree) = parse(lang, source) else {
+        return SyntaxReport::unchecked();
+    };
+    let mut found = diagnostics(&tree, path, source);
+    let mut note = None;
+    match lang {
+        // Only a file with a closing tag can have a mismatched one: no tree walk otherwise.
+        Language::Tsx | Language::JavaScript if source.contains("</") => {
+            let tags = crate::jsx::mismatched_tags(&tree, path, source);
+            if !tags.is_empty() {
+                found.extend(tags);
+                found.sort_by_key(|d| (d.line, d.column));
+            }
+        }
+        Language::Python if found.is_empty() => match crate::python::compile_check(path, source) {
+            crate::python::Compiled::Error(d) => found.push(d),
+            crate::python::Compiled::NoInterpreter(first) => note = first.map(str::to_owned),
+            crate::python::Compiled::Clean => {}
+        },
+        _ => {}
     }
+    let mut report = SyntaxReport::checked(lang.name(), found);
+    report.note = note;
+    report
 }
 
 /// The `ERROR` and `MISSING` nodes of a parsed tree, in source order.
@@ -150,6 +175,48 @@ mod tests {
         let r = check("a.rs", "fn f() { \"é\"; @ }\n");
         let d = &r.diagnostics[0];
         assert_eq!((d.line, d.column), (1, 15), "{d:?}");
+    }
+
+    #[cfg(feature = "typescript")]
+    #[test]
+    fn a_mismatched_tsx_tag_is_an_error() {
+        let r = check(
+            "a.tsx",
+            "export const A = () => (\n  <div>\n    <p>x</p>\n  </span>\n);\n",
+        );
+        assert_eq!(r.diagnostics.len(), 1, "{:?}", r.diagnostics);
+        let d = &r.diagnostics[0];
+        assert_eq!((d.line, d.column), (4, 3), "{d:?}");
+        assert_eq!(
+            d.message,
+            "mismatched JSX tag: `</span>` closes `<div>` (opened on line 2)"
+        );
+        let ok = check("a.tsx", "const A = () => <a.B><>x</></a.B>;\n");
+        assert!(ok.is_clean(), "{:?}", ok.diagnostics);
+    }
+
+    #[cfg(feature = "javascript")]
+    #[test]
+    fn a_mismatched_jsx_tag_is_an_error() {
+        let r = check("a.jsx", "const A = () => <div></span>;\n");
+        assert_eq!(r.diagnostics.len(), 1, "{:?}", r.diagnostics);
+        assert!(
+            r.diagnostics[0]
+                .message
+                .contains("`</span>` closes `<div>`")
+        );
+    }
+
+    #[cfg(feature = "python")]
+    #[test]
+    fn a_python_indentation_error_is_an_error_when_python3_is_installed() {
+        let r = check("a.py", "def f():\n    x = 1\n      y = 2\n");
+        if r.note.as_deref() == Some(crate::python::NO_PYTHON_NOTE) {
+            return;
+        }
+        assert_eq!(r.diagnostics.len(), 1, "{:?}", r.diagnostics);
+        assert_eq!(r.diagnostics[0].line, 3);
+        assert!(r.diagnostics[0].message.starts_with("IndentationError"));
     }
 
     #[test]

@@ -14,6 +14,9 @@ pub struct SyntaxChange {
     pub introduced: Vec<SyntaxDiagnostic>,
     /// Errors in the new text that were already in the original (located in the new text).
     pub preexisting: Vec<SyntaxDiagnostic>,
+    /// What the checker said about the check of the new text besides errors (e.g. that
+    /// Python got the tree-sitter check only, as no `python3` is installed), for a warning.
+    pub note: Option<String>,
 }
 
 impl SyntaxChange {
@@ -96,6 +99,7 @@ pub fn introduced_by(
         language: after
             .language
             .or_else(|| checker.language_for(path).map(str::to_owned)),
+        note: after.note,
         ..SyntaxChange::default()
     };
     if after.diagnostics.is_empty() {
@@ -114,18 +118,21 @@ pub fn introduced_by(
 /// The matching behind [`introduced_by`]: splits `after` (the errors of `new`) into
 /// `(introduced, preexisting)` given `before` (the errors of `original`).
 ///
-/// Errors are matched without trusting line numbers, which shift with the edit. Two errors are
-/// "the same error" when they have the same node kind and the same message once digits are
-/// removed (messages such as "the `{` on line 3 is not closed" carry positions).
+/// Line numbers shift with an edit, so positions are compared through a line diff of the two
+/// texts: every line the edit left alone maps to its new line number, and every run of lines
+/// it changed (a hunk) maps to the run that replaced it. Two errors are "the same error" when
+/// they have the same node kind, the same message once digits are removed (messages such as
+/// "the `{` on line 3 is not closed" carry positions), **and** the same place:
 ///
-/// 1. **By context.** An error of the new text matches an unmatched error of the original that
-///    is the same error and has the same (trimmed) text on its line. Each original error
-///    matches at most once, so a second copy of an old error counts as new.
-/// 2. **By count, inside the edit.** An error still unmatched whose lines overlap the edited
-///    region (everything between the common prefix and the common suffix of the two texts)
-///    matches an unmatched original error that is the same error and overlapped the edited
-///    region too: the edit touched that line, so its text may differ, but the error is the
-///    same one as before.
+/// 1. **Unchanged line.** The original error starts on a line the edit did not touch, and the
+///    new one starts where that line is now.
+/// 2. **Inside the edit.** The original error starts inside a hunk, and the new one starts
+///    inside what replaced that hunk: the edit touched that line, so its text may differ, but
+///    the error is the same one as before.
+///
+/// Each original error matches at most once, so a second copy of an old error counts as new,
+/// and an edit that fixes one error and makes another of the same message elsewhere in the
+/// file is caught: the new one is not where the old one was.
 ///
 /// Everything else is introduced.
 pub fn split_errors(
@@ -137,29 +144,26 @@ pub fn split_errors(
     if before.is_empty() {
         return (after, Vec::new());
     }
-    let (old_lines, new_lines) = (Lines::new(original), Lines::new(new));
-    let (old_region, new_region) = edited_lines(original, new, &old_lines, &new_lines);
-
+    let map = LineMap::new(original, new);
     let mut used = vec![false; before.len()];
     let mut matched = vec![false; after.len()];
-    // 1. The same error, with the same line text.
+    // 1. The same error, on the same unchanged line.
     for (i, d) in after.iter().enumerate() {
-        let ctx = new_lines.text(new, d.line);
         if let Some(j) = (0..before.len()).find(|&j| {
-            !used[j] && same_error(&before[j], d) && old_lines.text(original, before[j].line) == ctx
+            !used[j] && same_error(&before[j], d) && map.unchanged(before[j].line) == Some(d.line)
         }) {
             used[j] = true;
             matched[i] = true;
         }
     }
-    // 2. The same error, both overlapping the edited region.
+    // 2. The same error, inside the same hunk.
     for (i, d) in after.iter().enumerate() {
-        if matched[i] || !overlaps(d, new_region) {
+        if matched[i] {
             continue;
         }
-        if let Some(j) = (0..before.len())
-            .find(|&j| !used[j] && same_error(&before[j], d) && overlaps(&before[j], old_region))
-        {
+        if let Some(j) = (0..before.len()).find(|&j| {
+            !used[j] && same_error(&before[j], d) && map.same_hunk(before[j].line, d.line)
+        }) {
             used[j] = true;
             matched[i] = true;
         }
@@ -185,51 +189,93 @@ fn same_error(a: &SyntaxDiagnostic, b: &SyntaxDiagnostic) -> bool {
         && (a.message == b.message || digitless(&a.message) == digitless(&b.message))
 }
 
-fn overlaps(d: &SyntaxDiagnostic, (first, last): (u32, u32)) -> bool {
-    d.line <= last && d.end_line >= first
+/// The longest a line diff may take before it settles for a coarser answer (bigger hunks,
+/// which only makes the matching more lenient inside them).
+const DIFF_DEADLINE: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Old line → new line, from a line diff (1-based lines; a line past the end is the end of
+/// the file, which maps to the new end).
+struct LineMap {
+    /// For each old line (0-based): its new line (0-based) when the edit left it alone.
+    equal: Vec<Option<usize>>,
+    /// The changed runs: (old lines, new lines), 0-based half-open.
+    hunks: Vec<(std::ops::Range<usize>, std::ops::Range<usize>)>,
+    old_len: usize,
+    new_len: usize,
 }
 
-/// The 1-based inclusive line ranges of the edited region in the original and the new text.
-fn edited_lines(old: &str, new: &str, old_l: &Lines, new_l: &Lines) -> ((u32, u32), (u32, u32)) {
-    let prefix = old
-        .bytes()
-        .zip(new.bytes())
-        .take_while(|(a, b)| a == b)
-        .count();
-    let max_suffix = old.len().min(new.len()) - prefix;
-    let suffix = old
-        .bytes()
-        .rev()
-        .zip(new.bytes().rev())
-        .take(max_suffix)
-        .take_while(|(a, b)| a == b)
-        .count();
-    let region = |l: &Lines, len: usize| (l.line_of(prefix), l.line_of(len - suffix));
-    (region(old_l, old.len()), region(new_l, new.len()))
-}
-
-/// Line start offsets, for line text and byte → line lookups.
-struct Lines(Vec<usize>);
-
-impl Lines {
-    fn new(s: &str) -> Self {
-        let mut starts = vec![0];
-        starts.extend(s.match_indices('\n').map(|(i, _)| i + 1));
-        Lines(starts)
+impl LineMap {
+    fn new(old: &str, new: &str) -> Self {
+        let diff = similar::TextDiff::configure()
+            .timeout(DIFF_DEADLINE)
+            .diff_lines(old, new);
+        let old_len = old.lines().count();
+        let new_len = new.lines().count();
+        let mut equal = vec![None; old_len];
+        let mut hunks: Vec<(std::ops::Range<usize>, std::ops::Range<usize>)> = Vec::new();
+        let mut open = false;
+        for op in diff.ops() {
+            let (tag, o, n) = op.as_tag_tuple();
+            if tag == similar::DiffTag::Equal {
+                for (k, line) in o.clone().enumerate() {
+                    if let Some(slot) = equal.get_mut(line) {
+                        *slot = Some(n.start + k);
+                    }
+                }
+                open = false;
+                continue;
+            }
+            match hunks.last_mut() {
+                Some((ho, hn)) if open => {
+                    ho.end = o.end;
+                    hn.end = n.end;
+                }
+                _ => hunks.push((o, n)),
+            }
+            open = true;
+        }
+        Self {
+            equal,
+            hunks,
+            old_len,
+            new_len,
+        }
     }
 
-    /// The 1-based line of a byte offset.
-    fn line_of(&self, byte: usize) -> u32 {
-        let idx = self.0.partition_point(|&s| s <= byte);
-        u32::try_from(idx.max(1)).unwrap_or(u32::MAX)
+    /// The new 1-based line of an old 1-based line the edit left alone.
+    fn unchanged(&self, old_line: u32) -> Option<u32> {
+        let i = (old_line as usize).checked_sub(1)?;
+        if i >= self.old_len {
+            // Past the last line: the end of the file, when the end was left alone.
+            let tail_changed = self
+                .hunks
+                .last()
+                .is_some_and(|(o, _)| o.end >= self.old_len);
+            return (!tail_changed)
+                .then(|| u32::try_from(self.new_len + (i - self.old_len) + 1).ok())
+                .flatten();
+        }
+        self.equal[i].and_then(|n| u32::try_from(n + 1).ok())
     }
 
-    /// The trimmed text of a 1-based line.
-    fn text<'a>(&self, s: &'a str, line: u32) -> &'a str {
-        let i = (line as usize).saturating_sub(1);
-        let start = self.0.get(i).copied().unwrap_or(s.len());
-        let end = self.0.get(i + 1).copied().unwrap_or(s.len());
-        s.get(start..end).unwrap_or("").trim()
+    /// Whether an old 1-based line lies in a hunk whose replacement holds the new 1-based
+    /// line (a hunk that only deleted lines is replaced by the line after it; the end of
+    /// the file counts as a line).
+    fn same_hunk(&self, old_line: u32, new_line: u32) -> bool {
+        let (Some(o), Some(n)) = (
+            (old_line as usize).checked_sub(1),
+            (new_line as usize).checked_sub(1),
+        ) else {
+            return false;
+        };
+        self.hunks.iter().any(|(ho, hn)| {
+            let in_old = ho.contains(&o) || (ho.is_empty() && o == ho.start);
+            let in_new = hn.contains(&n) || (hn.is_empty() && n == hn.start);
+            // An error at the very end belongs to a hunk that reaches the end.
+            let at_old_end = o >= self.old_len && ho.end >= self.old_len;
+            let at_new_end = n >= self.new_len && hn.end >= self.new_len;
+            (in_old || at_old_end) && (in_new || at_new_end)
+        })
     }
 }
 
@@ -238,13 +284,32 @@ mod tests {
     use super::*;
 
     #[test]
-    fn lines_map_bytes_to_lines() {
-        let l = Lines::new("ab\ncd\n");
-        assert_eq!(l.line_of(0), 1);
-        assert_eq!(l.line_of(2), 1);
-        assert_eq!(l.line_of(3), 2);
-        assert_eq!(l.line_of(6), 3);
-        assert_eq!(l.text("ab\ncd\n", 2), "cd");
+    fn lines_map_through_the_diff() {
+        let m = LineMap::new("a\nb\nc\nd\n", "x\na\nB\nc\nd\n");
+        assert_eq!(m.unchanged(1), Some(2));
+        assert_eq!(m.unchanged(2), None);
+        assert_eq!(m.unchanged(4), Some(5));
+        assert_eq!(m.unchanged(5), Some(6), "the end of the file moves too");
+        assert!(m.same_hunk(2, 3));
+        assert!(!m.same_hunk(2, 4));
+    }
+
+    #[test]
+    fn fixing_one_error_and_making_the_same_one_elsewhere_is_new() {
+        let old = "fn a() {\n    let = 1;\n}\n\nfn b() {\n    let x = 2;\n}\n";
+        let new = "fn a() {\n    let y = 1;\n}\n\nfn b() {\n    let = 2;\n}\n";
+        let before = compare("a.rs", None, old).introduced;
+        let after = compare("a.rs", None, new).introduced;
+        assert_eq!(before.len(), 1, "{before:?}");
+        assert_eq!(after.len(), 1, "{after:?}");
+        assert!(
+            same_error(&before[0], &after[0]),
+            "the test needs the same message"
+        );
+        let c = compare("a.rs", Some(old), new);
+        assert_eq!(c.introduced.len(), 1, "{c:?}");
+        assert_eq!(c.introduced[0].line, 6);
+        assert!(c.preexisting.is_empty(), "{c:?}");
     }
 
     #[test]

@@ -24,6 +24,10 @@
 //!   per thread, so the cost is the parse itself (see `benches/validate.rs`).
 //! - **Locations people can use.** Lines and columns are 1-based; columns count characters,
 //!   not bytes. Each diagnostic names the tree-sitter node kind (`ERROR` or `MISSING`).
+//! - **What the grammars let through.** tree-sitter accepts `<div></span>` and Python it
+//!   cannot indent-check, so JSX/TSX closing tags are compared with their opening tags, and a
+//!   Python file the grammar accepts is compiled by `python3 -I -S -B` (standard input only,
+//!   nothing written, nothing imported) when an interpreter is installed.
 //! - **No grammar, no false alarm.** Files in other languages get [`SyntaxReport::unchecked`].
 //!
 //! ```
@@ -48,8 +52,10 @@
 mod brackets;
 mod check;
 mod compare;
+mod jsx;
 mod language;
 mod outline;
+mod python;
 
 pub use check::{check, check_as, diagnostics};
 pub use compare::{SyntaxChange, compare, introduced_by, introduced_errors, split_errors};

@@ -1,6 +1,6 @@
 //! `ast-replace`: replace a named item found in nuvira-syntax's outline of the file.
 
-use crate::text::read_existing;
+use crate::text::{is_crlf, read_existing, with_ending};
 use nuvira_api::{EditEntry, EditError, EditStrategy, FileView};
 
 /// Most symbols listed in a "not found" message.
@@ -188,7 +188,8 @@ impl EditStrategy for AstReplace {
         let indent = indentation_at(&text, range.start);
         let mut new = String::with_capacity(text.len() + content.len());
         new.push_str(&text[..range.start]);
-        new.push_str(&reindent(content, indent));
+        // The file's line endings: CRLF text is matched as such, and the content gets them.
+        new.push_str(&with_ending(&reindent(content, indent), is_crlf(&text)));
         new.push_str(&text[range.end..]);
         files.write(path, new)
     }

@@ -1,6 +1,6 @@
 //! `regex`: regular-expression replacement with capture references.
 
-use crate::text::{line_list, line_of, quote, read_existing};
+use crate::text::{is_crlf, line_list, line_of, quote, read_existing, with_ending};
 use nuvira_api::{EditEntry, EditError, EditStrategy, FileView};
 use regex::{Regex, RegexBuilder};
 
@@ -8,7 +8,9 @@ use regex::{Regex, RegexBuilder};
 /// capture groups (`$$` is a literal `$`; write `${1}a` rather than `$1a`).
 ///
 /// The pattern is compiled in multi-line mode (`^`/`$` match at line boundaries) with the
-/// syntax of the `regex` crate. Like `search-replace`, it must match exactly once unless
+/// syntax of the `regex` crate, in CRLF mode: `$` matches before a `\r\n` as well as before a
+/// `\n`, so `^line$` finds a line of a Windows file. In a CRLF file, the line endings of
+/// `replace` become CRLF. Like `search-replace`, it must match exactly once unless
 /// `all: true`; no match is an error. A reference to a group the pattern does not have is an
 /// error rather than an empty string.
 #[derive(Debug, Clone, Copy, Default)]
@@ -26,6 +28,7 @@ impl EditStrategy for RegexReplace {
         let err = |msg: String| EditError::new(Some(path.to_owned()), msg);
         let re = RegexBuilder::new(pattern)
             .multi_line(true)
+            .crlf(true)
             .size_limit(1 << 22)
             .build()
             .map_err(|e| {
@@ -36,6 +39,7 @@ impl EditStrategy for RegexReplace {
             })?;
         check_references(&re, replace).map_err(err)?;
         let text = read_existing(files, entry, path)?;
+        let replace = &with_ending(replace, is_crlf(&text));
         let starts: Vec<usize> = re.find_iter(&text).map(|m| m.start()).collect();
         let new = match starts.len() {
             0 => {

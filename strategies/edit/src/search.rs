@@ -1,6 +1,6 @@
 //! `search-replace`: exact text replacement with near-miss reporting.
 
-use crate::text::{line_list, line_of, quote, read_existing};
+use crate::text::{is_crlf, line_list, line_of, quote, read_existing, with_ending};
 use nuvira_api::{EditEntry, EditError, EditStrategy, FileView};
 
 /// Candidates scoring below this similarity (0..1) are not worth showing.
@@ -18,7 +18,8 @@ const SEARCH_DEADLINE: std::time::Duration = std::time::Duration::from_secs(1);
 /// `search` must occur exactly once unless `all: true`. When it does not occur, the error names
 /// the closest candidate lines (whitespace and indentation differences are the usual cause)
 /// with their line number; when it occurs several times, the error gives the count and lines.
-/// A file with CRLF line endings also matches a `search` written with LF.
+/// A file with CRLF line endings also matches a `search` written with LF, and the text put in
+/// gets CRLF endings too.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SearchReplace;
 
@@ -38,12 +39,15 @@ impl EditStrategy for SearchReplace {
             ));
         }
         let text = read_existing(files, entry, path)?;
-        let (search, replace) = match (text.contains(search), text.contains("\r\n")) {
-            (false, true) if !search.contains('\r') => {
-                (search.replace('\n', "\r\n"), replace.replace('\n', "\r\n"))
-            }
-            _ => (search.to_owned(), replace.to_owned()),
+        // A CRLF file keeps its endings: the replacement gets CRLF, and a `search` written
+        // with LF matches the CRLF text.
+        let crlf = is_crlf(&text);
+        let search = if crlf && !text.contains(search) {
+            with_ending(search, true)
+        } else {
+            search.to_owned()
         };
+        let replace = with_ending(replace, crlf);
         let starts: Vec<usize> = text.match_indices(&search).map(|(i, _)| i).collect();
         match starts.len() {
             0 => Err(not_found(path, &text, &search)),

@@ -47,3 +47,41 @@ pub(crate) fn line_list(lines: &[u32]) -> String {
     }
     s
 }
+
+/// Whether a file's lines end in CRLF: more `\r\n` than bare `\n` endings. Text a strategy
+/// inserts into such a file gets CRLF endings ([`with_ending`]), so an edit never leaves a
+/// Windows file with mixed endings.
+pub(crate) fn is_crlf(text: &str) -> bool {
+    let lf = text.bytes().filter(|b| *b == b'\n').count();
+    let crlf = text.matches("\r\n").count();
+    crlf > 0 && crlf >= lf - crlf
+}
+
+/// `s` with every line ending made CRLF when `crlf` (a `\r\n` already there stays one),
+/// unchanged otherwise.
+pub(crate) fn with_ending(s: &str, crlf: bool) -> String {
+    if !crlf || !s.contains('\n') {
+        return s.to_owned();
+    }
+    s.replace("\r\n", "\n").replace('\n', "\r\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn crlf_files_are_those_where_crlf_endings_are_the_most() {
+        assert!(is_crlf("a\r\nb\r\n"));
+        assert!(is_crlf("a\r\nb\r\nc\n"));
+        assert!(!is_crlf("a\nb\nc\r\n"));
+        assert!(!is_crlf("a\nb\n"));
+        assert!(!is_crlf("no newline"));
+    }
+
+    #[test]
+    fn inserted_text_gets_the_file_ending_without_doubling_cr() {
+        assert_eq!(with_ending("a\nb\r\nc", true), "a\r\nb\r\nc");
+        assert_eq!(with_ending("a\nb", false), "a\nb");
+    }
+}

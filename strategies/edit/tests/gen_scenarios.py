@@ -292,4 +292,18 @@ assert "new file mode" in p2 and "deleted file mode" in p2 and "No newline at en
 scenario("009_unified_diff_real_git_diff_multi_file", {"src/chan.rs": chan, "src/query.ts": query, "old.txt": "gone\n"},
     [{"strategy": "unified-diff", "patch": p2}],
     {"src/chan.rs": chan2, "src/query.ts": query2, "docs/new.md": "# New\nno newline at end"})
+
+# ---- CRLF files keep their line endings (tests/.gitattributes keeps git from converting them)
+crlf = src.replace("\n", "\r\n")
+scenario("060_search_replace_crlf_keeps_endings", {"src/main.rs": crlf},
+    [{"strategy": "search-replace", "path": "src/main.rs", "search": "let b = area(5, 6);", "replace": "let b = area(5, 6);\n    let c = a + b;"}],
+    {"src/main.rs": crlf.replace("let b = area(5, 6);", "let b = area(5, 6);\r\n    let c = a + b;")})
+scenario("061_regex_crlf_line_anchors", {"src/main.rs": crlf},
+    [{"strategy": "regex", "path": "src/main.rs", "pattern": r"^fn main\(\) \{$", "replace": "pub fn main() {"},
+     {"strategy": "regex", "path": "src/main.rs", "pattern": r"^    let a = (.*);$", "replace": "    let a = $1;\n    let z = a;"}],
+    {"src/main.rs": crlf.replace("fn main() {", "pub fn main() {").replace("    let a = area(3, 4);", "    let a = area(3, 4);\r\n    let z = a;")})
+area = "fn area(w: u32, h: u32) -> u32 {\n    // width times height\n    w * h\n}\n"
+scenario("062_ast_replace_crlf_keeps_endings", {"src/main.rs": crlf},
+    [{"strategy": "ast-replace", "path": "src/main.rs", "symbol": "area", "content": area}],
+    {"src/main.rs": crlf.replace("fn area(w: u32, h: u32) -> u32 {\r\n    w * h\r\n}", area.rstrip("\n").replace("\n", "\r\n"), 1)})
 print("ok3", len(os.listdir(ROOT)))
