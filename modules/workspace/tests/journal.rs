@@ -180,6 +180,7 @@ fn a_pending_transaction_of_another_live_process_is_left_alone() {
     let ours = format!("\"pid\": {}", std::process::id());
     assert!(text.contains(&ours), "{text}");
     std::fs::write(&manifest, text.replace(&ours, "\"pid\": 1")).unwrap();
+    nuvira_workspace::resign_manifest_for_tests(&manifest).unwrap();
     assert!(journal.recover_incomplete().unwrap().is_empty());
     assert_eq!(read(dir.path(), "a.txt").as_deref(), Some("in progress\n"));
 }
@@ -372,7 +373,7 @@ fn rolling_back_an_older_run_refuses_a_file_a_later_run_rewrote() {
 }
 
 #[test]
-fn a_journal_written_before_the_check_existed_still_rolls_back() {
+fn a_journal_without_the_records_of_what_it_wrote_is_left_alone_and_reported() {
     let (dir, ws) = repo();
     committed_run(&ws, "run-1");
     // Strip the records of what the batch left, as an older Nuvira wrote the manifest.
@@ -391,11 +392,34 @@ fn a_journal_written_before_the_check_existed_still_rolls_back() {
     for e in entries {
         e.as_object_mut().unwrap().remove("after");
     }
+    assert!(m.as_object_mut().unwrap().remove("mac").is_some(), "signed");
     std::fs::write(&manifest, serde_json::to_vec(&m).unwrap()).unwrap();
     write(dir.path(), "a.txt", "edited, but nobody can tell\n");
 
-    Journal::new(&ws).rollback_last().unwrap().unwrap();
-    assert_eq!(read(dir.path(), "a.txt").as_deref(), Some("alpha\n"));
+    // Unsigned (as an older Nuvira, or anyone else, wrote it): never rolled back.
+    let journal = Journal::new(&ws);
+    assert!(journal.rollback_last().unwrap().is_none());
+    assert_eq!(
+        read(dir.path(), "a.txt").as_deref(),
+        Some("edited, but nobody can tell\n")
+    );
+    let untrusted = journal.untrusted().unwrap();
+    assert_eq!(untrusted.len(), 1, "{untrusted:?}");
+    assert!(untrusted[0].reason.contains("not signed"), "{untrusted:?}");
+    // Signed by this machine but still without the records: left alone too.
+    nuvira_workspace::resign_manifest_for_tests(&manifest).unwrap();
+    assert!(journal.rollback_last().unwrap().is_none());
+    let untrusted = journal.untrusted().unwrap();
+    assert!(
+        untrusted[0]
+            .reason
+            .contains("no record of what the batch wrote"),
+        "{untrusted:?}"
+    );
+    assert_eq!(
+        read(dir.path(), "a.txt").as_deref(),
+        Some("edited, but nobody can tell\n")
+    );
 }
 
 #[test]
@@ -552,6 +576,7 @@ fn a_run_another_live_process_is_still_writing_is_not_rolled_back() {
         serde_json::from_slice(&std::fs::read(&manifest).unwrap()).unwrap();
     m["pid"] = serde_json::json!(std::os::unix::process::parent_id());
     std::fs::write(&manifest, serde_json::to_vec(&m).unwrap()).unwrap();
+    nuvira_workspace::resign_manifest_for_tests(&manifest).unwrap();
 
     let err = journal.rollback_last().unwrap_err();
     assert!(matches!(err, JournalError::Busy { .. }), "{err}");
@@ -578,6 +603,8 @@ fn a_manifest_whose_blob_leaves_its_folder_is_corrupt_not_followed() {
         }
     }
     std::fs::write(&manifest, serde_json::to_vec(&m).unwrap()).unwrap();
+    // Signed again, as if this machine had written it: the name is still refused.
+    nuvira_workspace::resign_manifest_for_tests(&manifest).unwrap();
     let err = Journal::new(&ws)
         .rollback_last_with(OnChanged::Overwrite)
         .unwrap_err();
