@@ -692,3 +692,127 @@ fn a_batch_of_two_writes_commits() {
     txn.commit().unwrap();
     assert_eq!(read(dir.path(), "src/b.rs").as_deref(), Some("two\n"));
 }
+
+// ---- the state folder came with the checkout ---------------------------------------------
+
+#[cfg(unix)]
+#[test]
+fn a_symlinked_journal_folder_is_refused_by_name_and_its_target_left_alone() {
+    let (dir, ws) = repo();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(outside.path().join("precious")).unwrap();
+    std::fs::create_dir_all(dir.path().join(".nuvira")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), dir.path().join(".nuvira/journal")).unwrap();
+    let journal = Journal::new(&ws);
+    let err = journal.recover_incomplete().unwrap_err();
+    assert!(
+        matches!(
+            &err,
+            JournalError::Workspace(nuvira_workspace::WorkspaceError::StateLink { link, .. })
+                if link == ".nuvira/journal"
+        ),
+        "{err}"
+    );
+    assert!(err.to_string().contains("remove the link"), "{err}");
+    // A batch is refused before anything is written, here or there.
+    let mut txn = journal.begin("run-1", None);
+    assert!(txn.apply(&[op("a.txt", "ALPHA\n")]).is_err());
+    drop(txn);
+    assert_eq!(read(dir.path(), "a.txt").as_deref(), Some("alpha\n"));
+    let there: Vec<_> = std::fs::read_dir(outside.path()).unwrap().collect();
+    assert_eq!(there.len(), 1, "{there:?}");
+    assert!(outside.path().join("precious").is_dir());
+}
+
+#[cfg(unix)]
+#[test]
+fn a_symlinked_state_folder_is_refused_too() {
+    let (dir, ws) = repo();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(outside.path().join("journal/0000000000001-0000001-00000")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), dir.path().join(".nuvira")).unwrap();
+    let err = Journal::new(&ws).recover_incomplete().unwrap_err();
+    assert!(err.to_string().contains("`.nuvira`"), "{err}");
+    assert!(
+        outside
+            .path()
+            .join("journal/0000000000001-0000001-00000")
+            .is_dir()
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn a_folder_the_journal_did_not_begin_is_reported_and_never_removed() {
+    let (dir, ws) = repo();
+    committed_run(&ws, "run-1");
+    let journal_dir = dir.path().join(".nuvira/journal");
+    // Without a manifest: a name that is not a transaction id, and an id holding other files.
+    std::fs::create_dir_all(journal_dir.join("not-a-txn")).unwrap();
+    std::fs::write(journal_dir.join("not-a-txn/0.orig"), "x").unwrap();
+    std::fs::create_dir_all(journal_dir.join("0000000000001-0000001-00000/sub")).unwrap();
+    // A transaction folder that is a symlink to somewhere else.
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("0.orig"), "x").unwrap();
+    std::os::unix::fs::symlink(
+        outside.path(),
+        journal_dir.join("0000000000002-0000001-00000"),
+    )
+    .unwrap();
+    let journal = Journal::new(&ws);
+    assert!(journal.recover_incomplete().unwrap().is_empty());
+    journal.prune(0).unwrap();
+    assert!(journal_dir.join("not-a-txn/0.orig").is_file());
+    assert!(journal_dir.join("0000000000001-0000001-00000/sub").is_dir());
+    assert!(outside.path().join("0.orig").is_file());
+    let mut untrusted: Vec<String> = journal
+        .untrusted()
+        .unwrap()
+        .into_iter()
+        .map(|u| u.folder)
+        .collect();
+    untrusted.sort();
+    assert_eq!(
+        untrusted,
+        vec![
+            ".nuvira/journal/0000000000001-0000001-00000",
+            ".nuvira/journal/0000000000002-0000001-00000",
+            ".nuvira/journal/not-a-txn",
+        ]
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn a_copy_of_a_private_original_is_private_and_state_folders_are_0700() {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
+    let (dir, ws) = repo();
+    std::fs::set_permissions(
+        dir.path().join("a.txt"),
+        std::fs::Permissions::from_mode(0o600),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        dir.path().join("src/b.rs"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    let journal = Journal::new(&ws);
+    let mut txn = journal.begin("run-1", None);
+    txn.apply(&[op("a.txt", "ALPHA\n"), op("src/b.rs", "fn c() {}\n")])
+        .unwrap();
+    let txn_dir = dir.path().join(".nuvira/journal").join(txn.id());
+    txn.commit().unwrap();
+    assert_eq!(mode(&txn_dir.join("0.orig")), 0o600);
+    // At most the original's bits, and never an executable copy.
+    assert_eq!(mode(&txn_dir.join("1.orig")), 0o600);
+    for d in [".nuvira", ".nuvira/journal"] {
+        assert_eq!(mode(&dir.path().join(d)), 0o700, "{d}");
+    }
+    assert_eq!(mode(&txn_dir), 0o700);
+    // Restoring still gives the originals their own modes.
+    journal.rollback_last().unwrap().unwrap();
+    assert_eq!(mode(&dir.path().join("a.txt")), 0o600);
+    assert_eq!(mode(&dir.path().join("src/b.rs")), 0o755);
+}
