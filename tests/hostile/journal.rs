@@ -128,26 +128,29 @@ impl Area {
     }
 }
 
-fn symlinked_journal_is_never_followed(target: &dyn Fn(&Area) -> PathBuf) {
+/// Commits a symlink at `link` (`.nuvira` or `.nuvira/journal`) to `target`, clones, and runs
+/// every command: the folder outside stays as it was, and each command names the link.
+fn a_committed_state_symlink_is_never_followed(link: &str, target: &dyn Fn(&Area) -> PathBuf) {
     let area = Area::new();
-    std::fs::create_dir_all(area.path("origin/.nuvira")).unwrap();
-    std::os::unix::fs::symlink(target(&area), area.path("origin/.nuvira/journal")).unwrap();
+    let at = area.path("origin").join(link);
+    std::fs::create_dir_all(at.parent().unwrap()).unwrap();
+    std::os::unix::fs::symlink(target(&area), &at).unwrap();
     let clone = area.commit_and_clone();
-    let link = clone.join(".nuvira/journal");
+    let cloned = clone.join(link);
     assert!(
-        std::fs::symlink_metadata(&link)
+        std::fs::symlink_metadata(&cloned)
             .unwrap()
             .file_type()
             .is_symlink(),
         "the clone must carry the link"
     );
-    assert!(link.join("one").is_dir(), "the link must lead outside");
+    assert!(cloned.join("one").is_dir(), "the link must lead outside");
     let outside = area.path("outside");
     let sentinel = Sentinel::of(&outside);
     area.every_command(&clone, |name, stderr| {
         sentinel.assert_unchanged(&outside);
         assert!(
-            stderr.contains("`.nuvira/journal`") && stderr.contains("symlink"),
+            stderr.contains(&format!("`{link}`")) && stderr.contains("symlink"),
             "{name}: the error must name the link: {stderr}"
         );
         assert!(stderr.contains("remove the link"), "{name}: {stderr}");
@@ -157,13 +160,21 @@ fn symlinked_journal_is_never_followed(target: &dyn Fn(&Area) -> PathBuf) {
 
 #[test]
 fn a_committed_absolute_journal_symlink_is_never_followed() {
-    symlinked_journal_is_never_followed(&|area| area.path("outside"));
+    a_committed_state_symlink_is_never_followed(".nuvira/journal", &|area| area.path("outside"));
 }
 
 #[test]
 fn a_committed_relative_journal_symlink_is_never_followed() {
     // From `<repo>/.nuvira/`, two levels up is the scratch area.
-    symlinked_journal_is_never_followed(&|_| PathBuf::from("../../outside"));
+    a_committed_state_symlink_is_never_followed(".nuvira/journal", &|_| {
+        PathBuf::from("../../outside")
+    });
+}
+
+#[test]
+fn a_committed_state_folder_symlink_is_never_followed_by_the_journal_nor_the_report() {
+    // The plan's report step would write `.nuvira/reports/<run>/` through it.
+    a_committed_state_symlink_is_never_followed(".nuvira", &|_| PathBuf::from("../outside"));
 }
 
 /// Makes a real pending transaction on another machine (its own state folder) by crashing
