@@ -148,7 +148,9 @@ pub fn execute(args: Args) -> u8 {
 
 /// Rolls back batches a crash left half-written; prints what it did.
 pub(crate) fn recover(ws: &Workspace) -> Result<usize, u8> {
-    match Journal::new(ws).recover_incomplete() {
+    let journal = Journal::new(ws);
+    warn_untrusted(&journal);
+    match journal.recover_incomplete() {
         Ok(done) => {
             for r in &done {
                 eprintln!(
@@ -173,6 +175,17 @@ pub(crate) fn recover(ws: &Workspace) -> Result<usize, u8> {
             );
             Err(exit::FAILED)
         }
+    }
+}
+
+/// Names every journal transaction this machine did not write (planted by a checkout, say):
+/// they are never recovered or rolled back, and the user should know they are there.
+pub(crate) fn warn_untrusted(journal: &Journal) {
+    // A journal that cannot be listed is reported by the recovery that follows.
+    for u in journal.untrusted().unwrap_or_default() {
+        eprintln!(
+            "warning: left the journal transaction {u}; Nuvira only recovers or rolls back transactions this machine wrote: remove the folder if you do not know where it came from"
+        );
     }
 }
 

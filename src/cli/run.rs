@@ -425,6 +425,7 @@ async fn run(args: Args) -> Result<u8, Fail> {
         }
     };
     if let Some(j) = &journal {
+        super::apply::warn_untrusted(j);
         match j.recover_incomplete() {
             Ok(restored) => {
                 for r in restored {

@@ -10,5 +10,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod edits;
+mod journal;
 mod model_plans;
 mod support;

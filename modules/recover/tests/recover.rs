@@ -590,12 +590,10 @@ async fn a_retried_step_that_fails_fatally_ends_its_recovery_unsuccessfully() {
 #[tokio::test]
 async fn a_rollback_that_fails_when_recovery_gives_up_is_said_not_swallowed() {
     let dir = workspace();
-    // A journal the rollback cannot read.
-    let txn = dir
-        .path()
-        .join(".nuvira/journal/0000000000001-0000001-00000");
-    std::fs::create_dir_all(&txn).unwrap();
-    std::fs::write(txn.join("txn.json"), "not json").unwrap();
+    // A journal the rollback cannot read: a file where its folder should be. (An unreadable
+    // manifest is no longer an error: such a transaction is untrusted and left alone.)
+    std::fs::create_dir_all(dir.path().join(".nuvira")).unwrap();
+    std::fs::write(dir.path().join(".nuvira/journal"), "not a folder").unwrap();
     let sink = Arc::new(Recorder::default());
     let ctx = StepContext::standalone(dir.path()).with_events(sink.clone());
     let policy = RecoverStage::standard(Editor::standard()).rollback_on_failure(true);

@@ -111,6 +111,22 @@ fn config(step: &PlanStep) -> Result<Config, ConfigError> {
     })
 }
 
+/// The first existing component of `rel` under `root` that is a symlink, `/`-separated.
+fn symlink_on(root: &Path, rel: &Path) -> Option<String> {
+    let mut path = root.to_path_buf();
+    let mut shown = Vec::new();
+    for part in rel.components() {
+        path.push(part);
+        shown.push(part.as_os_str().to_string_lossy().into_owned());
+        match std::fs::symlink_metadata(&path) {
+            Ok(meta) if meta.file_type().is_symlink() => return Some(shown.join("/")),
+            Ok(_) => {}
+            Err(_) => return None,
+        }
+    }
+    None
+}
+
 fn confined(p: &str) -> Result<PathBuf, String> {
     let path = Path::new(p);
     if path.is_absolute() {
@@ -193,6 +209,19 @@ impl Module for ReportModule {
             None => Path::new(".nuvira").join("reports").join(&**ctx.run_id()),
         };
         let dir = ctx.workspace_root().join(&rel);
+        // Nuvira's state folder is never reached through a symlink: a checkout could point
+        // `.nuvira` (or `.nuvira/reports`) anywhere, and creating the folder would follow it.
+        if cfg.output_dir.is_none()
+            && let Some(link) = symlink_on(ctx.workspace_root(), &rel)
+        {
+            return Err(ModuleError::fatal(
+                nuvira_api::ErrorCategory::Io,
+                format!(
+                    "step `{}`: `{link}` is a symlink, and Nuvira never follows a link in its state folder; nothing was written: remove the link and retry",
+                    step.id
+                ),
+            ));
+        }
         let io = |e: crate::ReportError| {
             ModuleError::fatal(nuvira_api::ErrorCategory::Io, format!("failed to {e}"))
         };

@@ -13,6 +13,21 @@
 //! cancelled or failed run, [`Journal::rollback_run`]) undoes them. Transaction ids start with
 //! the creation time in milliseconds, so sorting them sorts by age.
 //!
+//! ## Only transactions this machine wrote are acted on
+//!
+//! `.nuvira/` may have come with a checkout, so the journal treats what it finds there as
+//! untrusted data. `.nuvira/` and `.nuvira/journal` are never reached through a symlink (an
+//! error names the link), and every manifest is signed: HMAC-SHA256, keyed with 32 random bytes
+//! kept `0600` outside every repository ([`crate::key_path`]), over the domain
+//! `nuvira-journal-v1`, the transaction id (its folder's name) and the manifest's JSON without
+//! its `mac`. A transaction folder that is a symlink, whose manifest is unreadable, unsigned,
+//! signed with another key or names another folder, or whose entries lack the record of what
+//! the batch wrote, is *untrusted*: it is listed by [`Journal::untrusted`] (folder and reason)
+//! and never recovered, rolled back or pruned. A folder without a manifest (a crash before the
+//! first manifest write) is removed only when its name is a transaction id and it holds only
+//! `<n>.orig` copies. The journal's folders are `0700`, and each copy of an original is at most
+//! as readable as the original (`mode & 0o600`), so a copy of a `0600` secret stays private.
+//!
 //! ## Later changes are never overwritten silently
 //!
 //! A commit also records what each file looked like right after the batch (its length and
@@ -124,6 +139,16 @@ pub enum JournalError {
         path: String,
         /// The symlink on its path.
         link: String,
+    },
+    /// This machine's journal key could not be read or created.
+    #[error(
+        "use the journal key `{path}`: {reason}; set NUVIRA_STATE_DIR to a private folder of yours to keep it elsewhere"
+    )]
+    Key {
+        /// The key file.
+        path: PathBuf,
+        /// Why.
+        reason: String,
     },
     /// A write of the batch failed; every file already written was restored.
     #[error("{source}; the files already written were restored")]
@@ -354,6 +379,9 @@ struct Manifest {
     /// Folders the batch created, parents first; removed on rollback when empty.
     #[serde(default)]
     created_dirs: Vec<String>,
+    /// The signature with this machine's key (hex HMAC-SHA256; see the module docs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    mac: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -393,6 +421,29 @@ pub struct RolledBack {
     /// Files left as they were because they changed after the run wrote them
     /// ([`OnChanged::Keep`]).
     pub kept: Vec<String>,
+}
+
+/// A transaction folder the journal does not trust (it did not write it on this machine, or it
+/// was edited since), so it never recovers, rolls back or prunes it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Untrusted {
+    /// The folder, workspace-relative: `.nuvira/journal/<id>`.
+    pub folder: String,
+    /// Why it is not trusted.
+    pub reason: String,
+}
+
+impl std::fmt::Display for Untrusted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "`{}`: {}", self.folder, self.reason)
+    }
+}
+
+/// The journal's transaction folders: those it trusts, oldest first, and those it does not.
+#[derive(Default)]
+struct Scan {
+    txns: Vec<(PathBuf, Option<Manifest>)>,
+    untrusted: Vec<Untrusted>,
 }
 
 /// The rollback journal of one workspace.
@@ -450,6 +501,7 @@ impl Journal {
                 state: TxnState::Pending,
                 entries: Vec::new(),
                 created_dirs: Vec::new(),
+                mac: None,
             },
             on_disk: false,
             finished: false,
@@ -738,35 +790,69 @@ impl Journal {
         Ok(removed)
     }
 
-    /// Every transaction folder, oldest first, with its manifest (`None` when it has none).
+    /// Every trusted transaction folder, oldest first, with its manifest (`None` when it has
+    /// none yet).
     fn transactions(&self) -> Result<Vec<(PathBuf, Option<Manifest>)>, JournalError> {
-        let read = match std::fs::read_dir(&self.dir) {
-            Ok(r) => r,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(jio("list", &self.dir)(e)),
+        Ok(self.scan()?.txns)
+    }
+
+    /// The transaction folders this journal does not trust, and why (see the module docs): they
+    /// are never recovered, rolled back or pruned. A caller reports them, so that a planted or
+    /// foreign transaction is seen.
+    ///
+    /// # Errors
+    /// When `.nuvira/` or `.nuvira/journal` is a symlink or a file, or the journal cannot be
+    /// listed.
+    pub fn untrusted(&self) -> Result<Vec<Untrusted>, JournalError> {
+        Ok(self.scan()?.untrusted)
+    }
+
+    /// Lists the journal, never through a symlink, and checks every transaction folder.
+    fn scan(&self) -> Result<Scan, JournalError> {
+        let Some(dir) = self.ws.state_folder(&["journal"], false)? else {
+            return Ok(Scan::default());
         };
-        let mut dirs: Vec<PathBuf> = read
-            .filter_map(Result::ok)
-            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-            .map(|e| e.path())
-            .collect();
-        dirs.sort();
-        let mut out = Vec::with_capacity(dirs.len());
-        for dir in dirs {
-            let path = dir.join(MANIFEST);
-            let manifest = match std::fs::read(&path) {
-                Ok(bytes) => Some(serde_json::from_slice::<Manifest>(&bytes).map_err(|e| {
-                    JournalError::Corrupt {
-                        path: path.clone(),
-                        reason: e.to_string(),
-                    }
-                })?),
-                Err(e) if e.kind() == io::ErrorKind::NotFound => None,
-                Err(e) => return Err(jio("read", &path)(e)),
-            };
-            out.push((dir, manifest));
+        let read = std::fs::read_dir(&dir).map_err(jio("list", &dir))?;
+        let mut items: Vec<(String, PathBuf, std::fs::FileType)> = Vec::new();
+        for e in read {
+            let e = e.map_err(jio("list", &dir))?;
+            let ty = e.file_type().map_err(jio("list", &dir))?;
+            items.push((e.file_name().to_string_lossy().into_owned(), e.path(), ty));
         }
-        Ok(out)
+        items.sort_by(|a, b| a.0.cmp(&b.0));
+        let key = match crate::state::load_key(false) {
+            Ok(Some(key)) => Ok(key),
+            Ok(None) => Err(format!(
+                "this machine has no journal key yet (`{}`), so it wrote no transaction here",
+                crate::key_path().unwrap_or_default().display()
+            )),
+            Err(e) => Err(format!(
+                "the journal key `{}` cannot be used to check it: {}",
+                e.path.display(),
+                e.reason
+            )),
+        };
+        let mut scan = Scan::default();
+        for (name, path, ty) in items {
+            let folder = format!("{}/journal/{name}", crate::STATE_DIR);
+            if ty.is_symlink() {
+                scan.untrusted.push(Untrusted {
+                    folder,
+                    reason: "it is a symlink, and Nuvira never follows a link in its state folder"
+                        .into(),
+                });
+                continue;
+            }
+            if !ty.is_dir() {
+                // Not a transaction (nor something the journal would act on).
+                continue;
+            }
+            match check_transaction(&path, &name, key.as_ref()) {
+                Ok(m) => scan.txns.push((path, m)),
+                Err(reason) => scan.untrusted.push(Untrusted { folder, reason }),
+            }
+        }
+        Ok(scan)
     }
 
     /// Restores a transaction's originals (but for the paths in `keep`) and marks it rolled
@@ -903,7 +989,7 @@ impl Transaction<'_> {
             .iter()
             .map(|e| e.path.clone())
             .collect();
-        let mut new_blobs = Vec::new();
+        let mut new_blobs: Vec<(String, Vec<u8>, Option<u32>)> = Vec::new();
         let mut new_entries = Vec::new();
         let mut new_dirs = Vec::new();
         for (op, target) in ops.iter().zip(&targets) {
@@ -933,7 +1019,7 @@ impl Transaction<'_> {
                         len: bytes.len() as u64,
                         mode: mode_of(&target.abs),
                     };
-                    new_blobs.push((blob, bytes));
+                    new_blobs.push((blob, bytes, orig.mode));
                     Some(orig)
                 }
                 Err(e) if e.kind() == io::ErrorKind::NotFound => None,
@@ -947,11 +1033,9 @@ impl Transaction<'_> {
             });
         }
         self.prepare_dir()?;
-        for (blob, bytes) in &new_blobs {
+        for (blob, bytes, mode) in &new_blobs {
             let path = self.dir.join(blob);
-            let mut f = std::fs::File::create(&path).map_err(jio("write", &path))?;
-            f.write_all(bytes).map_err(jio("write", &path))?;
-            f.sync_all().map_err(jio("sync", &path))?;
+            write_blob(&path, bytes, *mode).map_err(jio("write", &path))?;
         }
         self.manifest.entries.extend(new_entries);
         self.manifest.created_dirs.extend(new_dirs.iter().cloned());
@@ -1060,20 +1144,10 @@ impl Transaction<'_> {
         if self.on_disk {
             return Ok(());
         }
-        let state = self.journal.ws.state_dir();
-        let fresh_state = !state.exists();
-        std::fs::create_dir_all(&self.dir).map_err(jio("create", &self.dir))?;
-        if fresh_state {
-            // Keep Nuvira's state out of `git status`.
-            let gi = state.join(".gitignore");
-            let _ = std::fs::write(&gi, "*\n");
-        }
-        sync_dir(&self.journal.dir).map_err(jio("sync", &self.journal.dir))?;
-        sync_dir(&state).map_err(jio("sync", &state))?;
-        if fresh_state {
-            let root = self.journal.ws.root();
-            sync_dir(root).map_err(jio("sync", root))?;
-        }
+        // Never through a symlink, private, and `.nuvira/.gitignore` when `.nuvira/` is new.
+        self.journal
+            .ws
+            .state_folder(&["journal", &self.manifest.id], true)?;
         Ok(())
     }
 }
@@ -1086,6 +1160,23 @@ impl Drop for Transaction<'_> {
                 .restore(&self.dir, self.manifest.clone(), &BTreeSet::new());
         }
     }
+}
+
+/// Test hook, hidden from the docs: signs the manifest at `path` (a `txn.json`) again with this
+/// machine's key, so a test can edit a real manifest on purpose (another pid, a hostile blob
+/// name) and still reach the checks behind the signature. Anything that can call it can read the
+/// key anyway; Nuvira itself never calls it.
+///
+/// # Errors
+/// When the manifest cannot be read, understood or written.
+#[doc(hidden)]
+pub fn resign_manifest_for_tests(path: &Path) -> Result<(), JournalError> {
+    let bytes = std::fs::read(path).map_err(jio("read", path))?;
+    let m: Manifest = serde_json::from_slice(&bytes).map_err(|e| JournalError::Corrupt {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    })?;
+    write_manifest(path.parent().unwrap_or(Path::new(".")), &m)
 }
 
 /// A blob of a transaction folder; a name that would leave the folder is corruption.
@@ -1101,13 +1192,163 @@ fn blob_path(dir: &Path, blob: &str) -> Result<PathBuf, JournalError> {
     }
 }
 
+/// Writes a manifest, signed with this machine's key (made on the first write).
 fn write_manifest(dir: &Path, m: &Manifest) -> Result<(), JournalError> {
     let path = dir.join(MANIFEST);
-    let bytes = serde_json::to_vec_pretty(m).map_err(|e| JournalError::Corrupt {
+    let corrupt = |reason: String| JournalError::Corrupt {
         path: path.clone(),
-        reason: e.to_string(),
-    })?;
+        reason,
+    };
+    let key = crate::state::load_key(true)
+        .map_err(|e| JournalError::Key {
+            path: e.path,
+            reason: e.reason,
+        })?
+        .ok_or_else(|| corrupt("no journal key could be made".into()))?;
+    let mut signed = m.clone();
+    signed.mac = None;
+    let mac = {
+        use hmac::Mac as _;
+        signature(&key, &signed)
+            .map_err(corrupt)?
+            .finalize()
+            .into_bytes()
+    };
+    signed.mac = Some(hex(&mac));
+    let bytes = serde_json::to_vec_pretty(&signed).map_err(|e| corrupt(e.to_string()))?;
     atomic_write(&path, &bytes, Some(0o600)).map_err(jio("write", &path))
+}
+
+type HmacSha256 = hmac::Hmac<sha2::Sha256>;
+
+/// The MAC of an unsigned manifest (`mac` is `None`): the domain, the id and its JSON.
+fn signature(key: &crate::state::Key, unsigned: &Manifest) -> Result<HmacSha256, String> {
+    use hmac::Mac as _;
+    let json = serde_json::to_vec(unsigned).map_err(|e| e.to_string())?;
+    let mut mac = HmacSha256::new_from_slice(key.bytes()).map_err(|e| e.to_string())?;
+    mac.update(b"nuvira-journal-v1\n");
+    mac.update(unsigned.id.as_bytes());
+    mac.update(b"\n");
+    mac.update(&json);
+    Ok(mac)
+}
+
+/// Checks a transaction folder: `Ok(None)` for a folder a crash left before its first manifest
+/// write, `Ok(Some(..))` for a manifest this machine signed; otherwise why it is not trusted.
+fn check_transaction(
+    dir: &Path,
+    name: &str,
+    key: Result<&crate::state::Key, &String>,
+) -> Result<Option<Manifest>, String> {
+    let path = dir.join(MANIFEST);
+    match std::fs::symlink_metadata(&path) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return if is_unwritten_transaction(dir, name) {
+                Ok(None)
+            } else {
+                Err(format!(
+                    "it has no `{MANIFEST}`, and its name or its files are not those of a transaction the journal began"
+                ))
+            };
+        }
+        Err(e) => return Err(format!("its `{MANIFEST}` cannot be read: {e}")),
+        Ok(meta) if !meta.is_file() => {
+            return Err(format!(
+                "its `{MANIFEST}` is a symlink or not a regular file"
+            ));
+        }
+        Ok(_) => {}
+    }
+    let bytes =
+        std::fs::read(&path).map_err(|e| format!("its `{MANIFEST}` cannot be read: {e}"))?;
+    let mut m: Manifest = serde_json::from_slice(&bytes)
+        .map_err(|e| format!("its `{MANIFEST}` cannot be understood: {e}"))?;
+    let key = key.map_err(Clone::clone)?;
+    let Some(given) = m.mac.take() else {
+        return Err(
+            "it is not signed with this machine's journal key, so Nuvira did not write it here (or an older Nuvira did)"
+                .into(),
+        );
+    };
+    let matches = unhex(&given).is_some_and(|given| {
+        use hmac::Mac as _;
+        signature(key, &m).is_ok_and(|mac| mac.verify_slice(&given).is_ok())
+    });
+    if !matches {
+        return Err(
+            "its signature does not match this machine's journal key: it was written elsewhere or edited since"
+                .into(),
+        );
+    }
+    if m.id != name {
+        return Err(format!(
+            "its manifest is the transaction `{}`, not `{name}`",
+            m.id
+        ));
+    }
+    if let Some(e) = m.entries.iter().find(|e| e.after.is_none()) {
+        return Err(format!(
+            "its entry for `{}` has no record of what the batch wrote",
+            e.path
+        ));
+    }
+    Ok(Some(m))
+}
+
+/// Whether a folder without a manifest is one [`Journal::begin`] named and only copies of
+/// originals (or a temp file) were written into: a crash came before the first manifest write.
+fn is_unwritten_transaction(dir: &Path, name: &str) -> bool {
+    let digits = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_digit());
+    let parts: Vec<&str> = name.split('-').collect();
+    if !matches!(parts.as_slice(), [t, p, c] if digits(t, 13) && digits(p, 7) && digits(c, 5)) {
+        return false;
+    }
+    let Ok(read) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    read.into_iter().all(|e| {
+        let Ok(e) = e else { return false };
+        let name = e.file_name().to_string_lossy().into_owned();
+        let plain_file = e.file_type().is_ok_and(|t| t.is_file());
+        let copy = name
+            .strip_suffix(".orig")
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+        plain_file && (copy || name.starts_with(".nuvira-tmp-"))
+    })
+}
+
+fn unhex(text: &str) -> Option<Vec<u8>> {
+    if text.len() % 2 != 0 {
+        return None;
+    }
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+/// Writes a copy of an original, at most as readable as the original was (`mode & 0o600`).
+fn write_blob(path: &Path, bytes: &[u8], mode: Option<u32>) -> io::Result<()> {
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    let mode = mode.unwrap_or(0o600) & 0o600;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.mode(mode);
+    }
+    #[cfg(not(unix))]
+    let _ = mode;
+    let mut f = opts.open(path)?;
+    // Also narrows a file that was there already.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        f.set_permissions(std::fs::Permissions::from_mode(mode))?;
+    }
+    f.write_all(bytes)?;
+    f.sync_all()
 }
 
 /// The folders (workspace-relative, parents first) that must be created for `abs`.

@@ -19,6 +19,10 @@
 //!   about to change (and which files did not exist) durably under `.nuvira/journal/` *before*
 //!   the first write. A crash between two writes leaves a `pending` transaction that
 //!   [`Journal::recover_incomplete`] (called at every start) or `nuvira rollback` restores.
+//! - **State that came with a checkout is data, not instructions.** Nothing under `.nuvira/` is
+//!   reached through a symlink ([`Workspace::state_folder`]), the folders and original copies
+//!   there are private, and the journal acts only on transactions signed with this machine's
+//!   key ([`key_path`]); anything else is reported ([`Journal::untrusted`]) and left alone.
 //!
 //! The crate is synchronous on purpose: file I/O is blocking anyway, and an async caller wraps a
 //! whole batch in one `spawn_blocking` rather than paying a thread hop per file.
@@ -39,15 +43,19 @@
 
 mod atomic;
 mod journal;
+mod state;
 pub mod walk;
 
 pub use atomic::{atomic_write, mode_of, remove_durably, sync_dir};
 #[cfg(feature = "fault-injection")]
 pub use journal::FAULT_CRASH_AFTER_WRITES_ENV;
+#[doc(hidden)]
+pub use journal::resign_manifest_for_tests;
 pub use journal::{
     ChangedFile, FileOp, Journal, JournalError, KEEP_TRANSACTIONS, OnChanged, RolledBack,
-    Transaction, TxnState,
+    Transaction, TxnState, Untrusted,
 };
+pub use state::{STATE_DIR_ENV, key_path, machine_state_dir};
 pub use walk::{EntryKind, WalkEntry, WalkError, WalkOptions, copy_tree, walk};
 
 use std::io;
@@ -124,6 +132,25 @@ pub enum WorkspaceError {
     #[error("use `{path}`: it is a directory, not a file")]
     IsDirectory {
         /// The path.
+        path: String,
+    },
+    /// A component of a path into `.nuvira/` is a symlink: Nuvira's state folder is never
+    /// reached through one (a checkout could point it anywhere).
+    #[error(
+        "use `{link}`: it is a symlink (to `{target}`), and Nuvira never follows a link in its state folder; nothing was touched: remove the link (`rm {link}`) and retry"
+    )]
+    StateLink {
+        /// The link, workspace-relative (`.nuvira/journal`).
+        link: String,
+        /// Where it points.
+        target: String,
+    },
+    /// A component of a path into `.nuvira/` is a file, not a folder.
+    #[error(
+        "use `{path}`: it is not a folder, and Nuvira keeps its state there: move it away and retry"
+    )]
+    StateNotFolder {
+        /// The path, workspace-relative.
         path: String,
     },
     /// An I/O error.
@@ -211,6 +238,25 @@ impl Workspace {
     /// The folder of Nuvira's own state, `<root>/.nuvira`.
     pub fn state_dir(&self) -> PathBuf {
         self.root.join(STATE_DIR)
+    }
+
+    /// A folder of Nuvira's state, `<root>/.nuvira/<parts...>` (each part one plain name),
+    /// reached without following any symlink: a component that is a symlink is refused with
+    /// [`WorkspaceError::StateLink`], one that is a file with [`WorkspaceError::StateNotFolder`].
+    ///
+    /// Without `create` nothing is changed and `Ok(None)` says the folder does not exist. With
+    /// `create`, missing folders are made `0700` (and durable), existing ones narrowed to
+    /// `0700`, and a `.nuvira/` made here gets a `.gitignore` of `*`.
+    ///
+    /// # Errors
+    /// [`WorkspaceError::StateLink`], [`WorkspaceError::StateNotFolder`],
+    /// [`WorkspaceError::InvalidPath`] for a part that is not a plain name, or an I/O error.
+    pub fn state_folder(
+        &self,
+        parts: &[&str],
+        create: bool,
+    ) -> Result<Option<PathBuf>, WorkspaceError> {
+        state::state_folder(&self.root, parts, create)
     }
 
     /// Resolves a workspace-relative path for reading.

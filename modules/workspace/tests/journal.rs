@@ -180,6 +180,7 @@ fn a_pending_transaction_of_another_live_process_is_left_alone() {
     let ours = format!("\"pid\": {}", std::process::id());
     assert!(text.contains(&ours), "{text}");
     std::fs::write(&manifest, text.replace(&ours, "\"pid\": 1")).unwrap();
+    nuvira_workspace::resign_manifest_for_tests(&manifest).unwrap();
     assert!(journal.recover_incomplete().unwrap().is_empty());
     assert_eq!(read(dir.path(), "a.txt").as_deref(), Some("in progress\n"));
 }
@@ -372,7 +373,7 @@ fn rolling_back_an_older_run_refuses_a_file_a_later_run_rewrote() {
 }
 
 #[test]
-fn a_journal_written_before_the_check_existed_still_rolls_back() {
+fn a_journal_without_the_records_of_what_it_wrote_is_left_alone_and_reported() {
     let (dir, ws) = repo();
     committed_run(&ws, "run-1");
     // Strip the records of what the batch left, as an older Nuvira wrote the manifest.
@@ -391,11 +392,34 @@ fn a_journal_written_before_the_check_existed_still_rolls_back() {
     for e in entries {
         e.as_object_mut().unwrap().remove("after");
     }
+    assert!(m.as_object_mut().unwrap().remove("mac").is_some(), "signed");
     std::fs::write(&manifest, serde_json::to_vec(&m).unwrap()).unwrap();
     write(dir.path(), "a.txt", "edited, but nobody can tell\n");
 
-    Journal::new(&ws).rollback_last().unwrap().unwrap();
-    assert_eq!(read(dir.path(), "a.txt").as_deref(), Some("alpha\n"));
+    // Unsigned (as an older Nuvira, or anyone else, wrote it): never rolled back.
+    let journal = Journal::new(&ws);
+    assert!(journal.rollback_last().unwrap().is_none());
+    assert_eq!(
+        read(dir.path(), "a.txt").as_deref(),
+        Some("edited, but nobody can tell\n")
+    );
+    let untrusted = journal.untrusted().unwrap();
+    assert_eq!(untrusted.len(), 1, "{untrusted:?}");
+    assert!(untrusted[0].reason.contains("not signed"), "{untrusted:?}");
+    // Signed by this machine but still without the records: left alone too.
+    nuvira_workspace::resign_manifest_for_tests(&manifest).unwrap();
+    assert!(journal.rollback_last().unwrap().is_none());
+    let untrusted = journal.untrusted().unwrap();
+    assert!(
+        untrusted[0]
+            .reason
+            .contains("no record of what the batch wrote"),
+        "{untrusted:?}"
+    );
+    assert_eq!(
+        read(dir.path(), "a.txt").as_deref(),
+        Some("edited, but nobody can tell\n")
+    );
 }
 
 #[test]
@@ -552,6 +576,7 @@ fn a_run_another_live_process_is_still_writing_is_not_rolled_back() {
         serde_json::from_slice(&std::fs::read(&manifest).unwrap()).unwrap();
     m["pid"] = serde_json::json!(std::os::unix::process::parent_id());
     std::fs::write(&manifest, serde_json::to_vec(&m).unwrap()).unwrap();
+    nuvira_workspace::resign_manifest_for_tests(&manifest).unwrap();
 
     let err = journal.rollback_last().unwrap_err();
     assert!(matches!(err, JournalError::Busy { .. }), "{err}");
@@ -578,6 +603,8 @@ fn a_manifest_whose_blob_leaves_its_folder_is_corrupt_not_followed() {
         }
     }
     std::fs::write(&manifest, serde_json::to_vec(&m).unwrap()).unwrap();
+    // Signed again, as if this machine had written it: the name is still refused.
+    nuvira_workspace::resign_manifest_for_tests(&manifest).unwrap();
     let err = Journal::new(&ws)
         .rollback_last_with(OnChanged::Overwrite)
         .unwrap_err();
@@ -664,4 +691,128 @@ fn a_batch_of_two_writes_commits() {
         .unwrap();
     txn.commit().unwrap();
     assert_eq!(read(dir.path(), "src/b.rs").as_deref(), Some("two\n"));
+}
+
+// ---- the state folder came with the checkout ---------------------------------------------
+
+#[cfg(unix)]
+#[test]
+fn a_symlinked_journal_folder_is_refused_by_name_and_its_target_left_alone() {
+    let (dir, ws) = repo();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(outside.path().join("precious")).unwrap();
+    std::fs::create_dir_all(dir.path().join(".nuvira")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), dir.path().join(".nuvira/journal")).unwrap();
+    let journal = Journal::new(&ws);
+    let err = journal.recover_incomplete().unwrap_err();
+    assert!(
+        matches!(
+            &err,
+            JournalError::Workspace(nuvira_workspace::WorkspaceError::StateLink { link, .. })
+                if link == ".nuvira/journal"
+        ),
+        "{err}"
+    );
+    assert!(err.to_string().contains("remove the link"), "{err}");
+    // A batch is refused before anything is written, here or there.
+    let mut txn = journal.begin("run-1", None);
+    assert!(txn.apply(&[op("a.txt", "ALPHA\n")]).is_err());
+    drop(txn);
+    assert_eq!(read(dir.path(), "a.txt").as_deref(), Some("alpha\n"));
+    let there: Vec<_> = std::fs::read_dir(outside.path()).unwrap().collect();
+    assert_eq!(there.len(), 1, "{there:?}");
+    assert!(outside.path().join("precious").is_dir());
+}
+
+#[cfg(unix)]
+#[test]
+fn a_symlinked_state_folder_is_refused_too() {
+    let (dir, ws) = repo();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(outside.path().join("journal/0000000000001-0000001-00000")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), dir.path().join(".nuvira")).unwrap();
+    let err = Journal::new(&ws).recover_incomplete().unwrap_err();
+    assert!(err.to_string().contains("`.nuvira`"), "{err}");
+    assert!(
+        outside
+            .path()
+            .join("journal/0000000000001-0000001-00000")
+            .is_dir()
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn a_folder_the_journal_did_not_begin_is_reported_and_never_removed() {
+    let (dir, ws) = repo();
+    committed_run(&ws, "run-1");
+    let journal_dir = dir.path().join(".nuvira/journal");
+    // Without a manifest: a name that is not a transaction id, and an id holding other files.
+    std::fs::create_dir_all(journal_dir.join("not-a-txn")).unwrap();
+    std::fs::write(journal_dir.join("not-a-txn/0.orig"), "x").unwrap();
+    std::fs::create_dir_all(journal_dir.join("0000000000001-0000001-00000/sub")).unwrap();
+    // A transaction folder that is a symlink to somewhere else.
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("0.orig"), "x").unwrap();
+    std::os::unix::fs::symlink(
+        outside.path(),
+        journal_dir.join("0000000000002-0000001-00000"),
+    )
+    .unwrap();
+    let journal = Journal::new(&ws);
+    assert!(journal.recover_incomplete().unwrap().is_empty());
+    journal.prune(0).unwrap();
+    assert!(journal_dir.join("not-a-txn/0.orig").is_file());
+    assert!(journal_dir.join("0000000000001-0000001-00000/sub").is_dir());
+    assert!(outside.path().join("0.orig").is_file());
+    let mut untrusted: Vec<String> = journal
+        .untrusted()
+        .unwrap()
+        .into_iter()
+        .map(|u| u.folder)
+        .collect();
+    untrusted.sort();
+    assert_eq!(
+        untrusted,
+        vec![
+            ".nuvira/journal/0000000000001-0000001-00000",
+            ".nuvira/journal/0000000000002-0000001-00000",
+            ".nuvira/journal/not-a-txn",
+        ]
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn a_copy_of_a_private_original_is_private_and_state_folders_are_0700() {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
+    let (dir, ws) = repo();
+    std::fs::set_permissions(
+        dir.path().join("a.txt"),
+        std::fs::Permissions::from_mode(0o600),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        dir.path().join("src/b.rs"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    let journal = Journal::new(&ws);
+    let mut txn = journal.begin("run-1", None);
+    txn.apply(&[op("a.txt", "ALPHA\n"), op("src/b.rs", "fn c() {}\n")])
+        .unwrap();
+    let txn_dir = dir.path().join(".nuvira/journal").join(txn.id());
+    txn.commit().unwrap();
+    assert_eq!(mode(&txn_dir.join("0.orig")), 0o600);
+    // At most the original's bits, and never an executable copy.
+    assert_eq!(mode(&txn_dir.join("1.orig")), 0o600);
+    for d in [".nuvira", ".nuvira/journal"] {
+        assert_eq!(mode(&dir.path().join(d)), 0o700, "{d}");
+    }
+    assert_eq!(mode(&txn_dir), 0o700);
+    // Restoring still gives the originals their own modes.
+    journal.rollback_last().unwrap().unwrap();
+    assert_eq!(mode(&dir.path().join("a.txt")), 0o600);
+    assert_eq!(mode(&dir.path().join("src/b.rs")), 0o755);
 }
