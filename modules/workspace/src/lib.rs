@@ -38,6 +38,7 @@
 #![deny(missing_docs)]
 
 mod atomic;
+mod beneath;
 mod journal;
 pub mod walk;
 
@@ -52,6 +53,7 @@ pub use walk::{EntryKind, WalkEntry, WalkError, WalkOptions, copy_tree, walk};
 
 use std::io;
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 
 /// The default size cap for one file: 1 MiB.
 pub const DEFAULT_MAX_FILE_SIZE: u64 = 1024 * 1024;
@@ -92,13 +94,28 @@ pub enum WorkspaceError {
         /// How it escapes.
         reason: String,
     },
-    /// The path is inside `.nuvira/` or `.git/`, which edits never write.
-    #[error("write `{path}`: `{area}/` is off limits to edits")]
+    /// The path is inside a `.nuvira/` or `.git/` folder (at any depth, in any case), which
+    /// edits never write.
+    #[error(
+        "write `{path}`: `{area}/` is off limits to edits (no `.git` or `.nuvira` folder is written, at any depth); edit files outside it"
+    )]
     Protected {
         /// The path as given.
         path: String,
-        /// `.nuvira` or `.git`.
+        /// The protected folder as the path spells it: `.git`, `.nuvira`, `sub/.git`, `a/.GIT`.
         area: String,
+    },
+    /// A folder of the path (or the file itself) is a symbolic link by the time it is written
+    /// or read, though it was not when the path was checked: something swapped it in while
+    /// Nuvira ran. Nothing was written or read through it.
+    #[error(
+        "use `{path}`: `{link}` became a symbolic link after the path was checked, so nothing was written or read through it; stop whatever changes the repository while nuvira runs and try again"
+    )]
+    BecameSymlink {
+        /// The path as resolved.
+        path: String,
+        /// The component (workspace-relative) that is now a symlink.
+        link: String,
     },
     /// The file (or the new content) is larger than the cap.
     #[error(
@@ -164,6 +181,9 @@ pub struct Resolved {
 #[derive(Debug, Clone)]
 pub struct Workspace {
     root: PathBuf,
+    /// The root opened as a directory handle: every write, deletion and checked read starts
+    /// here (see `beneath.rs`), so a folder swapped for a symlink cannot redirect it.
+    handle: Arc<cap_std::fs::Dir>,
     max_file_size: u64,
 }
 
@@ -185,8 +205,13 @@ impl Workspace {
                 source: io::Error::new(io::ErrorKind::NotADirectory, "not a directory"),
             });
         }
+        let handle = beneath::open_root(&root).map_err(|source| WorkspaceError::Root {
+            root: given.to_path_buf(),
+            source,
+        })?;
         Ok(Self {
             root,
+            handle: Arc::new(handle),
             max_file_size: DEFAULT_MAX_FILE_SIZE,
         })
     }
@@ -311,18 +336,21 @@ impl Workspace {
         Ok(Resolved { rel, abs: cur })
     }
 
-    /// Resolves a path for writing: [`resolve`](Self::resolve), and the real path must not be
-    /// inside `.nuvira/` or `.git/`.
+    /// Resolves a path for writing: [`resolve`](Self::resolve), and the real path (symlinks
+    /// inside the workspace followed) may not have `.git` or `.nuvira` as *any* component (a nested repository's
+    /// `sub/.git/config` runs code through `core.fsmonitor`). Names are compared ignoring ASCII
+    /// case and trailing dots and spaces, since macOS and Windows treat `.GIT` and `.git.` as
+    /// `.git`.
     ///
     /// # Errors
-    /// As [`resolve`](Self::resolve), plus [`WorkspaceError::Protected`].
+    /// As [`resolve`](Self::resolve), plus [`WorkspaceError::Protected`], whose `area` is the
+    /// protected folder as spelled in the path (`sub/.git`).
     pub fn resolve_for_write(&self, path: &str) -> Result<Resolved, WorkspaceError> {
         let r = self.resolve(path)?;
-        let first = r.rel.split('/').next().unwrap_or_default();
-        if first == STATE_DIR || first == ".git" {
+        if let Some(area) = protected_area(r.rel.split('/')) {
             return Err(WorkspaceError::Protected {
                 path: path.to_owned(),
-                area: first.to_owned(),
+                area,
             });
         }
         Ok(r)
@@ -363,27 +391,14 @@ impl Workspace {
     ///
     /// # Errors
     /// When the file is a directory, over the size cap, or unreadable.
+    ///
+    /// The file is opened through the root's directory handle, following no symlink on the way
+    /// (see [`write_at`](Self::write_at)), so a folder swapped for a symlink since `r` was
+    /// resolved is refused with [`WorkspaceError::BecameSymlink`] instead of read.
     pub fn read_bytes_at(&self, r: &Resolved) -> Result<Option<Vec<u8>>, WorkspaceError> {
-        let meta = match std::fs::metadata(&r.abs) {
-            Ok(m) => m,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(WorkspaceError::io("read", &r.rel, e)),
-        };
-        if meta.is_dir() {
-            return Err(WorkspaceError::IsDirectory {
-                path: r.rel.clone(),
-            });
-        }
-        if meta.len() > self.max_file_size {
-            return Err(WorkspaceError::TooLarge {
-                path: r.rel.clone(),
-                size: meta.len(),
-                limit: self.max_file_size,
-            });
-        }
-        std::fs::read(&r.abs)
-            .map(Some)
-            .map_err(|e| WorkspaceError::io("read", &r.rel, e))
+        Ok(self
+            .read_beneath(r, Some(self.max_file_size))?
+            .map(|(bytes, _)| bytes))
     }
 
     /// Checks content about to be written to `path`: under the size cap and not binary.
@@ -436,6 +451,19 @@ impl Workspace {
         out.sort();
         Ok(out)
     }
+}
+
+/// The first `.git` or `.nuvira` component, as the path up to it (`sub/.GIT`).
+fn protected_area<'a>(parts: impl Iterator<Item = &'a str>) -> Option<String> {
+    let mut seen = Vec::new();
+    for part in parts {
+        seen.push(part);
+        let name = part.trim_end_matches(['.', ' ']);
+        if name.eq_ignore_ascii_case(".git") || name.eq_ignore_ascii_case(STATE_DIR) {
+            return Some(seen.join("/"));
+        }
+    }
+    None
 }
 
 fn display_parts(parts: &[&std::ffi::OsStr]) -> String {
