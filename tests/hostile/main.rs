@@ -10,3 +10,5 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
+mod nested_git;
+mod toctou;

@@ -35,7 +35,7 @@
 //! real process. A build without the feature never reads the variable; never enable the
 //! feature in a build that users run.
 
-use crate::atomic::{atomic_write, mode_of, remove_durably, sync_dir};
+use crate::atomic::{atomic_write, mode_of, sync_dir};
 use crate::{Workspace, WorkspaceError};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
@@ -787,6 +787,10 @@ impl Journal {
             }
             // The path as the batch wrote it, not wherever a symlink put there since points.
             let lexical = self.recorded(&entry.path)?;
+            let target = crate::Resolved {
+                rel: entry.path.clone(),
+                abs: lexical.clone(),
+            };
             match symlink_on_path(self.ws.root(), &entry.path) {
                 // The file itself became a symlink: it is replaced, its target left alone.
                 Some(at) if at == entry.path => std::fs::remove_file(&lexical)
@@ -813,16 +817,12 @@ impl Journal {
                             ),
                         });
                     }
-                    if let Some(parent) = lexical.parent() {
-                        std::fs::create_dir_all(parent)
-                            .map_err(|e| WorkspaceError::io("create folder for", &entry.path, e))?;
-                    }
-                    atomic_write(&lexical, &bytes, orig.mode)
-                        .map_err(|e| WorkspaceError::io("restore", &entry.path, e))?;
+                    // Through the root's handle, creating missing folders: a folder swapped for
+                    // a symlink since the check above is refused, not written through.
+                    self.ws.write_at(&target, &bytes, orig.mode)?;
                 }
                 None => {
-                    remove_durably(&lexical)
-                        .map_err(|e| WorkspaceError::io("remove", &entry.path, e))?;
+                    self.ws.remove_at(&target)?;
                     removed.push(entry.path.clone());
                 }
             }
