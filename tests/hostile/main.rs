@@ -9,6 +9,6 @@
 //! (a tmpfs, `chattr`) say that they were skipped and why.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
 mod nested_git;
+mod support;
 mod toctou;

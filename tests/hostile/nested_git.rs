@@ -37,7 +37,12 @@ fn refused(batch: &str, path: &str) {
 
 #[test]
 fn git_and_nuvira_folders_at_any_depth_in_any_case_are_refused() {
-    for path in ["sub/.git/config", "a/.GIT/hooks/x", "x/.Nuvira/y", "sub/.git/hooks/pre-commit"] {
+    for path in [
+        "sub/.git/config",
+        "a/.GIT/hooks/x",
+        "x/.Nuvira/y",
+        "sub/.git/hooks/pre-commit",
+    ] {
         let batch = format!(
             "edits:\n  - strategy: whole-file\n    path: {path}\n    content: \"[core]\\n\\tfsmonitor = touch /tmp/pwned\\n\"\n"
         );

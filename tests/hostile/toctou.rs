@@ -47,7 +47,9 @@ fn swapper(repo: &Path, stop: &AtomicBool, swaps: &AtomicU64) {
             swaps.fetch_add(1, Ordering::Relaxed);
             pause(Duration::from_micros(200));
         } else {
-            n = n.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            n = n
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             pause(Duration::from_micros(200 + (n >> 33) % 1500));
         }
     }
@@ -121,16 +123,26 @@ fn a_folder_swapped_for_a_symlink_mid_batch_never_sends_a_write_outside() {
 
         sentinel.assert_unchanged(outside.path());
         let stderr = String::from_utf8_lossy(&out.stderr);
-        let ctx = format!("trial {trial}: exit {:?}\nstderr:\n{stderr}", out.status.code());
+        let ctx = format!(
+            "trial {trial}: exit {:?}\nstderr:\n{stderr}",
+            out.status.code()
+        );
         assert!(
-            std::fs::symlink_metadata(repo.path().join("d")).unwrap().is_dir(),
+            std::fs::symlink_metadata(repo.path().join("d"))
+                .unwrap()
+                .is_dir(),
             "{ctx}"
         );
         if out.status.success() {
             ok += 1;
             for i in 0..FILES {
                 let got = std::fs::read_to_string(repo.path().join("d").join(name(i))).unwrap();
-                assert_eq!(got, format!("new {i}\n"), "{} lost its edit; {ctx}", name(i));
+                assert_eq!(
+                    got,
+                    format!("new {i}\n"),
+                    "{} lost its edit; {ctx}",
+                    name(i)
+                );
             }
         } else {
             assert_eq!(out.status.code(), Some(1), "{ctx}");

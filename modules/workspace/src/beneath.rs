@@ -44,6 +44,15 @@ pub(crate) fn open_root(root: &std::path::Path) -> io::Result<Dir> {
     }
 }
 
+/// A file's bytes with its permission bits, as [`Workspace::read_original_at`] read them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileBytes {
+    /// The content.
+    pub bytes: Vec<u8>,
+    /// `mode & 0o7777` where the platform has modes, else `None`.
+    pub mode: Option<u32>,
+}
+
 /// What opening the parent folder of a target found.
 enum Parent {
     /// The folder, and the file name inside it.
@@ -175,10 +184,7 @@ impl Workspace {
     /// # Errors
     /// [`WorkspaceError::BecameSymlink`] when the file or a folder of its path is a symlink by
     /// now, [`WorkspaceError::IsDirectory`], or an I/O error.
-    pub fn read_original_at(
-        &self,
-        r: &Resolved,
-    ) -> Result<Option<(Vec<u8>, Option<u32>)>, WorkspaceError> {
+    pub fn read_original_at(&self, r: &Resolved) -> Result<Option<FileBytes>, WorkspaceError> {
         self.read_beneath(r, None)
     }
 
@@ -187,7 +193,7 @@ impl Workspace {
         &self,
         r: &Resolved,
         cap: Option<u64>,
-    ) -> Result<Option<(Vec<u8>, Option<u32>)>, WorkspaceError> {
+    ) -> Result<Option<FileBytes>, WorkspaceError> {
         let Parent::Dir(dir, name) = self.parent_of(r, false)? else {
             return Ok(None);
         };
@@ -250,7 +256,10 @@ impl Workspace {
                 limit,
             });
         }
-        Ok(Some((bytes, mode_bits(&meta))))
+        Ok(Some(FileBytes {
+            bytes,
+            mode: mode_bits(&meta),
+        }))
     }
 }
 
@@ -385,9 +394,10 @@ mod tests {
             std::fs::metadata(&p).unwrap().permissions().mode() & 0o777,
             0o755
         );
+        let read = ws.read_original_at(&r).unwrap().unwrap();
         assert_eq!(
-            ws.read_original_at(&r).unwrap().unwrap(),
-            (b"two".to_vec(), Some(0o755))
+            (read.bytes.as_slice(), read.mode),
+            (&b"two"[..], Some(0o755))
         );
         assert_eq!(
             std::fs::read_dir(dir.path().join("a/b")).unwrap().count(),

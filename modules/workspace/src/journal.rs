@@ -919,7 +919,7 @@ impl Transaction<'_> {
             }
             // Through the root's handle: a folder swapped for a symlink is refused, not read.
             let original = match ws.read_original_at(target)? {
-                Some((bytes, mode)) => {
+                Some(crate::FileBytes { bytes, mode }) => {
                     let blob = format!("{}.orig", self.manifest.entries.len() + new_entries.len());
                     let orig = Original {
                         blob: blob.clone(),

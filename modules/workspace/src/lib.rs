@@ -6,7 +6,12 @@
 //! - **Confinement.** [`Workspace::resolve`] turns a workspace-relative path into a real path
 //!   inside the root. Absolute paths, `..` that climbs above the root, and symlinks (in any
 //!   component, followed through chains) that lead outside are rejected. Writes are also refused
-//!   inside `.nuvira/` (Nuvira's own state) and `.git/`.
+//!   inside `.nuvira/` (Nuvira's own state) and `.git/`, at any depth and in any case.
+//! - **No check-then-use race.** [`Workspace::write_at`], [`Workspace::remove_at`] and the
+//!   checked reads ([`Workspace::read_bytes_at`], [`Workspace::read_original_at`]) work from a
+//!   directory handle of the root opened with the workspace, opening each folder of the path
+//!   without following a symlink, so a folder swapped for a symlink after [`Workspace::resolve`]
+//!   is refused ([`WorkspaceError::BecameSymlink`]) instead of written through.
 //! - **Guards.** Reads and writes are capped in size (1 MiB by default) and binary content is
 //!   refused, so a model or a typo never rewrites an image or a 200 MB log.
 //! - **One walk over a user's files.** [`walk()`] (and [`copy_tree`] on it) decides what a
@@ -43,6 +48,7 @@ mod journal;
 pub mod walk;
 
 pub use atomic::{atomic_write, mode_of, remove_durably, sync_dir};
+pub use beneath::FileBytes;
 #[cfg(feature = "fault-injection")]
 pub use journal::FAULT_CRASH_AFTER_WRITES_ENV;
 pub use journal::{
@@ -398,7 +404,7 @@ impl Workspace {
     pub fn read_bytes_at(&self, r: &Resolved) -> Result<Option<Vec<u8>>, WorkspaceError> {
         Ok(self
             .read_beneath(r, Some(self.max_file_size))?
-            .map(|(bytes, _)| bytes))
+            .map(|f| f.bytes))
     }
 
     /// Checks content about to be written to `path`: under the size cap and not binary.
@@ -503,6 +509,34 @@ mod tests {
             ws.resolve("."),
             Err(WorkspaceError::InvalidPath { .. })
         ));
+    }
+
+    #[test]
+    fn git_and_nuvira_are_refused_as_any_component_in_any_case() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = Workspace::open(dir.path()).unwrap();
+        for (path, area) in [
+            ("sub/.git/config", "sub/.git"),
+            ("a/.GIT/hooks/x", "a/.GIT"),
+            ("x/.Nuvira/y", "x/.Nuvira"),
+            ("deep/er/.git./HEAD", "deep/er/.git."),
+            (".git/config", ".git"),
+        ] {
+            match ws.resolve_for_write(path) {
+                Err(WorkspaceError::Protected { path: p, area: a }) => {
+                    assert_eq!((p.as_str(), a.as_str()), (path, area));
+                }
+                other => panic!("{path}: {other:?}"),
+            }
+        }
+        for ok in [
+            "sub/git/config",
+            "a/.gitignore",
+            "x/.nuvirarc",
+            ".github/ci.yml",
+        ] {
+            ws.resolve_for_write(ok).unwrap();
+        }
     }
 
     #[test]
