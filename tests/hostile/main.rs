@@ -12,4 +12,6 @@
 mod edits;
 mod journal;
 mod model_plans;
+mod nested_git;
 mod support;
+mod toctou;

@@ -50,7 +50,7 @@
 //! real process. A build without the feature never reads the variable; never enable the
 //! feature in a build that users run.
 
-use crate::atomic::{atomic_write, mode_of, remove_durably, sync_dir};
+use crate::atomic::{atomic_write, mode_of};
 use crate::{Workspace, WorkspaceError};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
@@ -873,6 +873,10 @@ impl Journal {
             }
             // The path as the batch wrote it, not wherever a symlink put there since points.
             let lexical = self.recorded(&entry.path)?;
+            let target = crate::Resolved {
+                rel: entry.path.clone(),
+                abs: lexical.clone(),
+            };
             match symlink_on_path(self.ws.root(), &entry.path) {
                 // The file itself became a symlink: it is replaced, its target left alone.
                 Some(at) if at == entry.path => std::fs::remove_file(&lexical)
@@ -899,16 +903,12 @@ impl Journal {
                             ),
                         });
                     }
-                    if let Some(parent) = lexical.parent() {
-                        std::fs::create_dir_all(parent)
-                            .map_err(|e| WorkspaceError::io("create folder for", &entry.path, e))?;
-                    }
-                    atomic_write(&lexical, &bytes, orig.mode)
-                        .map_err(|e| WorkspaceError::io("restore", &entry.path, e))?;
+                    // Through the root's handle, creating missing folders: a folder swapped for
+                    // a symlink since the check above is refused, not written through.
+                    self.ws.write_at(&target, &bytes, orig.mode)?;
                 }
                 None => {
-                    remove_durably(&lexical)
-                        .map_err(|e| WorkspaceError::io("remove", &entry.path, e))?;
+                    self.ws.remove_at(&target)?;
                     removed.push(entry.path.clone());
                 }
             }
@@ -1003,27 +1003,19 @@ impl Transaction<'_> {
             if !recorded.insert(target.rel.clone()) {
                 continue;
             }
-            let original = match std::fs::symlink_metadata(&target.abs) {
-                Ok(meta) if meta.is_dir() => {
-                    return Err(WorkspaceError::IsDirectory {
-                        path: target.rel.clone(),
-                    }
-                    .into());
-                }
-                Ok(_) => {
-                    let bytes = std::fs::read(&target.abs)
-                        .map_err(|e| WorkspaceError::io("read", &target.rel, e))?;
+            // Through the root's handle: a folder swapped for a symlink is refused, not read.
+            let original = match ws.read_original_at(target)? {
+                Some(crate::FileBytes { bytes, mode }) => {
                     let blob = format!("{}.orig", self.manifest.entries.len() + new_entries.len());
                     let orig = Original {
                         blob: blob.clone(),
                         len: bytes.len() as u64,
-                        mode: mode_of(&target.abs),
+                        mode,
                     };
                     new_blobs.push((blob, bytes, orig.mode));
                     Some(orig)
                 }
-                Err(e) if e.kind() == io::ErrorKind::NotFound => None,
-                Err(e) => return Err(WorkspaceError::io("inspect", &target.rel, e).into()),
+                None => None,
             };
             new_entries.push(Entry {
                 path: target.rel.clone(),
@@ -1060,19 +1052,19 @@ impl Transaction<'_> {
         write_manifest(&self.dir, &self.manifest)?;
         self.on_disk = true;
 
-        // 2. Write.
+        // 2. Write, through the root's directory handle (no component followed if it became a
+        // symlink since it was resolved).
         let mut written = Vec::with_capacity(ops.len());
         for (op, target) in ops.iter().zip(&targets) {
             let result = match op {
-                FileOp::Write { content, mode, .. } => create_parents(&target.abs)
-                    .and_then(|()| atomic_write(&target.abs, content, *mode))
+                FileOp::Write { content, mode, .. } => ws
+                    .write_at(target, content, *mode)
                     .map(|()| content.len() as u64),
-                FileOp::Delete { .. } => remove_durably(&target.abs).map(|()| 0),
+                FileOp::Delete { .. } => ws.remove_at(target).map(|()| 0),
             };
             match result {
                 Ok(n) => written.push(n),
-                Err(e) => {
-                    let source = WorkspaceError::io("write", &target.rel, e);
+                Err(source) => {
                     self.finished = true;
                     self.journal
                         .restore(&self.dir, self.manifest.clone(), &BTreeSet::new())?;
@@ -1371,30 +1363,6 @@ fn missing_dirs(ws: &Workspace, abs: &Path) -> Vec<String> {
     }
     out.reverse();
     out
-}
-
-fn create_parents(abs: &Path) -> io::Result<()> {
-    let mut missing = Vec::new();
-    let mut cur = abs.parent();
-    while let Some(dir) = cur {
-        if dir.exists() {
-            break;
-        }
-        missing.push(dir);
-        cur = dir.parent();
-    }
-    let Some(top) = missing.last() else {
-        return Ok(());
-    };
-    std::fs::create_dir_all(missing[0])?;
-    // Make every new folder's entry durable in its parent.
-    if let Some(parent) = top.parent() {
-        sync_dir(parent)?;
-    }
-    for dir in &missing[1..] {
-        sync_dir(dir)?;
-    }
-    Ok(())
 }
 
 /// Whether `pid` is another process that is still running (Linux: `/proc/<pid>` exists;

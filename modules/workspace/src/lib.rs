@@ -6,7 +6,12 @@
 //! - **Confinement.** [`Workspace::resolve`] turns a workspace-relative path into a real path
 //!   inside the root. Absolute paths, `..` that climbs above the root, and symlinks (in any
 //!   component, followed through chains) that lead outside are rejected. Writes are also refused
-//!   inside `.nuvira/` (Nuvira's own state) and `.git/`.
+//!   inside `.nuvira/` (Nuvira's own state) and `.git/`, at any depth and in any case.
+//! - **No check-then-use race.** [`Workspace::write_at`], [`Workspace::remove_at`] and the
+//!   checked reads ([`Workspace::read_bytes_at`], [`Workspace::read_original_at`]) work from a
+//!   directory handle of the root opened with the workspace, opening each folder of the path
+//!   without following a symlink, so a folder swapped for a symlink after [`Workspace::resolve`]
+//!   is refused ([`WorkspaceError::BecameSymlink`]) instead of written through.
 //! - **Guards.** Reads and writes are capped in size (1 MiB by default) and binary content is
 //!   refused, so a model or a typo never rewrites an image or a 200 MB log.
 //! - **One walk over a user's files.** [`walk()`] (and [`copy_tree`] on it) decides what a
@@ -42,11 +47,13 @@
 #![deny(missing_docs)]
 
 mod atomic;
+mod beneath;
 mod journal;
 mod state;
 pub mod walk;
 
 pub use atomic::{atomic_write, mode_of, remove_durably, sync_dir};
+pub use beneath::FileBytes;
 #[cfg(feature = "fault-injection")]
 pub use journal::FAULT_CRASH_AFTER_WRITES_ENV;
 #[doc(hidden)]
@@ -60,6 +67,7 @@ pub use walk::{EntryKind, WalkEntry, WalkError, WalkOptions, copy_tree, walk};
 
 use std::io;
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 
 /// The default size cap for one file: 1 MiB.
 pub const DEFAULT_MAX_FILE_SIZE: u64 = 1024 * 1024;
@@ -100,13 +108,28 @@ pub enum WorkspaceError {
         /// How it escapes.
         reason: String,
     },
-    /// The path is inside `.nuvira/` or `.git/`, which edits never write.
-    #[error("write `{path}`: `{area}/` is off limits to edits")]
+    /// The path is inside a `.nuvira/` or `.git/` folder (at any depth, in any case), which
+    /// edits never write.
+    #[error(
+        "write `{path}`: `{area}/` is off limits to edits (no `.git` or `.nuvira` folder is written, at any depth); edit files outside it"
+    )]
     Protected {
         /// The path as given.
         path: String,
-        /// `.nuvira` or `.git`.
+        /// The protected folder as the path spells it: `.git`, `.nuvira`, `sub/.git`, `a/.GIT`.
         area: String,
+    },
+    /// A folder of the path (or the file itself) is a symbolic link by the time it is written
+    /// or read, though it was not when the path was checked: something swapped it in while
+    /// Nuvira ran. Nothing was written or read through it.
+    #[error(
+        "use `{path}`: `{link}` became a symbolic link after the path was checked, so nothing was written or read through it; stop whatever changes the repository while nuvira runs and try again"
+    )]
+    BecameSymlink {
+        /// The path as resolved.
+        path: String,
+        /// The component (workspace-relative) that is now a symlink.
+        link: String,
     },
     /// The file (or the new content) is larger than the cap.
     #[error(
@@ -191,6 +214,9 @@ pub struct Resolved {
 #[derive(Debug, Clone)]
 pub struct Workspace {
     root: PathBuf,
+    /// The root opened as a directory handle: every write, deletion and checked read starts
+    /// here (see `beneath.rs`), so a folder swapped for a symlink cannot redirect it.
+    handle: Arc<cap_std::fs::Dir>,
     max_file_size: u64,
 }
 
@@ -212,8 +238,13 @@ impl Workspace {
                 source: io::Error::new(io::ErrorKind::NotADirectory, "not a directory"),
             });
         }
+        let handle = beneath::open_root(&root).map_err(|source| WorkspaceError::Root {
+            root: given.to_path_buf(),
+            source,
+        })?;
         Ok(Self {
             root,
+            handle: Arc::new(handle),
             max_file_size: DEFAULT_MAX_FILE_SIZE,
         })
     }
@@ -357,18 +388,21 @@ impl Workspace {
         Ok(Resolved { rel, abs: cur })
     }
 
-    /// Resolves a path for writing: [`resolve`](Self::resolve), and the real path must not be
-    /// inside `.nuvira/` or `.git/`.
+    /// Resolves a path for writing: [`resolve`](Self::resolve), and the real path (symlinks
+    /// inside the workspace followed) may not have `.git` or `.nuvira` as *any* component (a nested repository's
+    /// `sub/.git/config` runs code through `core.fsmonitor`). Names are compared ignoring ASCII
+    /// case and trailing dots and spaces, since macOS and Windows treat `.GIT` and `.git.` as
+    /// `.git`.
     ///
     /// # Errors
-    /// As [`resolve`](Self::resolve), plus [`WorkspaceError::Protected`].
+    /// As [`resolve`](Self::resolve), plus [`WorkspaceError::Protected`], whose `area` is the
+    /// protected folder as spelled in the path (`sub/.git`).
     pub fn resolve_for_write(&self, path: &str) -> Result<Resolved, WorkspaceError> {
         let r = self.resolve(path)?;
-        let first = r.rel.split('/').next().unwrap_or_default();
-        if first == STATE_DIR || first == ".git" {
+        if let Some(area) = protected_area(r.rel.split('/')) {
             return Err(WorkspaceError::Protected {
                 path: path.to_owned(),
-                area: first.to_owned(),
+                area,
             });
         }
         Ok(r)
@@ -409,27 +443,14 @@ impl Workspace {
     ///
     /// # Errors
     /// When the file is a directory, over the size cap, or unreadable.
+    ///
+    /// The file is opened through the root's directory handle, following no symlink on the way
+    /// (see [`write_at`](Self::write_at)), so a folder swapped for a symlink since `r` was
+    /// resolved is refused with [`WorkspaceError::BecameSymlink`] instead of read.
     pub fn read_bytes_at(&self, r: &Resolved) -> Result<Option<Vec<u8>>, WorkspaceError> {
-        let meta = match std::fs::metadata(&r.abs) {
-            Ok(m) => m,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(WorkspaceError::io("read", &r.rel, e)),
-        };
-        if meta.is_dir() {
-            return Err(WorkspaceError::IsDirectory {
-                path: r.rel.clone(),
-            });
-        }
-        if meta.len() > self.max_file_size {
-            return Err(WorkspaceError::TooLarge {
-                path: r.rel.clone(),
-                size: meta.len(),
-                limit: self.max_file_size,
-            });
-        }
-        std::fs::read(&r.abs)
-            .map(Some)
-            .map_err(|e| WorkspaceError::io("read", &r.rel, e))
+        Ok(self
+            .read_beneath(r, Some(self.max_file_size))?
+            .map(|f| f.bytes))
     }
 
     /// Checks content about to be written to `path`: under the size cap and not binary.
@@ -484,6 +505,19 @@ impl Workspace {
     }
 }
 
+/// The first `.git` or `.nuvira` component, as the path up to it (`sub/.GIT`).
+fn protected_area<'a>(parts: impl Iterator<Item = &'a str>) -> Option<String> {
+    let mut seen = Vec::new();
+    for part in parts {
+        seen.push(part);
+        let name = part.trim_end_matches(['.', ' ']);
+        if name.eq_ignore_ascii_case(".git") || name.eq_ignore_ascii_case(STATE_DIR) {
+            return Some(seen.join("/"));
+        }
+    }
+    None
+}
+
 fn display_parts(parts: &[&std::ffi::OsStr]) -> String {
     parts
         .iter()
@@ -521,6 +555,34 @@ mod tests {
             ws.resolve("."),
             Err(WorkspaceError::InvalidPath { .. })
         ));
+    }
+
+    #[test]
+    fn git_and_nuvira_are_refused_as_any_component_in_any_case() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = Workspace::open(dir.path()).unwrap();
+        for (path, area) in [
+            ("sub/.git/config", "sub/.git"),
+            ("a/.GIT/hooks/x", "a/.GIT"),
+            ("x/.Nuvira/y", "x/.Nuvira"),
+            ("deep/er/.git./HEAD", "deep/er/.git."),
+            (".git/config", ".git"),
+        ] {
+            match ws.resolve_for_write(path) {
+                Err(WorkspaceError::Protected { path: p, area: a }) => {
+                    assert_eq!((p.as_str(), a.as_str()), (path, area));
+                }
+                other => panic!("{path}: {other:?}"),
+            }
+        }
+        for ok in [
+            "sub/git/config",
+            "a/.gitignore",
+            "x/.nuvirarc",
+            ".github/ci.yml",
+        ] {
+            ws.resolve_for_write(ok).unwrap();
+        }
     }
 
     #[test]
