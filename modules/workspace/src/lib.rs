@@ -41,7 +41,7 @@ mod atomic;
 mod journal;
 pub mod walk;
 
-pub use atomic::{atomic_write, mode_of, remove_durably, sync_dir};
+pub use atomic::{atomic_write, mode_of, remove_durably, remove_temp_files_of, sync_dir};
 #[cfg(feature = "fault-injection")]
 pub use journal::FAULT_CRASH_AFTER_WRITES_ENV;
 pub use journal::{
