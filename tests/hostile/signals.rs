@@ -532,3 +532,68 @@ fn sigkill_of_apply_at_random_moments_leaves_no_temp_file_after_the_next_start()
     }
     eprintln!("{left_by_kills} of {TRIALS} kills left temp files that the next start removed");
 }
+
+/// A tmpfs of `size` mounted on a new folder (root only); `None`, saying why, where it cannot be.
+struct Tmpfs(tempfile::TempDir);
+
+impl Tmpfs {
+    fn mount(size: &str) -> Option<Self> {
+        let dir = tempfile::tempdir().unwrap();
+        let out = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir.path())
+            .output();
+        match out {
+            Ok(o) if o.status.success() => Some(Self(dir)),
+            other => {
+                eprintln!("skipped: cannot mount a tmpfs here ({other:?})");
+                None
+            }
+        }
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(self.0.path()).status();
+    }
+}
+
+#[test]
+fn a_batch_that_runs_out_of_space_leaves_no_partial_journal() {
+    let Some(fs) = Tmpfs::mount("128k") else {
+        return;
+    };
+    let repo = fs.0.path().join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    // Recording the original (a copy in the journal) does not fit next to it.
+    std::fs::write(
+        repo.join("big.txt"),
+        format!("old\n{}\n", "x".repeat(80 * 1024)),
+    )
+    .unwrap();
+    let before = user_tree(&repo);
+    let files = tempfile::tempdir().unwrap();
+    let edits = files.path().join("edits.yaml");
+    std::fs::write(
+        &edits,
+        "edits:\n  - { strategy: search-replace, path: big.txt, search: old, replace: new }\n",
+    )
+    .unwrap();
+    let out = nuvira()
+        .args(["apply", "--repo"])
+        .arg(&repo)
+        .arg(&edits)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("space"), "the error names the cause: {err}");
+    assert_eq!(user_tree(&repo), before);
+    let journal = repo.join(".nuvira/journal");
+    let left: Vec<_> = std::fs::read_dir(&journal)
+        .map(|r| r.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "a partial journal stayed: {left:?}");
+    assert!(temp_files(&repo).is_empty(), "{:?}", temp_files(&repo));
+}

@@ -392,3 +392,47 @@ fn find_on_path(name: &str) -> Option<PathBuf> {
         .map(|d| d.join(name))
         .find(|p| p.is_file())
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    /// A pid that is not running any more (a child that exited and was reaped).
+    fn dead_pid() -> u32 {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        child.wait().unwrap();
+        pid
+    }
+
+    #[test]
+    fn stale_copies_of_dead_pids_go_and_others_stay() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dead = dead_pid();
+        let stale = tmp.path().join(format!("{COPY_PREFIX}{dead}-abc"));
+        std::fs::create_dir_all(stale.join("src")).unwrap();
+        std::fs::write(stale.join("src/a.txt"), "a").unwrap();
+        std::fs::write(pgid_file_of(&stale), "999999").unwrap();
+        // pid 1 is alive; so is this process.
+        let live = tmp.path().join(format!("{COPY_PREFIX}1-abc"));
+        std::fs::create_dir(&live).unwrap();
+        let ours = tmp
+            .path()
+            .join(format!("{COPY_PREFIX}{}-abc", std::process::id()));
+        std::fs::create_dir(&ours).unwrap();
+        // A planted symlink under a stale name is not followed.
+        let target = tempfile::tempdir().unwrap();
+        std::fs::write(target.path().join("keep.txt"), "k").unwrap();
+        let link = tmp.path().join(format!("{COPY_PREFIX}{dead}-lnk"));
+        std::os::unix::fs::symlink(target.path(), &link).unwrap();
+        let other = tmp.path().join("nuvira-sandbox-old");
+        std::fs::create_dir(&other).unwrap();
+
+        let removed = remove_stale_in(tmp.path());
+        assert_eq!(removed, [stale.clone()]);
+        assert!(!stale.exists() && !pgid_file_of(&stale).exists());
+        assert!(live.exists() && ours.exists() && other.exists());
+        assert!(target.path().join("keep.txt").exists());
+    }
+}
