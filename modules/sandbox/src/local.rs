@@ -430,7 +430,7 @@ mod tests {
         std::fs::create_dir(&other).unwrap();
 
         let removed = remove_stale_in(tmp.path());
-        assert_eq!(removed, [stale.clone()]);
+        assert_eq!(removed, std::slice::from_ref(&stale));
         assert!(!stale.exists() && !pgid_file_of(&stale).exists());
         assert!(live.exists() && ours.exists() && other.exists());
         assert!(target.path().join("keep.txt").exists());
