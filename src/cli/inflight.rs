@@ -23,13 +23,15 @@ impl Marker {
     pub(crate) fn record(ws: &Workspace, run_id: &str) -> Self {
         let dir = ws.state_dir().join(DIR);
         let path = dir.join(run_id);
-        let written = std::fs::create_dir_all(&dir).and_then(|()| {
-            atomic_write(
-                &path,
-                std::process::id().to_string().as_bytes(),
-                Some(0o600),
-            )
-        });
+        let written = make_dir(&ws.state_dir())
+            .and_then(|()| make_dir(&dir))
+            .and_then(|()| {
+                atomic_write(
+                    &path,
+                    std::process::id().to_string().as_bytes(),
+                    Some(0o600),
+                )
+            });
         match written {
             Ok(()) => Self(Some(path)),
             Err(e) => {
@@ -55,6 +57,10 @@ impl Drop for Marker {
 /// markers of dead runs that left nothing to undo.
 pub(crate) fn report_interrupted(ws: &Workspace, repo: &Path) {
     let dir = ws.state_dir().join(DIR);
+    // A planted symlink (at `.nuvira` or at the folder) is never followed out of the repository.
+    if !is_real_dir(&ws.state_dir()) || !is_real_dir(&dir) {
+        return;
+    }
     let Ok(entries) = std::fs::read_dir(&dir) else {
         return;
     };
@@ -80,6 +86,26 @@ pub(crate) fn report_interrupted(ws: &Workspace, repo: &Path) {
         } else {
             let _ = remove_durably(&entry.path());
         }
+    }
+}
+
+/// Whether `path` is a folder itself, not a symlink to one.
+fn is_real_dir(path: &Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir())
+}
+
+/// Creates the folder `path` unless it is there; a symlink (or a file) in its place is an error,
+/// so nothing is written through it.
+fn make_dir(path: &Path) -> std::io::Result<()> {
+    match std::fs::create_dir(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && !is_real_dir(path) => {
+            Err(std::io::Error::other(format!(
+                "`{}` is not a folder (a symlink or a file); remove it",
+                path.display()
+            )))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        other => other,
     }
 }
 

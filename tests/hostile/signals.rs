@@ -597,3 +597,27 @@ fn a_batch_that_runs_out_of_space_leaves_no_partial_journal() {
     assert!(left.is_empty(), "a partial journal stayed: {left:?}");
     assert!(temp_files(&repo).is_empty(), "{:?}", temp_files(&repo));
 }
+
+#[test]
+fn a_planted_running_folder_symlink_is_not_written_or_cleaned_through() {
+    let outside = tempfile::tempdir().unwrap();
+    // A file named like a marker of a dead run, where the symlink points.
+    std::fs::write(outside.path().join("run-1-0"), "1\n").unwrap();
+    let sentinel = crate::support::Sentinel::of(outside.path());
+    let (_dir, repo, plan) = repo_and_plan("true");
+    std::fs::create_dir_all(repo.join(".nuvira")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), repo.join(".nuvira/running")).unwrap();
+    let out = nuvira()
+        .args(["run", "--quiet", "--sandbox", "local", "--repo"])
+        .arg(&repo)
+        .arg(&plan)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("is not a folder"),
+        "the warning names the cause: {err}"
+    );
+    sentinel.assert_unchanged(outside.path());
+}

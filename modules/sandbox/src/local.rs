@@ -231,9 +231,15 @@ struct PgidFile(PathBuf);
 
 impl PgidFile {
     fn write(copy: &Path, pgid: i32) -> Self {
+        use std::io::Write;
         let path = pgid_file_of(copy);
-        // Best effort: without it, only the copy (not the group) is cleaned after a crash.
-        let _ = std::fs::write(&path, pgid.to_string());
+        // Best effort: without it, only the copy (not the group) is cleaned after a crash. A
+        // new file only: anything already at that name (a planted symlink) is not written to.
+        let _ = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .and_then(|mut f| f.write_all(pgid.to_string().as_bytes()));
         Self(path)
     }
 }
