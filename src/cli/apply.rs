@@ -80,6 +80,7 @@ pub fn execute(args: Args) -> u8 {
         );
         return code;
     }
+    super::inflight::report_interrupted(&ws, &args.repo);
     let editor = Editor::standard().with_options(EditOptions {
         block_on_secrets: cfg.block_on_secrets.unwrap_or(false),
         format: cfg.format.unwrap_or(false),

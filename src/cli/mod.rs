@@ -6,11 +6,13 @@ use std::process::ExitCode;
 
 mod apply;
 mod graph;
+mod inflight;
 mod inspect;
 mod progress;
 mod report;
 mod rollback;
 mod run;
+mod signal;
 mod test;
 mod validate;
 

@@ -5,7 +5,8 @@
 //!
 //! The whole pipeline: load (or plan) and validate, run every step on the scheduler with the
 //! built-in modules, follow progress on stderr, print the report on stdout, write report files.
-//! Ctrl-C cancels: running steps are stopped and the run's edits are rolled back.
+//! Ctrl-C, SIGTERM and SIGHUP cancel: running steps are stopped and the run's edits are rolled
+//! back (see [`super::signal`]).
 //!
 //! `--goal` plans with the template planner, or with `--planner llm` asks the configured model
 //! for the plan. The model comes from `--model` / `NUVIRA_MODEL`; `NUVIRA_SCRIPTED_LLM=FILE`
@@ -17,7 +18,8 @@
 //! `--allow-mount` keep what the model asked for. Plan files are run as written.
 //!
 //! Exit codes: 0 success, 1 the pipeline failed, 2 invalid plan or arguments, 3 the
-//! environment lacks something (Docker engine, model key), 130 cancelled.
+//! environment lacks something (Docker engine, model key), 130 cancelled (Ctrl-C), 143
+//! SIGTERM, 129 SIGHUP.
 
 use crate::exit;
 use clap::ValueEnum;
@@ -417,8 +419,9 @@ async fn run(args: Args) -> Result<u8, Fail> {
     }
 
     // Finish any transaction a crashed earlier run left half-done.
-    let journal = match Workspace::open(&repo) {
-        Ok(ws) => Some(Journal::new(&ws)),
+    let workspace = Workspace::open(&repo);
+    let journal = match &workspace {
+        Ok(ws) => Some(Journal::new(ws)),
         Err(e) => {
             eprintln!("warning: failed to open the workspace journal: {e}");
             None
@@ -440,9 +443,19 @@ async fn run(args: Args) -> Result<u8, Fail> {
             Err(e) => eprintln!("warning: failed to check for interrupted earlier runs: {e}"),
         }
     }
+    let run_id = new_run_id();
+    // A run killed after its edits is named, and this run marked as going on until it ends.
+    let _marker = match &workspace {
+        Ok(ws) => {
+            super::inflight::report_interrupted(ws, &repo);
+            (!args.dry_run).then(|| super::inflight::Marker::record(ws, &run_id))
+        }
+        Err(_) => None,
+    };
+    // Sandbox copies and process groups of nuvira processes that died.
+    nuvira_sandbox::remove_stale();
 
     // Events and their consumers.
-    let run_id = new_run_id();
     let bus = crate::EventBus::new(run_id.as_str());
     let store = match &args.events {
         Some(path) => match crate::events::JsonlStore::spawn(&bus, path) {
@@ -472,19 +485,18 @@ async fn run(args: Args) -> Result<u8, Fail> {
     });
     held.replay(&bus);
 
-    // Run, with Ctrl-C as cancellation.
+    // Run, with Ctrl-C, SIGTERM and SIGHUP as cancellation.
     let settings = crate::RunSettings {
         dry_run: args.dry_run,
         ..Default::default()
     };
-    let cancel = settings.cancel.clone();
-    let ctrl_c = tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            cancel.cancel();
-        }
-    });
+    let interrupt = super::signal::Interrupt::listen(settings.cancel.clone());
     let summary = engine.run_validated(validated, bus.clone(), settings).await;
-    ctrl_c.abort();
+    let signalled = interrupt.code();
+    drop(interrupt);
+    if summary.status == RunStatus::Cancelled {
+        super::signal::wait_for_sandbox_cleanup().await;
+    }
 
     if summary.status == RunStatus::Cancelled
         && let Some(j) = &journal
@@ -552,7 +564,10 @@ async fn run(args: Args) -> Result<u8, Fail> {
     {
         eprintln!("warning: failed to {e}");
     }
-    let mut code = summary.exit_code();
+    let mut code = match signalled {
+        Some(signal_code) if summary.status == RunStatus::Cancelled => signal_code,
+        _ => summary.exit_code(),
+    };
     // What is left behind, and how to undo it.
     // The journal, not the report, knows whether any of the run's writes are still in place
     // (a recovery policy may have rolled them back already).

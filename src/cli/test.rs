@@ -4,7 +4,8 @@
 //!
 //! Runs the `test` module on its own: the same config, detection, sandboxes and parsers as a
 //! plan's `test` step. Exit codes: 0 all passed; 1 tests failed, timed out or were OOM-killed;
-//! 2 bad arguments; 3 the requested sandbox is unavailable; 130 interrupted.
+//! 2 bad arguments; 3 the requested sandbox is unavailable; 130 interrupted (Ctrl-C), 143
+//! SIGTERM, 129 SIGHUP: the sandbox is removed first.
 
 use crate::exit;
 use clap::ValueEnum;
@@ -228,13 +229,10 @@ pub fn execute(args: Args) -> u8 {
         }
     };
     rt.block_on(async move {
+        // Sandbox copies and process groups of nuvira processes that died.
+        nuvira_sandbox::remove_stale();
         let token = CancellationToken::new();
-        let interrupt = token.clone();
-        tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                interrupt.cancel();
-            }
-        });
+        let interrupt = super::signal::Interrupt::listen(token.clone());
         let ctx = StepContext::standalone(&repo)
             .with_identity("test", "test", "")
             .with_events(Arc::new(Progress {
@@ -248,7 +246,12 @@ pub fn execute(args: Args) -> u8 {
                 None,
             );
         let outcome = TestModule::new().run_config(&config, &ctx).await;
-        report(outcome, format)
+        super::signal::wait_for_sandbox_cleanup().await;
+        let code = report(outcome, format);
+        match interrupt.code() {
+            Some(signal_code) if code == exit::CANCELLED => signal_code,
+            _ => code,
+        }
     })
 }
 

@@ -13,5 +13,6 @@ mod edits;
 mod journal;
 mod model_plans;
 mod nested_git;
+mod signals;
 mod support;
 mod toctou;

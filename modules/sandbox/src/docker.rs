@@ -124,7 +124,23 @@ impl DockerSandbox {
         self.cleanup.wait().await;
         self.cleanup.reopen();
     }
+}
 
+/// Every removal a dropped run started, of any [`DockerSandbox`] of this process.
+static REMOVALS: std::sync::LazyLock<TaskTracker> = std::sync::LazyLock::new(TaskTracker::new);
+
+/// Waits until every container removal that dropped runs of this process started has finished
+/// (at most `limit`); `false` when some were still going. A command that cancels steps (Ctrl-C,
+/// SIGTERM) calls it before it exits, since a process that exits first leaves the container
+/// behind.
+pub async fn wait_for_removals(limit: std::time::Duration) -> bool {
+    REMOVALS.close();
+    let done = tokio::time::timeout(limit, REMOVALS.wait()).await.is_ok();
+    REMOVALS.reopen();
+    done
+}
+
+impl DockerSandbox {
     /// Runs a request, calling `on_created` with the container id once the container exists.
     ///
     /// # Errors
@@ -590,12 +606,12 @@ impl Drop for RemovalGuard {
         match tokio::runtime::Handle::try_current() {
             Ok(handle) => {
                 self.tracker.spawn_on(
-                    async move {
+                    REMOVALS.track_future(async move {
                         if let Some(created) = created {
                             let _ = created.await;
                         }
                         remove(&docker, &name).await;
-                    },
+                    }),
                     &handle,
                 );
             }

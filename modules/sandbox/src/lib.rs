@@ -23,8 +23,8 @@ pub mod docker;
 pub mod local;
 
 #[cfg(feature = "docker")]
-pub use docker::DockerSandbox;
-pub use local::LocalSandbox;
+pub use docker::{DockerSandbox, wait_for_removals};
+pub use local::{LocalSandbox, remove_stale};
 
 use nuvira_api::{
     CancelSignal, NetworkMode, Sandbox, SandboxError, SandboxInfo, SandboxOutcome, SandboxRequest,

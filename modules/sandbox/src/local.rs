@@ -78,8 +78,10 @@ impl LocalSandbox {
             return Err(SandboxError::Cancelled);
         }
 
+        // The owning pid in the name: a copy whose process died is removed at the next start
+        // ([`remove_stale`]).
         let copy = tempfile::Builder::new()
-            .prefix("nuvira-sandbox-")
+            .prefix(&format!("{COPY_PREFIX}{}-", std::process::id()))
             .tempdir()
             .map_err(|e| SandboxError::Failed(format!("create a temporary folder: {e}")))?;
         let (src, dst, include_ignored) = (
@@ -137,6 +139,8 @@ impl LocalSandbox {
             .spawn()
             .map_err(|e| SandboxError::Failed(format!("start `{program}`: {e}")))?;
         let group = GroupGuard(child.id().and_then(|id| i32::try_from(id).ok()));
+        // The group, for the next start to kill should this process die without doing it.
+        let _pgid_file = group.0.map(|pgid| PgidFile::write(copy.path(), pgid));
 
         let mut stdout = child.stdout.take();
         let mut stderr = child.stderr.take();
@@ -217,6 +221,127 @@ impl Sandbox for LocalSandbox {
     }
 }
 
+/// How the folders of workspace copies begin: `nuvira-sandbox-<owning pid>-<random>` in the
+/// temporary folder.
+pub const COPY_PREFIX: &str = "nuvira-sandbox-";
+
+/// The file beside a copy (`<copy>.pgid`) that holds the process group of the command running
+/// in it; removed when the run ends.
+struct PgidFile(PathBuf);
+
+impl PgidFile {
+    fn write(copy: &Path, pgid: i32) -> Self {
+        use std::io::Write;
+        let path = pgid_file_of(copy);
+        // Best effort: without it, only the copy (not the group) is cleaned after a crash. A
+        // new file only: anything already at that name (a planted symlink) is not written to.
+        let _ = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .and_then(|mut f| f.write_all(pgid.to_string().as_bytes()));
+        Self(path)
+    }
+}
+
+impl Drop for PgidFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+fn pgid_file_of(copy: &Path) -> PathBuf {
+    let mut name = copy.as_os_str().to_owned();
+    name.push(".pgid");
+    PathBuf::from(name)
+}
+
+/// Cleans up after local sandboxes of `nuvira` processes that died without doing it (SIGKILL,
+/// a crash): in the temporary folder, each `nuvira-sandbox-<pid>-*` copy whose pid is not a
+/// live process is removed, after its command's process group (recorded beside the copy) is
+/// killed. Copies of live processes, and folders of other names, are left alone. Call it when a
+/// command starts. Returns the copies removed.
+///
+/// The group is killed only while one of its processes still works inside the copy, so a
+/// process group id the system has since given to an unrelated program is never signalled.
+pub fn remove_stale() -> Vec<PathBuf> {
+    remove_stale_in(&std::env::temp_dir())
+}
+
+/// [`remove_stale`] in `dir` instead of the temporary folder.
+pub fn remove_stale_in(dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut removed = Vec::new();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let Some(pid) = name
+            .strip_prefix(COPY_PREFIX)
+            .and_then(|rest| rest.split_once('-'))
+            .and_then(|(pid, _)| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if name.ends_with(".pgid") || pid == std::process::id() || process_alive(pid) {
+            continue;
+        }
+        let copy = entry.path();
+        // A real folder only: a symlink planted under that name is not followed.
+        if !std::fs::symlink_metadata(&copy).is_ok_and(|m| m.is_dir()) {
+            continue;
+        }
+        let pgid_file = pgid_file_of(&copy);
+        if let Some(pgid) = std::fs::read_to_string(&pgid_file)
+            .ok()
+            .and_then(|s| s.trim().parse::<i32>().ok())
+            .filter(|p| *p > 1)
+            && group_works_in(pgid, &copy)
+        {
+            let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
+        }
+        let _ = std::fs::remove_file(&pgid_file);
+        if std::fs::remove_dir_all(&copy).is_ok() {
+            removed.push(copy);
+        }
+    }
+    removed
+}
+
+fn process_alive(pid: u32) -> bool {
+    // Signal 0 checks existence; EPERM means it exists but belongs to someone else.
+    i32::try_from(pid).is_ok_and(|p| {
+        !matches!(
+            nix::sys::signal::kill(Pid::from_raw(p), None),
+            Err(nix::errno::Errno::ESRCH)
+        )
+    })
+}
+
+/// Whether a process of group `pgid` has its working folder inside `copy` (Linux `/proc`;
+/// elsewhere the group is not looked for, and so not killed).
+fn group_works_in(pgid: i32, copy: &Path) -> bool {
+    if !cfg!(target_os = "linux") {
+        return false;
+    }
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    procs.flatten().any(|p| {
+        let dir = p.path();
+        // `/proc/<pid>/stat`: `pid (comm) state ppid pgrp ...`; comm may hold spaces and `)`.
+        let pgrp = std::fs::read_to_string(dir.join("stat"))
+            .ok()
+            .and_then(|stat| {
+                let rest = &stat[stat.rfind(')')? + 1..];
+                rest.split_whitespace().nth(2)?.parse::<i32>().ok()
+            });
+        pgrp == Some(pgid)
+            && std::fs::read_link(dir.join("cwd")).is_ok_and(|cwd| cwd.starts_with(copy))
+    })
+}
+
 /// Kills the process group on drop (the run's future being dropped counts as cancellation).
 struct GroupGuard(Option<i32>);
 
@@ -272,4 +397,48 @@ fn find_on_path(name: &str) -> Option<PathBuf> {
     std::env::split_paths(&path)
         .map(|d| d.join(name))
         .find(|p| p.is_file())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    /// A pid that is not running any more (a child that exited and was reaped).
+    fn dead_pid() -> u32 {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        child.wait().unwrap();
+        pid
+    }
+
+    #[test]
+    fn stale_copies_of_dead_pids_go_and_others_stay() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dead = dead_pid();
+        let stale = tmp.path().join(format!("{COPY_PREFIX}{dead}-abc"));
+        std::fs::create_dir_all(stale.join("src")).unwrap();
+        std::fs::write(stale.join("src/a.txt"), "a").unwrap();
+        std::fs::write(pgid_file_of(&stale), "999999").unwrap();
+        // pid 1 is alive; so is this process.
+        let live = tmp.path().join(format!("{COPY_PREFIX}1-abc"));
+        std::fs::create_dir(&live).unwrap();
+        let ours = tmp
+            .path()
+            .join(format!("{COPY_PREFIX}{}-abc", std::process::id()));
+        std::fs::create_dir(&ours).unwrap();
+        // A planted symlink under a stale name is not followed.
+        let target = tempfile::tempdir().unwrap();
+        std::fs::write(target.path().join("keep.txt"), "k").unwrap();
+        let link = tmp.path().join(format!("{COPY_PREFIX}{dead}-lnk"));
+        std::os::unix::fs::symlink(target.path(), &link).unwrap();
+        let other = tmp.path().join("nuvira-sandbox-old");
+        std::fs::create_dir(&other).unwrap();
+
+        let removed = remove_stale_in(tmp.path());
+        assert_eq!(removed, std::slice::from_ref(&stale));
+        assert!(!stale.exists() && !pgid_file_of(&stale).exists());
+        assert!(live.exists() && ours.exists() && other.exists());
+        assert!(target.path().join("keep.txt").exists());
+    }
 }

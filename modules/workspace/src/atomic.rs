@@ -10,7 +10,9 @@ const NEW_FILE_MODE: u32 = 0o644;
 
 /// Replaces (or creates) `path` with `bytes` atomically and durably.
 ///
-/// A temp file is created in the same directory (so the rename cannot cross file systems),
+/// A temp file, `.nuvira-tmp-<pid>-<random>`, is created in the same directory (so the rename
+/// cannot cross file systems; the pid lets [`remove_temp_files_of`] clean up after a killed
+/// process),
 /// written, given `mode` (or else the target's current permissions, or `0o644` for a new file),
 /// fsynced, renamed over the target, and then the directory is fsynced so that the rename
 /// itself survives a power cut. The parent directory must exist.
@@ -20,13 +22,38 @@ const NEW_FILE_MODE: u32 = 0o644;
 pub fn atomic_write(path: &Path, bytes: &[u8], mode: Option<u32>) -> io::Result<()> {
     let dir = parent_of(path);
     let mut tmp = tempfile::Builder::new()
-        .prefix(".nuvira-tmp-")
+        .prefix(&temp_prefix(std::process::id()))
         .tempfile_in(dir)?;
     tmp.write_all(bytes)?;
     set_mode(tmp.as_file(), path, mode)?;
     tmp.as_file().sync_all()?;
     tmp.persist(path).map_err(|e| e.error)?;
     sync_dir(dir)
+}
+
+/// How the temp files of [`atomic_write`] in process `pid` begin.
+fn temp_prefix(pid: u32) -> String {
+    format!(".nuvira-tmp-{pid}-")
+}
+
+/// Removes the temp files [`atomic_write`] calls of process `pid` left in `dir` (a process
+/// killed mid-write leaves its temp file behind). Only regular files of that name are removed;
+/// call it for a process that is dead. Returns how many were removed.
+pub fn remove_temp_files_of(dir: &Path, pid: u32) -> usize {
+    let prefix = temp_prefix(pid);
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .is_some_and(|n| n.starts_with(&prefix))
+        })
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+        .filter(|e| std::fs::remove_file(e.path()).is_ok())
+        .count()
 }
 
 /// Removes `path` and fsyncs its directory. A missing file is not an error.
@@ -111,6 +138,21 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&p).unwrap(), "new");
         let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
         assert_eq!(names.len(), 1);
+    }
+
+    #[test]
+    fn temp_files_of_a_dead_process_are_removed_and_others_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(".nuvira-tmp-4242-abc"), "x").unwrap();
+        std::fs::write(dir.path().join(".nuvira-tmp-42-abc"), "x").unwrap();
+        std::fs::write(dir.path().join("keep.txt"), "x").unwrap();
+        assert_eq!(remove_temp_files_of(dir.path(), 4242), 1);
+        let mut names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        assert_eq!(names, [".nuvira-tmp-42-abc", "keep.txt"]);
     }
 
     #[cfg(unix)]

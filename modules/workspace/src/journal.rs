@@ -50,7 +50,7 @@
 //! real process. A build without the feature never reads the variable; never enable the
 //! feature in a build that users run.
 
-use crate::atomic::{atomic_write, mode_of};
+use crate::atomic::{atomic_write, mode_of, remove_temp_files_of};
 use crate::{Workspace, WorkspaceError};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
@@ -541,7 +541,36 @@ impl Journal {
                 Some(_) => {}
             }
         }
+        self.remove_dead_temp_files()?;
         Ok(out)
+    }
+
+    /// Removes the temp files that processes killed mid-write left beside the files their
+    /// transactions name (and in the transactions' folders).
+    fn remove_dead_temp_files(&self) -> Result<(), JournalError> {
+        let mut swept = BTreeSet::new();
+        for (dir, manifest) in self.transactions()? {
+            let Some(m) = manifest else { continue };
+            if m.pid == 0 || m.pid == std::process::id() || is_other_live_process(m.pid) {
+                continue;
+            }
+            let mut dirs = vec![dir];
+            for rel in m.entries.iter().map(|e| &e.path) {
+                // Only folders inside the workspace, reached without a symlink.
+                if symlink_on_path(self.ws.root(), rel).is_none()
+                    && let Ok(path) = self.recorded(rel)
+                    && let Some(parent) = path.parent()
+                {
+                    dirs.push(parent.to_path_buf());
+                }
+            }
+            for d in dirs {
+                if swept.insert((d.clone(), m.pid)) {
+                    remove_temp_files_of(&d, m.pid);
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Rolls back every transaction of a run that is not rolled back yet, newest first (for
@@ -1150,6 +1179,10 @@ impl Drop for Transaction<'_> {
             let _ = self
                 .journal
                 .restore(&self.dir, self.manifest.clone(), &BTreeSet::new());
+        } else if !self.on_disk {
+            // A first batch that failed before its manifest was durable (e.g. out of space)
+            // wrote nothing to the workspace: its half-written folder goes.
+            let _ = std::fs::remove_dir_all(&self.dir);
         }
     }
 }

@@ -52,7 +52,7 @@ mod journal;
 mod state;
 pub mod walk;
 
-pub use atomic::{atomic_write, mode_of, remove_durably, sync_dir};
+pub use atomic::{atomic_write, mode_of, remove_durably, remove_temp_files_of, sync_dir};
 pub use beneath::FileBytes;
 #[cfg(feature = "fault-injection")]
 pub use journal::FAULT_CRASH_AFTER_WRITES_ENV;
