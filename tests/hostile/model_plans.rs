@@ -199,7 +199,7 @@ fn a_lint_command_runs_in_the_sandbox_and_cannot_write_into_the_repository() {
         sandboxes.push("docker");
     }
     for sandbox in sandboxes {
-        let before = Sentinel::of(&repo);
+        let before = Sentinel::of_repo(&repo);
         let out = nuvira()
             .args(["run", "--quiet", "--format", "json", "--sandbox", sandbox])
             .arg(&plan)
@@ -219,7 +219,7 @@ fn a_lint_command_runs_in_the_sandbox_and_cannot_write_into_the_repository() {
             stdout.contains(&format!("passed ({sandbox} sandbox)")),
             "{sandbox}: {stdout}"
         );
-        before.assert_unchanged(&repo);
+        before.assert_repo_unchanged(&repo);
         assert!(!repo.join("created-by-lint").exists());
     }
 }

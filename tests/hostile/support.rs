@@ -51,9 +51,26 @@ impl Sentinel {
         Self(map)
     }
 
+    /// Snapshots a repository's own files: everything but Nuvira's state in `.nuvira/`, which
+    /// a run may create or update.
+    pub fn of_repo(dir: &Path) -> Self {
+        let mut s = Self::of(dir);
+        s.0.retain(|k, _| k != ".nuvira" && !k.starts_with(".nuvira/"));
+        s
+    }
+
+    /// Panics, listing the differences, when the repository `dir` (without `.nuvira/`) no longer
+    /// matches this snapshot (taken with [`Sentinel::of_repo`]).
+    pub fn assert_repo_unchanged(&self, dir: &Path) {
+        self.assert_same(&Self::of_repo(dir), dir);
+    }
+
     /// Panics, listing the differences, when `dir` no longer matches this snapshot.
     pub fn assert_unchanged(&self, dir: &Path) {
-        let now = Self::of(dir);
+        self.assert_same(&Self::of(dir), dir);
+    }
+
+    fn assert_same(&self, now: &Self, dir: &Path) {
         if now != *self {
             let mut diff = Vec::new();
             for (k, v) in &self.0 {
