@@ -71,6 +71,10 @@ pub struct Args {
     /// No progress lines on stderr.
     #[arg(long, short)]
     pub quiet: bool,
+    /// When another nuvira process is changing the repository, wait for it instead of
+    /// failing (exit 3).
+    #[arg(long)]
+    pub wait: bool,
 }
 
 /// Planners for `--goal`.
@@ -395,13 +399,22 @@ async fn run(args: Args) -> Result<u8, Fail> {
     }
 
     // Finish any transaction a crashed earlier run left half-done.
-    let journal = match Workspace::open(&repo) {
-        Ok(ws) => Some(Journal::new(&ws)),
+    let ws = match Workspace::open(&repo) {
+        Ok(ws) => Some(ws),
         Err(e) => {
             eprintln!("warning: failed to open the workspace journal: {e}");
             None
         }
     };
+    // One writer per repository: a run holds the lock from here to its end (its edit steps,
+    // its recovery's rollbacks and the rollback of a cancelled run). A dry run writes nothing.
+    let _lock = match &ws {
+        Some(ws) if !args.dry_run => {
+            Some(super::lock_repo(ws, args.wait).map_err(|e| Fail::environment(e.to_string()))?)
+        }
+        _ => None,
+    };
+    let journal = ws.as_ref().map(Journal::new);
     if let Some(j) = &journal {
         match j.recover_incomplete() {
             Ok(restored) => {

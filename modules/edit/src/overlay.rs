@@ -2,7 +2,7 @@
 //! original of every file it touches and never writes to disk.
 
 use nuvira_api::{EditError, FileView};
-use nuvira_workspace::{Workspace, WorkspaceError};
+use nuvira_workspace::{Seen, Workspace, WorkspaceError};
 use std::collections::BTreeMap;
 
 /// What a file holds in the overlay.
@@ -41,6 +41,8 @@ pub(crate) struct Overlay<'w> {
     pub(crate) renamed_from: BTreeMap<String, String>,
     /// The mode a renamed file keeps.
     pub(crate) modes: BTreeMap<String, u32>,
+    /// What each file held when first read, for the journal's compare-and-swap check.
+    pub(crate) seen: BTreeMap<String, Seen>,
 }
 
 /// The overlay's mutable state before an entry ran ([`Overlay::checkpoint`]).
@@ -63,6 +65,7 @@ impl<'w> Overlay<'w> {
             order: Vec::new(),
             renamed_from: BTreeMap::new(),
             modes: BTreeMap::new(),
+            seen: BTreeMap::new(),
         }
     }
 
@@ -84,6 +87,15 @@ impl<'w> Overlay<'w> {
                 }
                 Err(e) => return Err(ws_error(path, &e)),
             };
+            let seen = match &state {
+                FileState::Text(t) => Some(Seen::bytes(t.as_bytes())),
+                FileState::Absent => Some(Seen::absent()),
+                // Not held in memory: hashed where it lies.
+                FileState::Opaque(_) => Seen::of_path(&resolved.abs).ok(),
+            };
+            if let Some(seen) = seen {
+                self.seen.insert(rel.clone(), seen);
+            }
             self.original.insert(rel.clone(), state.clone());
             self.current.insert(rel.clone(), state);
             self.order.push(rel.clone());

@@ -39,6 +39,7 @@
 
 mod atomic;
 mod journal;
+mod lock;
 pub mod walk;
 
 pub use atomic::{atomic_write, mode_of, remove_durably, sync_dir};
@@ -48,6 +49,11 @@ pub use journal::{
     ChangedFile, FileOp, Journal, JournalError, KEEP_TRANSACTIONS, OnChanged, RolledBack,
     Transaction, TxnState,
 };
+#[cfg(feature = "fault-injection")]
+pub use lock::fault::{
+    PAUSE_BEFORE_WRITE_ENV as FAULT_PAUSE_BEFORE_WRITE_ENV, PAUSE_FILE_ENV as FAULT_PAUSE_FILE_ENV,
+};
+pub use lock::{LOCK_FILE, LockError, LockHolder, LockWait, RepoLock, Seen};
 pub use walk::{EntryKind, WalkEntry, WalkError, WalkOptions, copy_tree, walk};
 
 use std::io;
