@@ -1,6 +1,6 @@
 //! `nuvira run PLAN | --goal TEXT [--repo DIR] [--planner template] [--model ..]
 //! [--sandbox auto|local|docker] [--image IMAGE] [--max-parallel N] [--dry-run] [--events FILE]
-//! [--format text|json|markdown|github] [--report FORMAT=PATH]... [--scratch]`.
+//! [--format text|json|markdown|github] [--report FORMAT=PATH]... [--scratch] [--wait]`.
 //!
 //! The whole pipeline: load (or plan) and validate, run every step on the scheduler with the
 //! built-in modules, follow progress on stderr, print the report on stdout, write report files.

@@ -19,6 +19,10 @@
 //!   about to change (and which files did not exist) durably under `.nuvira/journal/` *before*
 //!   the first write. A crash between two writes leaves a `pending` transaction that
 //!   [`Journal::recover_incomplete`] (called at every start) or `nuvira rollback` restores.
+//! - **One writer per repository.** [`RepoLock`] is an advisory `flock` on `.nuvira/lock`,
+//!   held by every batch, rollback and recovery; and a batch re-checks each file against what it
+//!   read ([`Seen`], [`Transaction::expect`]) right before replacing it, so an edit made by
+//!   anything else in between aborts the batch instead of being overwritten.
 //!
 //! The crate is synchronous on purpose: file I/O is blocking anyway, and an async caller wraps a
 //! whole batch in one `spawn_blocking` rather than paying a thread hop per file.
