@@ -49,12 +49,15 @@ pub fn execute(args: Args) -> u8 {
             return exit::INVALID;
         }
     };
-    let _lock = match crate::cli::lock_repo(&ws, args.wait) {
-        Ok(lock) => lock,
-        Err(e) => {
+    // One writer per repository. Without a journal there is nothing to roll back, and no
+    // state is created just to say so.
+    let has_journal = ws.state_dir().join("journal").exists();
+    let _lock = match has_journal.then(|| crate::cli::lock_repo(&ws, args.wait)) {
+        Some(Err(e)) => {
             eprintln!("error: {e}");
             return exit::ENVIRONMENT;
         }
+        lock => lock,
     };
     match super::apply::recover(&ws) {
         Ok(0) => {}
