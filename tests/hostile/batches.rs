@@ -385,3 +385,44 @@ fn a_rollback_that_cannot_restore_a_file_restores_the_rest_names_it_and_can_be_r
     }
     drop(guard);
 }
+
+/// This test process holds the repository's lock (as another `nuvira` would): `nuvira run`,
+/// `nuvira apply` and `nuvira rollback` there exit 3 naming it, and change nothing.
+#[test]
+fn run_apply_and_rollback_on_a_locked_repository_exit_3_naming_the_holder() {
+    use nuvira_workspace::{LockWait, RepoLock, Workspace};
+    let repo = tempfile::tempdir().unwrap();
+    let r = repo.path();
+    std::fs::write(r.join("f.txt"), FILE).unwrap();
+    let f = tempfile::tempdir().unwrap();
+    let one = edits(f.path(), "one.yaml", "f.txt", "alpha", "ALPHA");
+    // A committed apply, so that there is something to roll back.
+    let out = apply(r, &one, false).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let five = edits(f.path(), "five.yaml", "f.txt", "omega", "OMEGA");
+    let plan = f.path().join("plan.yaml");
+    std::fs::write(
+        &plan,
+        "goal: g\nsteps:\n  - id: fix\n    module: edit\n    config:\n      edits:\n        - {strategy: search-replace, path: f.txt, search: beta, replace: BETA}\n",
+    )
+    .unwrap();
+    let ws = Workspace::open(r).unwrap();
+    let _held = RepoLock::acquire(&ws, "the holder test", LockWait::Fail, |_| {}).unwrap();
+    let before = std::fs::read_to_string(r.join("f.txt")).unwrap();
+    let holder = format!("process {} (`the holder test`)", std::process::id());
+    let mut run = Command::new(nuvira_path());
+    run.arg("run").arg(&plan).arg("--repo").arg(r);
+    let mut rollback = Command::new(nuvira_path());
+    rollback.args(["rollback", "--repo"]).arg(r);
+    for mut cmd in [apply(r, &five, false), run, rollback] {
+        let out = cmd.output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+        assert!(
+            err.contains(&holder) && err.contains("run with --wait to queue"),
+            "{}",
+            text(&out)
+        );
+        assert_eq!(std::fs::read_to_string(r.join("f.txt")).unwrap(), before);
+    }
+}
