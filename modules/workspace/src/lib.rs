@@ -50,8 +50,8 @@ pub use atomic::{atomic_write, mode_of, remove_durably, sync_dir};
 #[cfg(feature = "fault-injection")]
 pub use journal::FAULT_CRASH_AFTER_WRITES_ENV;
 pub use journal::{
-    ChangedFile, FileOp, Journal, JournalError, KEEP_TRANSACTIONS, OnChanged, RolledBack,
-    Transaction, TxnState,
+    ChangedFile, FileOp, Journal, JournalError, KEEP_TRANSACTIONS, NotRestored, OnChanged,
+    RolledBack, Transaction, TxnState,
 };
 #[cfg(feature = "fault-injection")]
 pub use lock::fault::{
