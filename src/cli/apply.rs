@@ -3,7 +3,7 @@
 use crate::exit;
 use anyhow::anyhow;
 use nuvira_api::{ChangeKind, EditPreview, EditResult, Severity};
-use nuvira_edit::nuvira_workspace::{Journal, Workspace};
+use nuvira_edit::nuvira_workspace::{Journal, JournalError, Workspace};
 use nuvira_edit::{EditFailure, EditOptions, EditStepConfig, Editor, Emit, parse_entries};
 use nuvira_plan::{LoadError, LoadedEdits};
 use std::path::{Path, PathBuf};
@@ -22,6 +22,10 @@ pub struct Args {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
+    /// When another nuvira process is changing the repository, wait for it instead of
+    /// failing (exit 3).
+    #[arg(long)]
+    pub wait: bool,
 }
 
 /// Output formats of `nuvira apply`.
@@ -70,6 +74,21 @@ pub fn execute(args: Args) -> u8 {
     let ws = match cfg.max_file_size {
         Some(cap) => ws.with_max_file_size(cap),
         None => ws,
+    };
+    // One writer per repository, from before the batch reads anything until it is written
+    // (a dry run writes nothing and takes no lock).
+    let _lock = if args.dry_run {
+        None
+    } else {
+        match crate::cli::lock_repo(&ws, args.wait) {
+            Ok(lock) => Some(lock),
+            Err(e) => {
+                let msg = e.to_string();
+                eprintln!("error: {msg}");
+                json_error("environment", &msg, None);
+                return exit::ENVIRONMENT;
+            }
+        }
     };
     // A batch a crash interrupted is undone before anything else touches the workspace.
     if let Err(code) = recover(&ws) {
@@ -152,6 +171,11 @@ pub(crate) fn recover(ws: &Workspace) -> Result<usize, u8> {
     let journal = Journal::new(ws);
     warn_untrusted(&journal);
     match journal.recover_incomplete() {
+        // Only a dry run gets here without the lock: the holder, alive, recovers for itself.
+        Err(JournalError::Locked(e)) => {
+            eprintln!("note: {e}; the preview may not show its changes");
+            Ok(0)
+        }
         Ok(done) => {
             for r in &done {
                 eprintln!(

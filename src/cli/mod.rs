@@ -145,6 +145,31 @@ pub(crate) fn print_error(err: &anyhow::Error) {
     }
 }
 
+/// Takes the repository's lock (`.nuvira/lock`) for this command, so that two commands never
+/// write one repository at once. With `wait`, queues behind the holder, saying so in one line
+/// on stderr; without, fails naming the holder (the caller exits 3).
+///
+/// # Errors
+/// A [`nuvira_edit::nuvira_workspace::LockError`], whose message is printed after `error: `.
+pub(crate) fn lock_repo(
+    ws: &nuvira_edit::nuvira_workspace::Workspace,
+    wait: bool,
+) -> Result<nuvira_edit::nuvira_workspace::RepoLock, nuvira_edit::nuvira_workspace::LockError> {
+    use nuvira_edit::nuvira_workspace::{LockWait, RepoLock};
+    let command = std::iter::once("nuvira".to_owned())
+        .chain(std::env::args().skip(1))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mode = if wait { LockWait::Wait } else { LockWait::Fail };
+    RepoLock::acquire(ws, &command, mode, |holder| {
+        let who = holder.map_or_else(|| "another process".to_owned(), ToString::to_string);
+        eprintln!(
+            "waiting for {who} to release the lock on `{}` (--wait)",
+            ws.root().display()
+        );
+    })
+}
+
 /// What to do about a bad `--repo`.
 const REPO_HINT: &str = "pass the repository folder with --repo DIR";
 

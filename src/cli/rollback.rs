@@ -20,6 +20,11 @@ pub struct Args {
     /// Restore every other file and leave the ones changed after the run as they are.
     #[arg(long)]
     pub keep_changed: bool,
+
+    /// When another nuvira process is changing the repository, wait for it instead of
+    /// failing (exit 3).
+    #[arg(long)]
+    pub wait: bool,
 }
 
 /// Runs the command: first a batch a crash left half-written (that is the last apply), else
@@ -43,6 +48,16 @@ pub fn execute(args: Args) -> u8 {
             crate::cli::print_error(&anyhow!(e).context("open the repository"));
             return exit::INVALID;
         }
+    };
+    // One writer per repository. Without a journal there is nothing to roll back, and no
+    // state is created just to say so.
+    let has_journal = ws.state_dir().join("journal").exists();
+    let _lock = match has_journal.then(|| crate::cli::lock_repo(&ws, args.wait)) {
+        Some(Err(e)) => {
+            eprintln!("error: {e}");
+            return exit::ENVIRONMENT;
+        }
+        lock => lock,
     };
     match super::apply::recover(&ws) {
         Ok(0) => {}
@@ -98,6 +113,24 @@ pub fn execute(args: Args) -> u8 {
             }
             eprintln!(
                 "nothing was restored. Save those changes elsewhere and retry, or pass --keep-changed to restore only the other files, or --force to overwrite them"
+            );
+            exit::FAILED
+        }
+        Err(JournalError::RestoreIncomplete {
+            run_id,
+            restored,
+            failed,
+        }) => {
+            eprintln!(
+                "error: rollback of `{run_id}` is incomplete: {} file(s) could not be restored",
+                failed.len()
+            );
+            for f in &failed {
+                eprintln!("  {}", f.cause);
+            }
+            eprintln!(
+                "{} other file(s) were restored. The journal keeps the rest: fix the cause and run `nuvira rollback` again to finish",
+                restored.len()
             );
             exit::FAILED
         }

@@ -1,7 +1,7 @@
 //! `nuvira run PLAN | --goal TEXT [--repo DIR] [--planner template] [--model ..]
 //! [--sandbox auto|local|docker] [--image IMAGE] [--allow-host-exec] [--allow-mount]
 //! [--max-parallel N] [--dry-run] [--events FILE]
-//! [--format text|json|markdown|github] [--report FORMAT=PATH]... [--scratch]`.
+//! [--format text|json|markdown|github] [--report FORMAT=PATH]... [--scratch] [--wait]`.
 //!
 //! The whole pipeline: load (or plan) and validate, run every step on the scheduler with the
 //! built-in modules, follow progress on stderr, print the report on stdout, write report files.
@@ -86,6 +86,10 @@ pub struct Args {
     /// No progress lines on stderr.
     #[arg(long, short)]
     pub quiet: bool,
+    /// When another nuvira process is changing the repository, wait for it instead of
+    /// failing (exit 3).
+    #[arg(long)]
+    pub wait: bool,
 }
 
 /// Planners for `--goal`.
@@ -419,14 +423,22 @@ async fn run(args: Args) -> Result<u8, Fail> {
     }
 
     // Finish any transaction a crashed earlier run left half-done.
-    let workspace = Workspace::open(&repo);
-    let journal = match &workspace {
-        Ok(ws) => Some(Journal::new(ws)),
+    let ws = match Workspace::open(&repo) {
+        Ok(ws) => Some(ws),
         Err(e) => {
             eprintln!("warning: failed to open the workspace journal: {e}");
             None
         }
     };
+    // One writer per repository: a run holds the lock from here to its end (its edit steps,
+    // its recovery's rollbacks and the rollback of a cancelled run). A dry run writes nothing.
+    let _lock = match &ws {
+        Some(ws) if !args.dry_run => {
+            Some(super::lock_repo(ws, args.wait).map_err(|e| Fail::environment(e.to_string()))?)
+        }
+        _ => None,
+    };
+    let journal = ws.as_ref().map(Journal::new);
     if let Some(j) = &journal {
         super::apply::warn_untrusted(j);
         match j.recover_incomplete() {
@@ -445,12 +457,12 @@ async fn run(args: Args) -> Result<u8, Fail> {
     }
     let run_id = new_run_id();
     // A run killed after its edits is named, and this run marked as going on until it ends.
-    let _marker = match &workspace {
-        Ok(ws) => {
+    let _marker = match &ws {
+        Some(ws) => {
             super::inflight::report_interrupted(ws, &repo);
             (!args.dry_run).then(|| super::inflight::Marker::record(ws, &run_id))
         }
-        Err(_) => None,
+        None => None,
     };
     // Sandbox copies and process groups of nuvira processes that died.
     nuvira_sandbox::remove_stale();

@@ -71,7 +71,7 @@ impl Sentinel {
     }
 
     fn assert_same(&self, now: &Self, dir: &Path) {
-        if now != *self {
+        if *now != *self {
             let mut diff = Vec::new();
             for (k, v) in &self.0 {
                 match now.0.get(k) {

@@ -228,6 +228,7 @@ impl Editor {
         let Prepared {
             mut preview,
             mut ops,
+            seen,
         } = self.prepare(ws, entries, emit);
         if !preview.is_valid() {
             let reasons = rejection_reasons(&preview);
@@ -247,6 +248,12 @@ impl Editor {
         }
         let journal = Journal::new(ws);
         let mut txn = journal.begin(run_id, emit.step_id);
+        // Compare-and-swap: a file changed by anyone else since it was read aborts the batch.
+        for op in &ops {
+            if let Some(s) = seen.get(op.path()) {
+                txn.expect(op.path(), s.clone());
+            }
+        }
         let written = match txn.apply(&ops) {
             Ok(w) => w,
             Err(e) => {
@@ -398,6 +405,7 @@ impl Editor {
         Prepared {
             preview,
             ops: ops_write,
+            seen: overlay.seen,
         }
     }
 
@@ -486,6 +494,8 @@ impl Editor {
 struct Prepared {
     preview: EditPreview,
     ops: Vec<FileOp>,
+    /// What each file held when the batch read it.
+    seen: BTreeMap<String, nuvira_workspace::Seen>,
 }
 
 /// One changed file, before diffing.

@@ -2,7 +2,7 @@
 //! original of every file it touches and never writes to disk.
 
 use nuvira_api::{EditError, FileView};
-use nuvira_workspace::{Workspace, WorkspaceError};
+use nuvira_workspace::{Seen, Workspace, WorkspaceError};
 use std::collections::BTreeMap;
 
 /// What a file holds in the overlay.
@@ -46,6 +46,8 @@ pub(crate) struct Overlay<'w> {
     /// entry's changes: saving and undoing cost what the entry touched, not the size of the
     /// overlay (a batch of 40,000 creations copied the whole map 40,000 times before).
     undo: Vec<Undo>,
+    /// What each file held when first read, for the journal's compare-and-swap check.
+    pub(crate) seen: BTreeMap<String, Seen>,
 }
 
 /// One change to the overlay's mutable maps, with the value it replaced (`None`: no value).
@@ -74,6 +76,7 @@ impl<'w> Overlay<'w> {
             renamed_from: BTreeMap::new(),
             modes: BTreeMap::new(),
             undo: Vec::new(),
+            seen: BTreeMap::new(),
         }
     }
 
@@ -96,6 +99,15 @@ impl<'w> Overlay<'w> {
                 Err(e) => return Err(ws_error(path, &e)),
             };
             // Not logged: a file first loaded by a failing entry keeps its original state.
+            let seen = match &state {
+                FileState::Text(t) => Some(Seen::bytes(t.as_bytes())),
+                FileState::Absent => Some(Seen::absent()),
+                // Not held in memory: hashed where it lies.
+                FileState::Opaque(_) => Seen::of_path(&resolved.abs).ok(),
+            };
+            if let Some(seen) = seen {
+                self.seen.insert(rel.clone(), seen);
+            }
             self.original.insert(rel.clone(), state.clone());
             self.current.insert(rel.clone(), state);
             self.order.push(rel.clone());

@@ -51,9 +51,10 @@
 //! feature in a build that users run.
 
 use crate::atomic::{atomic_write, mode_of, remove_temp_files_of};
+use crate::lock::{LockError, RepoLock, Seen};
 use crate::{Workspace, WorkspaceError};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -151,12 +152,73 @@ pub enum JournalError {
         reason: String,
     },
     /// A write of the batch failed; every file already written was restored.
-    #[error("{source}; the files already written were restored")]
+    #[error(
+        "{source}; the files already written were restored, so nothing changed: fix that and retry"
+    )]
     WriteFailed {
         /// The failed write.
         #[source]
         source: WorkspaceError,
     },
+    /// Another process holds the repository's lock (see [`RepoLock`]).
+    #[error(transparent)]
+    Locked(#[from] LockError),
+    /// A file changed between the batch's read and its write (compare-and-swap, see
+    /// [`Transaction::expect`]); the batch was aborted, its written files restored.
+    #[error(
+        "`{path}` changed since the batch read it ({what}), so the batch was aborted: nothing was written and that change is kept; run the edits again on the new content"
+    )]
+    ChangedSinceRead {
+        /// The file.
+        path: String,
+        /// How it changed: `edited`, `deleted`, `created`, ...
+        what: String,
+    },
+    /// A rollback restored some files but not all; the journal keeps the rest, so running
+    /// the rollback again finishes it once the causes are fixed.
+    #[error(
+        "roll back run `{run_id}`: {}; {} other file(s) were restored, and the journal keeps the rest: fix that and roll back again to finish",
+        not_restored(failed),
+        restored.len()
+    )]
+    RestoreIncomplete {
+        /// The run.
+        run_id: String,
+        /// The files restored (or removed), in path order.
+        restored: Vec<String>,
+        /// Each file that could not be restored, and why.
+        failed: Vec<NotRestored>,
+    },
+    /// A batch failed, and some of the files it had written could not be restored; the
+    /// journal keeps the batch pending, so the next command (or `nuvira rollback`) finishes.
+    #[error(
+        "{cause}; restoring the files the batch had written failed too: {}; the journal keeps the batch: fix that and roll back to finish",
+        not_restored(failed)
+    )]
+    NotUndone {
+        /// Why the batch failed.
+        #[source]
+        cause: Box<JournalError>,
+        /// Each written file that could not be restored, and why.
+        failed: Vec<NotRestored>,
+    },
+}
+
+/// A file a rollback could not restore.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NotRestored {
+    /// The workspace-relative path.
+    pub path: String,
+    /// Why, naming the file (e.g. ``restore `a.txt`: Permission denied (os error 13)``).
+    pub cause: String,
+}
+
+fn not_restored(failed: &[NotRestored]) -> String {
+    failed
+        .iter()
+        .map(|f| f.cause.clone())
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 fn count(n: usize) -> String {
@@ -395,6 +457,10 @@ struct Entry {
     /// The permission bits the written file had at commit (Unix; absent before the commit).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     after_mode: Option<u32>,
+    /// Restored by a rollback that could not restore every file (the transaction is not rolled
+    /// back yet; a retry finishes it).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    restored: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -506,6 +572,9 @@ impl Journal {
             on_disk: false,
             finished: false,
             writes_done: 0,
+            repo_lock: None,
+            written: BTreeSet::new(),
+            expected: HashMap::new(),
             #[cfg(feature = "fault-injection")]
             fault,
         }
@@ -518,6 +587,9 @@ impl Journal {
     /// When the journal cannot be read or a file cannot be restored.
     pub fn recover_incomplete(&self) -> Result<Vec<RolledBack>, JournalError> {
         let _guard = lock();
+        let Some(_repo) = self.repo_lock()? else {
+            return Ok(Vec::new());
+        };
         let mut out = Vec::new();
         for (dir, manifest) in self.transactions()? {
             match manifest {
@@ -536,7 +608,7 @@ impl Journal {
                         .map(|c| c.path)
                         .collect();
                     let [(dir, m)] = one;
-                    out.push(self.restore(&dir, m, &keep)?);
+                    out.push(self.restore(&dir, m, &keep, None)?);
                 }
                 Some(_) => {}
             }
@@ -597,6 +669,9 @@ impl Journal {
         on_changed: OnChanged,
     ) -> Result<Vec<RolledBack>, JournalError> {
         let _guard = lock();
+        let Some(_repo) = self.repo_lock()? else {
+            return Ok(Vec::new());
+        };
         let txns: Vec<(PathBuf, Manifest)> = self
             .transactions()?
             .into_iter()
@@ -643,11 +718,38 @@ impl Journal {
                 changed.into_iter().map(|c| c.path).collect()
             }
         };
-        let mut out = Vec::with_capacity(txns.len());
+        let mut out: Vec<RolledBack> = Vec::with_capacity(txns.len());
         for (dir, m) in txns {
-            out.push(self.restore(&dir, m, &keep)?);
+            // Newest first, and no older batch before a newer one is fully undone: a retry
+            // then starts where this one stopped.
+            match self.restore(&dir, m, &keep, None) {
+                Ok(r) => out.push(r),
+                Err(JournalError::RestoreIncomplete {
+                    run_id,
+                    restored,
+                    failed,
+                }) => {
+                    let mut all: BTreeSet<String> = out.into_iter().flat_map(|r| r.paths).collect();
+                    all.extend(restored);
+                    return Err(JournalError::RestoreIncomplete {
+                        run_id,
+                        restored: all.into_iter().collect(),
+                        failed,
+                    });
+                }
+                Err(e) => return Err(e),
+            }
         }
         Ok(out)
+    }
+
+    /// The repository lock for one operation, or `None` when there is no journal yet (so
+    /// nothing to recover or roll back, and no `.nuvira/` is created just to look).
+    fn repo_lock(&self) -> Result<Option<RepoLock>, JournalError> {
+        if !self.dir.exists() {
+            return Ok(None);
+        }
+        Ok(Some(RepoLock::for_journal(&self.ws)?))
     }
 
     /// Every file of these transactions (newest first) that differs from what the newest of
@@ -672,6 +774,17 @@ impl Journal {
                 self.recorded(&entry.path)?;
                 let now = FileState::on_disk(self.ws.root(), &entry.path, Some(after))
                     .map_err(|e| WorkspaceError::io("read", &entry.path, e))?;
+                // An earlier rollback that could not finish restored this one already: it must
+                // still hold its original.
+                if entry.restored {
+                    if !self.is_original(dir, entry, &now, &entry.path)? {
+                        changed.push(ChangedFile {
+                            path: entry.path.clone(),
+                            what: "edited after a rollback restored it".into(),
+                        });
+                    }
+                    continue;
+                }
                 if now == *after {
                     let mode = entry
                         .after_mode
@@ -802,6 +915,9 @@ impl Journal {
     /// When the journal cannot be listed or a folder cannot be removed.
     pub fn prune(&self, keep: usize) -> Result<usize, JournalError> {
         let _guard = lock();
+        let Some(_repo) = self.repo_lock()? else {
+            return Ok(0);
+        };
         self.prune_locked(keep)
     }
 
@@ -884,64 +1000,68 @@ impl Journal {
         Ok(scan)
     }
 
-    /// Restores a transaction's originals (but for the paths in `keep`) and marks it rolled
-    /// back. Idempotent: running it again after a crash halfway through gives the same result.
+    /// Restores a transaction's originals (but for the paths in `keep`, and, when `only` is
+    /// given, for every path not in it) and marks it rolled back. Idempotent: a file that
+    /// already holds its original is not written again, so running it again after a crash or
+    /// a failure halfway through gives the same result. A file that cannot be restored does not
+    /// stop the others; when any failed, the transaction is left as it was (for a retry) and
+    /// [`JournalError::RestoreIncomplete`] names each one.
     fn restore(
         &self,
         dir: &Path,
         mut m: Manifest,
         keep: &BTreeSet<String>,
+        only: Option<&BTreeSet<String>>,
     ) -> Result<RolledBack, JournalError> {
         let mut paths = Vec::with_capacity(m.entries.len());
         let mut kept = Vec::new();
         let mut removed = Vec::new();
-        for entry in m.entries.iter().rev() {
+        let mut failed = Vec::new();
+        // A manifest edited by hand fails before any file is touched.
+        for entry in &m.entries {
+            self.recorded(&entry.path)?;
+            if let Some(orig) = &entry.original {
+                blob_path(dir, &orig.blob)?;
+            }
+        }
+        let mut done = Vec::new();
+        for (i, entry) in m.entries.iter().enumerate().rev() {
+            if only.is_some_and(|o| !o.contains(&entry.path)) {
+                continue;
+            }
             if keep.contains(&entry.path) {
                 kept.push(entry.path.clone());
                 continue;
             }
-            // The path as the batch wrote it, not wherever a symlink put there since points.
-            let lexical = self.recorded(&entry.path)?;
-            let target = crate::Resolved {
-                rel: entry.path.clone(),
-                abs: lexical.clone(),
-            };
-            match symlink_on_path(self.ws.root(), &entry.path) {
-                // The file itself became a symlink: it is replaced, its target left alone.
-                Some(at) if at == entry.path => std::fs::remove_file(&lexical)
-                    .map_err(|e| WorkspaceError::io("remove the symlink", &entry.path, e))?,
-                Some(at) => {
-                    return Err(JournalError::ThroughSymlink {
-                        path: entry.path.clone(),
-                        link: at,
-                    });
-                }
-                None => {}
-            }
-            match &entry.original {
-                Some(orig) => {
-                    let blob = blob_path(dir, &orig.blob)?;
-                    let bytes = std::fs::read(&blob).map_err(jio("read", &blob))?;
-                    if bytes.len() as u64 != orig.len {
-                        return Err(JournalError::Corrupt {
-                            path: blob,
-                            reason: format!(
-                                "holds {} bytes, the manifest says {}",
-                                bytes.len(),
-                                orig.len
-                            ),
-                        });
+            match self.restore_entry(dir, entry) {
+                Ok(()) => {
+                    if entry.original.is_none() {
+                        removed.push(entry.path.clone());
                     }
-                    // Through the root's handle, creating missing folders: a folder swapped for
-                    // a symlink since the check above is refused, not written through.
-                    self.ws.write_at(&target, &bytes, orig.mode)?;
+                    paths.push(entry.path.clone());
+                    done.push(i);
                 }
-                None => {
-                    self.ws.remove_at(&target)?;
-                    removed.push(entry.path.clone());
-                }
+                Err(e) => failed.push(NotRestored {
+                    path: entry.path.clone(),
+                    cause: e.to_string(),
+                }),
             }
-            paths.push(entry.path.clone());
+        }
+        paths.reverse();
+        if !failed.is_empty() {
+            // Remember what is restored, so the retry's check of later changes expects the
+            // originals there; the transaction itself stays as it was.
+            for i in done {
+                m.entries[i].restored = true;
+            }
+            write_manifest(dir, &m)?;
+            failed.reverse();
+            paths.sort();
+            return Err(JournalError::RestoreIncomplete {
+                run_id: m.run_id,
+                restored: paths,
+                failed,
+            });
         }
         for rel in m.created_dirs.iter().rev() {
             // Only removes an empty folder (never a symlink's target); anything the user put
@@ -952,7 +1072,6 @@ impl Journal {
                 let _ = std::fs::remove_dir(&dir);
             }
         }
-        paths.reverse();
         kept.reverse();
         removed.reverse();
         m.state = TxnState::RolledBack;
@@ -965,6 +1084,57 @@ impl Journal {
             removed,
             kept,
         })
+    }
+
+    /// Restores one file of a transaction (or removes it, when the batch created it).
+    fn restore_entry(&self, dir: &Path, entry: &Entry) -> Result<(), JournalError> {
+        // The path as the batch wrote it, not wherever a symlink put there since points.
+        let lexical = self.recorded(&entry.path)?;
+        match symlink_on_path(self.ws.root(), &entry.path) {
+            // The file itself became a symlink: it is replaced, its target left alone.
+            Some(at) if at == entry.path => std::fs::remove_file(&lexical)
+                .map_err(|e| WorkspaceError::io("remove the symlink", &entry.path, e))?,
+            Some(at) => {
+                return Err(JournalError::ThroughSymlink {
+                    path: entry.path.clone(),
+                    link: at,
+                });
+            }
+            None => {}
+        }
+        let target = crate::Resolved {
+            rel: entry.path.clone(),
+            abs: lexical.clone(),
+        };
+        let Some(orig) = &entry.original else {
+            self.ws.remove_at(&target)?;
+            return Ok(());
+        };
+        let blob = blob_path(dir, &orig.blob)?;
+        let bytes = std::fs::read(&blob).map_err(jio("read", &blob))?;
+        if bytes.len() as u64 != orig.len {
+            return Err(JournalError::Corrupt {
+                path: blob,
+                reason: format!(
+                    "holds {} bytes, the manifest says {}",
+                    bytes.len(),
+                    orig.len
+                ),
+            });
+        }
+        // Already the original (never written, or restored by an earlier attempt): a write
+        // would change nothing, and could fail where this file cannot be written.
+        let same = std::fs::symlink_metadata(&lexical)
+            .is_ok_and(|meta| meta.is_file() && meta.len() == orig.len)
+            && std::fs::read(&lexical).is_ok_and(|now| now == bytes)
+            && (orig.mode.is_none() || mode_of(&lexical) == orig.mode);
+        if same {
+            return Ok(());
+        }
+        // Through the root's handle, creating missing folders: a folder swapped for a symlink
+        // since the check above is refused, not written through.
+        self.ws.write_at(&target, &bytes, orig.mode)?;
+        Ok(())
     }
 }
 
@@ -981,6 +1151,12 @@ pub struct Transaction<'j> {
     on_disk: bool,
     finished: bool,
     writes_done: u64,
+    /// The repository lock, from the first `apply` until the transaction ends.
+    repo_lock: Option<RepoLock>,
+    /// The files this transaction has written: all a failure restores.
+    written: BTreeSet<String>,
+    /// What the caller read of each file ([`Transaction::expect`]).
+    expected: HashMap<String, Seen>,
     /// The `fault-injection` hook: abort after this many writes.
     #[cfg(feature = "fault-injection")]
     fault: Option<u64>,
@@ -992,24 +1168,44 @@ impl Transaction<'_> {
         &self.manifest.id
     }
 
-    /// Applies ops: resolves every path (refusing escapes and protected folders), records the
-    /// originals of files not yet recorded durably, then writes each op atomically. When a write
-    /// fails, everything this transaction wrote is restored before the error is returned.
+    /// States what the caller read of `path` (as the op will name it) before computing the
+    /// batch: [`apply`](Self::apply) then writes that file only while it still holds exactly
+    /// that, checked when its original is recorded and again right before it is replaced, and
+    /// otherwise aborts with [`JournalError::ChangedSinceRead`] (compare-and-swap). Paths
+    /// without an expectation are written whatever they hold.
+    pub fn expect(&mut self, path: &str, seen: Seen) {
+        self.expected.insert(path.to_owned(), seen);
+    }
+
+    /// Applies ops: takes the repository lock ([`RepoLock`], held until the transaction ends),
+    /// resolves every path (refusing escapes and protected folders), checks each file against
+    /// what the caller read ([`expect`](Self::expect)), records the originals of files not yet
+    /// recorded durably, then writes each op atomically. When a write fails, or a file changed
+    /// since it was read, every file this transaction wrote — and only those — is restored
+    /// before the error is returned.
     ///
     /// Returns the bytes written per op (0 for a deletion), in order.
     ///
     /// # Errors
-    /// A refused path (nothing written), a journal failure (nothing written), or
-    /// [`JournalError::WriteFailed`] (written files restored).
+    /// A refused path (nothing written), [`JournalError::Locked`] or a journal failure
+    /// (nothing written), [`JournalError::ChangedSinceRead`] or [`JournalError::WriteFailed`]
+    /// (written files restored), or [`JournalError::NotUndone`] (some written files could not
+    /// be restored; the transaction stays pending for the next recovery).
     pub fn apply(&mut self, ops: &[FileOp]) -> Result<Vec<u64>, JournalError> {
         if ops.is_empty() {
             // Nothing to record: an empty batch must not become the "last run" to undo.
             return Ok(Vec::new());
         }
         let ws = self.journal.ws.clone();
+        if self.repo_lock.is_none() {
+            self.repo_lock = Some(RepoLock::for_journal(&ws)?);
+        }
         let mut targets = Vec::with_capacity(ops.len());
         for op in ops {
             targets.push(ws.resolve_for_write(op.path())?);
+        }
+        for (op, target) in ops.iter().zip(&targets) {
+            self.check_seen(op, target)?;
         }
         // 1. Record originals and the folders we will create, durably, before any write.
         let mut recorded: BTreeSet<String> = self
@@ -1051,6 +1247,7 @@ impl Transaction<'_> {
                 original,
                 after: None,
                 after_mode: None,
+                restored: false,
             });
         }
         self.prepare_dir()?;
@@ -1085,6 +1282,13 @@ impl Transaction<'_> {
         // symlink since it was resolved).
         let mut written = Vec::with_capacity(ops.len());
         for (op, target) in ops.iter().zip(&targets) {
+            #[cfg(feature = "fault-injection")]
+            crate::lock::fault::pause_before_write(self.writes_done + 1);
+            // Compare-and-swap: the file still holds what the batch read, right before it is
+            // replaced.
+            if let Err(changed) = self.check_seen(op, target) {
+                return Err(self.abort(changed));
+            }
             let result = match op {
                 FileOp::Write { content, mode, .. } => ws
                     .write_at(target, content, *mode)
@@ -1093,13 +1297,9 @@ impl Transaction<'_> {
             };
             match result {
                 Ok(n) => written.push(n),
-                Err(source) => {
-                    self.finished = true;
-                    self.journal
-                        .restore(&self.dir, self.manifest.clone(), &BTreeSet::new())?;
-                    return Err(JournalError::WriteFailed { source });
-                }
+                Err(source) => return Err(self.abort(JournalError::Workspace(source))),
             }
+            self.written.insert(target.rel.clone());
             self.writes_done += 1;
             #[cfg(feature = "fault-injection")]
             if self.fault == Some(self.writes_done) {
@@ -1108,6 +1308,56 @@ impl Transaction<'_> {
             }
         }
         Ok(written)
+    }
+
+    /// Whether the file of `op` still holds what the caller read of it (when it said).
+    fn check_seen(&self, op: &FileOp, target: &crate::Resolved) -> Result<(), JournalError> {
+        let Some(seen) = self
+            .expected
+            .get(op.path())
+            .or_else(|| self.expected.get(&target.rel))
+        else {
+            return Ok(());
+        };
+        let now =
+            Seen::of_path(&target.abs).map_err(|e| WorkspaceError::io("read", &target.rel, e))?;
+        if now == *seen {
+            return Ok(());
+        }
+        Err(JournalError::ChangedSinceRead {
+            path: target.rel.clone(),
+            what: seen.change_to(&now).to_owned(),
+        })
+    }
+
+    /// Ends a batch that failed with `cause`: restores exactly the files this transaction
+    /// wrote and returns the error to report. When some cannot be restored, the transaction
+    /// stays pending (the next recovery finishes it) and the error says which.
+    fn abort(&mut self, cause: JournalError) -> JournalError {
+        self.finished = true;
+        let restored = self.journal.restore(
+            &self.dir,
+            self.manifest.clone(),
+            &BTreeSet::new(),
+            Some(&self.written),
+        );
+        match (restored, cause) {
+            (Ok(_), JournalError::Workspace(source)) => JournalError::WriteFailed { source },
+            (Ok(_), cause) => cause,
+            (Err(JournalError::RestoreIncomplete { failed, .. }), cause) => {
+                JournalError::NotUndone {
+                    cause: Box::new(cause),
+                    failed,
+                }
+            }
+            (Err(e), cause) => JournalError::NotUndone {
+                cause: Box::new(cause),
+                failed: vec![NotRestored {
+                    path: String::new(),
+                    cause: e.to_string(),
+                }],
+            },
+        }
     }
 
     /// Marks the transaction committed: its writes stay until a rollback of its run.
@@ -1157,8 +1407,12 @@ impl Transaction<'_> {
                 kept: Vec::new(),
             });
         }
-        self.journal
-            .restore(&self.dir, self.manifest.clone(), &BTreeSet::new())
+        self.journal.restore(
+            &self.dir,
+            self.manifest.clone(),
+            &BTreeSet::new(),
+            Some(&self.written),
+        )
     }
 
     fn prepare_dir(&self) -> Result<(), JournalError> {
@@ -1176,9 +1430,12 @@ impl Transaction<'_> {
 impl Drop for Transaction<'_> {
     fn drop(&mut self) {
         if !self.finished && self.on_disk {
-            let _ = self
-                .journal
-                .restore(&self.dir, self.manifest.clone(), &BTreeSet::new());
+            let _ = self.journal.restore(
+                &self.dir,
+                self.manifest.clone(),
+                &BTreeSet::new(),
+                Some(&self.written),
+            );
         } else if !self.on_disk {
             // A first batch that failed before its manifest was durable (e.g. out of space)
             // wrote nothing to the workspace: its half-written folder goes.

@@ -28,6 +28,10 @@
 //!   reached through a symlink ([`Workspace::state_folder`]), the folders and original copies
 //!   there are private, and the journal acts only on transactions signed with this machine's
 //!   key ([`key_path`]); anything else is reported ([`Journal::untrusted`]) and left alone.
+//! - **One writer per repository.** [`RepoLock`] is an advisory `flock` on `.nuvira/lock`,
+//!   held by every batch, rollback and recovery; and a batch re-checks each file against what it
+//!   read ([`Seen`], [`Transaction::expect`]) right before replacing it, so an edit made by
+//!   anything else in between aborts the batch instead of being overwritten.
 //!
 //! The crate is synchronous on purpose: file I/O is blocking anyway, and an async caller wraps a
 //! whole batch in one `spawn_blocking` rather than paying a thread hop per file.
@@ -49,6 +53,7 @@
 mod atomic;
 mod beneath;
 mod journal;
+mod lock;
 mod state;
 pub mod walk;
 
@@ -59,9 +64,14 @@ pub use journal::FAULT_CRASH_AFTER_WRITES_ENV;
 #[doc(hidden)]
 pub use journal::resign_manifest_for_tests;
 pub use journal::{
-    ChangedFile, FileOp, Journal, JournalError, KEEP_TRANSACTIONS, OnChanged, RolledBack,
-    Transaction, TxnState, Untrusted,
+    ChangedFile, FileOp, Journal, JournalError, KEEP_TRANSACTIONS, NotRestored, OnChanged,
+    RolledBack, Transaction, TxnState, Untrusted,
 };
+#[cfg(feature = "fault-injection")]
+pub use lock::fault::{
+    PAUSE_BEFORE_WRITE_ENV as FAULT_PAUSE_BEFORE_WRITE_ENV, PAUSE_FILE_ENV as FAULT_PAUSE_FILE_ENV,
+};
+pub use lock::{LOCK_FILE, LockError, LockHolder, LockWait, RepoLock, Seen};
 pub use state::{STATE_DIR_ENV, key_path, machine_state_dir};
 pub use walk::{EntryKind, WalkEntry, WalkError, WalkOptions, copy_tree, walk};
 

@@ -3,4 +3,5 @@
 
 mod confinement;
 mod journal;
+mod lock;
 mod walk;
