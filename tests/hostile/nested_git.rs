@@ -20,7 +20,7 @@ fn refused(batch: &str, path: &str) {
     let edits_dir = tempfile::tempdir().unwrap();
     let edits = edits_dir.path().join("batch.yaml");
     std::fs::write(&edits, batch).unwrap();
-    let before = Sentinel::of(repo.path());
+    let before = Sentinel::of_repo(repo.path());
     let out = nuvira()
         .arg("apply")
         .arg(&edits)
@@ -32,7 +32,7 @@ fn refused(batch: &str, path: &str) {
     assert_eq!(out.status.code(), Some(1), "{path}: {stderr}");
     assert!(stderr.contains(&format!("`{path}`")), "{path}: {stderr}");
     assert!(stderr.contains("off limits"), "{path}: {stderr}");
-    before.assert_unchanged(repo.path());
+    before.assert_repo_unchanged(repo.path());
 }
 
 #[test]

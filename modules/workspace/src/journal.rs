@@ -746,7 +746,9 @@ impl Journal {
     /// The repository lock for one operation, or `None` when there is no journal yet (so
     /// nothing to recover or roll back, and no `.nuvira/` is created just to look).
     fn repo_lock(&self) -> Result<Option<RepoLock>, JournalError> {
-        if !self.dir.exists() {
+        // Never through a symlink: a linked `.nuvira` or journal is refused by name here, not
+        // taken for a missing journal (`exists` would follow the link).
+        if self.ws.state_folder(&["journal"], false)?.is_none() {
             return Ok(None);
         }
         Ok(Some(RepoLock::for_journal(&self.ws)?))

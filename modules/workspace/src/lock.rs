@@ -73,7 +73,7 @@ pub enum LockError {
     /// The lock file (or `.nuvira`) is a symlink, a FIFO or anything else but a plain file
     /// (folder): a checkout may carry one, and following it could write anywhere.
     #[error(
-        "take the lock `{}`: {what}; remove it (Nuvira recreates it) and retry",
+        "take the lock `{}`: {what}; remove the link (or file) there, Nuvira recreates it, and retry",
         path.display()
     )]
     Unsafe {
