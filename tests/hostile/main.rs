@@ -9,4 +9,5 @@
 //! (a tmpfs, `chattr`) say that they were skipped and why.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod limits;
 mod support;
