@@ -10,4 +10,5 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod limits;
+mod oom;
 mod support;
