@@ -9,6 +9,7 @@
 //! (a tmpfs, `chattr`) say that they were skipped and why.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod escaping;
 mod limits;
 mod oom;
 mod support;

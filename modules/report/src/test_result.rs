@@ -32,6 +32,7 @@
 use crate::github::{MAX_ERRORS, command, escape_data, escape_property};
 use crate::human_ms;
 use nuvira_api::TestResult;
+use nuvira_api::text::escape_control as esc;
 use serde_json::{Value, json};
 use std::fmt::Write as _;
 
@@ -45,13 +46,13 @@ pub fn text(r: &TestResult) -> String {
     let mut out = String::new();
     for f in &r.failures {
         let at = match (&f.file, f.line) {
-            (Some(file), Some(line)) => format!(" ({file}:{line})"),
-            (Some(file), None) => format!(" ({file})"),
+            (Some(file), Some(line)) => format!(" ({}:{line})", esc(file)),
+            (Some(file), None) => format!(" ({})", esc(file)),
             _ => String::new(),
         };
-        let _ = writeln!(out, "FAIL {}{at}", f.name);
+        let _ = writeln!(out, "FAIL {}{at}", esc(&f.name));
         for line in f.message.lines().take(TEXT_MESSAGE_LINES) {
-            let _ = writeln!(out, "    {line}");
+            let _ = writeln!(out, "    {}", esc(line));
         }
     }
     if let Some(s) = &r.sandbox {
