@@ -12,4 +12,5 @@
 mod escaping;
 mod limits;
 mod oom;
+mod special_files;
 mod support;

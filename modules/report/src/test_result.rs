@@ -75,7 +75,8 @@ pub fn text(r: &TestResult) -> String {
 
 /// The test result as pretty-printed JSON and a newline, always with a `sandbox` object
 /// (`kind`, `image`, `container_id`, `timed_out`, `oom_killed`, `exit_code`; empty and false
-/// when the result has no sandbox).
+/// when the result has no sandbox; `skipped_special_files` when the sandbox left FIFOs,
+/// sockets or devices of the workspace out).
 pub fn json(r: &TestResult) -> String {
     let mut v = match serde_json::to_value(r) {
         Ok(v) => v,
@@ -83,17 +84,18 @@ pub fn json(r: &TestResult) -> String {
     };
     if let Value::Object(map) = &mut v {
         let info = r.sandbox.clone().unwrap_or_default();
-        map.insert(
-            "sandbox".into(),
-            json!({
-                "kind": info.kind,
-                "image": info.image,
-                "container_id": info.container_id,
-                "timed_out": info.timed_out,
-                "oom_killed": info.oom_killed,
-                "exit_code": info.exit_code,
-            }),
-        );
+        let mut sandbox = json!({
+            "kind": info.kind,
+            "image": info.image,
+            "container_id": info.container_id,
+            "timed_out": info.timed_out,
+            "oom_killed": info.oom_killed,
+            "exit_code": info.exit_code,
+        });
+        if !info.skipped_special_files.is_empty() {
+            sandbox["skipped_special_files"] = json!(info.skipped_special_files);
+        }
+        map.insert("sandbox".into(), sandbox);
     }
     match serde_json::to_string_pretty(&v) {
         Ok(mut s) => {

@@ -20,7 +20,7 @@
 
 use super::{
     CONTAINER_LABEL, CONTAINER_WORKDIR, DEFAULT_IMAGE, DOCKER_HINT, OnCreated, Tail,
-    check_collect_path, check_dir, host_toolchain, is_host_image, workspace_entries,
+    check_collect_path, check_dir, host_toolchain, is_host_image,
 };
 use bollard::Docker;
 use bollard::container::LogOutput;
@@ -155,10 +155,11 @@ impl DockerSandbox {
         // The file list is made up front (a bad workspace fails before any container exists);
         // the tar itself is streamed to the engine during the upload.
         let (workspace, include_ignored) = (request.workspace.clone(), request.include_ignored);
-        let entries =
-            tokio::task::spawn_blocking(move || workspace_entries(&workspace, include_ignored))
-                .await
-                .map_err(|e| SandboxError::Failed(format!("list the workspace: {e}")))??;
+        let (entries, special) = tokio::task::spawn_blocking(move || {
+            crate::workspace_entries_noting_special(&workspace, include_ignored)
+        })
+        .await
+        .map_err(|e| SandboxError::Failed(format!("list the workspace: {e}")))??;
         let tar = WorkspaceTar {
             root: request.workspace.clone(),
             entries,
@@ -211,6 +212,7 @@ impl DockerSandbox {
         info.kind = "docker".into();
         info.image = Some(image.clone());
         info.container_id = Some(id.clone());
+        info.skipped_special_files = special;
         on_created(&info);
 
         // Cancellation is honoured in every phase (upload, start, wait, collect).
