@@ -10,6 +10,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod escaping;
+mod fuzz;
 mod limits;
 mod oom;
 mod special_files;
