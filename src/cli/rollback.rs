@@ -77,7 +77,7 @@ pub fn execute(args: Args) -> u8 {
             }
             println!("{line}");
             for (p, gone) in fate {
-                println!("  {}{}", esc(&p), if gone { " (removed)" } else { "" });
+                println!("  {}{}", esc(p), if gone { " (removed)" } else { "" });
             }
             if !kept.is_empty() {
                 println!(

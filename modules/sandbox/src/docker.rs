@@ -756,7 +756,7 @@ mod tests {
     fn tar_names(root: &Path, include_ignored: bool) -> Vec<String> {
         let tar = WorkspaceTar {
             root: root.to_path_buf(),
-            entries: workspace_entries(root, include_ignored).unwrap(),
+            entries: crate::workspace_entries(root, include_ignored).unwrap(),
         };
         let mut buf = Vec::new();
         tar.pack(&mut buf).unwrap();
