@@ -121,6 +121,19 @@ fn a_70_mb_plan_and_edits_file_are_refused_naming_the_cap() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("larger than the 4 bytes input cap"), "{err}");
+    let out = nuvira()
+        .args(["validate", "small.yaml"])
+        .current_dir(dir.path())
+        .env("NUVIRA_MAX_INPUT_BYTES", "lots")
+        .timeout(QUICK)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("NUVIRA_MAX_INPUT_BYTES=\"lots\" is not a positive number"),
+        "{err}"
+    );
 }
 
 #[test]
