@@ -1,5 +1,6 @@
 //! `nuvira apply EDITS_FILE`: a validated, all-or-nothing edit batch (or its preview).
 
+use crate::cli::{esc, esc_lines};
 use crate::exit;
 use anyhow::anyhow;
 use nuvira_api::{ChangeKind, EditPreview, EditResult, Severity};
@@ -51,14 +52,14 @@ pub fn execute(args: Args) -> u8 {
         Ok(v) => v,
         Err(e) => {
             let msg = e.to_string();
-            eprintln!("error: {msg}");
+            eprintln!("error: {}", esc_lines(&msg));
             json_error("invalid-input", &msg, None);
             return exit::INVALID;
         }
     };
     if let Err(e) = crate::cli::check_repo(&args.repo) {
         let msg = e.to_string();
-        eprintln!("error: {msg}");
+        eprintln!("error: {}", esc_lines(&msg));
         json_error("repository", &msg, None);
         return exit::INVALID;
     }
@@ -117,11 +118,15 @@ pub fn execute(args: Args) -> u8 {
                 &message,
                 Some(serde_json::Value::from(problems.clone())),
             );
-            eprintln!("error: {message}:");
+            eprintln!("error: {}:", esc(&message));
             for p in problems {
                 match loaded.line_of_problem(&p) {
-                    Some(line) => eprintln!("  {}:{line}: {p}", args.edits_file.display()),
-                    None => eprintln!("  {p}"),
+                    Some(line) => eprintln!(
+                        "  {}:{line}: {}",
+                        esc(&args.edits_file.display().to_string()),
+                        esc_lines(&p)
+                    ),
+                    None => eprintln!("  {}", esc_lines(&p)),
                 }
             }
             return exit::INVALID;
@@ -180,15 +185,15 @@ pub(crate) fn recover(ws: &Workspace) -> Result<usize, u8> {
             for r in &done {
                 eprintln!(
                     "note: rolled back an interrupted batch of run `{}` ({} file(s): {})",
-                    r.run_id,
+                    esc(&r.run_id),
                     r.paths.len(),
-                    r.paths.join(", ")
+                    esc(&r.paths.join(", "))
                 );
                 if !r.kept.is_empty() {
                     eprintln!(
                         "note: kept {} file(s) edited after that crash, as they are: {}",
                         r.kept.len(),
-                        r.kept.join(", ")
+                        esc(&r.kept.join(", "))
                     );
                 }
             }
@@ -274,7 +279,7 @@ fn kind_word(kind: &ChangeKind) -> String {
         ChangeKind::Create => "create".into(),
         ChangeKind::Modify => "modify".into(),
         ChangeKind::Delete => "delete".into(),
-        ChangeKind::Rename { from } => format!("rename from {from} to"),
+        ChangeKind::Rename { from } => format!("rename from {} to", esc(from)),
     }
 }
 
@@ -283,7 +288,7 @@ fn print_changes(preview: &EditPreview) {
         println!(
             "  {} {} (+{} -{})",
             kind_word(&c.kind),
-            c.path,
+            esc(&c.path),
             c.additions,
             c.deletions
         );
@@ -292,11 +297,17 @@ fn print_changes(preview: &EditPreview) {
 
 fn print_notes(preview: &EditPreview) {
     for w in &preview.warnings {
-        println!("warning: {w}");
+        println!("warning: {}", esc_lines(w));
     }
     for w in &preview.validation.security_warnings {
         if w.severity != Severity::Error {
-            println!("warning: {}:{}: {} [{}]", w.path, w.line, w.message, w.rule);
+            println!(
+                "warning: {}:{}: {} [{}]",
+                esc(&w.path),
+                w.line,
+                esc_lines(&w.message),
+                w.rule
+            );
         }
     }
 }
@@ -338,7 +349,13 @@ pub(crate) fn rollback_command(repo: &Path) -> String {
 
 fn print_preview(preview: &EditPreview) {
     for c in &preview.changes {
-        print!("{}", c.diff);
+        // The diff's headers name the file: a name with a newline must not split them.
+        let diff = if esc(&c.path) == c.path.as_str() {
+            esc_lines(&c.diff)
+        } else {
+            std::borrow::Cow::Owned(esc_lines(&c.diff.replace(&c.path, &esc(&c.path))).into_owned())
+        };
+        print!("{diff}");
         if !c.diff.ends_with('\n') {
             println!();
         }
@@ -366,9 +383,11 @@ fn print_reasons(reasons: &[nuvira_api::SkippedChange], dry_run: bool) {
     );
     for r in reasons {
         match (r.path.is_empty(), r.line) {
-            (true, _) => eprintln!("  {}", r.reason),
-            (false, Some(line)) => eprintln!("  {}:{line}: {}", r.path, r.reason),
-            (false, None) => eprintln!("  {}: {}", r.path, r.reason),
+            (true, _) => eprintln!("  {}", esc_lines(&r.reason)),
+            (false, Some(line)) => {
+                eprintln!("  {}:{line}: {}", esc(&r.path), esc_lines(&r.reason));
+            }
+            (false, None) => eprintln!("  {}: {}", esc(&r.path), esc_lines(&r.reason)),
         }
     }
 }

@@ -103,6 +103,8 @@ fn top_symbols<'a>(symbols: &'a [nuvira_api::Symbol], goal: &str) -> Vec<&'a nuv
     sorted
 }
 
+use crate::cli::esc;
+
 fn render_text(r: &InspectionResult, goal: &str) -> String {
     use std::fmt::Write as _;
     let mut out = String::new();
@@ -110,19 +112,24 @@ fn render_text(r: &InspectionResult, goal: &str) -> String {
         out.push_str("no relevant files found for the goal\n");
     } else {
         let _ = writeln!(out, "relevant files (most relevant first):");
-        let width = r.artifacts.iter().map(|a| a.path.len()).max().unwrap_or(0);
+        let width = r
+            .artifacts
+            .iter()
+            .map(|a| esc(&a.path).len())
+            .max()
+            .unwrap_or(0);
         for (i, a) in r.artifacts.iter().enumerate() {
             let _ = writeln!(
                 out,
                 "{:>3}. {:<width$}  score {:>6.2}",
                 i + 1,
-                a.path,
+                esc(&a.path),
                 a.score
             );
             if !a.symbols.is_empty() {
                 let shown: Vec<String> = top_symbols(&a.symbols, goal)
                     .into_iter()
-                    .map(|s| format!("{} {} (line {})", s.kind, s.name, s.line))
+                    .map(|s| format!("{} {} (line {})", s.kind, esc(&s.name), s.line))
                     .collect();
                 let more = a.symbols.len().saturating_sub(TOP_SYMBOLS);
                 let _ = write!(out, "       symbols: {}", shown.join(", "));
@@ -132,7 +139,7 @@ fn render_text(r: &InspectionResult, goal: &str) -> String {
                 out.push('\n');
             }
             if !a.test_files.is_empty() {
-                let _ = writeln!(out, "       tests: {}", a.test_files.join(", "));
+                let _ = writeln!(out, "       tests: {}", esc(&a.test_files.join(", ")));
             }
         }
     }

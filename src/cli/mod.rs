@@ -130,16 +130,28 @@ fn init_tracing(verbose: u8) {
         .try_init();
 }
 
+/// A file name or other untrusted one-line text for a terminal: control characters escaped
+/// (`\x1b`, `\n`), see [`nuvira_api::text::escape_control`].
+pub(crate) fn esc(text: &str) -> std::borrow::Cow<'_, str> {
+    nuvira_api::text::escape_control(text)
+}
+
+/// Untrusted multi-line text (an error message, a diff) for a terminal: newlines kept, every
+/// other control character escaped.
+pub(crate) fn esc_lines(text: &str) -> std::borrow::Cow<'_, str> {
+    nuvira_api::text::escape_control_keep_lines(text)
+}
+
 /// Prints an error the way every command does: `error: ...` on stderr, with its causes. A cause
 /// whose text the message above it already contains (many errors print their source) is not
 /// repeated.
 pub(crate) fn print_error(err: &anyhow::Error) {
-    eprintln!("error: {err}");
+    eprintln!("error: {}", esc_lines(&err.to_string()));
     let mut shown = err.to_string();
     for cause in err.chain().skip(1) {
         let text = cause.to_string();
         if !shown.contains(&text) {
-            eprintln!("  caused by: {text}");
+            eprintln!("  caused by: {}", esc_lines(&text));
         }
         shown = text;
     }

@@ -32,6 +32,8 @@ pub(crate) async fn follow(
     let mut bars: HashMap<String, ProgressBar> = HashMap::new();
     let mut modules: HashMap<String, String> = HashMap::new();
     let line = |text: String| {
+        // Step ids, paths and messages come from the plan, the repository and the tools.
+        let text = crate::cli::esc(&text).into_owned();
         if tty {
             let _ = multi.println(text);
         } else {
@@ -69,7 +71,7 @@ pub(crate) async fn follow(
                     let bar = multi.add(ProgressBar::new_spinner());
                     bar.set_style(style.clone());
                     bar.set_prefix(step.clone());
-                    bar.set_message(format!("{module}{suffix}"));
+                    bar.set_message(crate::cli::esc(&format!("{module}{suffix}")).into_owned());
                     bar.enable_steady_tick(Duration::from_millis(120));
                     bars.insert(step.clone(), bar);
                 } else {
@@ -116,7 +118,7 @@ pub(crate) async fn follow(
             }
             EventKind::EditWritten { path, .. } => {
                 if let Some(bar) = bars.get(&step) {
-                    bar.set_message(format!("wrote {path}"));
+                    bar.set_message(format!("wrote {}", crate::cli::esc(path)));
                 }
             }
             EventKind::TestStarted {

@@ -1,5 +1,6 @@
 //! `nuvira rollback`: restores the files changed by the last apply or run.
 
+use crate::cli::esc;
 use crate::exit;
 use anyhow::anyhow;
 use nuvira_edit::nuvira_workspace::{Journal, JournalError, OnChanged, Workspace};
@@ -39,7 +40,7 @@ pub fn execute(args: Args) -> u8 {
         OnChanged::Refuse
     };
     if let Err(e) = crate::cli::check_repo(&args.repo) {
-        eprintln!("error: {e}");
+        eprintln!("error: {}", crate::cli::esc_lines(&e.to_string()));
         return exit::INVALID;
     }
     let ws = match Workspace::open(&args.repo) {
@@ -82,6 +83,7 @@ pub fn execute(args: Args) -> u8 {
             kept.sort_unstable();
             kept.dedup();
             let restored = fate.len() - removed;
+            let run = esc(&run);
             let mut line = format!(
                 "rolled back `{run}`: restored {restored} file(s) to their contents before it"
             );
@@ -90,7 +92,7 @@ pub fn execute(args: Args) -> u8 {
             }
             println!("{line}");
             for (p, gone) in fate {
-                println!("  {p}{}", if gone { " (removed)" } else { "" });
+                println!("  {}{}", esc(p), if gone { " (removed)" } else { "" });
             }
             if !kept.is_empty() {
                 println!(
@@ -98,7 +100,7 @@ pub fn execute(args: Args) -> u8 {
                     kept.len()
                 );
                 for p in kept {
-                    println!("  {p}");
+                    println!("  {}", esc(p));
                 }
             }
             exit::SUCCESS
@@ -109,7 +111,7 @@ pub fn execute(args: Args) -> u8 {
                 files.len()
             );
             for f in &files {
-                eprintln!("  {} ({})", f.path, f.what);
+                eprintln!("  {} ({})", esc(&f.path), esc(&f.what));
             }
             eprintln!(
                 "nothing was restored. Save those changes elsewhere and retry, or pass --keep-changed to restore only the other files, or --force to overwrite them"

@@ -196,7 +196,7 @@ pub fn execute(args: Args) -> u8 {
         Err(fail) => {
             match &fail.problems {
                 Some(_) => {} // printed with their locations
-                None => eprintln!("error: {}", fail.message),
+                None => eprintln!("error: {}", crate::cli::esc_lines(&fail.message)),
             }
             if json {
                 print_stdout(&super::json_error(fail.kind, &fail.message, fail.problems));
@@ -528,7 +528,7 @@ async fn run(args: Args) -> Result<u8, Fail> {
                     eprintln!(
                         "kept {} file(s) changed after the run wrote them: {}",
                         kept.len(),
-                        kept.join(", ")
+                        crate::cli::esc(&kept.join(", "))
                     );
                 }
                 bus.emit(

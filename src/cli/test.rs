@@ -290,6 +290,15 @@ fn report(outcome: Result<TestResult, ModuleError>, format: Format) -> u8 {
         }
         Err(other) => return fail(exit::FAILED, "failed", &other.to_string()),
     };
+    if let Some(sandbox) = &result.sandbox {
+        for name in &sandbox.skipped_special_files {
+            eprintln!(
+                "warning: left `{}` out of the {} sandbox: it is a FIFO, socket or device, not a file that can be copied; the tests ran without it",
+                crate::cli::esc(name),
+                sandbox.kind
+            );
+        }
+    }
     let text = match format {
         Format::Text => test_result::text(&result),
         Format::Json => test_result::json(&result),

@@ -11,9 +11,14 @@
 
 mod batches;
 mod edits;
+mod escaping;
+mod fuzz;
 mod journal;
+mod limits;
 mod model_plans;
 mod nested_git;
+mod oom;
 mod signals;
+mod special_files;
 mod support;
 mod toctou;

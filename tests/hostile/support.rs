@@ -138,3 +138,19 @@ fn a_sentinel_sees_a_changed_file_and_a_new_one() {
     let r = std::panic::catch_unwind(|| s.assert_unchanged(dir.path()));
     assert!(r.is_err(), "an added file must be seen");
 }
+
+/// Whether a Docker engine with the `nuvira-busybox` image answers; with
+/// `NUVIRA_REQUIRE_DOCKER=1` its absence fails the test instead of skipping it.
+pub fn docker_ready() -> bool {
+    use nuvira_test_support::env::{Requirement, require};
+    let ok = std::process::Command::new("docker")
+        .args(["image", "inspect", "nuvira-busybox:latest"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    let found = if ok {
+        Ok(())
+    } else {
+        Err("no Docker engine with the nuvira-busybox image answers")
+    };
+    require(Requirement::Docker, found).is_some()
+}

@@ -76,6 +76,7 @@ pub mod repair;
 pub mod report;
 pub mod syntax;
 pub mod test;
+pub mod text;
 pub mod verify;
 
 pub use async_trait::async_trait;

@@ -67,6 +67,11 @@ pub struct SandboxInfo {
     pub oom_killed: bool,
     /// The command's exit code, if it exited.
     pub exit_code: Option<i64>,
+    /// Special files of the workspace (FIFOs, sockets, devices), workspace-relative, that were
+    /// left out of the sandbox's copy: they cannot be copied or uploaded, and a user should
+    /// know that the tests ran without them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped_special_files: Vec<String>,
 }
 
 /// The outcome of a test run.

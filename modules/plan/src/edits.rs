@@ -98,6 +98,9 @@ pub fn parse_edits<T: DeserializeOwned>(
             format!("the file is empty: an edits file needs {hint}"),
         ));
     }
+    if let Some((pos, message)) = crate::limits::depth_error(source, format) {
+        return Err(LoadError::new(source_name, Some(pos), message));
+    }
     let index = PlanIndex::build_list(source, format, LIST);
     let config: T = parse_typed(source, format).map_err(|(pos, message)| {
         let pos = if format == PlanFormat::Yaml {

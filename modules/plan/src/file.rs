@@ -203,13 +203,30 @@ pub(crate) fn read_source(
         _ => {}
     }
     let format = PlanFormat::from_path(path).ok_or_else(|| fail(bad_extension.to_owned()))?;
-    let source = std::fs::read_to_string(path).map_err(|e| {
+    let cap = crate::limits::max_input_bytes().map_err(fail)?;
+    let read_error = |e: std::io::Error| {
         fail(match e.kind() {
             std::io::ErrorKind::NotFound => "no such file: check the path".into(),
-            std::io::ErrorKind::InvalidData => "not UTF-8 text".into(),
             _ => format!("cannot read it: {e}"),
         })
-    })?;
+    };
+    let file = std::fs::File::open(path).map_err(read_error)?;
+    // Never more than the cap plus one byte, whatever the file is (`/dev/zero`, a FIFO, a huge
+    // file): the extra byte tells a file of exactly the cap from a larger one.
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(
+        &mut std::io::Read::take(file, cap.saturating_add(1)),
+        &mut bytes,
+    )
+    .map_err(read_error)?;
+    if bytes.len() as u64 > cap {
+        return Err(fail(format!(
+            "larger than the {} input cap: {what} is rarely more than a few KB; if this one is right, raise the cap with {}=BYTES",
+            crate::limits::human_bytes(cap),
+            crate::limits::MAX_INPUT_BYTES_ENV,
+        )));
+    }
+    let source = String::from_utf8(bytes).map_err(|_| fail("not UTF-8 text".into()))?;
     Ok((source, format))
 }
 
@@ -235,6 +252,9 @@ pub fn parse_str(
             None,
             format!("the file is empty: a plan needs {hint}"),
         ));
+    }
+    if let Some((pos, message)) = crate::limits::depth_error(source, format) {
+        return Err(LoadError::new(source_name, Some(pos), message));
     }
     let typed: Result<ExecutionPlan, (Option<Pos>, String)> = parse_typed(source, format);
     match typed {

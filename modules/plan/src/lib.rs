@@ -19,12 +19,16 @@
 mod edits;
 mod file;
 mod index;
+mod limits;
 mod llm;
 mod schema;
 mod template;
 
 pub use edits::{LoadedEdits, load_edits, parse_edits};
 pub use file::{FilePlanner, LoadError, LoadedPlan, PlanFormat, load_file, parse_str};
+pub use limits::{
+    DEFAULT_MAX_INPUT_BYTES, MAX_INPUT_BYTES_ENV, MAX_NESTING_DEPTH, check_depth, max_input_bytes,
+};
 #[cfg(feature = "llm")]
 pub use llm::LlmPlanner;
 pub use llm::{EXECUTION_PLAN, PlanValidator, check_plan, plan_schema};

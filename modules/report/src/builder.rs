@@ -965,18 +965,32 @@ pub(crate) fn location(f: &Finding) -> String {
     }
 }
 
+/// The longest line of an events file read (16 MiB): an event is at most a few hundred KB.
+pub const MAX_EVENT_LINE_BYTES: u64 = 16 * 1024 * 1024;
+
+/// The largest events file read (1 GiB), unless [`MAX_EVENTS_BYTES_ENV`] says otherwise.
+pub const DEFAULT_MAX_EVENTS_BYTES: u64 = 1024 * 1024 * 1024;
+
+/// The environment variable that sets the largest events file `read_jsonl_file` reads, in bytes.
+pub const MAX_EVENTS_BYTES_ENV: &str = "NUVIRA_MAX_EVENTS_BYTES";
+
 /// Reads JSONL events one line at a time into one reused buffer.
 ///
 /// Blank lines are skipped. Each item is the event of one line, or an error naming the
-/// source and the 1-based line number.
+/// source and the 1-based line number. No line longer than [`MAX_EVENT_LINE_BYTES`] and no
+/// more than the total cap ([`DEFAULT_MAX_EVENTS_BYTES`], see [`with_limits`](Self::with_limits))
+/// is ever held: an unbounded source such as `/dev/zero` ends in an error, not an abort.
 #[derive(Debug)]
 pub struct EventReader<R> {
     reader: R,
     path: std::path::PathBuf,
     line: u64,
-    buf: String,
+    buf: Vec<u8>,
     done: bool,
     unknown: Vec<(u64, String)>,
+    max_line: u64,
+    max_total: u64,
+    total: u64,
 }
 
 impl<R: BufRead> EventReader<R> {
@@ -986,16 +1000,56 @@ impl<R: BufRead> EventReader<R> {
             reader,
             path: path.into(),
             line: 0,
-            buf: String::new(),
+            buf: Vec::new(),
             done: false,
             unknown: Vec::new(),
+            max_line: MAX_EVENT_LINE_BYTES,
+            max_total: DEFAULT_MAX_EVENTS_BYTES,
+            total: 0,
         }
+    }
+
+    /// The same reader with other caps: the longest line and the most bytes read in all.
+    #[must_use]
+    pub fn with_limits(mut self, max_line: u64, max_total: u64) -> Self {
+        self.max_line = max_line;
+        self.max_total = max_total;
+        self
     }
 
     /// The events skipped so far because their `type` is not one this version knows (from a
     /// newer Nuvira): line number and type.
     pub fn unknown(&self) -> &[(u64, String)] {
         &self.unknown
+    }
+
+    /// Reads the next line (with its newline) into `buf`, at most the line cap plus one byte.
+    fn read_capped_line(&mut self) -> Result<usize, ReportError> {
+        use std::io::Read;
+        let limit = self.max_line.saturating_add(1);
+        let n = (&mut self.reader)
+            .take(limit)
+            .read_until(b'\n', &mut self.buf)
+            .map_err(|source| ReportError::Read {
+                path: self.path.clone(),
+                source,
+            })?;
+        self.total = self.total.saturating_add(n as u64);
+        if n as u64 > self.max_line && self.buf.last() != Some(&b'\n') {
+            return Err(ReportError::LineTooLong {
+                path: self.path.clone(),
+                line: self.line,
+                limit: self.max_line,
+            });
+        }
+        if self.total > self.max_total {
+            return Err(ReportError::TooLarge {
+                path: self.path.clone(),
+                line: self.line,
+                limit: self.max_total,
+            });
+        }
+        Ok(n)
     }
 }
 
@@ -1017,30 +1071,44 @@ impl<R: BufRead> Iterator for EventReader<R> {
         while !self.done {
             self.buf.clear();
             self.line += 1;
-            match self.reader.read_line(&mut self.buf) {
+            match self.read_capped_line() {
                 Ok(0) => self.done = true,
-                Ok(_) if self.buf.trim().is_empty() => {}
-                Ok(_) => match serde_json::from_str(&self.buf) {
-                    Ok(event) => return Some(Ok(event)),
-                    // An event of a newer Nuvira: skipped, and noted, rather than fatal.
-                    Err(_) if let Some(kind) = unknown_type(&self.buf) => {
-                        self.unknown.push((self.line, kind));
+                Ok(_) => {
+                    let text = match std::str::from_utf8(&self.buf) {
+                        Ok(t) => t,
+                        Err(e) => {
+                            self.done = true;
+                            return Some(Err(ReportError::Read {
+                                path: self.path.clone(),
+                                source: std::io::Error::new(
+                                    std::io::ErrorKind::InvalidData,
+                                    format!("line {} is not UTF-8 text: {e}", self.line),
+                                ),
+                            }));
+                        }
+                    };
+                    if text.trim().is_empty() {
+                        continue;
                     }
-                    Err(source) => {
-                        self.done = true;
-                        return Some(Err(ReportError::Malformed {
-                            path: self.path.clone(),
-                            line: self.line,
-                            source,
-                        }));
+                    match serde_json::from_str(text) {
+                        Ok(event) => return Some(Ok(event)),
+                        // An event of a newer Nuvira: skipped, and noted, rather than fatal.
+                        Err(_) if let Some(kind) = unknown_type(text) => {
+                            self.unknown.push((self.line, kind));
+                        }
+                        Err(source) => {
+                            self.done = true;
+                            return Some(Err(ReportError::Malformed {
+                                path: self.path.clone(),
+                                line: self.line,
+                                source,
+                            }));
+                        }
                     }
-                },
-                Err(source) => {
+                }
+                Err(e) => {
                     self.done = true;
-                    return Some(Err(ReportError::Read {
-                        path: self.path.clone(),
-                        source,
-                    }));
+                    return Some(Err(e));
                 }
             }
         }
@@ -1062,13 +1130,7 @@ pub fn read_jsonl(reader: impl BufRead, path: &Path) -> Result<ExecutionReport, 
     for ev in events.by_ref() {
         b.fold_owned(ev?);
     }
-    let mut report = b.finish();
-    for (_, kind) in events.unknown() {
-        if !report.unknown_event_types.contains(kind) {
-            report.unknown_event_types.push(kind.clone());
-        }
-    }
-    Ok(report)
+    Ok(finish_with_unknown(b, &events))
 }
 
 /// Builds a report from a stored JSONL event file, streaming.
@@ -1081,5 +1143,36 @@ pub fn read_jsonl_file(path: &Path) -> Result<ExecutionReport, ReportError> {
         path: path.to_owned(),
         source,
     })?;
-    read_jsonl(std::io::BufReader::with_capacity(64 * 1024, file), path)
+    let max_total = max_events_bytes()?;
+    let reader = std::io::BufReader::with_capacity(64 * 1024, file);
+    let mut b = ReportBuilder::new();
+    let mut events = EventReader::new(reader, path).with_limits(MAX_EVENT_LINE_BYTES, max_total);
+    for ev in events.by_ref() {
+        b.fold_owned(ev?);
+    }
+    Ok(finish_with_unknown(b, &events))
+}
+
+/// The total cap in force: [`MAX_EVENTS_BYTES_ENV`] when set to a positive number of bytes.
+fn max_events_bytes() -> Result<u64, ReportError> {
+    match std::env::var(MAX_EVENTS_BYTES_ENV) {
+        Ok(v) if !v.trim().is_empty() => match v.trim().parse::<u64>() {
+            Ok(n) if n > 0 => Ok(n),
+            _ => Err(ReportError::BadLimit {
+                var: MAX_EVENTS_BYTES_ENV,
+                value: v,
+            }),
+        },
+        _ => Ok(DEFAULT_MAX_EVENTS_BYTES),
+    }
+}
+
+fn finish_with_unknown<R: BufRead>(b: ReportBuilder, events: &EventReader<R>) -> ExecutionReport {
+    let mut report = b.finish();
+    for (_, kind) in events.unknown() {
+        if !report.unknown_event_types.contains(kind) {
+            report.unknown_event_types.push(kind.clone());
+        }
+    }
+    report
 }

@@ -57,7 +57,10 @@ pub mod sarif;
 pub mod test_result;
 pub mod text;
 
-pub use builder::{EventReader, ReportBuilder, read_jsonl, read_jsonl_file};
+pub use builder::{
+    DEFAULT_MAX_EVENTS_BYTES, EventReader, MAX_EVENT_LINE_BYTES, MAX_EVENTS_BYTES_ENV,
+    ReportBuilder, read_jsonl, read_jsonl_file,
+};
 pub use module::{REPORT_MODULE, ReportModule, write_reports};
 pub use nuvira_api::report::{
     ExecutionReport, Finding, FindingKind, ReportCounts, StepRecord, TestTotals,
@@ -204,6 +207,43 @@ pub enum ReportError {
         /// The JSON error.
         #[source]
         source: serde_json::Error,
+    },
+    /// A line of the events file is longer than the line cap (an unbounded source such as
+    /// `/dev/zero`, or not an events file).
+    #[error(
+        "read events file {}, line {line}: the line is longer than {limit} bytes, the cap on one event: pass the file `nuvira run --events` wrote",
+        path.display()
+    )]
+    LineTooLong {
+        /// The file.
+        path: PathBuf,
+        /// The 1-based line number.
+        line: u64,
+        /// The cap, in bytes.
+        limit: u64,
+    },
+    /// The events file is larger than the total cap.
+    #[error(
+        "read events file {}, line {line}: the file is larger than {limit} bytes, the cap on events files: raise it with NUVIRA_MAX_EVENTS_BYTES=BYTES if the file is right",
+        path.display()
+    )]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// The 1-based line where the cap was crossed.
+        line: u64,
+        /// The cap, in bytes.
+        limit: u64,
+    },
+    /// A cap variable is set to something that is not a positive number of bytes.
+    #[error(
+        "read the cap {var}={value:?}: not a positive number of bytes: set it to e.g. 2147483648 or unset it"
+    )]
+    BadLimit {
+        /// The variable.
+        var: &'static str,
+        /// Its value.
+        value: String,
     },
     /// A report file could not be written.
     #[error("write report {}: {source}", path.display())]

@@ -32,6 +32,7 @@
 use crate::github::{MAX_ERRORS, command, escape_data, escape_property};
 use crate::human_ms;
 use nuvira_api::TestResult;
+use nuvira_api::text::escape_control as esc;
 use serde_json::{Value, json};
 use std::fmt::Write as _;
 
@@ -45,13 +46,13 @@ pub fn text(r: &TestResult) -> String {
     let mut out = String::new();
     for f in &r.failures {
         let at = match (&f.file, f.line) {
-            (Some(file), Some(line)) => format!(" ({file}:{line})"),
-            (Some(file), None) => format!(" ({file})"),
+            (Some(file), Some(line)) => format!(" ({}:{line})", esc(file)),
+            (Some(file), None) => format!(" ({})", esc(file)),
             _ => String::new(),
         };
-        let _ = writeln!(out, "FAIL {}{at}", f.name);
+        let _ = writeln!(out, "FAIL {}{at}", esc(&f.name));
         for line in f.message.lines().take(TEXT_MESSAGE_LINES) {
-            let _ = writeln!(out, "    {line}");
+            let _ = writeln!(out, "    {}", esc(line));
         }
     }
     if let Some(s) = &r.sandbox {
@@ -74,7 +75,8 @@ pub fn text(r: &TestResult) -> String {
 
 /// The test result as pretty-printed JSON and a newline, always with a `sandbox` object
 /// (`kind`, `image`, `container_id`, `timed_out`, `oom_killed`, `exit_code`; empty and false
-/// when the result has no sandbox).
+/// when the result has no sandbox; `skipped_special_files` when the sandbox left FIFOs,
+/// sockets or devices of the workspace out).
 pub fn json(r: &TestResult) -> String {
     let mut v = match serde_json::to_value(r) {
         Ok(v) => v,
@@ -82,17 +84,18 @@ pub fn json(r: &TestResult) -> String {
     };
     if let Value::Object(map) = &mut v {
         let info = r.sandbox.clone().unwrap_or_default();
-        map.insert(
-            "sandbox".into(),
-            json!({
-                "kind": info.kind,
-                "image": info.image,
-                "container_id": info.container_id,
-                "timed_out": info.timed_out,
-                "oom_killed": info.oom_killed,
-                "exit_code": info.exit_code,
-            }),
-        );
+        let mut sandbox = json!({
+            "kind": info.kind,
+            "image": info.image,
+            "container_id": info.container_id,
+            "timed_out": info.timed_out,
+            "oom_killed": info.oom_killed,
+            "exit_code": info.exit_code,
+        });
+        if !info.skipped_special_files.is_empty() {
+            sandbox["skipped_special_files"] = json!(info.skipped_special_files);
+        }
+        map.insert("sandbox".into(), sandbox);
     }
     match serde_json::to_string_pretty(&v) {
         Ok(mut s) => {

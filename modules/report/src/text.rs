@@ -1,7 +1,11 @@
-//! The plain-text report, for a terminal.
+//! The plain-text report, for a terminal. Every text that came from a plan, a repository or a
+//! tool (step ids, paths, titles, messages, the goal) is shown with its control characters
+//! escaped ([`nuvira_api::text::escape_control`]), so a file name cannot forge lines or
+//! recolour the terminal.
 
 use crate::builder::location;
 use crate::{ExecutionReport, human_ms, is_rolled_back, run_label, severity_label, step_label};
+use nuvira_api::text::escape_control as esc;
 use std::fmt::Write as _;
 
 /// Renders the report as plain text.
@@ -14,17 +18,23 @@ pub fn render(r: &ExecutionReport) -> String {
         run_label(r.status)
     );
     if !r.goal.is_empty() {
-        let _ = writeln!(o, "goal: {}", r.goal);
+        let _ = writeln!(o, "goal: {}", esc(&r.goal));
     }
     if r.dry_run {
         o.push_str("dry run: nothing was written\n");
     }
     if let Some(reason) = &r.cancel_reason {
-        let _ = writeln!(o, "cancelled: {reason}");
+        let _ = writeln!(o, "cancelled: {}", esc(reason));
     }
-    let _ = writeln!(o, "{}", r.summary);
+    let _ = writeln!(o, "{}", esc(&r.summary));
     let _ = writeln!(o, "duration: {}\n", human_ms(r.duration_ms));
-    let w = r.steps.iter().map(|s| s.id.len()).max().unwrap_or(4).max(4);
+    let w = r
+        .steps
+        .iter()
+        .map(|s| esc(&s.id).len())
+        .max()
+        .unwrap_or(4)
+        .max(4);
     let _ = writeln!(
         o,
         "  {:<w$}  {:<9}  {:>8}  result",
@@ -35,10 +45,10 @@ pub fn render(r: &ExecutionReport) -> String {
         let _ = writeln!(
             o,
             "  {:<w$}  {:<9}  {:>8}  {}",
-            s.id,
+            esc(&s.id),
             step_label(s),
             s.duration_ms.map(human_ms).unwrap_or_default(),
-            first_line(&result)
+            esc(first_line(&result))
         );
     }
     let findings: Vec<_> = r.findings().collect();
@@ -53,10 +63,10 @@ pub fn render(r: &ExecutionReport) -> String {
                 o,
                 "  {:<7} {} [{}] {}: {}",
                 severity_label(f.severity),
-                location(f),
-                s.id,
-                f.title,
-                first_line(&f.message)
+                esc(&location(f)),
+                esc(&s.id),
+                esc(&f.title),
+                esc(first_line(&f.message))
             );
         }
     }
@@ -74,7 +84,7 @@ pub fn render(r: &ExecutionReport) -> String {
             let _ = writeln!(
                 o,
                 "  {:<40} +{:<4} -{:<4} [{}]{}",
-                c.path,
+                esc(&c.path),
                 c.additions,
                 c.deletions,
                 s.id,
@@ -89,7 +99,7 @@ pub fn render(r: &ExecutionReport) -> String {
     if !r.follow_up.is_empty() {
         o.push_str("\nnext:\n");
         for f in &r.follow_up {
-            let _ = writeln!(o, "  - {f}");
+            let _ = writeln!(o, "  - {}", esc(f));
         }
     }
     o

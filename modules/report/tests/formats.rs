@@ -139,3 +139,28 @@ proptest::proptest! {
         }
     }
 }
+
+#[test]
+fn text_escapes_control_characters_in_untrusted_text() {
+    let mut events = sample::failing_run();
+    if let nuvira_api::EventKind::RunStarted { plan, .. } = &mut events[0].kind {
+        std::sync::Arc::make_mut(plan).goal = "fix evil\x1b[31m\nname.rs".into();
+    }
+    for e in &mut events {
+        if let nuvira_api::EventKind::StepFailed {
+            output: Some(out), ..
+        } = &mut e.kind
+            && let nuvira_api::StepOutput::Test(t) = std::sync::Arc::make_mut(out)
+        {
+            t.failures[0].file = Some("evil\x1b[31m\nname.rs".into());
+        }
+    }
+    let text = render(&live(&events), Format::Text);
+    assert!(!text.contains('\x1b'), "{text}");
+    assert!(
+        text.contains("goal: fix evil\\x1b[31m\\nname.rs\n"),
+        "{text}"
+    );
+    assert!(text.contains("evil\\x1b[31m\\nname.rs"), "{text}");
+    assert!(!text.lines().any(|l| l.starts_with("name.rs")), "{text}");
+}

@@ -20,7 +20,7 @@
 
 use super::{
     CONTAINER_LABEL, CONTAINER_WORKDIR, DEFAULT_IMAGE, DOCKER_HINT, OnCreated, Tail,
-    check_collect_path, check_dir, host_toolchain, is_host_image, workspace_entries,
+    check_collect_path, check_dir, host_toolchain, is_host_image,
 };
 use bollard::Docker;
 use bollard::container::LogOutput;
@@ -171,10 +171,11 @@ impl DockerSandbox {
         // The file list is made up front (a bad workspace fails before any container exists);
         // the tar itself is streamed to the engine during the upload.
         let (workspace, include_ignored) = (request.workspace.clone(), request.include_ignored);
-        let entries =
-            tokio::task::spawn_blocking(move || workspace_entries(&workspace, include_ignored))
-                .await
-                .map_err(|e| SandboxError::Failed(format!("list the workspace: {e}")))??;
+        let (entries, special) = tokio::task::spawn_blocking(move || {
+            crate::workspace_entries_noting_special(&workspace, include_ignored)
+        })
+        .await
+        .map_err(|e| SandboxError::Failed(format!("list the workspace: {e}")))??;
         let tar = WorkspaceTar {
             root: request.workspace.clone(),
             entries,
@@ -227,6 +228,7 @@ impl DockerSandbox {
         info.kind = "docker".into();
         info.image = Some(image.clone());
         info.container_id = Some(id.clone());
+        info.skipped_special_files = special;
         on_created(&info);
 
         // Cancellation is honoured in every phase (upload, start, wait, collect).
@@ -770,7 +772,7 @@ mod tests {
     fn tar_names(root: &Path, include_ignored: bool) -> Vec<String> {
         let tar = WorkspaceTar {
             root: root.to_path_buf(),
-            entries: workspace_entries(root, include_ignored).unwrap(),
+            entries: crate::workspace_entries(root, include_ignored).unwrap(),
         };
         let mut buf = Vec::new();
         tar.pack(&mut buf).unwrap();

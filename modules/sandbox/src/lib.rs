@@ -413,16 +413,40 @@ pub(crate) fn walk_options(include_ignored: bool) -> WalkOptions {
 }
 
 /// The entries of `root` that go into a sandbox ([`walk_options`]), as workspace-relative paths
-/// (folders included, parents before children). The Docker tar is built from them; the local
-/// sandbox copies with [`nuvira_workspace::copy_tree`] under the same options.
-#[cfg(feature = "docker")]
+/// (folders included, parents before children), for the Docker tar's tests.
+#[cfg(all(test, feature = "docker"))]
 pub(crate) fn workspace_entries(
     root: &Path,
     include_ignored: bool,
 ) -> Result<Vec<PathBuf>, SandboxError> {
-    nuvira_workspace::walk(root, walk_options(include_ignored))
-        .map(|entries| entries.into_iter().map(|e| e.rel).collect())
+    workspace_entries_noting_special(root, include_ignored).map(|(entries, _)| entries)
+}
+
+/// The entries of `root` that go into a sandbox ([`walk_options`]), as workspace-relative paths
+/// (folders included, parents before children), and the special files left out (see
+/// [`special_names`]). The Docker tar is built from them.
+#[cfg(feature = "docker")]
+pub(crate) fn workspace_entries_noting_special(
+    root: &Path,
+    include_ignored: bool,
+) -> Result<(Vec<PathBuf>, Vec<String>), SandboxError> {
+    nuvira_workspace::walk::walk_noting_special(root, walk_options(include_ignored))
+        .map(|(entries, special)| {
+            (
+                entries.into_iter().map(|e| e.rel).collect(),
+                special_names(&special),
+            )
+        })
         .map_err(|e| SandboxError::Failed(format!("list the workspace: {e}")))
+}
+
+/// Workspace-relative names of skipped special files, as [`SandboxInfo`](nuvira_api::SandboxInfo)
+/// reports them (`/`-separated).
+pub(crate) fn special_names(special: &[PathBuf]) -> Vec<String> {
+    special
+        .iter()
+        .map(|p| p.to_string_lossy().replace('\\', "/"))
+        .collect()
 }
 
 /// Collects a stream's bytes, keeping only the last [`OUTPUT_CAP`] (runners print their

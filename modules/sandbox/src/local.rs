@@ -89,12 +89,14 @@ impl LocalSandbox {
             copy.path().to_path_buf(),
             request.include_ignored,
         );
-        tokio::task::spawn_blocking(move || copy_workspace(&src, &dst, include_ignored))
-            .await
-            .map_err(|e| SandboxError::Failed(format!("copy the workspace: {e}")))??;
+        let special =
+            tokio::task::spawn_blocking(move || copy_workspace(&src, &dst, include_ignored))
+                .await
+                .map_err(|e| SandboxError::Failed(format!("copy the workspace: {e}")))??;
 
         let mut info = SandboxInfo::default();
         info.kind = "local".into();
+        info.skipped_special_files = special;
         on_created(&info);
 
         let workdir = copy.path().join(check_dir(&request.dir)?);
@@ -387,8 +389,14 @@ async fn join_output(task: tokio::task::JoinHandle<Tail>, grace: Duration) -> Ta
 
 /// Copies the workspace into `dst` by the sandbox's walk rules ([`walk_options`]): folders,
 /// files (with their permissions) and symbolic links (as links).
-fn copy_workspace(src: &Path, dst: &Path, include_ignored: bool) -> Result<(), SandboxError> {
-    nuvira_workspace::copy_tree(src, dst, walk_options(include_ignored))
+/// Returns the special files (FIFOs, sockets) left out.
+fn copy_workspace(
+    src: &Path,
+    dst: &Path,
+    include_ignored: bool,
+) -> Result<Vec<String>, SandboxError> {
+    nuvira_workspace::walk::copy_tree_noting_special(src, dst, walk_options(include_ignored))
+        .map(|special| crate::special_names(&special))
         .map_err(|e| SandboxError::Failed(format!("copy the workspace: {e}")))
 }
 

@@ -15,6 +15,9 @@
 //!   [`WalkOptions::skip_build_dirs`], ignored or not.
 //! - Hidden files (dotfiles) are walked; symbolic links are reported as links and never
 //!   followed.
+//! - Special files (FIFOs, sockets, devices) are never walked, listed or copied: a FIFO would
+//!   block a reader and neither can go into a tar. [`walk_noting_special`] and
+//!   [`copy_tree_noting_special`] name the ones left out, so callers can say so.
 //!
 //! Entries come sorted by file name, parents before children.
 
@@ -105,6 +108,18 @@ pub enum WalkError {
 /// [`WalkError::NotADirectory`] when `root` is not a folder, [`WalkError::Walk`] when an entry
 /// cannot be read.
 pub fn walk(root: &Path, options: WalkOptions) -> Result<Vec<WalkEntry>, WalkError> {
+    walk_noting_special(root, options).map(|(entries, _)| entries)
+}
+
+/// Like [`walk`], and also the special files (FIFOs, sockets, devices) it left out, relative to
+/// `root`, in walk order.
+///
+/// # Errors
+/// As [`walk`].
+pub fn walk_noting_special(
+    root: &Path,
+    options: WalkOptions,
+) -> Result<(Vec<WalkEntry>, Vec<PathBuf>), WalkError> {
     if !root.is_dir() {
         return Err(WalkError::NotADirectory {
             root: root.to_path_buf(),
@@ -132,6 +147,7 @@ pub fn walk(root: &Path, options: WalkOptions) -> Result<Vec<WalkEntry>, WalkErr
             && BUILD_DIRS.iter().any(|n| name == OsStr::new(n)))
     });
     let mut out = Vec::new();
+    let mut special = Vec::new();
     for entry in builder.build() {
         let entry = entry.map_err(|source| WalkError::Walk {
             root: root.to_path_buf(),
@@ -151,6 +167,9 @@ pub fn walk(root: &Path, options: WalkOptions) -> Result<Vec<WalkEntry>, WalkErr
             EntryKind::File
         } else {
             // Sockets, FIFOs, devices: not a user's source files.
+            if let Ok(rel) = entry.path().strip_prefix(root) {
+                special.push(rel.to_path_buf());
+            }
             continue;
         };
         if let Ok(rel) = entry.path().strip_prefix(root) {
@@ -160,7 +179,7 @@ pub fn walk(root: &Path, options: WalkOptions) -> Result<Vec<WalkEntry>, WalkErr
             });
         }
     }
-    Ok(out)
+    Ok((out, special))
 }
 
 /// Copies what [`walk`] finds in `from` into the folder `to` (created if missing): folders,
@@ -170,7 +189,20 @@ pub fn walk(root: &Path, options: WalkOptions) -> Result<Vec<WalkEntry>, WalkErr
 /// # Errors
 /// As [`walk`], and [`WalkError::Copy`] naming the path that could not be copied.
 pub fn copy_tree(from: &Path, to: &Path, options: WalkOptions) -> Result<(), WalkError> {
-    let entries = walk(from, options)?;
+    copy_tree_noting_special(from, to, options).map(|_| ())
+}
+
+/// Like [`copy_tree`], and returns the special files (FIFOs, sockets, devices) it left out,
+/// relative to `from`.
+///
+/// # Errors
+/// As [`copy_tree`].
+pub fn copy_tree_noting_special(
+    from: &Path,
+    to: &Path,
+    options: WalkOptions,
+) -> Result<Vec<PathBuf>, WalkError> {
+    let (entries, special) = walk_noting_special(from, options)?;
     let fail = |action: &'static str, path: &Path| {
         let path = path.to_path_buf();
         move |source| WalkError::Copy {
@@ -197,7 +229,7 @@ pub fn copy_tree(from: &Path, to: &Path, options: WalkOptions) -> Result<(), Wal
             }
         }
     }
-    Ok(())
+    Ok(special)
 }
 
 #[cfg(test)]

@@ -56,6 +56,9 @@ pub struct RunnerOutput {
     pub json_report: Option<String>,
     /// The sandbox killed it at its wall-clock timeout.
     pub timed_out: bool,
+    /// The sandbox killed it for exceeding its memory limit (kept apart from `timed_out`, so
+    /// an OOM kill is never reported as a timeout).
+    pub oom_killed: bool,
 }
 
 impl RunnerOutput {
@@ -94,16 +97,24 @@ impl RunnerOutput {
         self
     }
 
+    /// Builder-style: marks the run as killed for exceeding its memory limit.
+    #[must_use]
+    pub fn oom_killed(mut self, yes: bool) -> Self {
+        self.oom_killed = yes;
+        self
+    }
+
     /// Builds the parser input from a sandbox outcome: stdout, stderr, exit code, the timeout
-    /// flag, and the collected files (`*.xml` as JUnit, `*.json` as the JSON report).
+    /// and OOM flags, and the collected files (`*.xml` as JUnit, `*.json` as the JSON report).
     pub fn from_outcome(outcome: &SandboxOutcome) -> Self {
         Self::from_parts(
             &outcome.stdout,
             &outcome.stderr,
             outcome.exit_code,
-            outcome.timed_out || outcome.oom_killed,
+            outcome.timed_out,
             &outcome.collected,
         )
+        .oom_killed(outcome.oom_killed)
     }
 
     /// Like [`from_outcome`](Self::from_outcome), from the pieces.
@@ -130,7 +141,9 @@ impl RunnerOutput {
     }
 
     fn killed(&self) -> Option<&'static str> {
-        if self.timed_out {
+        if self.oom_killed {
+            Some("killed for exceeding its memory limit")
+        } else if self.timed_out {
             Some("killed at its timeout")
         } else {
             match self.exit_code {
@@ -197,6 +210,9 @@ pub fn parse_output_with(
     result
 }
 
+/// The failure of a run the sandbox killed for exceeding its memory limit.
+pub const OOM_MESSAGE: &str = "the test run was killed for exceeding its memory limit (OOM): raise the limit with `--memory` (e.g. `--memory 2g`) or `memory` in the test step's config";
+
 /// Parses what a sandbox run of a [`Detected`] command left behind — the one call the test
 /// module needs after `Sandbox::run`.
 ///
@@ -223,17 +239,16 @@ pub fn parse_outcome(
         None => parse_any(&output, root),
     };
     if outcome.oom_killed {
-        result.failures.insert(
-            0,
-            TestFailure::new(
-                "test run",
-                "the test run was killed for exceeding its memory limit",
-            ),
-        );
+        // One cause, the right one: the whole-run failures the parser derived from the kill
+        // (its exit code, the missing summary) give way to the one that names the memory limit.
+        result.failures.retain(|f| f.name != "test run");
+        result
+            .failures
+            .insert(0, TestFailure::new("test run", OOM_MESSAGE));
         if result.failed == 0 {
             result.failed = 1;
-            result.total = result.passed + 1;
         }
+        result.total = result.passed + result.failed;
         result.success = false;
     }
     // Parsers give paths relative to where the runner ran; make them workspace-relative.
