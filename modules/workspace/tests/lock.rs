@@ -34,16 +34,18 @@ fn the_lock_is_shared_within_a_process_and_names_its_holder_in_the_file() {
     let mut txn = journal.begin("run-1", None);
     txn.apply(&[op("a.txt", "ALPHA\n")]).unwrap();
     txn.commit().unwrap();
+    // A record of fixed size, padded with newlines: written in place, never truncated.
     let text = read(dir.path(), ".nuvira/lock");
+    assert_eq!(text.len(), 512);
     assert_eq!(
-        text,
-        format!("{}\nnuvira apply e.yaml\n", std::process::id())
+        text.trim_end_matches('\n'),
+        format!("{}\nnuvira apply e.yaml", std::process::id())
     );
     assert_eq!(held.root(), ws.root());
     assert_eq!(read(dir.path(), ".nuvira/.gitignore"), "*\n");
     drop(held);
     assert_eq!(
-        read(dir.path(), ".nuvira/lock"),
+        read(dir.path(), ".nuvira/lock").trim_end_matches('\n'),
         "",
         "a released lock names nobody"
     );
