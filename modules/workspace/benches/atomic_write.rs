@@ -8,6 +8,10 @@
 //! `nuvira_atomic_write`, the path-based write a batch did before. The target is one folder
 //! deep (`sub/file.txt`), so the walk opens one folder per write.
 //!
+//! `nuvira_write_at_locked` adds the repository lock (issue 11): acquire `.nuvira/lock`
+//! (`flock`), write, release, per write. A batch takes the lock once for all its files, so this
+//! is the worst case, a one-file batch; its baseline is `nuvira_atomic_write` too.
+//!
 //! Two groups: on the disk (`/tmp` or `$TMPDIR`), where the two fsyncs dominate and a busy
 //! machine adds a lot of noise, and on tmpfs (`/dev/shm`, when present), where fsync is nearly
 //! free, which isolates what our code adds over the hand-written baseline.
@@ -42,6 +46,19 @@ fn group(c: &mut Criterion, name: &str, base: &Path) {
     });
     group.bench_function("nuvira_write_at", |b| {
         b.iter(|| ws.write_at(&resolved, &content, None).unwrap());
+    });
+    group.bench_function("nuvira_write_at_locked", |b| {
+        b.iter(|| {
+            let lock = nuvira_workspace::RepoLock::acquire(
+                &ws,
+                "bench",
+                nuvira_workspace::LockWait::Fail,
+                |_| {},
+            )
+            .unwrap();
+            ws.write_at(&resolved, &content, None).unwrap();
+            drop(lock);
+        });
     });
     group.finish();
 }
