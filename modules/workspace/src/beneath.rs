@@ -109,8 +109,20 @@ impl Workspace {
         shown: String,
         e: io::Error,
     ) -> WorkspaceError {
+        // The component was a folder when the path was checked. Opened without following
+        // links, it now fails as "not a directory" or "too many links": it was swapped for
+        // something else, though it may be back by the time we look again.
+        #[cfg(unix)]
+        let too_many_links = e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error());
+        #[cfg(not(unix))]
+        let too_many_links = false;
+        let swapped = e.kind() == io::ErrorKind::NotADirectory || too_many_links;
         match dir.symlink_metadata(name) {
             Ok(m) if m.file_type().is_symlink() => WorkspaceError::BecameSymlink {
+                path: path.to_owned(),
+                link: shown,
+            },
+            _ if swapped => WorkspaceError::BecameSymlink {
                 path: path.to_owned(),
                 link: shown,
             },
