@@ -470,7 +470,13 @@ mod tests {
         ] {
             assert!(is_credential(name), "{name}");
         }
-        for name in ["PATH", "HOME", "CARGO_HOME", "TOKENIZERS_PARALLELISM", "RUST_BACKTRACE"] {
+        for name in [
+            "PATH",
+            "HOME",
+            "CARGO_HOME",
+            "TOKENIZERS_PARALLELISM",
+            "RUST_BACKTRACE",
+        ] {
             assert!(!is_credential(name), "{name}");
         }
     }
