@@ -71,6 +71,53 @@ fn renaming_a_symlink_that_points_outside_is_refused_as_an_escape() {
     guard.assert_unchanged(outside.path());
 }
 
+#[test]
+fn deleting_a_symlink_is_refused_naming_the_link_and_deletes_nothing() {
+    let r = tempfile::tempdir().unwrap();
+    write(r.path(), "src/target.txt", "the target\n");
+    std::os::unix::fs::symlink("target.txt", r.path().join("src/link.txt")).unwrap();
+    let before = Sentinel::of(r.path());
+    let (code, stderr) = apply(
+        r.path(),
+        "edits:\n  - strategy: delete-file\n    path: src/link.txt\n",
+    );
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("`src/link.txt`: it is a symlink to `target.txt`"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("nothing was deleted"), "{stderr}");
+    // The target is still there and the link still points at it.
+    assert_eq!(
+        std::fs::read_to_string(r.path().join("src/target.txt")).unwrap(),
+        "the target\n"
+    );
+    assert_eq!(
+        std::fs::read_link(r.path().join("src/link.txt")).unwrap(),
+        Path::new("target.txt")
+    );
+    let _ = std::fs::remove_dir_all(r.path().join(".nuvira"));
+    before.assert_unchanged(r.path());
+}
+
+#[test]
+fn deleting_a_symlink_that_points_outside_is_refused_and_the_target_stays() {
+    let outside = tempfile::tempdir().unwrap();
+    write(outside.path(), "secret.txt", "outside\n");
+    let guard = Sentinel::of(outside.path());
+    let r = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(outside.path().join("secret.txt"), r.path().join("link.txt"))
+        .unwrap();
+    let (code, stderr) = apply(
+        r.path(),
+        "edits:\n  - strategy: delete-file\n    path: link.txt\n",
+    );
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("link.txt"), "{stderr}");
+    assert!(r.path().join("link.txt").is_symlink());
+    guard.assert_unchanged(outside.path());
+}
+
 /// Applies `yaml` to a repository holding `rel` = `text`; asserts it is rejected with
 /// `needle` in the error and the file left as it was.
 fn assert_rejected(rel: &str, text: &str, yaml: &str, needle: &str) {

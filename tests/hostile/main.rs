@@ -11,6 +11,7 @@
 
 mod batches;
 mod edits;
+mod env;
 mod escaping;
 mod fuzz;
 mod journal;

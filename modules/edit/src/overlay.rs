@@ -229,6 +229,18 @@ impl FileView for Overlay<'_> {
 
     fn delete(&mut self, path: &str) -> Result<(), EditError> {
         let rel = self.touch(path, true)?;
+        // `rel` is the link's target: deleting it would leave the link dangling, and the
+        // journal restores files, not links.
+        if let Some(link) = self.symlink_named(path) {
+            return Err(EditError::new(
+                Some(path.to_owned()),
+                format!(
+                    "cannot delete `{path}`: it is a symlink to `{link}`, and deleting would remove \
+                     `{rel}` and leave the link dangling; nothing was deleted: delete the link \
+                     outside Nuvira (`git rm`), or delete `{rel}` itself"
+                ),
+            ));
+        }
         if !self.state(&rel).exists() {
             return Err(EditError::new(
                 Some(path.to_owned()),

@@ -24,7 +24,7 @@ pub mod local;
 
 #[cfg(feature = "docker")]
 pub use docker::{DockerSandbox, wait_for_removals};
-pub use local::{LocalSandbox, remove_stale};
+pub use local::{LocalSandbox, is_credential, remove_stale};
 
 use nuvira_api::{
     CancelSignal, NetworkMode, Sandbox, SandboxError, SandboxInfo, SandboxOutcome, SandboxRequest,

@@ -15,6 +15,11 @@
 //! `RLIMIT_DATA` bounds each process's heap, not the group's total, and `RLIMIT_NPROC` is not set
 //! because Linux counts it per user across the whole machine, not per sandbox. For hard limits
 //! on the whole run (memory, processes, network) use the Docker sandbox.
+//!
+//! Credentials stay out: the command inherits this process's environment minus every variable
+//! [`is_credential`] names (model keys, `GITHUB_TOKEN`, anything ending in `_API_KEY`, `_TOKEN`,
+//! `_SECRET` or `_PASSWORD`), since a test command from a hostile repository could read them. A
+//! variable the request's own `env` sets is passed as set: the plan chose to pass it.
 
 use super::{OnCreated, Tail, check_collect_path, check_dir, walk_options};
 use nix::sys::signal::{Signal, killpg};
@@ -130,6 +135,12 @@ impl LocalSandbox {
                 c
             }
         };
+        for (key, _) in std::env::vars_os() {
+            let Some(name) = key.to_str() else { continue };
+            if is_credential(name) && !request.env.contains_key(name) {
+                cmd.env_remove(&key);
+            }
+        }
         cmd.current_dir(&workdir)
             .envs(&request.env)
             .stdin(Stdio::null())
@@ -221,6 +232,31 @@ impl Sandbox for LocalSandbox {
     ) -> Result<SandboxOutcome, SandboxError> {
         self.run_observed(request, cancel, &|_| {}).await
     }
+}
+
+/// The credential variables Nuvira knows by name: the model keys `nuvira-llm` reads and the
+/// tokens of CI systems. [`is_credential`] also matches any name with a [`CREDENTIAL_SUFFIXES`]
+/// ending.
+pub const CREDENTIAL_VARS: &[&str] = &[
+    "NUVIRA_LLM_API_KEY",
+    "OPENAI_API_KEY",
+    "ANTHROPIC_API_KEY",
+    "GITHUB_TOKEN",
+    "GH_TOKEN",
+    "ACTIONS_RUNTIME_TOKEN",
+    "ACTIONS_ID_TOKEN_REQUEST_TOKEN",
+];
+
+/// Endings (compared ignoring ASCII case) that make a variable a credential.
+pub const CREDENTIAL_SUFFIXES: &[&str] = &["_API_KEY", "_TOKEN", "_SECRET", "_PASSWORD"];
+
+/// Whether the variable `name` holds a credential, which the local sandbox does not pass on to
+/// the command unless the request's `env` sets it: one of [`CREDENTIAL_VARS`] or a name ending
+/// in one of [`CREDENTIAL_SUFFIXES`].
+pub fn is_credential(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    CREDENTIAL_VARS.contains(&upper.as_str())
+        || CREDENTIAL_SUFFIXES.iter().any(|s| upper.ends_with(s))
 }
 
 /// How the folders of workspace copies begin: `nuvira-sandbox-<owning pid>-<random>` in the
@@ -418,6 +454,31 @@ mod tests {
         let pid = child.id();
         child.wait().unwrap();
         pid
+    }
+
+    #[test]
+    fn credentials_are_named_by_list_and_suffix() {
+        for name in [
+            "NUVIRA_LLM_API_KEY",
+            "OPENAI_API_KEY",
+            "GITHUB_TOKEN",
+            "GH_TOKEN",
+            "ACTIONS_ID_TOKEN_REQUEST_TOKEN",
+            "AWS_SECRET",
+            "DB_PASSWORD",
+            "npm_token",
+        ] {
+            assert!(is_credential(name), "{name}");
+        }
+        for name in [
+            "PATH",
+            "HOME",
+            "CARGO_HOME",
+            "TOKENIZERS_PARALLELISM",
+            "RUST_BACKTRACE",
+        ] {
+            assert!(!is_credential(name), "{name}");
+        }
     }
 
     #[test]
