@@ -287,3 +287,67 @@ fn a_formatter_runs_outside_the_repository() {
         "the formatter ran in the repository"
     );
 }
+
+/// `nuvira run`: a `format: true` edit step's formatter runs in the run's sandbox (here the
+/// local one: its own temporary copy), its output is applied, and what it writes where it runs
+/// never reaches the repository.
+#[test]
+fn a_run_formats_in_the_runs_sandbox() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = repo(dir.path());
+    let bin = dir.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let fake = bin.join("prettier");
+    std::fs::write(
+        &fake,
+        "#!/bin/sh\npwd > \"$FAKE_LOG\"\nls -a > started-here.txt\ncat\necho '<!-- formatted -->'\n",
+    )
+    .unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let plan = dir.path().join("plan.yaml");
+    std::fs::write(
+        &plan,
+        "goal: g\nsteps:\n  - id: write\n    module: edit\n    config:\n      format: true\n      edits:\n        - { strategy: whole-file, path: notes.md, content: \"# notes\\n\" }\n",
+    )
+    .unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let log = dir.path().join("formatter.log");
+    let out = nuvira()
+        .env("PATH", path)
+        .env("FAKE_LOG", &log)
+        .arg("run")
+        .arg(&plan)
+        .arg("--repo")
+        .arg(&repo)
+        .args(["--sandbox", "local"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(repo.join("notes.md")).unwrap(),
+        "# notes\n<!-- formatted -->\n",
+        "the formatter's output is applied"
+    );
+    let log = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        log.contains("nuvira-sandbox-"),
+        "the formatter ran in the local sandbox's copy: {log}"
+    );
+    assert!(!log.contains(&repo.display().to_string()), "{log}");
+    assert!(
+        !repo.join("started-here.txt").exists(),
+        "the formatter wrote into the repository"
+    );
+}
