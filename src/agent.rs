@@ -30,11 +30,7 @@ pub fn configure(
     stage: Option<Arc<RecoverStage>>,
 ) -> EngineBuilder {
     let stage = stage.unwrap_or_else(recover_stage);
-    let editor = nuvira_edit::Editor::standard();
-    let mut edit = nuvira_edit::EditModule::new(editor.clone());
-    if llm.is_some() {
-        edit = edit.with_instructions(Arc::new(ModelEditor::new(editor)));
-    }
+    let edit = edit_module(llm);
     let modules: Vec<Arc<dyn Module>> = crate::defaults::modules()
         .into_iter()
         .map(|m| {
@@ -49,6 +45,18 @@ pub fn configure(
         .into_iter()
         .fold(builder, |b, m| b.replace_module(stage.wrap(m)));
     builder.recovery(stage)
+}
+
+/// The edit module [`configure`] installs: the standard editor, with the model-written edits
+/// hook when a model is configured.
+pub(crate) fn edit_module(llm: Option<&Arc<dyn LlmClient>>) -> nuvira_edit::EditModule {
+    let editor = nuvira_edit::Editor::standard();
+    let edit = nuvira_edit::EditModule::new(editor.clone());
+    if llm.is_some() {
+        edit.with_instructions(Arc::new(ModelEditor::new(editor)))
+    } else {
+        edit
+    }
 }
 
 /// A model planner whose plans must also pass `engine`'s validation, emitting `plan:*` events

@@ -374,6 +374,11 @@ async fn run(args: Args) -> Result<u8, Fail> {
         let verify = nuvira_verify::VerifyModule::default().with_sandbox(sandbox);
         builder = builder.replace_module(stage.wrap(Arc::new(verify)));
     }
+    // Formatters of `format: true` edit steps run in the run's sandbox too (else a local copy).
+    if let Some(sandbox) = format_sandbox(&plan, &args).await? {
+        let edit = crate::agent::edit_module(llm.as_ref()).with_sandbox(sandbox);
+        builder = builder.replace_module(stage.wrap(Arc::new(edit)));
+    }
     let engine = builder.build();
     let validated = match engine.validate(&plan) {
         Ok(v) => Arc::new(v),
@@ -656,7 +661,6 @@ async fn lint_sandbox(
     plan: &ExecutionPlan,
     args: &Args,
 ) -> Result<Option<Arc<dyn nuvira_api::Sandbox>>, Fail> {
-    use nuvira_sandbox::SandboxKind;
     let linted: Vec<&str> = plan
         .steps
         .iter()
@@ -669,7 +673,41 @@ async fn lint_sandbox(
         })
         .map(|s| s.id.as_str())
         .collect();
-    if linted.is_empty() || args.dry_run {
+    run_sandbox(&linted, "lint commands", args).await
+}
+
+/// The sandbox the formatters of `format: true` edit steps run in: the run's, like
+/// [`lint_sandbox`], else a local one. `None` when no edit step formats or in a dry run.
+async fn format_sandbox(
+    plan: &ExecutionPlan,
+    args: &Args,
+) -> Result<Option<Arc<dyn nuvira_api::Sandbox>>, Fail> {
+    let formatted: Vec<&str> = plan
+        .steps
+        .iter()
+        .filter(|s| s.module == "edit")
+        .filter(|s| s.config.get("format").and_then(Value::as_bool) == Some(true))
+        .map(|s| s.id.as_str())
+        .collect();
+    if formatted.is_empty() || args.dry_run {
+        return Ok(None);
+    }
+    Ok(Some(
+        run_sandbox(&formatted, "formatters", args)
+            .await?
+            .unwrap_or_else(|| Arc::new(nuvira_sandbox::LocalSandbox::new())),
+    ))
+}
+
+/// The run's sandbox for what `steps` run (`what`): `None` for `--sandbox local`, when no
+/// step needs one, in a dry run, or when selecting failed other than for want of Docker.
+async fn run_sandbox(
+    steps: &[&str],
+    what: &str,
+    args: &Args,
+) -> Result<Option<Arc<dyn nuvira_api::Sandbox>>, Fail> {
+    use nuvira_sandbox::SandboxKind;
+    if steps.is_empty() || args.dry_run {
         return Ok(None);
     }
     let kind = match args.sandbox {
@@ -680,9 +718,9 @@ async fn lint_sandbox(
     match nuvira_sandbox::select(kind, args.image.as_deref()).await {
         Ok(sel) => Ok(Some(Arc::new(sel.sandbox))),
         Err(nuvira_api::SandboxError::Unavailable(msg)) => {
-            let ids: Vec<String> = linted.iter().map(|s| format!("`{s}`")).collect();
+            let ids: Vec<String> = steps.iter().map(|s| format!("`{s}`")).collect();
             Err(Fail::environment(format!(
-                "{msg}; the lint commands of step(s) {} need it (--sandbox docker), so nothing was run (pass --sandbox local or auto to run without Docker)",
+                "{msg}; the {what} of step(s) {} need it (--sandbox docker), so nothing was run (pass --sandbox local or auto to run without Docker)",
                 ids.join(", ")
             )))
         }

@@ -287,3 +287,98 @@ fn a_formatter_runs_outside_the_repository() {
         "the formatter ran in the repository"
     );
 }
+
+/// `nuvira run`: a `format: true` edit step's formatter runs in the run's sandbox (here the
+/// local one: its own temporary copy), its output is applied, and what it writes where it runs
+/// never reaches the repository.
+#[test]
+fn a_run_formats_in_the_runs_sandbox() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, stderr, log) = format_run(dir.path(), &["--sandbox", "local"]);
+    let repo = dir.path().join("repo");
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(
+        std::fs::read_to_string(repo.join("notes.md")).unwrap(),
+        "# notes\n<!-- formatted -->\n",
+        "the formatter's output is applied"
+    );
+    let log = log.unwrap();
+    assert!(
+        log.contains("nuvira-sandbox-"),
+        "the formatter ran in the local sandbox's copy: {log}"
+    );
+    assert!(!log.contains(&repo.display().to_string()), "{log}");
+    assert!(
+        !repo.join("started-here.txt").exists(),
+        "the formatter wrote into the repository"
+    );
+}
+
+/// With `--sandbox docker` the formatter runs in the container: the stand-in is visible there
+/// (the `nuvira-host` image mounts the host's PATH folders read-only), but the host's
+/// environment (`FAKE_LOG`) is not, and what it leaves where it runs stays in the container.
+#[test]
+fn a_run_on_docker_formats_in_the_container() {
+    if !docker_ready() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (code, stderr, log) = format_run(dir.path(), &["--sandbox", "docker"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("repo/notes.md")).unwrap(),
+        "# notes\n<!-- formatted -->\n",
+        "the formatter's output is applied"
+    );
+    assert_eq!(
+        log, None,
+        "the formatter ran with this machine's environment"
+    );
+    assert!(!dir.path().join("repo/started-here.txt").exists());
+}
+
+/// Runs a plan whose edit step writes `notes.md` with `format: true`, a stand-in `prettier`
+/// first on PATH (it logs where it runs and leaves a file there): the exit code, stderr and
+/// the log, if it ran.
+fn format_run(dir: &Path, flags: &[&str]) -> (Option<i32>, String, Option<String>) {
+    let repo = repo(dir);
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let fake = bin.join("prettier");
+    std::fs::write(
+        &fake,
+        "#!/bin/sh\npwd > \"$FAKE_LOG\"\nls -a > started-here.txt\ncat\necho '<!-- formatted -->'\n",
+    )
+    .unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let plan = dir.join("plan.yaml");
+    std::fs::write(
+        &plan,
+        "goal: g\nsteps:\n  - id: write\n    module: edit\n    config:\n      format: true\n      edits:\n        - { strategy: whole-file, path: notes.md, content: \"# notes\\n\" }\n",
+    )
+    .unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let log = dir.join("formatter.log");
+    let out = nuvira()
+        .env("PATH", path)
+        .env("FAKE_LOG", &log)
+        .arg("run")
+        .arg(&plan)
+        .arg("--repo")
+        .arg(&repo)
+        .args(flags)
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        std::fs::read_to_string(&log).ok(),
+    )
+}

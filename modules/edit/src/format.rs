@@ -10,9 +10,36 @@
 //! copies of the project's *data* config files only ([`CONFIGS`]: `rustfmt.toml`,
 //! `pyproject.toml`, `.prettierrc.json`, ...; regular files at the repository's root, at most
 //! 64 KiB, and no prettier config that names `plugins`), so the project's style still applies.
+//!
+//! Given a sandbox ([`crate::EditModule::with_sandbox`]: `nuvira run` gives the run's), that
+//! folder is the sandbox's workspace: the text goes in as a file, the formatter runs there
+//! (`sh -c '"$0" "$@" < input > output'`, no network, a timeout) and the output file is
+//! collected back. Without one, the formatter runs on the host in the temporary folder.
 
+use nuvira_api::{CancelSignal, Sandbox, SandboxRequest};
 use std::io::Write;
 use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How long one formatter may run in a sandbox.
+const SANDBOX_TIMEOUT: Duration = Duration::from_secs(60);
+/// The file the text goes into, in the sandbox's workspace.
+const INPUT: &str = "nuvira-format-input";
+/// The file the formatter's output goes into, collected back.
+const OUTPUT: &str = "nuvira-format-output";
+
+/// A sandbox to run formatters in, driven from the blocking thread the edit batch runs on.
+#[derive(Clone)]
+pub(crate) struct FormatSandbox {
+    /// The sandbox.
+    pub(crate) sandbox: Arc<dyn Sandbox>,
+    /// The runtime the edit module runs on (the batch runs in `spawn_blocking`, where
+    /// `Handle::block_on` is allowed).
+    pub(crate) handle: tokio::runtime::Handle,
+    /// The step's cancel signal.
+    pub(crate) cancel: Arc<dyn CancelSignal>,
+}
 
 /// The outcome of trying to format one file.
 pub(crate) enum Formatted {
@@ -102,8 +129,15 @@ fn copy_configs(program: &str, root: &std::path::Path, into: &std::path::Path) {
 }
 
 /// Formats `text` (the new content of `path`) with the matching formatter, using the data
-/// config files of `root` (see the module docs: it runs in a temporary folder, not in `root`).
-pub(crate) fn format(root: &std::path::Path, path: &str, text: &str) -> Formatted {
+/// config files of `root` (see the module docs: it runs in a temporary folder, not in `root`,
+/// inside `sandbox` when one is given). Must not be called on an async runtime's worker thread
+/// with a sandbox.
+pub(crate) fn format(
+    root: &std::path::Path,
+    path: &str,
+    text: &str,
+    sandbox: Option<&FormatSandbox>,
+) -> Formatted {
     let Some((program, args)) = command_for(path) else {
         return Formatted::NotApplicable;
     };
@@ -116,6 +150,9 @@ pub(crate) fn format(root: &std::path::Path, path: &str, text: &str) -> Formatte
         }
     };
     copy_configs(program, root, scratch.path());
+    if let Some(sandbox) = sandbox {
+        return in_sandbox(sandbox, scratch.path(), program, args, path, text);
+    }
     let child = Command::new(program)
         .args(&args)
         .current_dir(scratch.path())
@@ -166,6 +203,76 @@ pub(crate) fn format(root: &std::path::Path, path: &str, text: &str) -> Formatte
     }
 }
 
+/// Runs `program` in `sandbox` with `scratch` as its workspace (see the module docs).
+fn in_sandbox(
+    sandbox: &FormatSandbox,
+    scratch: &std::path::Path,
+    program: &str,
+    args: Vec<String>,
+    path: &str,
+    text: &str,
+) -> Formatted {
+    let kind = sandbox.sandbox.kind().to_owned();
+    if let Err(e) = std::fs::write(scratch.join(INPUT), text) {
+        return Formatted::Skipped(format!(
+            "{path}: not formatted, cannot write the text for `{program}`: {e}"
+        ));
+    }
+    let mut command = vec![
+        "sh".to_owned(),
+        "-c".to_owned(),
+        format!("\"$0\" \"$@\" < {INPUT} > {OUTPUT}"),
+        program.to_owned(),
+    ];
+    command.extend(args);
+    let mut request = SandboxRequest::new(scratch, command);
+    request.limits.timeout = SANDBOX_TIMEOUT;
+    request.collect = vec![OUTPUT.to_owned()];
+    let ran = sandbox
+        .handle
+        .block_on(sandbox.sandbox.run(&request, sandbox.cancel.as_ref()));
+    let out = match ran {
+        Ok(out) => out,
+        Err(e) => {
+            return Formatted::Skipped(format!(
+                "{path}: not formatted, the {kind} sandbox could not run `{program}`: {e}"
+            ));
+        }
+    };
+    if out.timed_out {
+        return Formatted::Skipped(format!(
+            "{path}: not formatted, `{program}` timed out after {}s in the {kind} sandbox",
+            SANDBOX_TIMEOUT.as_secs()
+        ));
+    }
+    match out.exit_code {
+        Some(0) => match out
+            .collected
+            .get(OUTPUT)
+            .map(|b| String::from_utf8(b.clone()))
+        {
+            Some(Ok(s)) if !s.is_empty() || text.is_empty() => Formatted::Text(s),
+            _ => Formatted::Skipped(format!(
+                "{path}: not formatted, `{program}` printed nothing"
+            )),
+        },
+        Some(127) => Formatted::Skipped(format!(
+            "{path}: not formatted, `{program}` is not installed in the {kind} sandbox"
+        )),
+        _ => {
+            let first = out
+                .stderr
+                .lines()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("");
+            Formatted::Skipped(format!(
+                "{path}: not formatted, `{program}` failed in the {kind} sandbox: {}",
+                first.trim()
+            ))
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -175,7 +282,7 @@ mod tests {
     fn files_without_a_formatter_are_left_alone() {
         let dir = tempfile::tempdir().unwrap();
         assert!(matches!(
-            format(dir.path(), "notes.txt", "x"),
+            format(dir.path(), "notes.txt", "x", None),
             Formatted::NotApplicable
         ));
     }
@@ -210,6 +317,7 @@ mod tests {
             repo.path(),
             "src/lib.rs",
             "fn main() {\n    let x = 1;\n}\n",
+            None,
         ) {
             Formatted::Text(t) => assert_eq!(t, "fn main() {\n\tlet x = 1;\n}\n"),
             Formatted::Skipped(why) => assert!(why.contains("rustfmt"), "{why}"),
@@ -226,7 +334,7 @@ mod tests {
     #[test]
     fn rustfmt_formats_rust_when_installed_and_a_missing_tool_is_only_a_warning() {
         let dir = tempfile::tempdir().unwrap();
-        match format(dir.path(), "src/lib.rs", "fn  main( ){}") {
+        match format(dir.path(), "src/lib.rs", "fn  main( ){}", None) {
             Formatted::Text(t) => assert_eq!(t, "fn main() {}\n"),
             Formatted::Skipped(why) => assert!(why.contains("rustfmt"), "{why}"),
             Formatted::NotApplicable => panic!("rust files have a formatter"),

@@ -140,6 +140,8 @@ pub struct Editor {
     strategies: BTreeMap<String, Arc<dyn EditStrategy>>,
     checker: Option<Arc<dyn SyntaxChecker>>,
     options: EditOptions,
+    /// Where formatters run (set by [`EditModule`] when it has a sandbox).
+    format_sandbox: Option<format::FormatSandbox>,
 }
 
 impl std::fmt::Debug for Editor {
@@ -148,6 +150,13 @@ impl std::fmt::Debug for Editor {
             .field("strategies", &self.strategies.keys().collect::<Vec<_>>())
             .field("checker", &self.checker.is_some())
             .field("options", &self.options)
+            .field(
+                "format_sandbox",
+                &self
+                    .format_sandbox
+                    .as_ref()
+                    .map(|s| s.sandbox.kind().to_owned()),
+            )
             .finish()
     }
 }
@@ -189,6 +198,14 @@ impl Editor {
     #[must_use]
     pub fn with_options(mut self, options: EditOptions) -> Self {
         self.options = options;
+        self
+    }
+
+    /// Builder-style: runs formatters in this sandbox, from the blocking thread the batch
+    /// runs on (the edit module's `spawn_blocking`), through `handle`.
+    #[must_use]
+    pub(crate) fn with_format_sandbox(mut self, sandbox: format::FormatSandbox) -> Self {
+        self.format_sandbox = Some(sandbox);
         self
     }
 
@@ -440,7 +457,7 @@ impl Editor {
             let Ok(text) = std::str::from_utf8(content) else {
                 continue;
             };
-            match format::format(ws.root(), path, text) {
+            match format::format(ws.root(), path, text, self.format_sandbox.as_ref()) {
                 format::Formatted::NotApplicable => {}
                 format::Formatted::Skipped(why) => preview.warnings.push(why),
                 format::Formatted::Text(formatted) if formatted != text => {

@@ -3,7 +3,7 @@
 use crate::{EditFailure, EditOptions, Editor, Emit, rejection_reasons};
 use nuvira_api::{
     ConfigError, EditEntry, ErrorCategory, Failure, Module, ModuleError, ModuleKind, PlanStep,
-    StepContext, StepOutput, WriteSet, async_trait,
+    Sandbox, StepContext, StepOutput, WriteSet, async_trait,
 };
 use nuvira_workspace::Workspace;
 use serde::Deserialize;
@@ -198,6 +198,7 @@ const NEEDS_EDITS: &str =
 pub struct EditModule {
     editor: Editor,
     instructions: Option<Arc<dyn InstructionEditor>>,
+    sandbox: Option<Arc<dyn Sandbox>>,
 }
 
 impl std::fmt::Debug for EditModule {
@@ -205,6 +206,10 @@ impl std::fmt::Debug for EditModule {
         f.debug_struct("EditModule")
             .field("editor", &self.editor)
             .field("instructions", &self.instructions.is_some())
+            .field(
+                "sandbox",
+                &self.sandbox.as_ref().map(|s| s.kind().to_owned()),
+            )
             .finish()
     }
 }
@@ -216,6 +221,7 @@ impl EditModule {
         Self {
             editor,
             instructions: None,
+            sandbox: None,
         }
     }
 
@@ -230,6 +236,15 @@ impl EditModule {
     #[must_use]
     pub fn with_instructions(mut self, hook: Arc<dyn InstructionEditor>) -> Self {
         self.instructions = Some(hook);
+        self
+    }
+
+    /// Builder-style: runs the formatters of `format: true` steps in this sandbox (the
+    /// temporary folder holding the text and the project's data configs is its workspace;
+    /// no network). Without one they run on the host in that folder.
+    #[must_use]
+    pub fn with_sandbox(mut self, sandbox: Arc<dyn Sandbox>) -> Self {
+        self.sandbox = Some(sandbox);
         self
     }
 
@@ -381,10 +396,18 @@ impl Module for EditModule {
             }
         };
         let defaults = self.editor.options();
-        let editor = self.editor.clone().with_options(EditOptions {
+        let mut editor = self.editor.clone().with_options(EditOptions {
             block_on_secrets: cfg.block_on_secrets.unwrap_or(defaults.block_on_secrets),
             format: cfg.format.unwrap_or(defaults.format),
         });
+        if let Some(sandbox) = &self.sandbox {
+            // The batch runs in `spawn_blocking` below, where blocking on the runtime is fine.
+            editor = editor.with_format_sandbox(crate::format::FormatSandbox {
+                sandbox: Arc::clone(sandbox),
+                handle: tokio::runtime::Handle::current(),
+                cancel: Arc::clone(ctx.cancel()),
+            });
+        }
         let mut ws = Workspace::open(ctx.workspace_root()).map_err(|e| {
             ModuleError::fatal(ErrorCategory::Io, format!("step `{}`: {e}", step.id))
         })?;
