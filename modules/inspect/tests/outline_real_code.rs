@@ -71,7 +71,7 @@ fn typescript_symbols_of_a_real_library_file() {
 
 #[test]
 fn python_symbols_of_the_standard_library_json_decoder() {
-    let src = include_str!("fixtures/py_json_decoder.py");
+    let src = include_str!("../../syntax/tests/fixtures/py_json_decoder.py");
     let language = language_of("json/decoder.py").unwrap();
     assert_eq!(language, "python");
     let o = outline(language, src);
@@ -103,7 +103,7 @@ fn python_symbols_of_the_standard_library_json_decoder() {
 
 #[test]
 fn javascript_symbols_of_a_real_library_file() {
-    let src = include_str!("fixtures/js_zod_v4_core_checks.js");
+    let src = include_str!("../../syntax/tests/fixtures/js_zod_v4_core_checks.js");
     let language = language_of("v4/core/checks.js").unwrap();
     assert_eq!(language, "javascript");
     let o = outline(language, src);
