@@ -12,6 +12,9 @@
 //! A second group measures makespan on a layered graph of 1 ms sleep steps against the
 //! critical path's own sleeps run back to back in one task (the bound no scheduler can beat).
 //!
+//! A third group runs the baseline and Nuvira (history off) on the same graphs while a
+//! competing process spins on one of the machine's cores, started and stopped by the bench.
+//!
 //! `cargo bench --bench scheduler`
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
@@ -132,7 +135,38 @@ fn runtime() -> tokio::runtime::Runtime {
         .unwrap_or_else(|e| panic!("cannot build a tokio runtime: {e}"))
 }
 
+/// A process that keeps one core busy while it lives (`sh` spinning in a loop): the "one core
+/// taken by another process" condition of issue 17, in the same bench run as the quiet one.
+struct Competitor(std::process::Child);
+
+impl Competitor {
+    fn start() -> Self {
+        let child = std::process::Command::new("sh")
+            .args(["-c", "while :; do :; done"])
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start the competing process: {e}"));
+        Self(child)
+    }
+}
+
+impl Drop for Competitor {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 fn overhead(c: &mut Criterion) {
+    overhead_in(c, "schedule-10k", false);
+}
+
+/// The same graphs while a competing process holds one of the two cores.
+fn overhead_loaded(c: &mut Criterion) {
+    let _competitor = Competitor::start();
+    overhead_in(c, "schedule-10k-one-core-taken", true);
+}
+
+fn overhead_in(c: &mut Criterion, group_name: &str, loaded: bool) {
     let rt = runtime();
     let engine = Engine::builder()
         .module(Arc::new(Noop))
@@ -145,7 +179,7 @@ fn overhead(c: &mut Criterion) {
         ("independent", common::independent(10_000, "noop")),
         ("chain-yield", common::chain(10_000, "yield")),
     ];
-    let mut group = c.benchmark_group("schedule-10k");
+    let mut group = c.benchmark_group(group_name);
     group.sample_size(20);
     for (name, plan) in graphs {
         let validated = Arc::new(engine.validate(&plan).unwrap_or_else(|e| panic!("{e}")));
@@ -163,17 +197,19 @@ fn overhead(c: &mut Criterion) {
                 }
             })
         });
-        group.bench_function(BenchmarkId::new("nuvira", name), |b| {
-            b.to_async(&rt).iter(|| {
-                let (engine, plan) = (&engine, validated.clone());
-                async move {
-                    let s = engine
-                        .run_validated(plan, EventBus::new("bench"), RunSettings::default())
-                        .await;
-                    assert_eq!(s.status, RunStatus::Succeeded);
-                }
-            })
-        });
+        if !loaded {
+            group.bench_function(BenchmarkId::new("nuvira", name), |b| {
+                b.to_async(&rt).iter(|| {
+                    let (engine, plan) = (&engine, validated.clone());
+                    async move {
+                        let s = engine
+                            .run_validated(plan, EventBus::new("bench"), RunSettings::default())
+                            .await;
+                        assert_eq!(s.status, RunStatus::Succeeded);
+                    }
+                })
+            });
+        }
         group.bench_function(BenchmarkId::new("nuvira-no-history", name), |b| {
             b.to_async(&rt).iter(|| {
                 let (engine, plan) = (&engine, validated.clone());
@@ -224,5 +260,5 @@ fn makespan(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, overhead, makespan);
+criterion_group!(benches, overhead, overhead_loaded, makespan);
 criterion_main!(benches);

@@ -3,6 +3,10 @@
 //! Baseline in the same run: building the same petgraph graph from the ids and running
 //! petgraph's own `toposort` (what any validator must at least do).
 //!
+//! `nuvira-shared` is `validate_shared`, what `Engine::run` does: the validated plan keeps the
+//! caller's `Arc` (issue 17's target: ≤ 2× the baseline). `nuvira` is `validate(&plan)`, which
+//! also copies the plan for the validated plan to own.
+//!
 //! `cargo bench --bench validate`
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
@@ -41,6 +45,13 @@ fn bench(c: &mut Criterion) {
         group.throughput(Throughput::Elements((plan.steps.len() + edges) as u64));
         group.bench_with_input(BenchmarkId::new("nuvira", steps), &plan, |b, p| {
             b.iter(|| nuvira::validate::validate(black_box(p), None).map(|v| v.outputs.len()))
+        });
+        let shared = std::sync::Arc::new(plan.clone());
+        group.bench_with_input(BenchmarkId::new("nuvira-shared", steps), &shared, |b, p| {
+            b.iter(|| {
+                nuvira::validate::validate_shared(black_box(p.clone()), None)
+                    .map(|v| v.outputs.len())
+            })
         });
         group.bench_with_input(
             BenchmarkId::new("petgraph-toposort", steps),

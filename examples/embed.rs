@@ -10,7 +10,7 @@
 //! ["defaults", "docker", "rust"]` to keep the built-in modules and leave out the CLI's own
 //! dependencies) and `tokio`.
 
-use nuvira::{EventBus, RunSettings};
+use nuvira::{EventBus, MaxParallel, RunSettings};
 
 #[tokio::main]
 async fn main() {
@@ -30,10 +30,11 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
 
     let engine = nuvira::defaults::engine()
         .workspace(&repo)
-        .max_parallel(4)
+        .parallelism(MaxParallel::N(4))
         .build();
     let plan = nuvira::plan::load_file(plan_path.as_ref())?.plan;
-    let bus = EventBus::new("run-1");
+    // Subscribers see every event; the bus itself keeps none (`EventBus::new` keeps them all).
+    let bus = EventBus::with_history("run-1", false);
     let mut events = bus.subscribe(); // independent consumers: logs, JSONL, a UI, ...
     let printer = tokio::spawn(async move {
         while let Some(e) = events.recv().await {

@@ -23,8 +23,8 @@
 
 pub use nuvira_api as api;
 pub use nuvira_engine::{
-    Engine, EngineBuilder, EventBus, ModuleRegistry, Problem, ProblemKind, RunOptions, RunSettings,
-    RunSummary, StepOutcome, ValidatedPlan, ValidationErrors,
+    Engine, EngineBuilder, EventBus, MaxParallel, ModuleRegistry, Problem, ProblemKind, RunOptions,
+    RunSettings, RunSummary, StepOutcome, ValidatedPlan, ValidationErrors,
 };
 pub use nuvira_engine::{engine, events, exit, graph, registry, scheduler, validate};
 /// Plan files (`load_file`, `parse_str`) and the planners, so an embedder needs no extra

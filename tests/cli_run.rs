@@ -456,3 +456,44 @@ fn a_goal_without_a_model_exits_3_and_says_what_to_set_before_running() {
     let json: Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert_eq!(json["error"]["kind"], "environment");
 }
+
+#[test]
+fn max_parallel_takes_a_number_cpus_or_unbounded_and_names_a_bad_value() {
+    let (dir, repo) = quickstart();
+    let plan = plan_with_edit(
+        dir.path(),
+        "Some(sum / (xs.len() - 1) as f64)",
+        "Some(sum / xs.len() as f64)",
+    );
+    for p in ["unbounded", "cpus", "3"] {
+        let out = nuvira()
+            .args([
+                "run",
+                "--dry-run",
+                "--format",
+                "json",
+                "--quiet",
+                "--max-parallel",
+                p,
+            ])
+            .arg(&plan)
+            .arg("--repo")
+            .arg(&repo)
+            .assert()
+            .success();
+        let report: Value = serde_json::from_str(&stdout(&out)).unwrap();
+        assert_eq!(report["dry_run"], true, "{p}: {report:#}");
+    }
+    let out = nuvira()
+        .args(["run", "--dry-run", "--max-parallel", "0"])
+        .arg(&plan)
+        .arg("--repo")
+        .arg(&repo)
+        .assert()
+        .code(2);
+    let err = stderr(&out);
+    assert!(
+        err.contains("`0` is not a parallelism") && err.contains("unbounded"),
+        "{err}"
+    );
+}

@@ -1182,3 +1182,62 @@ async fn a_name_registered_twice_is_an_error_for_try_build_and_the_last_wins_for
         .unwrap();
     assert_eq!(*output, StepOutput::Value(json!("second")));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unbounded_parallelism_starts_every_ready_step_at_once() {
+    let m = Arc::new(Scripted::default());
+    // 300 independent steps at a barrier of 300 on a 2-worker runtime: only a scheduler that
+    // starts all of them together finishes (a cap of the CPU count would wait for ever).
+    *m.barrier.lock().unwrap() = Some(Arc::new(Barrier::new(300)));
+    let steps: Vec<_> = (0..300)
+        .map(|i| step(&format!("s{i}"), &[], "barrier"))
+        .collect();
+    let engine = Engine::builder()
+        .module(m.clone())
+        .parallelism(nuvira::MaxParallel::Unbounded)
+        .build();
+    let bus = EventBus::new("unbounded");
+    let summary = within(engine.run(plan(steps), bus.clone(), RunSettings::default()))
+        .await
+        .unwrap();
+    assert_eq!(summary.status, RunStatus::Succeeded);
+    assert_eq!(m.max_running.load(Ordering::SeqCst), 300);
+    // The announced cap is the number of steps, not usize::MAX.
+    let announced = bus.history().into_iter().find_map(|e| match &e.kind {
+        EventKind::RunStarted { max_parallel, .. } => Some(*max_parallel),
+        _ => None,
+    });
+    assert_eq!(announced, Some(300));
+}
+
+#[tokio::test]
+async fn a_run_shares_the_callers_plan_instead_of_copying_it() {
+    let m = Arc::new(Scripted::default());
+    let shared = Arc::new(plan(vec![step("a", &[], "ok"), step("b", &["a"], "ok")]));
+    let bus = EventBus::new("shared");
+    let summary = engine(&m, 2)
+        .run(shared.clone(), bus.clone(), RunSettings::default())
+        .await
+        .unwrap();
+    assert_eq!(summary.status, RunStatus::Succeeded);
+    let announced = bus.history().into_iter().find_map(|e| match &e.kind {
+        EventKind::RunStarted { plan, .. } => Some(plan.clone()),
+        _ => None,
+    });
+    assert!(
+        Arc::ptr_eq(&announced.expect("run:started"), &shared),
+        "the run announced a copy of the plan, not the caller's"
+    );
+}
+
+#[test]
+fn max_parallel_parses_its_names_and_numbers_and_rejects_zero() {
+    use nuvira::MaxParallel;
+    assert_eq!("cpus".parse(), Ok(MaxParallel::Cpus));
+    assert_eq!("unbounded".parse(), Ok(MaxParallel::Unbounded));
+    assert_eq!("3".parse(), Ok(MaxParallel::N(3)));
+    let err = "0".parse::<MaxParallel>().unwrap_err().to_string();
+    assert!(err.contains("`0`") && err.contains("unbounded"), "{err}");
+    assert_eq!(MaxParallel::default(), MaxParallel::Cpus);
+    assert_eq!(MaxParallel::Unbounded.get(), usize::MAX);
+}

@@ -579,3 +579,67 @@ fn a_chain_of_200000_steps_validates_without_overflowing_the_stack() {
     assert_eq!(ok.critical_path_len(), n);
     assert_eq!(ok.topological_order().len(), n);
 }
+
+#[test]
+fn outputs_sinks_makes_every_final_step_an_output() {
+    let yaml = "goal: g\noutputs: sinks\nsteps:\n  - {id: a, module: m}\n  - {id: b, module: m, depends_on: [a]}\n  - {id: c, module: m, depends_on: [a]}\n";
+    let p: ExecutionPlan = serde_yaml_ng::from_str(yaml).unwrap();
+    assert_eq!(p.outputs, Some(vec![ExecutionPlan::SINKS.to_owned()]));
+    let ok = validate(&p, None).unwrap();
+    let outs: Vec<&str> = ok.outputs.iter().map(|&i| p.steps[i].id.as_str()).collect();
+    assert_eq!(outs, ["b", "c"]);
+    // Without it the same plan is ambiguous; written back it says `sinks` again.
+    let mut without = p.clone();
+    without.outputs = None;
+    assert_eq!(kinds(&without)[0].0, ProblemKind::AmbiguousGoal);
+    let back = serde_yaml_ng::to_string(&p).unwrap();
+    assert!(back.contains("outputs: sinks"), "{back}");
+    let err = serde_yaml_ng::from_str::<ExecutionPlan>("outputs: all\nsteps: []\n")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("`outputs` is `all`") && err.contains("sinks"),
+        "{err}"
+    );
+}
+
+#[test]
+fn messages_name_at_most_twenty_steps_and_count_the_rest() {
+    let steps: Vec<PlanStep> = (0..10_000).map(|i| s(&format!("s{i}"), "m", &[])).collect();
+    let e = validate(&plan(steps), None).unwrap_err();
+    let msg = &e.problems[0].message;
+    assert_eq!(e.problems[0].kind, ProblemKind::AmbiguousGoal);
+    assert!(msg.contains("s19,") || msg.contains("s19 "), "{msg}");
+    assert!(
+        !msg.contains("s20,") && msg.contains("and 9980 more"),
+        "{msg}"
+    );
+    assert!(msg.len() < 600, "{} bytes", msg.len());
+    // The problem still lists every sink for scripts.
+    assert_eq!(e.problems[0].steps.len(), 10_000);
+
+    // A cycle through 1,000 steps: its path is shortened the same way.
+    let n = 1000;
+    let ring: Vec<PlanStep> = (0..n)
+        .map(|i| s(&format!("r{i}"), "m", &[&format!("r{}", (i + n - 1) % n)]))
+        .chain([s("report", "report", &["r0"])])
+        .collect();
+    let e = validate(&plan(ring), None).unwrap_err();
+    let cycle = e
+        .problems
+        .iter()
+        .find(|p| p.kind == ProblemKind::Cycle)
+        .unwrap();
+    assert!(cycle.message.contains("(980 more)"), "{}", cycle.message);
+    assert!(cycle.message.len() < 600, "{}", cycle.message.len());
+}
+
+#[test]
+fn validate_shared_keeps_the_callers_plan() {
+    let p = std::sync::Arc::new(plan(vec![s("a", "m", &[]), s("report", "report", &["a"])]));
+    let ok = nuvira::validate::validate_shared(p.clone(), None).unwrap();
+    assert!(std::sync::Arc::ptr_eq(&ok.plan, &p));
+    // `validate` of a borrowed plan still works, on its own copy.
+    let copy = validate(&p, None).unwrap();
+    assert!(!std::sync::Arc::ptr_eq(&copy.plan, &p));
+}

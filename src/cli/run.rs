@@ -61,9 +61,10 @@ pub struct Args {
     /// Let a model's plan (--planner llm) keep its host mounts and `include_ignored`.
     #[arg(long)]
     pub allow_mount: bool,
-    /// At most this many steps at once (default: the number of CPUs).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
-    pub max_parallel: Option<u32>,
+    /// At most this many steps at once: a number, `cpus` (the default: one per CPU) or
+    /// `unbounded` (every ready step at once; for steps that mostly wait).
+    #[arg(long, value_name = "N|cpus|unbounded")]
+    pub max_parallel: Option<crate::MaxParallel>,
     /// Preview: edits are shown, not written; tests and commands are not run.
     #[arg(long)]
     pub dry_run: bool,
@@ -357,8 +358,8 @@ async fn run(args: Args) -> Result<u8, Fail> {
 
     // The engine and validation.
     let mut builder = crate::defaults::engine().workspace(&repo);
-    if let Some(n) = args.max_parallel {
-        builder = builder.max_parallel(n as usize);
+    if let Some(p) = args.max_parallel {
+        builder = builder.parallelism(p);
     }
     if let Some(t) = args.step_timeout {
         builder = builder.default_timeout(t);

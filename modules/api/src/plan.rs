@@ -20,7 +20,16 @@ pub struct ExecutionPlan {
     /// The steps the goal is about. When absent, every step whose module's kind is an output by
     /// default is one (`verify` and `report`, see [`ModuleKind`](crate::ModuleKind)); when
     /// there are none, the single sink of the graph is.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    ///
+    /// `outputs: sinks` makes every final step (one that no step depends on) an output, for
+    /// general graphs with several ends; in memory it is the list
+    /// `[`[`ExecutionPlan::SINKS`]`]`, which may also stand beside named steps.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "outputs_serde::serialize",
+        deserialize_with = "outputs_serde::deserialize"
+    )]
     pub outputs: Option<Vec<String>>,
     /// The steps, in any order; dependencies decide when each runs.
     #[serde(default)]
@@ -42,6 +51,10 @@ pub struct ExecutionPlan {
 }
 
 impl ExecutionPlan {
+    /// The entry of [`outputs`](Self::outputs) that stands for every final step (`outputs:
+    /// sinks` in a plan file). It can never be a step id (ids are `[A-Za-z0-9_.-]+`).
+    pub const SINKS: &'static str = "*";
+
     /// The step with this id, if any.
     pub fn step(&self, id: &str) -> Option<&PlanStep> {
         self.steps.iter().find(|s| s.id == id)
@@ -311,5 +324,77 @@ mod tests {
         let err = serde_json::from_str::<PlanStep>(r#"{"id":"t","module":"x","depend_on":["e"]}"#)
             .unwrap_err();
         assert!(err.to_string().contains("depend_on"), "{err}");
+    }
+}
+
+/// `outputs:` is a list of step ids or the word `sinks`.
+mod outputs_serde {
+    use super::ExecutionPlan;
+    use serde::{Deserializer, Serializer};
+
+    struct Outputs;
+
+    impl<'de> serde::de::Visitor<'de> for Outputs {
+        type Value = Option<Vec<String>>;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a list of step ids, or `sinks` for every final step")
+        }
+
+        fn visit_str<E: serde::de::Error>(self, w: &str) -> Result<Self::Value, E> {
+            if w == "sinks" {
+                Ok(Some(vec![ExecutionPlan::SINKS.to_owned()]))
+            } else {
+                Err(E::custom(format!(
+                    "`outputs` is `{w}`: use a list of step ids, or `sinks` for every final step"
+                )))
+            }
+        }
+
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(
+            self,
+            mut seq: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut ids = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(4096));
+            while let Some(id) = seq.next_element::<String>()? {
+                ids.push(id);
+            }
+            Ok(Some(ids))
+        }
+
+        fn visit_none<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+
+        fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+
+        fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_any(self)
+        }
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<Vec<String>>, D::Error> {
+        d.deserialize_option(Outputs)
+    }
+
+    #[allow(
+        clippy::ref_option,
+        reason = "serde's serialize_with hands the field by reference"
+    )]
+    pub(super) fn serialize<S: Serializer>(
+        v: &Option<Vec<String>>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        match v {
+            Some(ids) if ids.len() == 1 && ids[0] == ExecutionPlan::SINKS => {
+                s.serialize_str("sinks")
+            }
+            Some(ids) => s.collect_seq(ids),
+            None => s.serialize_none(),
+        }
     }
 }

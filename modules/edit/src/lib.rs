@@ -62,6 +62,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+mod diff;
 mod format;
 mod module;
 mod overlay;
@@ -70,13 +71,13 @@ mod secrets;
 pub use module::{EditModule, EditStepConfig, InstructionEditor, parse_entries};
 pub use nuvira_workspace;
 
+use diff::Diff;
 use nuvira_api::{
     ChangeKind, EditEntry, EditError, EditPreview, EditResult, EditStrategy, EventKind, EventSink,
     FileChange, SecurityWarning, Severity, SkippedChange, SyntaxChecker, SyntaxDiagnostic,
 };
 use nuvira_workspace::{FileOp, Journal, JournalError, OnChanged, Workspace};
 use overlay::{FileState, Overlay};
-use similar::{ChangeTag, TextDiff};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -571,13 +572,6 @@ fn collect_changes(overlay: &Overlay<'_>) -> Vec<Change> {
     out
 }
 
-struct Diff {
-    text: String,
-    additions: usize,
-    deletions: usize,
-    added_lines: Vec<(u32, String)>,
-}
-
 fn diff_of(change: &Change) -> Diff {
     match (&change.old, &change.new) {
         (FileState::Opaque(_), _) => Diff {
@@ -597,23 +591,6 @@ fn diff_of(change: &Change) -> Diff {
 }
 
 fn unified(old: &str, new: &str, old_path: &str, new_path: &str, kind: &ChangeKind) -> Diff {
-    let diff = TextDiff::from_lines(old, new);
-    let (mut additions, mut deletions) = (0, 0);
-    let mut added_lines = Vec::new();
-    for change in diff.iter_all_changes() {
-        match change.tag() {
-            ChangeTag::Insert => {
-                additions += 1;
-                let line = change.new_index().map_or(0, |i| i + 1);
-                added_lines.push((
-                    u32::try_from(line).unwrap_or(u32::MAX),
-                    change.value().trim_end_matches(['\n', '\r']).to_owned(),
-                ));
-            }
-            ChangeTag::Delete => deletions += 1,
-            ChangeTag::Equal => {}
-        }
-    }
     let a = match kind {
         ChangeKind::Create => "/dev/null".to_owned(),
         _ => format!("a/{old_path}"),
@@ -622,21 +599,11 @@ fn unified(old: &str, new: &str, old_path: &str, new_path: &str, kind: &ChangeKi
         ChangeKind::Delete => "/dev/null".to_owned(),
         _ => format!("b/{new_path}"),
     };
-    let mut text = diff
-        .unified_diff()
-        .context_radius(3)
-        .missing_newline_hint(true)
-        .header(&a, &b)
-        .to_string();
-    if text.is_empty() && old_path != new_path {
-        text = format!("rename from {old_path}\nrename to {new_path}\n");
+    let mut diff = diff::unified(old, new, &a, &b);
+    if diff.text.is_empty() && old_path != new_path {
+        diff.text = format!("rename from {old_path}\nrename to {new_path}\n");
     }
-    Diff {
-        text,
-        additions,
-        deletions,
-        added_lines,
-    }
+    diff
 }
 
 fn impact_level(files: usize, lines: usize) -> &'static str {

@@ -26,7 +26,7 @@ use tokio_util::sync::CancellationToken;
 pub struct Engine {
     registry: ModuleRegistry,
     workspace: PathBuf,
-    max_parallel: Option<usize>,
+    max_parallel: Option<MaxParallel>,
     default_timeout: Option<Duration>,
     llm: Option<Arc<dyn LlmClient>>,
     recovery: Option<Arc<dyn RecoveryPolicy>>,
@@ -42,6 +42,78 @@ impl std::fmt::Debug for Engine {
     }
 }
 
+/// How many steps of a run may run at once.
+///
+/// The default is [`Cpus`](Self::Cpus), right for steps that compute (builds, test suites,
+/// formatters); [`Unbounded`](Self::Unbounded) suits steps that mostly wait (model calls,
+/// network, sleeps): 1,000 independent 1 ms steps take about 1 s at two at a time and a few
+/// milliseconds unbounded.
+///
+/// ```
+/// use nuvira_engine::MaxParallel;
+/// assert_eq!("unbounded".parse::<MaxParallel>(), Ok(MaxParallel::Unbounded));
+/// assert_eq!("8".parse::<MaxParallel>(), Ok(MaxParallel::N(8)));
+/// assert_eq!(MaxParallel::N(0).get(), 1);
+/// assert!(MaxParallel::Cpus.get() >= 1);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum MaxParallel {
+    /// Every ready step starts at once.
+    Unbounded,
+    /// One step per CPU (`std::thread::available_parallelism`, 2 when unknown).
+    #[default]
+    Cpus,
+    /// At most this many (0 counts as 1).
+    N(usize),
+}
+
+impl MaxParallel {
+    /// The cap as a number (`usize::MAX` for [`Unbounded`](Self::Unbounded)).
+    pub fn get(self) -> usize {
+        match self {
+            Self::Unbounded => usize::MAX,
+            Self::Cpus => std::thread::available_parallelism().map_or(2, usize::from),
+            Self::N(n) => n.max(1),
+        }
+    }
+}
+
+impl From<usize> for MaxParallel {
+    fn from(n: usize) -> Self {
+        Self::N(n)
+    }
+}
+
+impl std::fmt::Display for MaxParallel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Unbounded => f.write_str("unbounded"),
+            Self::Cpus => f.write_str("cpus"),
+            Self::N(n) => write!(f, "{n}"),
+        }
+    }
+}
+
+/// A [`MaxParallel`] that does not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}` is not a parallelism: use a number of steps (1 or more), `cpus` or `unbounded`")]
+pub struct ParseMaxParallelError(String);
+
+impl std::str::FromStr for MaxParallel {
+    type Err = ParseMaxParallelError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim() {
+            "unbounded" => Ok(Self::Unbounded),
+            "cpus" => Ok(Self::Cpus),
+            t => match t.parse::<usize>() {
+                Ok(n) if n >= 1 => Ok(Self::N(n)),
+                _ => Err(ParseMaxParallelError(s.to_owned())),
+            },
+        }
+    }
+}
+
 /// Per-run settings that are not part of the engine.
 #[derive(Debug, Clone, Default)]
 pub struct RunSettings {
@@ -49,8 +121,10 @@ pub struct RunSettings {
     pub cancel: CancellationToken,
     /// Modules must not change anything.
     pub dry_run: bool,
-    /// Overrides the engine's `max_parallel`.
+    /// Overrides the engine's `max_parallel` (a number; see [`parallelism`](Self::parallelism)).
     pub max_parallel: Option<usize>,
+    /// Overrides the engine's parallelism, and `max_parallel` too.
+    pub parallelism: Option<MaxParallel>,
 }
 
 /// Builds an [`Engine`].
@@ -58,7 +132,7 @@ pub struct RunSettings {
 pub struct EngineBuilder {
     registry: ModuleRegistry,
     workspace: Option<PathBuf>,
-    max_parallel: Option<usize>,
+    max_parallel: Option<MaxParallel>,
     default_timeout: Option<Duration>,
     llm: Option<Arc<dyn LlmClient>>,
     recovery: Option<Arc<dyn RecoveryPolicy>>,
@@ -75,10 +149,17 @@ impl EngineBuilder {
         self
     }
 
-    /// At most this many steps at once (default: the number of CPUs).
+    /// At most this many steps at once (default: the number of CPUs, see [`MaxParallel`]).
     #[must_use]
-    pub fn max_parallel(mut self, n: usize) -> Self {
-        self.max_parallel = Some(n.max(1));
+    pub fn max_parallel(self, n: usize) -> Self {
+        self.parallelism(MaxParallel::N(n))
+    }
+
+    /// How many steps may run at once: [`MaxParallel::Cpus`] (the default),
+    /// [`MaxParallel::Unbounded`] or [`MaxParallel::N`].
+    #[must_use]
+    pub fn parallelism(mut self, p: MaxParallel) -> Self {
+        self.max_parallel = Some(p);
         self
     }
 
@@ -198,14 +279,29 @@ impl Engine {
     ///
     /// # Errors
     /// The plan's problems when it does not validate (nothing runs then).
+    ///
+    /// The plan is moved into the run and shared with it, not copied: a run holds one copy of
+    /// it (see [`validate_shared`](Self::validate_shared)).
     pub async fn run(
         &self,
-        plan: ExecutionPlan,
+        plan: impl Into<Arc<ExecutionPlan>>,
         bus: EventBus,
         settings: RunSettings,
     ) -> Result<RunSummary, ValidationErrors> {
-        let validated = self.validate(&plan)?;
+        let validated = self.validate_shared(plan.into())?;
         Ok(self.run_validated(Arc::new(validated), bus, settings).await)
+    }
+
+    /// Validates a plan the caller shares; the validated plan keeps that `Arc` rather than a
+    /// copy of the plan.
+    ///
+    /// # Errors
+    /// Every problem of the plan.
+    pub fn validate_shared(
+        &self,
+        plan: Arc<ExecutionPlan>,
+    ) -> Result<ValidatedPlan, ValidationErrors> {
+        validate::validate_shared(plan, Some(&self.registry))
     }
 
     /// Runs a plan that [`validate`](Self::validate) accepted.
@@ -225,8 +321,12 @@ impl Engine {
             })
             .unzip();
         let mut opts = RunOptions::new(&self.workspace);
-        if let Some(n) = settings.max_parallel.or(self.max_parallel) {
-            opts.max_parallel = n.max(1);
+        let parallelism = settings
+            .parallelism
+            .or(settings.max_parallel.map(MaxParallel::N))
+            .or(self.max_parallel);
+        if let Some(p) = parallelism {
+            opts.max_parallel = p.get();
         }
         opts.default_timeout = self.default_timeout;
         opts.dry_run = settings.dry_run;

@@ -51,7 +51,7 @@ pub mod registry;
 pub mod scheduler;
 pub mod validate;
 
-pub use engine::{Engine, EngineBuilder, RunSettings};
+pub use engine::{Engine, EngineBuilder, MaxParallel, ParseMaxParallelError, RunSettings};
 pub use events::EventBus;
 pub use registry::ModuleRegistry;
 pub use scheduler::{RunOptions, RunSummary, StepOutcome, TokenSignal};

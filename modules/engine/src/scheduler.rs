@@ -58,7 +58,8 @@ pub use nuvira_api::{RecoveryDecision, RecoveryPolicy};
 /// Options of one run.
 #[derive(Clone)]
 pub struct RunOptions {
-    /// At most this many steps at once (at least 1).
+    /// At most this many steps at once (at least 1; `usize::MAX` is unbounded, see
+    /// [`MaxParallel`](crate::MaxParallel)).
     pub max_parallel: usize,
     /// Timeout for steps that do not set one.
     pub default_timeout: Option<Duration>,
@@ -530,7 +531,12 @@ impl Dispatcher {
                 None,
                 EventKind::RunStarted {
                     plan: self.shared.plan.plan.clone(),
-                    max_parallel,
+                    // Unbounded is announced as the most that can run: every step.
+                    max_parallel: if max_parallel == usize::MAX {
+                        self.remaining.len().max(1)
+                    } else {
+                        max_parallel
+                    },
                     dry_run: self.shared.opts.dry_run,
                 },
             );

@@ -189,10 +189,6 @@ fn same_error(a: &SyntaxDiagnostic, b: &SyntaxDiagnostic) -> bool {
         && (a.message == b.message || digitless(&a.message) == digitless(&b.message))
 }
 
-/// The longest a line diff may take before it settles for a coarser answer (bigger hunks,
-/// which only makes the matching more lenient inside them).
-const DIFF_DEADLINE: std::time::Duration = std::time::Duration::from_millis(500);
-
 /// Old line → new line, from a line diff (1-based lines; a line past the end is the end of
 /// the file, which maps to the new end).
 struct LineMap {
@@ -206,34 +202,37 @@ struct LineMap {
 
 impl LineMap {
     fn new(old: &str, new: &str) -> Self {
-        let diff = similar::TextDiff::configure()
-            .timeout(DIFF_DEADLINE)
-            .diff_lines(old, new);
+        // imara-diff's Histogram diff: near linear even when every line changed (the Myers
+        // search used before needed a deadline to stay usable on large rewrites).
+        let input = imara_diff::InternedInput::new(old, new);
+        let mut diff = imara_diff::Diff::compute(imara_diff::Algorithm::Histogram, &input);
+        diff.postprocess_lines(&input);
+        let hunks: Vec<(std::ops::Range<usize>, std::ops::Range<usize>)> = diff
+            .hunks()
+            .map(|h| {
+                (
+                    h.before.start as usize..h.before.end as usize,
+                    h.after.start as usize..h.after.end as usize,
+                )
+            })
+            .collect();
         let old_len = old.lines().count();
         let new_len = new.lines().count();
         let mut equal = vec![None; old_len];
-        let mut hunks: Vec<(std::ops::Range<usize>, std::ops::Range<usize>)> = Vec::new();
-        let mut open = false;
-        for op in diff.ops() {
-            let (tag, o, n) = op.as_tag_tuple();
-            if tag == similar::DiffTag::Equal {
-                for (k, line) in o.clone().enumerate() {
-                    if let Some(slot) = equal.get_mut(line) {
-                        *slot = Some(n.start + k);
-                    }
+        let (mut o, mut n) = (0, 0);
+        let keep = |equal: &mut Vec<Option<usize>>, from: usize, to: usize, n: &mut usize| {
+            for line in from..to {
+                if let Some(slot) = equal.get_mut(line) {
+                    *slot = Some(*n);
                 }
-                open = false;
-                continue;
+                *n += 1;
             }
-            match hunks.last_mut() {
-                Some((ho, hn)) if open => {
-                    ho.end = o.end;
-                    hn.end = n.end;
-                }
-                _ => hunks.push((o, n)),
-            }
-            open = true;
+        };
+        for (ho, hn) in &hunks {
+            keep(&mut equal, o, ho.start, &mut n);
+            (o, n) = (ho.end, hn.end);
         }
+        keep(&mut equal, o, old_len, &mut n);
         Self {
             equal,
             hunks,
