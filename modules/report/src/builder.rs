@@ -393,6 +393,15 @@ impl ReportBuilder {
         rec.evidence = evidence;
         if let Some(out) = output {
             absorb_output(rec, Arc::unwrap_or_clone(out));
+            // A failed edit step wrote nothing ("edit batch rejected ...; nothing was
+            // written"): the changes of its output are what it would have done, not changes.
+            // Only `edit:written` events (merged in `finish`) list what reached the disk.
+            if matches!(
+                rec.output,
+                Some(StepOutput::Edit(_) | StepOutput::EditPreview(_))
+            ) {
+                rec.file_changes.clear();
+            }
         }
         absorb_live(rec, live);
         if category == nuvira_api::ErrorCategory::EditRejected
@@ -528,6 +537,9 @@ impl ReportBuilder {
                 });
             }
         }
+        // Every finding of the secret scanner is masked in everything the report holds, before
+        // any text is derived from it: no format can then repeat a credential.
+        crate::clean::mask_report(&mut r);
         r.counts = count(&r.steps);
         r.follow_up = follow_up(&r);
         for (step, attempts, error) in &self.budget_exhausted {
@@ -535,7 +547,7 @@ impl ReportBuilder {
                 0,
                 format!(
                     "step `{step}`: the repair budget was exhausted after {attempts} attempt(s); last error: {}",
-                    error.lines().next().unwrap_or_default()
+                    nuvira_secrets::mask(error.lines().next().unwrap_or_default())
                 ),
             );
         }
@@ -683,6 +695,7 @@ fn absorb_tests(rec: &mut StepRecord, t: &mut TestResult) {
     totals.command.clone_from(&t.command);
     totals.timed_out = sandbox.is_some_and(|s| s.timed_out);
     totals.oom_killed = sandbox.is_some_and(|s| s.oom_killed);
+    totals.cases = std::mem::take(&mut t.cases);
     rec.tests = Some(totals);
     rec.findings.extend(
         std::mem::take(&mut t.failures)

@@ -121,12 +121,15 @@ pub fn annotation(f: &Finding, step_id: &str) -> String {
         props.push(("file", p.clone()));
         if let Some(l) = f.line {
             props.push(("line", l.to_string()));
-            if let Some(c) = f.column {
+            // The runner keeps columns only for an annotation on one line: with
+            // `line != endLine` it drops `col`/`endColumn`, so they are left out.
+            let one_line = f.end_line.is_none_or(|el| el == l);
+            if let Some(c) = f.column.filter(|_| one_line) {
                 props.push(("col", c.to_string()));
             }
             if let Some(el) = f.end_line {
                 props.push(("endLine", el.to_string()));
-                if let Some(ec) = f.end_column {
+                if let Some(ec) = f.end_column.filter(|_| one_line) {
                     props.push(("endColumn", ec.to_string()));
                 }
             }

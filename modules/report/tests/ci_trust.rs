@@ -1,0 +1,292 @@
+//! What a CI step needs to trust the reports (issue 13): secrets masked in every format, paths
+//! relative to the checkout, SARIF fingerprints that do not collide and a result cap, Markdown
+//! tables that survive a `|`, annotations the runner keeps, control characters shown, and
+//! rejected edits that are not changes.
+
+use crate::live;
+use nuvira_api::report::{ExecutionReport, Finding, FindingKind, StepRecord};
+use nuvira_api::{EventKind, Severity, StepOutput, StepStatus};
+use nuvira_report::{Format, render, sample};
+use serde_json::Value;
+
+/// An AWS-key-shaped and a GitHub-token-shaped string (built at run time, so this file is not
+/// itself a finding of a secret scanner).
+fn secrets() -> (String, String) {
+    (
+        format!("AKIA{}", "Z7Q2".repeat(4)),
+        format!("ghp_{}", "x9Kd".repeat(9)),
+    )
+}
+
+/// The sample failing run, with an edit that adds both secrets and a test whose output and
+/// message print the token.
+fn leaky_run() -> Vec<nuvira_api::Event> {
+    let (aws, gh) = secrets();
+    let mut events = sample::failing_run();
+    for e in &mut events {
+        match &mut e.kind {
+            EventKind::StepSucceeded { output, .. } => {
+                if let StepOutput::Edit(r) = std::sync::Arc::make_mut(output) {
+                    for c in &mut r.preview.changes {
+                        c.diff = c.diff.replace("AKIAIOSFODNN7EXAMPLE", &aws);
+                        c.diff
+                            .push_str(&format!("+    let gh = \"{gh}\"; // a GitHub token\n"));
+                    }
+                }
+            }
+            EventKind::StepFailed {
+                output: Some(out),
+                message,
+                ..
+            } => {
+                message.push_str(&format!(" (GITHUB_TOKEN={gh})"));
+                if let StepOutput::Test(t) = std::sync::Arc::make_mut(out) {
+                    for f in &mut t.failures {
+                        f.output
+                            .push_str(&format!("\nusing token {gh} and key {aws}\n"));
+                        f.message.push_str(&format!(" with {aws}"));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    events
+}
+
+#[test]
+fn no_format_repeats_a_secret_the_scanner_found() {
+    let (aws, gh) = secrets();
+    let events = leaky_run();
+    // The raw events do hold them: the test is only worth something if they go in.
+    let raw = crate::jsonl(&events);
+    assert!(raw.contains(&aws) && raw.contains(&gh));
+    let report = live(&events);
+    let mut outputs: Vec<(String, String)> = Format::ALL
+        .iter()
+        .map(|f| (f.to_string(), render(&report, *f)))
+        .collect();
+    outputs.push((
+        "step summary".into(),
+        nuvira_report::github::step_summary(&report, 1 << 20),
+    ));
+    for (name, text) in &outputs {
+        assert!(!text.contains(&aws), "{name} shows the AWS key:\n{text}");
+        assert!(
+            !text.contains(&gh),
+            "{name} shows the GitHub token:\n{text}"
+        );
+    }
+    // The line stays, the value goes.
+    let md = render(&report, Format::Markdown);
+    assert!(md.contains("+    let token = \"[redacted]\";"), "{md}");
+    assert!(
+        md.contains("+    let gh = \"[redacted]\"; // a GitHub token"),
+        "{md}"
+    );
+    let json = render(&report, Format::Json);
+    assert!(json.contains("GITHUB_TOKEN=[redacted]"), "{json}");
+    // The same report from the stored events, byte for byte.
+    let stored = nuvira_report::read_jsonl(raw.as_bytes(), "events.jsonl".as_ref()).unwrap();
+    assert_eq!(render(&stored, Format::Json), json);
+}
+
+#[test]
+fn a_rejected_edit_is_not_a_file_change_in_any_format() {
+    let report = live(&sample::failing_run());
+    let rejected = report.steps.iter().find(|s| s.id == "edit-docs").unwrap();
+    assert_eq!(rejected.status, StepStatus::Failed);
+    assert!(rejected.file_changes.is_empty());
+    assert_eq!(report.counts.files_changed, 2);
+    for f in Format::ALL {
+        let text = render(&report, f);
+        assert!(
+            !text.contains("+++ b/src/lib.rs") && !text.contains("pub use config::{load_config;"),
+            "{f} lists the rejected change:\n{text}"
+        );
+    }
+    // The rejection itself is still reported.
+    assert!(
+        report
+            .findings()
+            .any(|(s, f)| s.id == "edit-docs" && f.severity == Severity::Error)
+    );
+}
+
+fn report_with(findings: Vec<Finding>) -> ExecutionReport {
+    let mut step = StepRecord::pending("check", "verify", vec![]);
+    step.status = StepStatus::Succeeded;
+    step.findings = findings;
+    let mut r = ExecutionReport::default();
+    r.run_id = "run-1".into();
+    r.steps.push(step);
+    r
+}
+
+fn syntax(path: &str, line: u32) -> Finding {
+    Finding::new(
+        FindingKind::Syntax,
+        Severity::Error,
+        "nuvira/syntax/error",
+        format!("syntax error in {path}"),
+        "unexpected token",
+    )
+    .at(path, Some(line))
+}
+
+fn sarif(r: &ExecutionReport, o: &nuvira_report::sarif::Options) -> Value {
+    serde_json::from_str(&nuvira_report::sarif::render_with(r, o)).unwrap()
+}
+
+fn fingerprints(doc: &Value) -> Vec<String> {
+    doc["runs"][0]["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            r["partialFingerprints"]["nuvira/v1"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect()
+}
+
+#[test]
+fn sarif_fingerprints_of_lines_1_and_2_differ_and_follow_the_line_text() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("src")).unwrap();
+    std::fs::write(dir.path().join("src/a.rs"), "fn a( {\nfn b( {\n").unwrap();
+    let r = report_with(vec![syntax("src/a.rs", 1), syntax("src/a.rs", 2)]);
+    // Without the source: an occurrence index keeps them apart.
+    let plain = fingerprints(&sarif(&r, &Default::default()));
+    assert_ne!(plain[0], plain[1]);
+    // With it: the line text too.
+    let opts = nuvira_report::sarif::Options::default().source_root(dir.path());
+    let with_text = fingerprints(&sarif(&r, &opts));
+    assert_ne!(with_text[0], with_text[1]);
+    assert_ne!(with_text, plain, "the line text is part of the fingerprint");
+    // Two lines added above: the same lines, now 3 and 4, keep their fingerprints.
+    std::fs::write(dir.path().join("src/a.rs"), "\n\nfn a( {\nfn b( {\n").unwrap();
+    let moved = report_with(vec![syntax("src/a.rs", 3), syntax("src/a.rs", 4)]);
+    assert_eq!(fingerprints(&sarif(&moved, &opts)), with_text);
+}
+
+#[test]
+fn sarif_caps_results_at_githubs_limit_and_says_how_many_were_dropped() {
+    use nuvira_report::sarif::MAX_RESULTS;
+    let n = MAX_RESULTS + 7;
+    let mut findings: Vec<Finding> = (0..n)
+        .map(|i| {
+            let mut f = syntax(&format!("src/f{i}.rs"), 1);
+            f.severity = Severity::Warning;
+            f
+        })
+        .collect();
+    findings.push(syntax("src/worst.rs", 1));
+    let doc = sarif(&report_with(findings), &Default::default());
+    let run = &doc["runs"][0];
+    let results = run["results"].as_array().unwrap();
+    assert_eq!(results.len(), MAX_RESULTS);
+    assert!(
+        results.iter().any(
+            |r| r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == "src/worst.rs"
+        ),
+        "the error is kept over warnings"
+    );
+    let notes = run["invocations"][0]["toolExecutionNotifications"]
+        .as_array()
+        .unwrap();
+    let note = notes
+        .iter()
+        .find(|n| n["descriptor"]["id"] == "nuvira/results-capped")
+        .unwrap();
+    let text = note["message"]["text"].as_str().unwrap();
+    assert!(
+        text.starts_with("8 of 25008 result(s) were dropped"),
+        "{text}"
+    );
+}
+
+#[test]
+fn sarif_metadata_is_real_or_absent_and_provenance_comes_from_the_actions_environment() {
+    let r = report_with(vec![syntax("src/a b#c.rs", 1)]);
+    let text = nuvira_report::sarif::render(&r);
+    assert!(!text.contains("example.invalid"), "{text}");
+    let doc: Value = serde_json::from_str(&text).unwrap();
+    if let Some(uri) = doc["runs"][0]["tool"]["driver"].get("informationUri") {
+        assert!(uri.as_str().unwrap().starts_with("https://"));
+    }
+    assert_eq!(
+        doc["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["artifactLocation"]["uri"],
+        "src/a%20b%23c.rs"
+    );
+    let mut opts = nuvira_report::sarif::Options::default();
+    opts.provenance = Some({
+        let mut p = nuvira_report::sarif::Provenance::default();
+        p.repository_uri = "https://github.com/o/r".into();
+        p.revision_id = Some("abc123".into());
+        p
+    });
+    let doc = sarif(&r, &opts);
+    let vcp = &doc["runs"][0]["versionControlProvenance"][0];
+    assert_eq!(vcp["repositoryUri"], "https://github.com/o/r");
+    assert_eq!(vcp["revisionId"], "abc123");
+}
+
+#[test]
+fn markdown_tables_escape_pipes_in_paths_and_show_control_characters() {
+    let mut f = syntax("src/a|b.rs", 3);
+    f.message = "bad\x1b[31m red | pipe".into();
+    let md = render(&report_with(vec![f]), Format::Markdown);
+    let row = md.lines().find(|l| l.starts_with("| error |")).unwrap();
+    assert!(row.contains("`src/a\\|b.rs:3`"), "{row}");
+    assert!(row.contains("bad\\x1b\\[31m red \\| pipe"), "{row}");
+    // Splitting on unescaped pipes gives the table's four columns (plus the edges).
+    let cells = row.replace("\\|", "").split('|').count();
+    assert_eq!(cells, 6, "{row}");
+    assert!(!md.contains('\x1b'));
+}
+
+#[test]
+fn html_and_junit_show_control_characters_instead_of_carrying_them() {
+    let mut f = syntax("src/x.rs", 1);
+    f.message = "a\x1b[2Jb\x07c".into();
+    let r = report_with(vec![f]);
+    let html = render(&r, Format::Html);
+    assert!(!html.contains('\x1b') && !html.contains('\x07'));
+    assert!(html.contains("a\\x1b[2Jb\\x07c"), "{html}");
+    let xml = render(&r, Format::Junit);
+    assert!(!xml.contains('\x1b'));
+    assert!(xml.contains("a\\x1b[2Jb\\x07c"), "{xml}");
+}
+
+#[test]
+fn annotations_spanning_lines_leave_out_the_columns() {
+    let one = syntax("src/a.rs", 4).span(2, 4, 9);
+    let many = syntax("src/b.rs", 4).span(2, 6, 9);
+    let a = nuvira_report::github::annotation(&one, "s");
+    assert!(a.contains("line=4,col=2,endLine=4,endColumn=9"), "{a}");
+    let b = nuvira_report::github::annotation(&many, "s");
+    assert!(b.contains("file=src/b.rs,line=4,endLine=6,title="), "{b}");
+    assert!(!b.contains("col="), "{b}");
+}
+
+#[test]
+fn paths_are_rebased_onto_the_checkout() {
+    let mut r = live(&sample::failing_run());
+    nuvira_report::rebase_paths(&mut r, "sub");
+    let github = render(&r, Format::Github);
+    assert!(
+        github.contains("::error file=sub/src/config.rs,line=42"),
+        "{github}"
+    );
+    let doc: Value = serde_json::from_str(&render(&r, Format::Sarif)).unwrap();
+    for res in doc["runs"][0]["results"].as_array().unwrap() {
+        let uri = res["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
+            .as_str()
+            .unwrap();
+        assert!(uri.starts_with("sub/"), "{uri}");
+    }
+    assert!(r.file_changes().all(|(_, c)| c.path.starts_with("sub/")));
+}
