@@ -77,6 +77,10 @@ pub struct Args {
     /// github, sarif, junit, html).
     #[arg(long = "report", value_name = "FORMAT=PATH", value_parser = parse_report_target)]
     pub reports: Vec<(Format, PathBuf)>,
+    /// The code-scanning category written into the SARIF report (`automationDetails.id`);
+    /// left out by default, so the upload's own `category:` decides.
+    #[arg(long, value_name = "CATEGORY")]
+    pub sarif_category: Option<String>,
     /// Work on a temporary copy of the repository (printed), leaving the original untouched.
     #[arg(long)]
     pub scratch: bool,
@@ -327,7 +331,7 @@ async fn run(args: Args) -> Result<u8, Fail> {
         (Some(path), _) => match nuvira_plan::load_file(path) {
             Ok(l) => (l.plan.clone(), Some(l)),
             Err(e) => {
-                eprintln!("error[parse]: {e}");
+                eprintln!("error[parse]: {}", crate::cli::esc_lines(&e.to_string()));
                 let problems: Vec<_> = e
                     .all()
                     .map(|e| crate::validate::Problem {
@@ -431,7 +435,10 @@ async fn run(args: Args) -> Result<u8, Fail> {
     let ws = match Workspace::open(&repo) {
         Ok(ws) => Some(ws),
         Err(e) => {
-            eprintln!("warning: failed to open the workspace journal: {e}");
+            eprintln!(
+                "warning: failed to open the workspace journal: {}",
+                crate::cli::esc_lines(&e.to_string())
+            );
             None
         }
     };
@@ -457,7 +464,10 @@ async fn run(args: Args) -> Result<u8, Fail> {
                     );
                 }
             }
-            Err(e) => eprintln!("warning: failed to check for interrupted earlier runs: {e}"),
+            Err(e) => eprintln!(
+                "warning: failed to check for interrupted earlier runs: {}",
+                crate::cli::esc_lines(&e.to_string())
+            ),
         }
     }
     let run_id = new_run_id();
@@ -556,15 +566,28 @@ async fn run(args: Args) -> Result<u8, Fail> {
     if let Some(store) = store
         && let Err(e) = store.finish().await
     {
-        eprintln!("error: failed to write the event file: {e}");
+        eprintln!(
+            "error: failed to write the event file: {}",
+            crate::cli::esc_lines(&e.to_string())
+        );
     }
-    let report = match reporter.await {
+    let mut report = match reporter.await {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("error: failed to build the report: {e}");
+            eprintln!(
+                "error: failed to build the report: {}",
+                crate::cli::esc_lines(&e.to_string())
+            );
             return Ok(exit::FAILED.max(summary.exit_code()));
         }
     };
+
+    // Paths relative to the checkout (`GITHUB_WORKSPACE`, else the git top level), so that
+    // annotations and SARIF name `sub/src/x.rs` for `--repo sub` in a monorepo.
+    nuvira_report::rebase_paths(&mut report, &nuvira_report::checkout_prefix(&repo));
+    let mut sarif =
+        nuvira_report::sarif::Options::from_env().source_root(nuvira_report::checkout_root(&repo));
+    sarif.category.clone_from(&args.sarif_category);
 
     // Output.
     let format = match args.format {
@@ -579,7 +602,10 @@ async fn run(args: Args) -> Result<u8, Fail> {
     if format == Format::Github
         && let Err(e) = github::write_step_summary(&report)
     {
-        eprintln!("warning: failed to {e}");
+        eprintln!(
+            "warning: failed to {}",
+            crate::cli::esc_lines(&e.to_string())
+        );
     }
     let mut code = match signalled {
         Some(signal_code) if summary.status == RunStatus::Cancelled => signal_code,
@@ -605,7 +631,7 @@ async fn run(args: Args) -> Result<u8, Fail> {
         );
     }
     for (f, path) in &args.reports {
-        if let Err(e) = write_report(path, &nuvira_report::render(&report, *f)) {
+        if let Err(e) = write_report(path, &nuvira_report::render_with(&report, *f, &sarif)) {
             eprintln!(
                 "error: failed to write the {f} report to {}: {}",
                 path.display(),

@@ -204,7 +204,7 @@ impl<T: ValueEnum> ValueEnumName for T {
 pub fn execute(args: Args) -> u8 {
     let format = args.format;
     let fail = |code: u8, kind: &str, message: &str| {
-        eprintln!("error: {message}");
+        eprintln!("error: {}", crate::cli::esc_lines(message));
         if format == Format::Json {
             super::print_stdout(&super::json_error(kind, message, None));
         }
@@ -260,7 +260,7 @@ pub fn execute(args: Args) -> u8 {
 /// stdout.
 fn report(outcome: Result<TestResult, ModuleError>, format: Format) -> u8 {
     let fail = |code: u8, kind: &str, message: &str| {
-        eprintln!("error: {message}");
+        eprintln!("error: {}", crate::cli::esc_lines(message));
         if format == Format::Json {
             super::print_stdout(&super::json_error(kind, message, None));
         }

@@ -38,6 +38,12 @@ pub(crate) fn mask_report(r: &mut ExecutionReport) {
     }
 }
 
+/// `text` with every finding of the shared secret scanner masked ([`nuvira_secrets::mask`]),
+/// for text printed outside a report (progress lines, logs).
+pub fn mask_secrets(text: &str) -> Cow<'_, str> {
+    nuvira_secrets::mask(text)
+}
+
 fn mask_in(s: &mut String) {
     if let Cow::Owned(m) = nuvira_secrets::mask(s) {
         *s = m;
@@ -125,22 +131,29 @@ pub fn rebase_paths(r: &mut ExecutionReport, prefix: &str) {
     }
 }
 
-/// The repository folder `repo` relative to the checkout it belongs to, `/`-separated, for
-/// [`rebase_paths`]: the checkout is `GITHUB_WORKSPACE` when that is set, else the git top
-/// level of `repo`, else `repo` itself (then the prefix is empty). A repository outside the
-/// checkout also gives an empty prefix.
-pub fn checkout_prefix(repo: &std::path::Path) -> String {
+/// The checkout a repository folder belongs to: `GITHUB_WORKSPACE` when it is set and holds
+/// `repo`, else the git top level of `repo`, else `repo` itself (canonical paths).
+pub fn checkout_root(repo: &std::path::Path) -> std::path::PathBuf {
     let Ok(repo) = repo.canonicalize() else {
-        return String::new();
+        return repo.to_owned();
     };
-    let root = std::env::var_os("GITHUB_WORKSPACE")
+    std::env::var_os("GITHUB_WORKSPACE")
         .filter(|w| !w.is_empty())
-        .map(std::path::PathBuf::from)
-        .or_else(|| git_toplevel(&repo));
-    let Some(root) = root.and_then(|r| r.canonicalize().ok()) else {
+        .and_then(|w| std::path::PathBuf::from(w).canonicalize().ok())
+        .filter(|w| repo.starts_with(w))
+        .or_else(|| git_toplevel(&repo).and_then(|t| t.canonicalize().ok()))
+        .filter(|root| repo.starts_with(root))
+        .unwrap_or(repo)
+}
+
+/// The repository folder `repo` relative to its [`checkout_root`], `/`-separated, for
+/// [`rebase_paths`] (empty when they are the same folder).
+pub fn checkout_prefix(repo: &std::path::Path) -> String {
+    let Ok(canon) = repo.canonicalize() else {
         return String::new();
     };
-    match repo.strip_prefix(&root) {
+    let root = checkout_root(&canon);
+    match canon.strip_prefix(&root) {
         Ok(rel) => rel
             .components()
             .map(|c| c.as_os_str().to_string_lossy().into_owned())

@@ -98,6 +98,38 @@ pub fn parse_command(line: &str) -> Option<WorkflowCommand> {
     })
 }
 
+/// Untrusted text made inert for the Actions runner, which reads workflow commands on stdout
+/// *and* stderr: a line whose first non-blank characters are `::` (the runner trims leading
+/// whitespace) gets a `\\` in front of them, and every `##[` (a command anywhere in a line, the
+/// old syntax) becomes `##\\[`. Nothing else changes; text with neither is borrowed.
+///
+/// ```
+/// use nuvira_report::github::neutralise;
+/// assert_eq!(neutralise("ok\n  ::error ::x\nsee ##[warning]y"), "ok\n  \\::error ::x\nsee ##\\[warning]y");
+/// assert_eq!(neutralise("a::b"), "a::b");
+/// ```
+pub fn neutralise(text: &str) -> std::borrow::Cow<'_, str> {
+    let risky = |line: &str| line.trim_start().starts_with("::") || line.contains("##[");
+    if !text.split(['\n', '\r']).any(risky) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    let mut rest = text;
+    while !rest.is_empty() {
+        let end = rest.find(['\n', '\r']).map_or(rest.len(), |i| i + 1);
+        let (line, tail) = rest.split_at(end);
+        let body = line.trim_start();
+        let lead = &line[..line.len() - body.len()];
+        out.push_str(lead);
+        if body.starts_with("::") {
+            out.push('\\');
+        }
+        out.push_str(&body.replace("##[", "##\\["));
+        rest = tail;
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 /// A random stop-commands token (32 hex digits).
 pub fn random_token() -> String {
     let n: u128 = rand::random();

@@ -1380,7 +1380,12 @@ fn parsers_name_every_test_as_a_case_with_its_outcome() {
     ] {
         let r = run(framework, runner, case);
         let count = |o: TestOutcome| r.cases.iter().filter(|c| c.outcome == o).count() as u32;
-        assert_eq!(count(TestOutcome::Passed), r.passed, "{runner}/{case}: {:?}", r.cases);
+        assert_eq!(
+            count(TestOutcome::Passed),
+            r.passed,
+            "{runner}/{case}: {:?}",
+            r.cases
+        );
         assert_eq!(count(TestOutcome::Skipped), r.skipped, "{runner}/{case}");
         assert_eq!(count(TestOutcome::Failed), r.failed, "{runner}/{case}");
         assert!(r.passed > 0, "{runner}/{case} has passing tests");
