@@ -66,3 +66,13 @@ impl Drop for SafeStderr {
         let _ = self.flush();
     }
 }
+
+/// A rendered report for standard output: as it is, or in Actions mode made safe for the
+/// runner's log in a way that keeps the format ([`nuvira_report::github::for_log`]).
+pub(crate) fn report_for_stdout(text: &str, format: nuvira_report::Format) -> Cow<'_, str> {
+    if *ACTIONS {
+        nuvira_report::github::for_log(text, format)
+    } else {
+        Cow::Borrowed(text)
+    }
+}

@@ -81,6 +81,7 @@ pub fn execute(args: Args) -> u8 {
         None => {
             use std::io::Write;
             let mut out = std::io::stdout().lock();
+            let text = crate::cli::actions::report_for_stdout(&text, format);
             if out
                 .write_all(text.as_bytes())
                 .and_then(|()| out.flush())

@@ -598,7 +598,10 @@ async fn run(args: Args) -> Result<u8, Fail> {
         None if github::is_actions() => Format::Github,
         None => Format::Text,
     };
-    print_stdout(&nuvira_report::render(&report, format));
+    print_stdout(&crate::cli::actions::report_for_stdout(
+        &nuvira_report::render(&report, format),
+        format,
+    ));
     if format == Format::Github
         && let Err(e) = github::write_step_summary(&report)
     {

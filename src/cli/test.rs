@@ -299,13 +299,13 @@ fn report(outcome: Result<TestResult, ModuleError>, format: Format) -> u8 {
             );
         }
     }
-    let text = match format {
-        Format::Text => test_result::text(&result),
-        Format::Json => test_result::json(&result),
-        Format::Github => test_result::github(&result),
-        Format::Junit => test_result::junit(&result),
+    let (text, as_report) = match format {
+        Format::Text => (test_result::text(&result), nuvira_report::Format::Text),
+        Format::Json => (test_result::json(&result), nuvira_report::Format::Json),
+        Format::Github => (test_result::github(&result), nuvira_report::Format::Github),
+        Format::Junit => (test_result::junit(&result), nuvira_report::Format::Junit),
     };
-    super::print_stdout(&text);
+    super::print_stdout(&crate::cli::actions::report_for_stdout(&text, as_report));
     if result.success {
         exit::SUCCESS
     } else {

@@ -130,6 +130,54 @@ pub fn neutralise(text: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(out)
 }
 
+/// A rendered report made safe to print where the Actions runner reads commands (standard
+/// output under `GITHUB_ACTIONS=true`), in a way that keeps each format what it is:
+///
+/// - `github`: as it is (its untrusted parts already sit in stop-commands blocks);
+/// - `json`, `sarif`: every `##[` written `##\u005b` (the same JSON string); no line of
+///   pretty-printed JSON can start with `::`;
+/// - `junit`, `html`: `##[` written `##&#91;` and a `::` that starts a line `&#58;:` (the same
+///   XML/HTML text);
+/// - `text`, `markdown`: the whole text in one stop-commands block with a random token that
+///   does not occur in it.
+pub fn for_log(text: &str, format: crate::Format) -> std::borrow::Cow<'_, str> {
+    use crate::Format as F;
+    use std::borrow::Cow;
+    match format {
+        F::Github => Cow::Borrowed(text),
+        F::Json | F::Sarif if text.contains("##[") => Cow::Owned(text.replace("##[", "##\\u005b")),
+        F::Json | F::Sarif => Cow::Borrowed(text),
+        F::Junit | F::Html => {
+            if !text.contains("##[") && !text.lines().any(|l| l.trim_start().starts_with("::")) {
+                return Cow::Borrowed(text);
+            }
+            let mut out = String::with_capacity(text.len() + 16);
+            for line in text.split_inclusive('\n') {
+                let body = line.trim_start();
+                out.push_str(&line[..line.len() - body.len()]);
+                let body = body.replace("##[", "##&#91;");
+                match body.strip_prefix(':') {
+                    Some(rest) if rest.starts_with(':') => {
+                        out.push_str("&#58;");
+                        out.push_str(rest);
+                    }
+                    _ => out.push_str(&body),
+                }
+            }
+            Cow::Owned(out)
+        }
+        _ => {
+            let mut token = random_token();
+            while text.contains(&token) {
+                token = random_token();
+            }
+            let mut out = String::with_capacity(text.len() + 80);
+            stop_commands(&mut out, &token, text);
+            Cow::Owned(out)
+        }
+    }
+}
+
 /// A random stop-commands token (32 hex digits).
 pub fn random_token() -> String {
     let n: u128 = rand::random();

@@ -290,3 +290,92 @@ fn paths_are_rebased_onto_the_checkout() {
     }
     assert!(r.file_changes().all(|(_, c)| c.path.starts_with("sub/")));
 }
+
+/// The lines the Actions runner would take for commands outside stop-commands blocks: a `::`
+/// after leading blanks, or `##[` anywhere.
+fn runner_commands(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stopped: Option<String> = None;
+    for line in text.lines() {
+        let t = line.trim_start();
+        if let Some(tok) = &stopped {
+            if t == format!("::{tok}::") {
+                stopped = None;
+            }
+            continue;
+        }
+        if let Some(rest) = t.strip_prefix("::")
+            && let Some(end) = rest.find("::")
+        {
+            if rest.starts_with("stop-commands::") {
+                stopped = Some(rest[end + 2..].to_owned());
+                continue;
+            }
+            out.push(line.to_owned());
+        } else if line.contains("##[") {
+            out.push(line.to_owned());
+        }
+    }
+    out
+}
+
+#[test]
+fn every_format_printed_in_actions_mode_gives_the_runner_no_command() {
+    let mut events = sample::failing_run();
+    for e in &mut events {
+        if let EventKind::StepFailed {
+            output: Some(out), ..
+        } = &mut e.kind
+            && let StepOutput::Test(t) = std::sync::Arc::make_mut(out)
+        {
+            t.failures[0].output = "::error ::forged\n  ::warning ::x\nsee ##[error]y\n".into();
+            t.failures[0].message = "boom ##[warning]z".into();
+        }
+    }
+    let report = live(&events);
+    for f in Format::ALL {
+        let raw = render(&report, f);
+        let safe = nuvira_report::github::for_log(&raw, f);
+        let forged: Vec<_> = runner_commands(&safe)
+            .into_iter()
+            // The github format's own annotations (all with a title) are meant.
+            .filter(|l| !(f == Format::Github && l.contains("title=")))
+            .filter(|l| {
+                !(f == Format::Github && (l.starts_with("::group::") || l == "::endgroup::"))
+            })
+            .collect();
+        assert!(forged.is_empty(), "{f}: {forged:?}");
+        match f {
+            Format::Json | Format::Sarif => {
+                let a: Value = serde_json::from_str(&raw).unwrap();
+                let b: Value = serde_json::from_str(&safe).unwrap();
+                assert_eq!(a, b, "{f}: the same JSON");
+            }
+            Format::Junit => {
+                let text = |s: &str| {
+                    let mut r = quick_xml::Reader::from_str(s);
+                    let mut all = String::new();
+                    loop {
+                        match r.read_event().unwrap() {
+                            quick_xml::events::Event::Eof => break,
+                            quick_xml::events::Event::Text(t) => {
+                                all.push_str(&t.xml_content().unwrap());
+                            }
+                            quick_xml::events::Event::GeneralRef(g) => {
+                                let name = g.decode().unwrap().into_owned();
+                                all.push_str(&format!("&{name};"));
+                            }
+                            _ => {}
+                        }
+                    }
+                    all
+                };
+                assert!(text(&raw).contains("::error ::forged"));
+                // Well-formed, and the same failure text once references are read.
+                let decoded = text(&safe).replace("&#58;", ":").replace("&#91;", "[");
+                assert!(decoded.contains("::error ::forged"), "{decoded}");
+            }
+            _ => {}
+        }
+    }
+}
