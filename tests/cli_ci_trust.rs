@@ -7,17 +7,17 @@ use std::path::Path;
 
 /// One workflow command as the runner sees it.
 #[derive(Debug)]
-struct Seen {
-    name: String,
-    props: String,
-    line: String,
-    old_syntax: bool,
+pub(crate) struct Seen {
+    pub(crate) name: String,
+    pub(crate) props: String,
+    pub(crate) line: String,
+    pub(crate) old_syntax: bool,
 }
 
 /// Reads a stream by the runner's documented rules: leading whitespace trimmed, `::name
 /// props::message` at the start of a line, `##[name]` anywhere in a line, nothing at all
 /// between `::stop-commands::TOKEN` and `::TOKEN::`.
-fn runner_commands(stream: &str) -> Vec<Seen> {
+pub(crate) fn runner_commands(stream: &str) -> Vec<Seen> {
     let mut out = Vec::new();
     let mut stopped: Option<String> = None;
     for raw in stream.split('\n') {

@@ -822,7 +822,10 @@ fn model_client(model: Option<&str>) -> Result<Option<Arc<dyn nuvira_api::LlmCli
             ))),
         };
     }
-    let configured = model.is_some() || std::env::var_os("NUVIRA_MODEL").is_some();
+    // An empty NUVIRA_MODEL is no model: a workflow's `NUVIRA_MODEL: ${{ vars.NUVIRA_MODEL }}`
+    // sets it to "" when the variable is not defined.
+    let configured =
+        model.is_some() || std::env::var_os("NUVIRA_MODEL").is_some_and(|v| !v.is_empty());
     if !configured {
         return Ok(None);
     }
