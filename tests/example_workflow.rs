@@ -224,7 +224,7 @@ fn the_example_workflow_runs_as_written_and_the_runner_reads_only_nuvira_s_comma
     }
     // 12 rejected entries: GitHub shows 10 errors per step, so Nuvira emits 10 and says so.
     assert_eq!(errors, 10, "{stdout}");
-    assert!(warnings >= 1 && warnings <= 10, "{stdout}");
+    assert!((1..=10).contains(&warnings), "{stdout}");
     assert!(stdout.contains("not annotated"), "{stdout}");
     assert!(stdout.contains("::error file=src/lib.rs,line="), "{stdout}");
 
