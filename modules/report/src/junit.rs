@@ -232,9 +232,14 @@ fn test_suite(s: &StepRecord, started_ms: Option<u64>) -> TestSuite {
 
 /// Writes a JUnit report as XML ending in one newline. Serializing plain strings and numbers
 /// does not fail; if it ever does, the output is an XML comment saying why rather than a panic.
+///
+/// `quick-junit` writes a `disabled` count on every `testsuite`, which the Jenkins JUnit schema
+/// (the one CI dashboards validate against) does not allow: it is dropped here, by rewriting the
+/// suite tags with `quick-xml`; the `skipped` count says the same.
 pub(crate) fn to_xml(report: &Report) -> String {
     match report.to_string() {
-        Ok(mut s) => {
+        Ok(s) => {
+            let mut s = drop_disabled(&s).unwrap_or(s);
             if !s.ends_with('\n') {
                 s.push('\n');
             }
@@ -242,4 +247,43 @@ pub(crate) fn to_xml(report: &Report) -> String {
         }
         Err(e) => format!("<!-- failed to serialize the JUnit report: {e} -->\n"),
     }
+}
+
+/// The XML with the `disabled` attribute removed from `testsuite` tags (`None` if it cannot be
+/// rewritten, which does not happen for what `quick-junit` writes).
+fn drop_disabled(xml: &str) -> Option<String> {
+    use quick_xml::events::Event;
+    let mut reader = quick_xml::Reader::from_str(xml);
+    let mut writer = quick_xml::Writer::new(Vec::with_capacity(xml.len()));
+    loop {
+        let event = reader.read_event().ok()?;
+        match event {
+            Event::Eof => break,
+            Event::Start(e) if e.name().as_ref() == b"testsuite" => {
+                writer
+                    .write_event(Event::Start(without_disabled(&e)?))
+                    .ok()?;
+            }
+            Event::Empty(e) if e.name().as_ref() == b"testsuite" => {
+                writer
+                    .write_event(Event::Empty(without_disabled(&e)?))
+                    .ok()?;
+            }
+            other => writer.write_event(other).ok()?,
+        }
+    }
+    String::from_utf8(writer.into_inner()).ok()
+}
+
+fn without_disabled(
+    e: &quick_xml::events::BytesStart<'_>,
+) -> Option<quick_xml::events::BytesStart<'static>> {
+    let mut tag = quick_xml::events::BytesStart::new("testsuite");
+    for a in e.attributes() {
+        let a = a.ok()?;
+        if a.key.as_ref() != b"disabled" {
+            tag.push_attribute(a);
+        }
+    }
+    Some(tag)
 }

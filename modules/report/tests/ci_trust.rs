@@ -163,6 +163,7 @@ fn sarif_fingerprints_of_lines_1_and_2_differ_and_follow_the_line_text() {
     assert_ne!(plain[0], plain[1]);
     // With it: the line text too.
     let opts = nuvira_report::sarif::Options::default().source_root(dir.path());
+    crate::sarif::validate(&sarif(&r, &opts));
     let with_text = fingerprints(&sarif(&r, &opts));
     assert_ne!(with_text[0], with_text[1]);
     assert_ne!(with_text, plain, "the line text is part of the fingerprint");
@@ -185,6 +186,7 @@ fn sarif_caps_results_at_githubs_limit_and_says_how_many_were_dropped() {
         .collect();
     findings.push(syntax("src/worst.rs", 1));
     let doc = sarif(&report_with(findings), &Default::default());
+    crate::sarif::validate(&doc);
     let run = &doc["runs"][0];
     let results = run["results"].as_array().unwrap();
     assert_eq!(results.len(), MAX_RESULTS);
@@ -229,6 +231,7 @@ fn sarif_metadata_is_real_or_absent_and_provenance_comes_from_the_actions_enviro
         p
     });
     let doc = sarif(&r, &opts);
+    crate::sarif::validate(&doc);
     let vcp = &doc["runs"][0]["versionControlProvenance"][0];
     assert_eq!(vcp["repositoryUri"], "https://github.com/o/r");
     assert_eq!(vcp["revisionId"], "abc123");
@@ -378,4 +381,148 @@ fn every_format_printed_in_actions_mode_gives_the_runner_no_command() {
             _ => {}
         }
     }
+}
+
+/// The rules of the Jenkins JUnit schema (`junit-10.xsd` of the Jenkins xunit plugin, the one
+/// CI dashboards validate against), checked with a real XML parser: which element may hold
+/// which, the attributes each may have and must have, and the `time` pattern of suites.
+fn check_jenkins_junit(xml: &str) {
+    use std::collections::HashMap;
+    let children: HashMap<&str, &[&str]> = HashMap::from([
+        ("testsuites", &["testsuite"][..]),
+        (
+            "testsuite",
+            &[
+                "testsuite",
+                "properties",
+                "testcase",
+                "system-out",
+                "system-err",
+            ][..],
+        ),
+        ("properties", &["property"][..]),
+        (
+            "testcase",
+            &[
+                "skipped",
+                "error",
+                "failure",
+                "rerunFailure",
+                "rerunError",
+                "flakyFailure",
+                "flakyError",
+                "system-out",
+                "system-err",
+            ][..],
+        ),
+    ]);
+    let attrs: HashMap<&str, (&[&str], &[&str])> = HashMap::from([
+        (
+            "testsuites",
+            (
+                &[][..],
+                &["name", "time", "tests", "failures", "errors"][..],
+            ),
+        ),
+        (
+            "testsuite",
+            (
+                &["name", "tests", "failures", "errors"][..],
+                &[
+                    "group",
+                    "time",
+                    "skipped",
+                    "timestamp",
+                    "hostname",
+                    "id",
+                    "package",
+                    "file",
+                    "log",
+                    "url",
+                ][..],
+            ),
+        ),
+        (
+            "testcase",
+            (&["name"][..], &["time", "classname", "group"][..]),
+        ),
+        ("property", (&["name", "value"][..], &[][..])),
+        ("failure", (&[][..], &["type", "message"][..])),
+        ("error", (&[][..], &["type", "message"][..])),
+        ("skipped", (&[][..], &["type", "message"][..])),
+        ("properties", (&[][..], &[][..])),
+        ("system-out", (&[][..], &[][..])),
+        ("system-err", (&[][..], &[][..])),
+    ]);
+    let time_ok = |t: &str| {
+        let (int, frac) = t.split_once('.').unwrap_or((t, ""));
+        int.chars().all(|c| c.is_ascii_digit() || c == ',')
+            && frac.chars().all(|c| c.is_ascii_digit())
+    };
+    let mut reader = quick_xml::Reader::from_str(xml);
+    let mut stack: Vec<String> = Vec::new();
+    loop {
+        let ev = reader.read_event().unwrap();
+        let (e, empty) = match &ev {
+            quick_xml::events::Event::Eof => break,
+            quick_xml::events::Event::Start(e) => (e.clone(), false),
+            quick_xml::events::Event::Empty(e) => (e.clone(), true),
+            quick_xml::events::Event::End(_) => {
+                stack.pop();
+                continue;
+            }
+            _ => continue,
+        };
+        let name = String::from_utf8(e.name().as_ref().to_vec()).unwrap();
+        match stack.last() {
+            None => assert_eq!(name, "testsuites", "the root"),
+            Some(parent) => assert!(
+                children
+                    .get(parent.as_str())
+                    .is_some_and(|c| c.contains(&name.as_str())),
+                "<{name}> inside <{parent}>"
+            ),
+        }
+        let (required, optional) = attrs.get(name.as_str()).unwrap();
+        let have: Vec<(String, String)> = e
+            .attributes()
+            .map(|a| {
+                let a = a.unwrap();
+                (
+                    String::from_utf8(a.key.as_ref().to_vec()).unwrap(),
+                    a.unescape_value().unwrap().into_owned(),
+                )
+            })
+            .collect();
+        for (k, v) in &have {
+            assert!(
+                required.contains(&k.as_str()) || optional.contains(&k.as_str()),
+                "<{name}> may not have `{k}`"
+            );
+            if k == "time" && name != "testcase" {
+                assert!(time_ok(v), "<{name} time={v:?}>");
+            }
+        }
+        for r in *required {
+            assert!(have.iter().any(|(k, _)| k == r), "<{name}> needs `{r}`");
+        }
+        if !empty {
+            stack.push(name);
+        }
+    }
+}
+
+#[test]
+fn junit_follows_the_jenkins_schema_in_every_shape() {
+    for events in [sample::failing_run(), sample::passing_run(), leaky_run()] {
+        check_jenkins_junit(&render(&live(&events), Format::Junit));
+    }
+    let mut f = syntax("src/x.rs", 1);
+    f.message = "a\x1b[2Jb".into();
+    check_jenkins_junit(&render(&report_with(vec![f]), Format::Junit));
+    // `nuvira test`'s own JUnit, too.
+    let mut t = nuvira_api::TestResult::default();
+    t.failed = 1;
+    t.failures = vec![nuvira_api::TestFailure::new("a::b", "boom")];
+    check_jenkins_junit(&nuvira_report::test_result::junit(&t));
 }

@@ -19,7 +19,7 @@ fn schema() -> Value {
     serde_json::from_str(&text).unwrap()
 }
 
-fn validate(doc: &Value) {
+pub(crate) fn validate(doc: &Value) {
     let validator = jsonschema::draft4::new(&schema()).unwrap();
     let errors: Vec<String> = validator
         .iter_errors(doc)
