@@ -60,8 +60,9 @@ fn git(dir: &Path, args: &[&str]) {
 /// A checkout with a plan: one edit adds an AWS-key-shaped constant (a security warning), one
 /// batch of 12 entries is rejected (12 errors, more than GitHub shows), one file holds text
 /// that looks like workflow commands.
-fn checkout(root: &Path) -> String {
+fn checkout(root: &Path) -> (String, String) {
     let aws = format!("AKIA{}", "Q4W8".repeat(4));
+    let gh = format!("ghp_{}", "k3Vx".repeat(9));
     std::fs::create_dir_all(root.join(".nuvira")).unwrap();
     std::fs::create_dir_all(root.join("src")).unwrap();
     std::fs::write(root.join("src/keys.rs"), "// keys\n").unwrap();
@@ -87,7 +88,7 @@ steps:
     module: edit
     config:
       edits:
-        - {{ path: src/keys.rs, strategy: search-replace, search: "// keys", replace: "pub const K: &str = \"{aws}\";" }}
+        - {{ path: src/keys.rs, strategy: search-replace, search: "// keys", replace: "pub const K: &str = \"{aws}\"; pub const T: &str = \"{gh}\";" }}
   - id: bad
     module: edit
     config:
@@ -99,7 +100,7 @@ steps:
     git(root, &["init", "-q"]);
     git(root, &["add", "-A"]);
     git(root, &["commit", "-qm", "init"]);
-    aws
+    (aws, gh)
 }
 
 #[test]
@@ -125,7 +126,7 @@ fn the_example_workflow_runs_as_written_and_the_runner_reads_only_nuvira_s_comma
     std::fs::create_dir_all(&work).unwrap();
     std::fs::create_dir_all(home.join(".nuvira/bin")).unwrap();
     std::fs::create_dir_all(&gh).unwrap();
-    let aws = checkout(&work);
+    let (aws, token) = checkout(&work);
     // The cache hit: the binary where `actions/cache` restores `~/.nuvira`.
     std::fs::copy(
         assert_cmd::cargo::cargo_bin("nuvira"),
@@ -221,6 +222,7 @@ fn the_example_workflow_runs_as_written_and_the_runner_reads_only_nuvira_s_comma
             warnings += usize::from(c.name == "warning");
         }
         assert!(!stream.contains(&aws), "{name} shows the AWS key");
+        assert!(!stream.contains(&token), "{name} shows the GitHub token");
     }
     // 12 rejected entries: GitHub shows 10 errors per step, so Nuvira emits 10 and says so.
     assert_eq!(errors, 10, "{stdout}");
@@ -235,7 +237,8 @@ fn the_example_workflow_runs_as_written_and_the_runner_reads_only_nuvira_s_comma
         md.len()
     );
     assert!(md.contains("Nuvira run"), "{md}");
-    assert!(!md.contains(&aws));
+    assert!(!md.contains(&aws) && !md.contains(&token));
+    assert!(md.contains("[redacted]"), "{md}");
     // What the later steps upload is there.
     for f in [
         "nuvira.sarif",
@@ -247,6 +250,7 @@ fn the_example_workflow_runs_as_written_and_the_runner_reads_only_nuvira_s_comma
         assert!(!text.is_empty(), "{f}");
         if f != "nuvira-events.jsonl" {
             assert!(!text.contains(&aws), "{f} shows the AWS key");
+            assert!(!text.contains(&token), "{f} shows the GitHub token");
         }
     }
     let sarif: serde_json::Value =
