@@ -41,6 +41,9 @@ pub struct ReportBuilder {
     /// files it changed.
     written: HashMap<usize, Vec<FileChange>>,
     completed: bool,
+    /// The test cases each step's `test:completed` named, for a step whose output carries
+    /// none (an output written by an older Nuvira, a step stopped before it returned).
+    live_cases: HashMap<usize, Vec<nuvira_api::TestCase>>,
 }
 
 /// The message the scheduler gives a step it stopped because the run was cancelled (category
@@ -277,6 +280,12 @@ impl ReportBuilder {
                 }
                 None => self.rolled_back_unscoped.extend(paths.iter().cloned()),
             },
+            EventKind::TestCompleted { cases, .. } if !cases.is_empty() => {
+                if let Some(i) = self.scoped(event) {
+                    // The last run of the step's tests stands (a repair reruns them).
+                    self.live_cases.insert(i, cases.clone());
+                }
+            }
             EventKind::RecoverAttempt { attempt, .. } => {
                 if let Some(i) = self.scoped(event) {
                     let rec = &mut self.report.steps[i];
@@ -479,6 +488,13 @@ impl ReportBuilder {
             absorb_live(&mut self.report.steps[i], live);
         }
         let mut r = self.report;
+        for (i, cases) in self.live_cases {
+            if let Some(t) = r.steps[i].tests.as_mut()
+                && t.cases.is_empty()
+            {
+                t.cases = cases;
+            }
+        }
         // Files a step wrote that its output does not already list (the output of an edit
         // step is the whole batch; a test step's repairs only show in events).
         let mut written: Vec<(usize, Vec<FileChange>)> = self.written.into_iter().collect();

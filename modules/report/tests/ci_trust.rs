@@ -526,3 +526,30 @@ fn junit_follows_the_jenkins_schema_in_every_shape() {
     t.failures = vec![nuvira_api::TestFailure::new("a::b", "boom")];
     check_jenkins_junit(&nuvira_report::test_result::junit(&t));
 }
+
+#[test]
+fn junit_lists_every_test_from_test_completed_when_the_output_names_none() {
+    let mut events = sample::failing_run();
+    for e in &mut events {
+        if let EventKind::StepFailed {
+            output: Some(out), ..
+        } = &mut e.kind
+            && let StepOutput::Test(t) = std::sync::Arc::make_mut(out)
+        {
+            t.cases.clear();
+        }
+    }
+    let xml = render(&live(&events), Format::Junit);
+    let suite = xml
+        .lines()
+        .find(|l| l.contains("<testsuite name=\"test tests\""))
+        .unwrap();
+    assert!(
+        suite.contains("tests=\"15\"") && suite.contains("skipped=\"1\""),
+        "{suite}"
+    );
+    assert!(
+        xml.contains("<testcase name=\"config::tests::case_11\""),
+        "{xml}"
+    );
+}

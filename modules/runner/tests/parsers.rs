@@ -1377,6 +1377,12 @@ fn parsers_name_every_test_as_a_case_with_its_outcome() {
         (Framework::Cargo, "cargo", "basic-no-fail-fast"),
         (Framework::Cargo, "cargo", "basic-json"),
         (Framework::Nextest, "nextest", "basic-junit"),
+        (Framework::Nextest, "nextest", "basic-no-fail-fast"),
+        (Framework::Pytest, "pytest", "basic-junitxml"),
+        (Framework::Vitest, "vitest", "basic-json"),
+        (Framework::Vitest, "vitest", "basic-junit"),
+        (Framework::Jest, "jest", "basic-json"),
+        (Framework::Jest, "jest", "basic-junit"),
     ] {
         let r = run(framework, runner, case);
         let count = |o: TestOutcome| r.cases.iter().filter(|c| c.outcome == o).count() as u32;
@@ -1400,4 +1406,27 @@ fn parsers_name_every_test_as_a_case_with_its_outcome() {
             );
         }
     }
+}
+
+#[test]
+fn go_test_json_names_every_test_as_a_case_with_its_time() {
+    use nuvira_api::TestOutcome;
+    let r = run_go("basic-json");
+    let count = |o: TestOutcome| r.cases.iter().filter(|c| c.outcome == o).count() as u32;
+    assert_eq!(
+        (
+            count(TestOutcome::Passed),
+            count(TestOutcome::Failed),
+            count(TestOutcome::Skipped)
+        ),
+        (r.passed, r.failed, r.skipped),
+        "{:?}",
+        r.cases
+    );
+    assert!(r.passed > 0);
+    assert!(
+        r.cases
+            .iter()
+            .all(|c| c.duration_ms.is_some() && c.classname.is_some())
+    );
 }
