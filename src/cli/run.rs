@@ -798,7 +798,8 @@ async fn narrow_model_plan(plan: ExecutionPlan, args: &Args) -> ExecutionPlan {
     };
     let (plan, narrowed) = crate::model_plan::narrow(plan, &policy);
     for n in narrowed {
-        eprintln!("model plan: {n}");
+        // Step ids and commands a model wrote: untrusted text.
+        eprintln!("model plan: {}", crate::cli::esc(&n.to_string()));
     }
     plan
 }

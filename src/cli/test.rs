@@ -323,7 +323,7 @@ impl EventSink for Progress {
         match kind {
             EventKind::Custom { name, data } if name == SANDBOX_SELECTED => {
                 if let Some(reason) = data.get("reason").and_then(Value::as_str) {
-                    eprintln!("sandbox: {reason}");
+                    eprintln!("sandbox: {}", crate::cli::esc(reason));
                 }
             }
             EventKind::TestStarted {
