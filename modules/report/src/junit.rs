@@ -57,7 +57,7 @@ pub(crate) fn iso8601(ms: u64) -> String {
 }
 
 /// Sets `skipped`, `time` and `timestamp` on a suite.
-fn finish_suite(suite: &mut TestSuite, time_ms: u64, started_ms: Option<u64>) {
+pub(crate) fn finish_suite(suite: &mut TestSuite, time_ms: u64, started_ms: Option<u64>) {
     let skipped = suite
         .test_cases
         .iter()

@@ -553,3 +553,31 @@ fn junit_lists_every_test_from_test_completed_when_the_output_names_none() {
         "{xml}"
     );
 }
+
+#[test]
+fn nuvira_test_junit_names_every_test_when_the_runner_did() {
+    use nuvira_api::{TestCase, TestOutcome};
+    let mut t = nuvira_api::TestResult::default();
+    t.passed = 2;
+    t.failed = 1;
+    t.skipped = 1;
+    t.failures = vec![nuvira_api::TestFailure::new("m::fails", "boom")];
+    let mut ok = TestCase::new("m::works", TestOutcome::Passed);
+    ok.duration_ms = Some(1500);
+    t.cases = vec![
+        ok,
+        TestCase::new("m::also", TestOutcome::Passed),
+        TestCase::new("m::later", TestOutcome::Skipped),
+        TestCase::new("m::fails", TestOutcome::Failed),
+    ];
+    let xml = nuvira_report::test_result::junit(&t);
+    check_jenkins_junit(&xml);
+    assert!(
+        xml.contains("<testcase name=\"m::works\" classname=\"tests\" time=\"1.500\""),
+        "{xml}"
+    );
+    assert!(xml.contains("name=\"m::later\""), "{xml}");
+    assert!(!xml.contains("passed test 1"), "{xml}");
+    assert_eq!(xml.matches("<testcase ").count(), 4, "{xml}");
+    assert!(xml.contains("skipped=\"1\""), "{xml}");
+}
