@@ -186,3 +186,55 @@ steps:
     let md = std::fs::read_to_string(&summary).unwrap();
     assert!(!md.contains(&aws));
 }
+
+/// A rejected edit in `sub/src/lib.rs`, run with `--repo <root>/sub` and `--format github`
+/// outside Actions; the annotation's file.
+fn annotated_file(root: &Path, repo: &Path, workspace: Option<&Path>) -> String {
+    let plan = root.join("p.yaml");
+    std::fs::write(
+        &plan,
+        "steps:\n  - id: fix\n    module: edit\n    config:\n      edits:\n        - { path: src/lib.rs, strategy: search-replace, search: \"fn zz() {}\", replace: \"\" }\n",
+    )
+    .unwrap();
+    let mut cmd = Command::cargo_bin("nuvira").unwrap();
+    cmd.env_remove("GITHUB_ACTIONS")
+        .env_remove("GITHUB_STEP_SUMMARY")
+        .env_remove("GITHUB_WORKSPACE");
+    if let Some(w) = workspace {
+        cmd.env("GITHUB_WORKSPACE", w);
+    }
+    let out = cmd
+        .arg("run")
+        .arg(&plan)
+        .arg("--repo")
+        .arg(repo)
+        .args(["--format", "github"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("::error file="))
+        .and_then(|l| l.split(',').next())
+        .unwrap_or_else(|| panic!("no annotation: {stdout}"))
+        .to_owned()
+}
+
+#[test]
+fn paths_are_relative_to_the_workspace_else_the_git_top_level_else_the_repository() {
+    let dir = tempfile::tempdir().unwrap();
+    let mono = dir.path().join("mono");
+    let sub = mono.join("sub");
+    std::fs::create_dir_all(sub.join("src")).unwrap();
+    std::fs::write(sub.join("src/lib.rs"), "fn a() {}\n").unwrap();
+    // Not a git repository, no workspace: relative to the repository folder.
+    assert_eq!(annotated_file(dir.path(), &sub, None), "src/lib.rs");
+    // A git repository: relative to its top level.
+    git(&mono, &["init", "-q"]);
+    assert_eq!(annotated_file(dir.path(), &sub, None), "sub/src/lib.rs");
+    // GITHUB_WORKSPACE wins over the git top level.
+    assert_eq!(
+        annotated_file(dir.path(), &sub, Some(dir.path())),
+        "mono/sub/src/lib.rs"
+    );
+}
