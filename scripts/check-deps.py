@@ -63,6 +63,8 @@ ALLOWED = {
         "the recover stage runs the built-in repair strategies",
     ("nuvira-repair-strategies", "nuvira-secrets", "normal"):
         "a failure's text is redacted before a strategy rephrases it for a model",
+    ("nuvira-report", "nuvira-secrets", "normal"):
+        "every finding of the one scanner is masked in every rendered report",
     ("nuvira-runner", "nuvira-sandbox", "normal"):
         "test and execute steps run their command in a sandbox",
     ("nuvira-verify", "nuvira-secrets", "normal"):

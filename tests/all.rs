@@ -3,11 +3,13 @@
 
 mod agent;
 mod cli_apply;
+mod cli_ci_trust;
 mod cli_inspect;
 mod cli_output;
 mod cli_report;
 mod cli_run;
 mod cli_test;
 mod cli_validate;
+mod example_workflow;
 mod scheduler;
 mod validate;

@@ -85,7 +85,7 @@ pub fn execute(args: Args) -> u8 {
             Ok(lock) => Some(lock),
             Err(e) => {
                 let msg = e.to_string();
-                eprintln!("error: {msg}");
+                eprintln!("error: {}", crate::cli::esc_lines(&msg.to_string()));
                 json_error("environment", &msg, None);
                 return exit::ENVIRONMENT;
             }
@@ -178,7 +178,10 @@ pub(crate) fn recover(ws: &Workspace) -> Result<usize, u8> {
     match journal.recover_incomplete() {
         // Only a dry run gets here without the lock: the holder, alive, recovers for itself.
         Err(JournalError::Locked(e)) => {
-            eprintln!("note: {e}; the preview may not show its changes");
+            eprintln!(
+                "note: {}; the preview may not show its changes",
+                crate::cli::esc_lines(&e.to_string())
+            );
             Ok(0)
         }
         Ok(done) => {

@@ -45,7 +45,7 @@ pub fn execute(args: Args) -> u8 {
         return exit::INVALID;
     }
     if let Err(e) = super::check_repo(&args.repo) {
-        eprintln!("error: {e}");
+        eprintln!("error: {}", crate::cli::esc_lines(&e.to_string()));
         return exit::INVALID;
     }
     let options = InspectOptions::default()
@@ -53,7 +53,7 @@ pub fn execute(args: Args) -> u8 {
     let result = match inspect(&args.repo, &args.goal, &options, &Hooks::none()) {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("error: failed to {e}");
+            eprintln!("error: failed to {}", crate::cli::esc_lines(&e.to_string()));
             return exit::INVALID;
         }
     };
@@ -64,7 +64,10 @@ pub fn execute(args: Args) -> u8 {
                 t
             }
             Err(e) => {
-                eprintln!("error: failed to write the result as JSON: {e}");
+                eprintln!(
+                    "error: failed to write the result as JSON: {}",
+                    crate::cli::esc_lines(&e.to_string())
+                );
                 return exit::FAILED;
             }
         },

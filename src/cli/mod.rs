@@ -4,6 +4,7 @@
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
+mod actions;
 mod apply;
 mod graph;
 mod inflight;
@@ -123,7 +124,7 @@ fn init_tracing(verbose: u8) {
     use std::io::IsTerminal;
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(crate::cli::actions::SafeStderr::default)
         // Colour codes only for a terminal, not for a pipe or a CI log file.
         .with_ansi(std::io::stderr().is_terminal())
         .with_target(false)
@@ -133,13 +134,13 @@ fn init_tracing(verbose: u8) {
 /// A file name or other untrusted one-line text for a terminal: control characters escaped
 /// (`\x1b`, `\n`), see [`nuvira_api::text::escape_control`].
 pub(crate) fn esc(text: &str) -> std::borrow::Cow<'_, str> {
-    nuvira_api::text::escape_control(text)
+    crate::cli::actions::safe(text, nuvira_api::text::escape_control)
 }
 
 /// Untrusted multi-line text (an error message, a diff) for a terminal: newlines kept, every
 /// other control character escaped.
 pub(crate) fn esc_lines(text: &str) -> std::borrow::Cow<'_, str> {
-    nuvira_api::text::escape_control_keep_lines(text)
+    crate::cli::actions::safe(text, nuvira_api::text::escape_control_keep_lines)
 }
 
 /// Prints an error the way every command does: `error: ...` on stderr, with its causes. A cause

@@ -19,6 +19,13 @@ pub struct Args {
     /// Write the report to this file instead of standard output.
     #[arg(long, short)]
     pub output: Option<PathBuf>,
+    /// The repository folder the run worked in: paths are made relative to its checkout
+    /// (`GITHUB_WORKSPACE`, else its git top level), as `nuvira run` does.
+    #[arg(long, value_name = "DIR")]
+    pub repo: Option<PathBuf>,
+    /// The code-scanning category written into a SARIF report (`automationDetails.id`).
+    #[arg(long, value_name = "CATEGORY")]
+    pub sarif_category: Option<String>,
 }
 
 /// Runs the command: 0 when the report was produced, 2 when the events file is unreadable
@@ -27,16 +34,16 @@ pub fn execute(args: Args) -> u8 {
     let format = match args.format.as_deref().map(str::parse::<Format>) {
         Some(Ok(f)) => f,
         Some(Err(e)) => {
-            eprintln!("error: failed to {e}");
+            eprintln!("error: failed to {}", crate::cli::esc_lines(&e.to_string()));
             return crate::exit::INVALID;
         }
         None if github::is_actions() => Format::Github,
         None => Format::Text,
     };
-    let report = match nuvira_report::read_jsonl_file(&args.events) {
+    let mut report = match nuvira_report::read_jsonl_file(&args.events) {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("error: failed to {e}");
+            eprintln!("error: failed to {}", crate::cli::esc_lines(&e.to_string()));
             return crate::exit::INVALID;
         }
     };
@@ -54,7 +61,13 @@ pub fn execute(args: Args) -> u8 {
             report.unknown_event_types.join(", ")
         );
     }
-    let text = nuvira_report::render(&report, format);
+    let mut sarif = nuvira_report::sarif::Options::from_env();
+    sarif.category.clone_from(&args.sarif_category);
+    if let Some(repo) = &args.repo {
+        nuvira_report::rebase_paths(&mut report, &nuvira_report::checkout_prefix(repo));
+        sarif.source_root = Some(nuvira_report::checkout_root(repo));
+    }
+    let text = nuvira_report::render_with(&report, format, &sarif);
     match &args.output {
         Some(path) => {
             if let Err(e) = std::fs::write(path, &text) {
@@ -68,6 +81,7 @@ pub fn execute(args: Args) -> u8 {
         None => {
             use std::io::Write;
             let mut out = std::io::stdout().lock();
+            let text = crate::cli::actions::report_for_stdout(&text, format);
             if out
                 .write_all(text.as_bytes())
                 .and_then(|()| out.flush())
@@ -81,7 +95,10 @@ pub fn execute(args: Args) -> u8 {
     if format == Format::Github
         && let Err(e) = github::write_step_summary(&report)
     {
-        eprintln!("warning: failed to {e}");
+        eprintln!(
+            "warning: failed to {}",
+            crate::cli::esc_lines(&e.to_string())
+        );
     }
     crate::exit::SUCCESS
 }

@@ -55,7 +55,7 @@ pub fn execute(args: Args) -> u8 {
     let has_journal = ws.state_dir().join("journal").exists();
     let _lock = match has_journal.then(|| crate::cli::lock_repo(&ws, args.wait)) {
         Some(Err(e)) => {
-            eprintln!("error: {e}");
+            eprintln!("error: {}", crate::cli::esc_lines(&e.to_string()));
             return exit::ENVIRONMENT;
         }
         lock => lock,

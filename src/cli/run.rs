@@ -78,6 +78,10 @@ pub struct Args {
     /// github, sarif, junit, html).
     #[arg(long = "report", value_name = "FORMAT=PATH", value_parser = parse_report_target)]
     pub reports: Vec<(Format, PathBuf)>,
+    /// The code-scanning category written into the SARIF report (`automationDetails.id`);
+    /// left out by default, so the upload's own `category:` decides.
+    #[arg(long, value_name = "CATEGORY")]
+    pub sarif_category: Option<String>,
     /// Work on a temporary copy of the repository (printed), leaving the original untouched.
     #[arg(long)]
     pub scratch: bool,
@@ -328,7 +332,7 @@ async fn run(args: Args) -> Result<u8, Fail> {
         (Some(path), _) => match nuvira_plan::load_file(path) {
             Ok(l) => (l.plan.clone(), Some(l)),
             Err(e) => {
-                eprintln!("error[parse]: {e}");
+                eprintln!("error[parse]: {}", crate::cli::esc_lines(&e.to_string()));
                 let problems: Vec<_> = e
                     .all()
                     .map(|e| crate::validate::Problem {
@@ -432,7 +436,10 @@ async fn run(args: Args) -> Result<u8, Fail> {
     let ws = match Workspace::open(&repo) {
         Ok(ws) => Some(ws),
         Err(e) => {
-            eprintln!("warning: failed to open the workspace journal: {e}");
+            eprintln!(
+                "warning: failed to open the workspace journal: {}",
+                crate::cli::esc_lines(&e.to_string())
+            );
             None
         }
     };
@@ -458,7 +465,10 @@ async fn run(args: Args) -> Result<u8, Fail> {
                     );
                 }
             }
-            Err(e) => eprintln!("warning: failed to check for interrupted earlier runs: {e}"),
+            Err(e) => eprintln!(
+                "warning: failed to check for interrupted earlier runs: {}",
+                crate::cli::esc_lines(&e.to_string())
+            ),
         }
     }
     let run_id = new_run_id();
@@ -557,15 +567,28 @@ async fn run(args: Args) -> Result<u8, Fail> {
     if let Some(store) = store
         && let Err(e) = store.finish().await
     {
-        eprintln!("error: failed to write the event file: {e}");
+        eprintln!(
+            "error: failed to write the event file: {}",
+            crate::cli::esc_lines(&e.to_string())
+        );
     }
-    let report = match reporter.await {
+    let mut report = match reporter.await {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("error: failed to build the report: {e}");
+            eprintln!(
+                "error: failed to build the report: {}",
+                crate::cli::esc_lines(&e.to_string())
+            );
             return Ok(exit::FAILED.max(summary.exit_code()));
         }
     };
+
+    // Paths relative to the checkout (`GITHUB_WORKSPACE`, else the git top level), so that
+    // annotations and SARIF name `sub/src/x.rs` for `--repo sub` in a monorepo.
+    nuvira_report::rebase_paths(&mut report, &nuvira_report::checkout_prefix(&repo));
+    let mut sarif =
+        nuvira_report::sarif::Options::from_env().source_root(nuvira_report::checkout_root(&repo));
+    sarif.category.clone_from(&args.sarif_category);
 
     // Output.
     let format = match args.format {
@@ -576,11 +599,17 @@ async fn run(args: Args) -> Result<u8, Fail> {
         None if github::is_actions() => Format::Github,
         None => Format::Text,
     };
-    print_stdout(&nuvira_report::render(&report, format));
+    print_stdout(&crate::cli::actions::report_for_stdout(
+        &nuvira_report::render(&report, format),
+        format,
+    ));
     if format == Format::Github
         && let Err(e) = github::write_step_summary(&report)
     {
-        eprintln!("warning: failed to {e}");
+        eprintln!(
+            "warning: failed to {}",
+            crate::cli::esc_lines(&e.to_string())
+        );
     }
     let mut code = match signalled {
         Some(signal_code) if summary.status == RunStatus::Cancelled => signal_code,
@@ -606,7 +635,7 @@ async fn run(args: Args) -> Result<u8, Fail> {
         );
     }
     for (f, path) in &args.reports {
-        if let Err(e) = write_report(path, &nuvira_report::render(&report, *f)) {
+        if let Err(e) = write_report(path, &nuvira_report::render_with(&report, *f, &sarif)) {
             eprintln!(
                 "error: failed to write the {f} report to {}: {}",
                 path.display(),
@@ -770,7 +799,8 @@ async fn narrow_model_plan(plan: ExecutionPlan, args: &Args) -> ExecutionPlan {
     };
     let (plan, narrowed) = crate::model_plan::narrow(plan, &policy);
     for n in narrowed {
-        eprintln!("model plan: {n}");
+        // Step ids and commands a model wrote: untrusted text.
+        eprintln!("model plan: {}", crate::cli::esc(&n.to_string()));
     }
     plan
 }
@@ -794,7 +824,10 @@ fn model_client(model: Option<&str>) -> Result<Option<Arc<dyn nuvira_api::LlmCli
             ))),
         };
     }
-    let configured = model.is_some() || std::env::var_os("NUVIRA_MODEL").is_some();
+    // An empty NUVIRA_MODEL is no model: a workflow's `NUVIRA_MODEL: ${{ vars.NUVIRA_MODEL }}`
+    // sets it to "" when the variable is not defined.
+    let configured =
+        model.is_some() || std::env::var_os("NUVIRA_MODEL").is_some_and(|v| !v.is_empty());
     if !configured {
         return Ok(None);
     }

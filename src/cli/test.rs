@@ -204,7 +204,7 @@ impl<T: ValueEnum> ValueEnumName for T {
 pub fn execute(args: Args) -> u8 {
     let format = args.format;
     let fail = |code: u8, kind: &str, message: &str| {
-        eprintln!("error: {message}");
+        eprintln!("error: {}", crate::cli::esc_lines(message));
         if format == Format::Json {
             super::print_stdout(&super::json_error(kind, message, None));
         }
@@ -260,7 +260,7 @@ pub fn execute(args: Args) -> u8 {
 /// stdout.
 fn report(outcome: Result<TestResult, ModuleError>, format: Format) -> u8 {
     let fail = |code: u8, kind: &str, message: &str| {
-        eprintln!("error: {message}");
+        eprintln!("error: {}", crate::cli::esc_lines(message));
         if format == Format::Json {
             super::print_stdout(&super::json_error(kind, message, None));
         }
@@ -299,13 +299,13 @@ fn report(outcome: Result<TestResult, ModuleError>, format: Format) -> u8 {
             );
         }
     }
-    let text = match format {
-        Format::Text => test_result::text(&result),
-        Format::Json => test_result::json(&result),
-        Format::Github => test_result::github(&result),
-        Format::Junit => test_result::junit(&result),
+    let (text, as_report) = match format {
+        Format::Text => (test_result::text(&result), nuvira_report::Format::Text),
+        Format::Json => (test_result::json(&result), nuvira_report::Format::Json),
+        Format::Github => (test_result::github(&result), nuvira_report::Format::Github),
+        Format::Junit => (test_result::junit(&result), nuvira_report::Format::Junit),
     };
-    super::print_stdout(&text);
+    super::print_stdout(&crate::cli::actions::report_for_stdout(&text, as_report));
     if result.success {
         exit::SUCCESS
     } else {
@@ -323,7 +323,7 @@ impl EventSink for Progress {
         match kind {
             EventKind::Custom { name, data } if name == SANDBOX_SELECTED => {
                 if let Some(reason) = data.get("reason").and_then(Value::as_str) {
-                    eprintln!("sandbox: {reason}");
+                    eprintln!("sandbox: {}", crate::cli::esc(reason));
                 }
             }
             EventKind::TestStarted {

@@ -143,6 +143,11 @@ pub(crate) fn print_problems(file: &std::path::Path, problems: &[Problem]) {
                 location.push_str(&format!(":{c}"));
             }
         }
-        eprintln!("error[{}]: {location}: {}", p.kind, p.message);
+        eprintln!(
+            "error[{}]: {}: {}",
+            p.kind,
+            crate::cli::esc(&location),
+            crate::cli::esc_lines(&p.message)
+        );
     }
 }

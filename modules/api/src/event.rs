@@ -287,6 +287,10 @@ pub enum EventKind {
         skipped: u32,
         /// Wall-clock duration.
         duration_ms: u64,
+        /// Every test by name with its outcome and duration, where the runner named them
+        /// (empty when it printed only totals).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        cases: Vec<crate::TestCase>,
     },
 
     // ---- recovery ----

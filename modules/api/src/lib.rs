@@ -101,6 +101,6 @@ pub use report::{ExecutionReport, RunStatus, StepRecord, StepStatus};
 pub use syntax::{SyntaxChecker, SyntaxDiagnostic, SyntaxReport};
 pub use test::{
     CommandOutput, NetworkMode, ResourceLimits, Sandbox, SandboxError, SandboxInfo, SandboxOutcome,
-    SandboxRequest, TestFailure, TestResult,
+    SandboxRequest, TestCase, TestFailure, TestOutcome, TestResult,
 };
 pub use verify::{CheckFinding, CheckStatus, VerificationCheck, VerificationResult};

@@ -253,6 +253,9 @@ pub struct TestTotals {
     /// Killed for exceeding its memory limit.
     #[serde(default)]
     pub oom_killed: bool,
+    /// Every test by name, passing ones included, where the runner named them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cases: Vec<crate::TestCase>,
 }
 
 /// The outcome of one verification step.

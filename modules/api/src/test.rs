@@ -74,6 +74,49 @@ pub struct SandboxInfo {
     pub skipped_special_files: Vec<String>,
 }
 
+/// How one test ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum TestOutcome {
+    /// It passed.
+    #[default]
+    Passed,
+    /// It failed (the details are in [`TestResult::failures`], under the same name).
+    Failed,
+    /// It was skipped or ignored.
+    Skipped,
+}
+
+/// One test the runner reported, passing ones included: what a JUnit report lists as a
+/// `testcase`. Parsers fill this where the runner names its tests (JUnit XML, libtest,
+/// nextest, pytest, jest, vitest, go test); a runner that prints only totals leaves it empty.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[non_exhaustive]
+pub struct TestCase {
+    /// The test's name, as in [`TestFailure::name`].
+    pub name: String,
+    /// The suite, class or file the test belongs to, where the runner says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub classname: Option<String>,
+    /// How it ended.
+    pub outcome: TestOutcome,
+    /// How long it ran, where the runner says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
+}
+
+impl TestCase {
+    /// A test case with a name and an outcome.
+    pub fn new(name: impl Into<String>, outcome: TestOutcome) -> Self {
+        Self {
+            name: name.into(),
+            outcome,
+            ..Self::default()
+        }
+    }
+}
+
 /// The outcome of a test run.
 ///
 /// Counting: `total = passed + failed`; skipped and ignored tests are in `skipped` only. A run
@@ -94,6 +137,10 @@ pub struct TestResult {
     pub total: u32,
     /// The failures, with file and line where known.
     pub failures: Vec<TestFailure>,
+    /// Every test by name, passing ones included, where the runner names them (empty when
+    /// it prints only totals).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cases: Vec<TestCase>,
     /// Wall-clock duration.
     pub duration_ms: u64,
     /// The runner's combined output (capped).

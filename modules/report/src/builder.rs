@@ -41,6 +41,9 @@ pub struct ReportBuilder {
     /// files it changed.
     written: HashMap<usize, Vec<FileChange>>,
     completed: bool,
+    /// The test cases each step's `test:completed` named, for a step whose output carries
+    /// none (an output written by an older Nuvira, a step stopped before it returned).
+    live_cases: HashMap<usize, Vec<nuvira_api::TestCase>>,
 }
 
 /// The message the scheduler gives a step it stopped because the run was cancelled (category
@@ -277,6 +280,12 @@ impl ReportBuilder {
                 }
                 None => self.rolled_back_unscoped.extend(paths.iter().cloned()),
             },
+            EventKind::TestCompleted { cases, .. } if !cases.is_empty() => {
+                if let Some(i) = self.scoped(event) {
+                    // The last run of the step's tests stands (a repair reruns them).
+                    self.live_cases.insert(i, cases.clone());
+                }
+            }
             EventKind::RecoverAttempt { attempt, .. } => {
                 if let Some(i) = self.scoped(event) {
                     let rec = &mut self.report.steps[i];
@@ -393,6 +402,15 @@ impl ReportBuilder {
         rec.evidence = evidence;
         if let Some(out) = output {
             absorb_output(rec, Arc::unwrap_or_clone(out));
+            // A failed edit step wrote nothing ("edit batch rejected ...; nothing was
+            // written"): the changes of its output are what it would have done, not changes.
+            // Only `edit:written` events (merged in `finish`) list what reached the disk.
+            if matches!(
+                rec.output,
+                Some(StepOutput::Edit(_) | StepOutput::EditPreview(_))
+            ) {
+                rec.file_changes.clear();
+            }
         }
         absorb_live(rec, live);
         if category == nuvira_api::ErrorCategory::EditRejected
@@ -470,6 +488,13 @@ impl ReportBuilder {
             absorb_live(&mut self.report.steps[i], live);
         }
         let mut r = self.report;
+        for (i, cases) in self.live_cases {
+            if let Some(t) = r.steps[i].tests.as_mut()
+                && t.cases.is_empty()
+            {
+                t.cases = cases;
+            }
+        }
         // Files a step wrote that its output does not already list (the output of an edit
         // step is the whole batch; a test step's repairs only show in events).
         let mut written: Vec<(usize, Vec<FileChange>)> = self.written.into_iter().collect();
@@ -528,6 +553,9 @@ impl ReportBuilder {
                 });
             }
         }
+        // Every finding of the secret scanner is masked in everything the report holds, before
+        // any text is derived from it: no format can then repeat a credential.
+        crate::clean::mask_report(&mut r);
         r.counts = count(&r.steps);
         r.follow_up = follow_up(&r);
         for (step, attempts, error) in &self.budget_exhausted {
@@ -535,7 +563,7 @@ impl ReportBuilder {
                 0,
                 format!(
                     "step `{step}`: the repair budget was exhausted after {attempts} attempt(s); last error: {}",
-                    error.lines().next().unwrap_or_default()
+                    nuvira_secrets::mask(error.lines().next().unwrap_or_default())
                 ),
             );
         }
@@ -683,6 +711,7 @@ fn absorb_tests(rec: &mut StepRecord, t: &mut TestResult) {
     totals.command.clone_from(&t.command);
     totals.timed_out = sandbox.is_some_and(|s| s.timed_out);
     totals.oom_killed = sandbox.is_some_and(|s| s.oom_killed);
+    totals.cases = std::mem::take(&mut t.cases);
     rec.tests = Some(totals);
     rec.findings.extend(
         std::mem::take(&mut t.failures)

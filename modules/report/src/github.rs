@@ -98,6 +98,86 @@ pub fn parse_command(line: &str) -> Option<WorkflowCommand> {
     })
 }
 
+/// Untrusted text made inert for the Actions runner, which reads workflow commands on stdout
+/// *and* stderr: a line whose first non-blank characters are `::` (the runner trims leading
+/// whitespace) gets a `\\` in front of them, and every `##[` (a command anywhere in a line, the
+/// old syntax) becomes `##\\[`. Nothing else changes; text with neither is borrowed.
+///
+/// ```
+/// use nuvira_report::github::neutralise;
+/// assert_eq!(neutralise("ok\n  ::error ::x\nsee ##[warning]y"), "ok\n  \\::error ::x\nsee ##\\[warning]y");
+/// assert_eq!(neutralise("a::b"), "a::b");
+/// ```
+pub fn neutralise(text: &str) -> std::borrow::Cow<'_, str> {
+    let risky = |line: &str| line.trim_start().starts_with("::") || line.contains("##[");
+    if !text.split(['\n', '\r']).any(risky) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    let mut rest = text;
+    while !rest.is_empty() {
+        let end = rest.find(['\n', '\r']).map_or(rest.len(), |i| i + 1);
+        let (line, tail) = rest.split_at(end);
+        let body = line.trim_start();
+        let lead = &line[..line.len() - body.len()];
+        out.push_str(lead);
+        if body.starts_with("::") {
+            out.push('\\');
+        }
+        out.push_str(&body.replace("##[", "##\\["));
+        rest = tail;
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// A rendered report made safe to print where the Actions runner reads commands (standard
+/// output under `GITHUB_ACTIONS=true`), in a way that keeps each format what it is:
+///
+/// - `github`: as it is (its untrusted parts already sit in stop-commands blocks);
+/// - `json`, `sarif`: every `##[` written `##\u005b` (the same JSON string); no line of
+///   pretty-printed JSON can start with `::`;
+/// - `junit`, `html`: `##[` written `##&#91;` and a `::` that starts a line `&#58;:` (the same
+///   XML/HTML text);
+/// - `text`, `markdown`: the whole text in one stop-commands block with a random token that
+///   does not occur in it.
+pub fn for_log(text: &str, format: crate::Format) -> std::borrow::Cow<'_, str> {
+    use crate::Format as F;
+    use std::borrow::Cow;
+    match format {
+        F::Github => Cow::Borrowed(text),
+        F::Json | F::Sarif if text.contains("##[") => Cow::Owned(text.replace("##[", "##\\u005b")),
+        F::Json | F::Sarif => Cow::Borrowed(text),
+        F::Junit | F::Html => {
+            if !text.contains("##[") && !text.lines().any(|l| l.trim_start().starts_with("::")) {
+                return Cow::Borrowed(text);
+            }
+            let mut out = String::with_capacity(text.len() + 16);
+            for line in text.split_inclusive('\n') {
+                let body = line.trim_start();
+                out.push_str(&line[..line.len() - body.len()]);
+                let body = body.replace("##[", "##&#91;");
+                match body.strip_prefix(':') {
+                    Some(rest) if rest.starts_with(':') => {
+                        out.push_str("&#58;");
+                        out.push_str(rest);
+                    }
+                    _ => out.push_str(&body),
+                }
+            }
+            Cow::Owned(out)
+        }
+        _ => {
+            let mut token = random_token();
+            while text.contains(&token) {
+                token = random_token();
+            }
+            let mut out = String::with_capacity(text.len() + 80);
+            stop_commands(&mut out, &token, text);
+            Cow::Owned(out)
+        }
+    }
+}
+
 /// A random stop-commands token (32 hex digits).
 pub fn random_token() -> String {
     let n: u128 = rand::random();
@@ -121,12 +201,15 @@ pub fn annotation(f: &Finding, step_id: &str) -> String {
         props.push(("file", p.clone()));
         if let Some(l) = f.line {
             props.push(("line", l.to_string()));
-            if let Some(c) = f.column {
+            // The runner keeps columns only for an annotation on one line: with
+            // `line != endLine` it drops `col`/`endColumn`, so they are left out.
+            let one_line = f.end_line.is_none_or(|el| el == l);
+            if let Some(c) = f.column.filter(|_| one_line) {
                 props.push(("col", c.to_string()));
             }
             if let Some(el) = f.end_line {
                 props.push(("endLine", el.to_string()));
-                if let Some(ec) = f.end_column {
+                if let Some(ec) = f.end_column.filter(|_| one_line) {
                     props.push(("endColumn", ec.to_string()));
                 }
             }

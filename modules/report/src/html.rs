@@ -418,18 +418,7 @@ fn truncate(s: &str, max: usize) -> String {
 
 /// Escapes text for HTML element content and attribute values.
 fn esc(s: &str) -> String {
-    let mut o = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => o.push_str("&amp;"),
-            '<' => o.push_str("&lt;"),
-            '>' => o.push_str("&gt;"),
-            '"' => o.push_str("&quot;"),
-            '\'' => o.push_str("&#39;"),
-            c => o.push(c),
-        }
-    }
-    o
+    crate::clean::html(s)
 }
 
 const LEGEND: &str = r#"<p class="legend"><span class="swatch succeeded"></span>succeeded <span class="swatch failed"></span>failed <span class="swatch skipped"></span>skipped <span class="swatch running"></span>running <span class="swatch pending"></span>pending</p>

@@ -47,6 +47,7 @@
 #![deny(missing_docs)]
 
 mod builder;
+mod clean;
 pub mod github;
 pub mod html;
 pub mod junit;
@@ -61,6 +62,7 @@ pub use builder::{
     DEFAULT_MAX_EVENTS_BYTES, EventReader, MAX_EVENT_LINE_BYTES, MAX_EVENTS_BYTES_ENV,
     ReportBuilder, read_jsonl, read_jsonl_file,
 };
+pub use clean::{checkout_prefix, checkout_root, mask_secrets, rebase_paths};
 pub use module::{REPORT_MODULE, ReportModule, write_reports};
 pub use nuvira_api::report::{
     ExecutionReport, Finding, FindingKind, ReportCounts, StepRecord, TestTotals,
@@ -166,6 +168,14 @@ pub fn render(report: &ExecutionReport, format: Format) -> String {
         Format::Sarif => sarif::render(report),
         Format::Junit => junit::render(report),
         Format::Html => html::render(report),
+    }
+}
+
+/// Renders a report in a format, SARIF with the given [`sarif::Options`].
+pub fn render_with(report: &ExecutionReport, format: Format, sarif: &sarif::Options) -> String {
+    match format {
+        Format::Sarif => sarif::render_with(report, sarif),
+        f => render(report, f),
     }
 }
 

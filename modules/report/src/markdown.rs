@@ -47,7 +47,7 @@ pub fn render_blocks(r: &ExecutionReport) -> Vec<String> {
         let _ = writeln!(
             head,
             "| `{}` | {} | {} {} | {} | {} |",
-            code_safe(&s.id),
+            cell_code(&s.id),
             inline(&s.module),
             if crate::was_cancelled(s) {
                 "⏹️"
@@ -73,8 +73,8 @@ pub fn render_blocks(r: &ExecutionReport) -> Vec<String> {
                 b,
                 "| {} | `{}` | `{}` | **{}**: {} |",
                 severity_label(f.severity),
-                code_safe(&location(f)),
-                code_safe(&s.id),
+                cell_code(&location(f)),
+                cell_code(&s.id),
                 inline(&f.title),
                 inline(&f.message)
             );
@@ -160,9 +160,17 @@ fn status_icon(s: StepStatus) -> &'static str {
     }
 }
 
-/// Text inside a code span: backticks and line breaks would end it.
+/// Text inside a code span: backticks and line breaks would end it; other control characters
+/// are shown as escapes.
 fn code_safe(s: &str) -> String {
-    s.replace('`', "'").replace(['\n', '\r'], " ")
+    let s = s.replace('`', "'").replace(['\n', '\r'], " ");
+    nuvira_api::text::escape_control(&s).into_owned()
+}
+
+/// A code span inside a table cell: as [`code_safe`], and `|` escaped as `\|` (GFM splits
+/// cells at a bare `|` even inside a code span, and renders `\|` there as `|`).
+fn cell_code(s: &str) -> String {
+    code_safe(s).replace('|', "\\|")
 }
 
 /// Escapes untrusted inline text: Markdown punctuation, HTML, table pipes, line breaks.
@@ -176,6 +184,11 @@ pub(crate) fn inline(s: &str) -> String {
             '|' => o.push_str("\\|"),
             '\n' => o.push_str("<br>"),
             '\r' => {}
+            c if c.is_control()
+                || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}') =>
+            {
+                o.push_str(&nuvira_api::text::escape_control(&c.to_string()));
+            }
             '\\' | '`' | '*' | '_' | '[' | ']' | '#' | '!' | '~' => {
                 o.push('\\');
                 o.push(ch);
@@ -187,10 +200,7 @@ pub(crate) fn inline(s: &str) -> String {
 }
 
 fn html_escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
+    crate::clean::html(s)
 }
 
 /// A fenced code block whose fence is longer than any backtick run in the text.
@@ -206,6 +216,7 @@ pub(crate) fn fenced(lang: &str, text: &str) -> String {
         }
     }
     let fence = "`".repeat((longest + 1).max(3));
+    let text = nuvira_api::text::escape_control_keep_lines(text);
     let nl = if text.ends_with('\n') { "" } else { "\n" };
     format!("{fence}{lang}\n{text}{nl}{fence}\n")
 }

@@ -135,6 +135,33 @@ fn failures() -> Vec<TestFailure> {
     ]
 }
 
+/// Every test of a run by name: `passed` passing ones (a few milliseconds each), one skipped
+/// when `skipped`, and the failures of [`failures`] when `failing`.
+fn cases(passed: u32, skipped: bool, failing: bool) -> Vec<nuvira_api::TestCase> {
+    use nuvira_api::{TestCase, TestOutcome};
+    let mut out: Vec<TestCase> = (0..passed)
+        .map(|i| {
+            let mut c = TestCase::new(format!("config::tests::case_{i:02}"), TestOutcome::Passed);
+            c.duration_ms = Some(u64::from(i) * 3 + 1);
+            c
+        })
+        .collect();
+    if skipped {
+        out.push(TestCase::new(
+            "net::tests::needs_network",
+            TestOutcome::Skipped,
+        ));
+    }
+    if failing {
+        for f in failures() {
+            let mut c = TestCase::new(f.name, TestOutcome::Failed);
+            c.duration_ms = Some(12);
+            out.push(c);
+        }
+    }
+    out
+}
+
 fn test_result() -> StepOutput {
     let mut t = TestResult::default();
     t.success = false;
@@ -143,6 +170,7 @@ fn test_result() -> StepOutput {
     t.skipped = 1;
     t.total = 14;
     t.failures = failures();
+    t.cases = cases(12, true, true);
     t.duration_ms = 1840;
     t.framework = Some("cargo".into());
     t.command = Some("cargo test --no-fail-fast".into());
@@ -250,6 +278,7 @@ pub fn failing_run() -> Vec<Event> {
             failed: 2,
             skipped: 1,
             duration_ms: 1840,
+            cases: cases(12, true, true),
         },
     );
     s.at(
@@ -339,6 +368,7 @@ pub fn passing_run() -> Vec<Event> {
     t.success = true;
     t.passed = 14;
     t.total = 14;
+    t.cases = cases(14, false, false);
     t.duration_ms = 1700;
     t.framework = Some("cargo".into());
     s.at(
@@ -479,6 +509,7 @@ pub fn large_run(events: usize) -> impl Iterator<Item = Event> {
                     failed: 2,
                     skipped: 0,
                     duration_ms: 100,
+                    cases: Vec::new(),
                 },
             ));
             let mut t = TestResult::default();

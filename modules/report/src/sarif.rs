@@ -7,11 +7,21 @@
 //! - stable rule ids (`nuvira/test-failure`, `nuvira/security/<rule>`,
 //!   `nuvira/verification/<check>`, `nuvira/syntax/<node-kind>`,
 //!   `nuvira/step-failure/<category>`), so alerts match across runs;
-//! - `partialFingerprints` (`nuvira/v1`) from the rule, the path and the title — not the line, so
-//!   an alert survives edits above it;
+//! - `partialFingerprints` (`nuvira/v1`) from the rule, the path, the title, the normalised
+//!   text of the line (whitespace collapsed; read from the checkout when [`Options::source_root`]
+//!   is given, else taken from the report's diff of that file) and an occurrence index among
+//!   results alike in all of those — not the line number, so an alert survives edits above it,
+//!   and two findings on lines 1 and 2 of one file never share one;
 //! - findings without a file become `toolExecutionNotifications` of the run's invocation,
 //!   which is where SARIF puts results that have no location (GitHub rejects results without
-//!   one).
+//!   one);
+//! - at most [`MAX_RESULTS`] results per run (GitHub's limit), the most severe first, with a
+//!   notification saying how many were dropped;
+//! - no `automationDetails` unless a category is given ([`Options::category`], the CLI's
+//!   `--sarif-category`): an `automationDetails.id` overrides the `category:` of the upload;
+//! - `informationUri` from the crate's `repository` (or `homepage`) metadata, left out when
+//!   there is none; `versionControlProvenance` from `GITHUB_SERVER_URL`, `GITHUB_REPOSITORY`,
+//!   `GITHUB_SHA` and `GITHUB_REF` when [`Options::from_env`] finds them.
 
 use crate::{ExecutionReport, Finding, stable_hash};
 use nuvira_api::Severity;
@@ -22,15 +32,149 @@ use std::collections::BTreeMap;
 /// The `$schema` GitHub recommends.
 pub const SCHEMA_URI: &str = "https://json.schemastore.org/sarif-2.1.0.json";
 
-/// Renders the report as a SARIF 2.1.0 log.
+/// GitHub code scanning accepts at most this many results per run.
+pub const MAX_RESULTS: usize = 25_000;
+
+/// How a SARIF log is made beyond the report itself.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Options {
+    /// `automationDetails.id` is `CATEGORY/RUN-ID` when set; left out otherwise, so the
+    /// upload's own `category:` decides.
+    pub category: Option<String>,
+    /// The checkout the result paths are relative to: the text of a finding's line is read
+    /// from here for its fingerprint.
+    pub source_root: Option<std::path::PathBuf>,
+    /// `versionControlProvenance`: the repository URI, the revision and the branch.
+    pub provenance: Option<Provenance>,
+}
+
+/// The repository a run's results belong to.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Provenance {
+    /// `https://github.com/OWNER/REPO`.
+    pub repository_uri: String,
+    /// The commit.
+    pub revision_id: Option<String>,
+    /// The ref (`refs/heads/main`).
+    pub branch: Option<String>,
+}
+
+impl Options {
+    /// Options with the provenance taken from the GitHub Actions environment
+    /// (`GITHUB_SERVER_URL`, `GITHUB_REPOSITORY`, `GITHUB_SHA`, `GITHUB_REF`) when it is set.
+    pub fn from_env() -> Self {
+        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
+        let provenance = match (var("GITHUB_SERVER_URL"), var("GITHUB_REPOSITORY")) {
+            (Some(server), Some(repo)) => Some(Provenance {
+                repository_uri: format!("{}/{repo}", server.trim_end_matches('/')),
+                revision_id: var("GITHUB_SHA"),
+                branch: var("GITHUB_REF"),
+            }),
+            _ => None,
+        };
+        Self {
+            provenance,
+            ..Self::default()
+        }
+    }
+
+    /// The same options with a category.
+    #[must_use]
+    pub fn category(mut self, category: impl Into<String>) -> Self {
+        self.category = Some(category.into());
+        self
+    }
+
+    /// The same options with a source root.
+    #[must_use]
+    pub fn source_root(mut self, root: impl Into<std::path::PathBuf>) -> Self {
+        self.source_root = Some(root.into());
+        self
+    }
+}
+
+/// Renders the report as a SARIF 2.1.0 log, with default [`Options`].
 pub fn render(report: &ExecutionReport) -> String {
-    let mut s = serde_json::to_string_pretty(&to_value(report)).unwrap_or_default();
+    render_with(report, &Options::default())
+}
+
+/// Renders the report as a SARIF 2.1.0 log.
+pub fn render_with(report: &ExecutionReport, options: &Options) -> String {
+    let mut s = serde_json::to_string_pretty(&to_value_with(report, options)).unwrap_or_default();
     s.push('\n');
     s
 }
 
-/// The SARIF log as a JSON value.
+/// The SARIF log as a JSON value, with default [`Options`].
 pub fn to_value(report: &ExecutionReport) -> Value {
+    to_value_with(report, &Options::default())
+}
+
+/// The crate's `repository` (else `homepage`) URL, unless it is a placeholder.
+fn information_uri() -> Option<&'static str> {
+    [env!("CARGO_PKG_REPOSITORY"), env!("CARGO_PKG_HOMEPAGE")]
+        .into_iter()
+        .find(|u| u.starts_with("https://") && !u.contains("example.invalid"))
+}
+
+/// The line's text with its whitespace collapsed (empty when unknown).
+fn normalised(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Line `line` (1-based) of `path` after the change, from a unified diff of that file.
+fn line_from_diff(diff: &str, line: u64) -> Option<String> {
+    let mut new_line: Option<u64> = None;
+    for l in diff.lines() {
+        if let Some(rest) = l.strip_prefix("@@ ") {
+            // `@@ -a,b +c,d @@`
+            new_line = rest
+                .split_whitespace()
+                .find_map(|p| p.strip_prefix('+'))
+                .and_then(|p| p.split(',').next())
+                .and_then(|n| n.parse().ok());
+            continue;
+        }
+        let Some(n) = new_line else { continue };
+        if l.starts_with("+++") || l.starts_with("---") || l.starts_with('\\') {
+            continue;
+        }
+        if l.starts_with('-') {
+            continue;
+        }
+        if n == line {
+            return Some(l.get(1..).unwrap_or_default().to_owned());
+        }
+        new_line = Some(n + 1);
+    }
+    None
+}
+
+/// The text of a finding's line: from the checkout, else from a diff of the file.
+fn line_text(report: &ExecutionReport, options: &Options, path: &str, line: u64) -> String {
+    if let Some(root) = &options.source_root {
+        let file = root.join(path);
+        if std::fs::metadata(&file).is_ok_and(|m| m.is_file() && m.len() <= 8 * 1024 * 1024)
+            && let Ok(bytes) = std::fs::read(&file)
+            && let Some(l) = String::from_utf8_lossy(&bytes)
+                .lines()
+                .nth(usize::try_from(line.saturating_sub(1)).unwrap_or(usize::MAX))
+        {
+            return normalised(l);
+        }
+    }
+    report
+        .file_changes()
+        .filter(|(_, c)| c.path == path)
+        .find_map(|(_, c)| line_from_diff(&c.diff, line))
+        .map(|l| normalised(&l))
+        .unwrap_or_default()
+}
+
+/// The SARIF log as a JSON value.
+pub fn to_value_with(report: &ExecutionReport, options: &Options) -> Value {
     let mut rules: BTreeMap<&str, &Finding> = BTreeMap::new();
     for (_, f) in report.findings() {
         if f.path.is_some() {
@@ -42,7 +186,16 @@ pub fn to_value(report: &ExecutionReport) -> Value {
 
     let mut results = Vec::new();
     let mut notifications = Vec::new();
-    for (step, f) in report.findings() {
+    let mut seen: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    // The most severe first, so that the cap drops notes before errors; otherwise in order.
+    let mut findings: Vec<_> = report.findings().collect();
+    let located = findings.iter().filter(|(_, f)| f.path.is_some()).count();
+    let dropped = located.saturating_sub(MAX_RESULTS);
+    if dropped > 0 {
+        findings.sort_by_key(|(_, f)| std::cmp::Reverse(f.severity));
+    }
+    let mut kept = 0usize;
+    for (step, f) in findings {
         let Some(path) = &f.path else {
             notifications.push(json!({
                 "level": level(f.severity),
@@ -51,6 +204,10 @@ pub fn to_value(report: &ExecutionReport) -> Value {
             }));
             continue;
         };
+        if kept == MAX_RESULTS {
+            continue;
+        }
+        kept += 1;
         let mut region = serde_json::Map::new();
         region.insert("startLine".into(), json!(f.line.unwrap_or(1).max(1)));
         if let Some(c) = f.column {
@@ -67,6 +224,20 @@ pub fn to_value(report: &ExecutionReport) -> Value {
         if base {
             artifact["uriBaseId"] = json!("%SRCROOT%");
         }
+        let text_of_line = f
+            .line
+            .map(|l| line_text(report, options, path, u64::from(l)))
+            .unwrap_or_default();
+        let alike = stable_hash(&[&f.rule_id, path, &f.title, &text_of_line]);
+        let occurrence = seen.entry(alike).or_insert(0);
+        let fingerprint = stable_hash(&[
+            &f.rule_id,
+            path,
+            &f.title,
+            &text_of_line,
+            &occurrence.to_string(),
+        ]);
+        *occurrence += 1;
         let mut text = f.message.clone();
         if text.trim().is_empty() {
             text.clone_from(&f.title);
@@ -83,7 +254,7 @@ pub fn to_value(report: &ExecutionReport) -> Value {
                 }
             }],
             "partialFingerprints": {
-                "nuvira/v1": stable_hash(&[&f.rule_id, path, &f.title]),
+                "nuvira/v1": fingerprint,
             },
             "properties": { "step": step.id, "kind": f.kind.as_str() },
         }));
@@ -92,35 +263,61 @@ pub fn to_value(report: &ExecutionReport) -> Value {
     let mut invocation = json!({
         "executionSuccessful": report.status != Some(nuvira_api::RunStatus::Cancelled),
     });
+    if dropped > 0 {
+        notifications.push(json!({
+            "level": "warning",
+            "message": { "text": format!(
+                "{dropped} of {located} result(s) were dropped: GitHub code scanning accepts at most {MAX_RESULTS} per run (the most severe were kept); see the full report"
+            ) },
+            "descriptor": { "id": "nuvira/results-capped" },
+        }));
+    }
     if !notifications.is_empty() {
         invocation["toolExecutionNotifications"] = Value::Array(notifications);
+    }
+    let mut driver = json!({
+        "name": "nuvira",
+        "semanticVersion": env!("CARGO_PKG_VERSION"),
+        "version": env!("CARGO_PKG_VERSION"),
+        "rules": rules_json,
+    });
+    if let Some(uri) = information_uri() {
+        driver["informationUri"] = json!(uri);
+    }
+    let mut run = json!({
+        "tool": { "driver": driver },
+        "originalUriBaseIds": {
+            "%SRCROOT%": { "description": { "text": "The root of the checkout the run worked in." } }
+        },
+        "invocations": [invocation],
+        "results": results,
+        "properties": {
+            "reportId": report.report_id,
+            "goal": report.goal,
+            "summary": report.summary,
+        },
+    });
+    // GitHub reads `category/run`: everything before the last `/` is the category.
+    if let Some(category) = options.category.as_deref().filter(|c| !c.trim().is_empty()) {
+        run["automationDetails"] = json!({
+            "id": format!("{}/{}", category.trim_end_matches('/'), report.run_id)
+        });
+    }
+    if let Some(p) = &options.provenance {
+        let mut v =
+            json!({ "repositoryUri": p.repository_uri, "mappedTo": { "uriBaseId": "%SRCROOT%" } });
+        if let Some(r) = &p.revision_id {
+            v["revisionId"] = json!(r);
+        }
+        if let Some(b) = &p.branch {
+            v["branch"] = json!(b);
+        }
+        run["versionControlProvenance"] = json!([v]);
     }
     json!({
         "$schema": SCHEMA_URI,
         "version": "2.1.0",
-        "runs": [{
-            "tool": {
-                "driver": {
-                    "name": "nuvira",
-                    "semanticVersion": env!("CARGO_PKG_VERSION"),
-                    "version": env!("CARGO_PKG_VERSION"),
-                    "informationUri": "https://example.invalid/nuvira",
-                    "rules": rules_json,
-                }
-            },
-            // GitHub reads `category/run`: a stable category, so alerts match across runs.
-            "automationDetails": { "id": format!("nuvira/{}", report.run_id) },
-            "originalUriBaseIds": {
-                "%SRCROOT%": { "description": { "text": "The root of the workspace the run worked in." } }
-            },
-            "invocations": [invocation],
-            "results": results,
-            "properties": {
-                "reportId": report.report_id,
-                "goal": report.goal,
-                "summary": report.summary,
-            },
-        }]
+        "runs": [run]
     })
 }
 
@@ -204,16 +401,28 @@ pub fn repo_uri(path: &str) -> (String, bool) {
     }
 }
 
+/// What a URI path segment keeps as-is: RFC 3986 unreserved characters, `/` and the
+/// sub-delimiters that are safe in a path; everything else is percent-encoded.
+const PATH: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~')
+    .remove(b'/')
+    .remove(b':')
+    .remove(b'@')
+    .remove(b'!')
+    .remove(b'$')
+    .remove(b'&')
+    .remove(b'\'')
+    .remove(b'(')
+    .remove(b')')
+    .remove(b'*')
+    .remove(b'+')
+    .remove(b'=');
+
 fn encode(p: &str) -> String {
-    let mut o = String::with_capacity(p.len());
-    for b in p.bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~/:@!$&'()*+=".contains(&b) {
-            o.push(char::from(b));
-        } else {
-            o.push_str(&format!("%{b:02X}"));
-        }
-    }
-    o
+    percent_encoding::utf8_percent_encode(p, PATH).to_string()
 }
 
 #[cfg(test)]

@@ -156,6 +156,7 @@ pub fn github(r: &TestResult) -> String {
 /// `system-out`), and a passing or skipped case for each test counted as such (runners do not
 /// name those, so the cases are numbered).
 pub fn junit(r: &TestResult) -> String {
+    use crate::clean::xml;
     use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
     use std::time::Duration;
     let framework = r.framework.clone().unwrap_or_else(|| "tests".into());
@@ -184,23 +185,50 @@ pub fn junit(r: &TestResult) -> String {
             }
         }
         status.set_description(description);
-        let mut case = TestCase::new(f.name.clone(), status);
-        case.set_classname(framework.clone());
+        let mut case = TestCase::new(xml(&f.name), status);
+        let named = r
+            .cases
+            .iter()
+            .find(|c| c.name == f.name && c.outcome == nuvira_api::TestOutcome::Failed);
+        case.set_classname(xml(named
+            .and_then(|c| c.classname.as_deref())
+            .unwrap_or(&framework)));
+        if let Some(ms) = named.and_then(|c| c.duration_ms) {
+            case.set_time(Duration::from_millis(ms));
+        }
         if !f.output.is_empty() {
-            case.set_system_out(f.output.clone());
+            case.set_system_out(xml(&f.output));
         }
         suite.add_test_case(case);
     }
-    for i in 1..=r.passed {
-        let mut case = TestCase::new(format!("passed test {i}"), TestCaseStatus::success());
-        case.set_classname(framework.clone());
+    if r.cases.is_empty() {
+        // The runner printed totals only: placeholders keep the counts right.
+        for i in 1..=r.passed {
+            let mut case = TestCase::new(format!("passed test {i}"), TestCaseStatus::success());
+            case.set_classname(framework.clone());
+            suite.add_test_case(case);
+        }
+        for i in 1..=r.skipped {
+            let mut case = TestCase::new(format!("skipped test {i}"), TestCaseStatus::skipped());
+            case.set_classname(framework.clone());
+            suite.add_test_case(case);
+        }
+    }
+    // Every passing and skipped test by its name, with its time.
+    for c in &r.cases {
+        let status = match c.outcome {
+            nuvira_api::TestOutcome::Passed => TestCaseStatus::success(),
+            nuvira_api::TestOutcome::Skipped => TestCaseStatus::skipped(),
+            _ => continue,
+        };
+        let mut case = TestCase::new(xml(&c.name), status);
+        case.set_classname(xml(c.classname.as_deref().unwrap_or(&framework)));
+        if let Some(ms) = c.duration_ms {
+            case.set_time(Duration::from_millis(ms));
+        }
         suite.add_test_case(case);
     }
-    for i in 1..=r.skipped {
-        let mut case = TestCase::new(format!("skipped test {i}"), TestCaseStatus::skipped());
-        case.set_classname(framework.clone());
-        suite.add_test_case(case);
-    }
+    crate::junit::finish_suite(&mut suite, r.duration_ms, None);
     let mut report = Report::new("nuvira test");
     report.set_time(Duration::from_millis(r.duration_ms));
     report.add_test_suite(suite);

@@ -3,6 +3,7 @@
 
 mod browser;
 mod builder;
+mod ci_trust;
 mod formats;
 mod github;
 mod module;

@@ -55,9 +55,10 @@ fn the_failing_run_is_distilled_into_steps_counts_and_findings() {
         (c.tests_passed, c.tests_failed, c.tests_skipped),
         (12, 2, 1)
     );
-    // src/config.rs, src/main.rs (edit) and src/lib.rs (the rejected edit's preview).
-    assert_eq!(c.files_changed, 3);
-    assert_eq!((c.lines_added, c.lines_removed), (5, 4));
+    // src/config.rs and src/main.rs (edit); src/lib.rs is only the rejected edit's preview:
+    // nothing was written, so it is not a change.
+    assert_eq!(c.files_changed, 2);
+    assert_eq!((c.lines_added, c.lines_removed), (3, 2));
     // 2 test failures + 1 syntax error are errors; the AWS key is a warning. The test step's
     // own failure is covered by its test failures, so it adds no step-failure finding.
     assert_eq!((c.errors, c.warnings), (3, 1));

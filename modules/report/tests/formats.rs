@@ -71,11 +71,13 @@ fn junit_is_well_formed_xml_with_one_failure_per_failing_test() {
             _ => {}
         }
     }
-    // 6 step cases + 2 failing tests + 1 syntax finding.
-    assert_eq!(cases, 9);
-    // edit-docs and test steps, 2 tests, 1 syntax error.
-    assert_eq!(failures, 5);
-    assert_eq!(skipped, 2);
+    // 5 step cases (the test step is not one: its 15 tests are) + 15 tests (12 passed, 1
+    // skipped, 2 failed) + 1 syntax finding.
+    assert_eq!(cases, 21);
+    // edit-docs, 2 tests, 1 syntax error: the failed test step is no extra failure.
+    assert_eq!(failures, 4);
+    // verify and report (steps), and one skipped test.
+    assert_eq!(skipped, 3);
 }
 
 #[test]

@@ -19,7 +19,7 @@ fn schema() -> Value {
     serde_json::from_str(&text).unwrap()
 }
 
-fn validate(doc: &Value) {
+pub(crate) fn validate(doc: &Value) {
     let validator = jsonschema::draft4::new(&schema()).unwrap();
     let errors: Vec<String> = validator
         .iter_errors(doc)
@@ -171,9 +171,15 @@ fn unlocated_findings_become_tool_notifications() {
 }
 
 #[test]
-fn the_automation_category_is_stable_across_runs() {
+fn the_automation_category_is_only_written_when_asked_for() {
+    let report = live(&sample::failing_run());
+    let doc: Value = serde_json::from_str(&render(&report, Format::Sarif)).unwrap();
+    // An `automationDetails.id` overrides the upload's `category:`: none by default.
+    assert!(doc["runs"][0].get("automationDetails").is_none());
+    let opts = nuvira_report::sarif::Options::default().category("nuvira");
     let doc: Value =
-        serde_json::from_str(&render(&live(&sample::failing_run()), Format::Sarif)).unwrap();
+        serde_json::from_str(&nuvira_report::sarif::render_with(&report, &opts)).unwrap();
+    validate(&doc);
     // GitHub takes everything before the last `/` as the category: it must not hold the run id.
     let id = doc["runs"][0]["automationDetails"]["id"].as_str().unwrap();
     assert_eq!(id, "nuvira/run-7f3a");

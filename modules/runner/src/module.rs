@@ -359,6 +359,7 @@ impl TestModule {
             failed: result.failed,
             skipped: result.skipped,
             duration_ms: result.duration_ms,
+            cases: result.cases.clone(),
         });
         if result.success {
             Ok(result)
@@ -712,6 +713,7 @@ fn merge(mut a: TestResult, b: TestResult) -> TestResult {
     a.skipped += b.skipped;
     a.total += b.total;
     a.failures.extend(b.failures);
+    a.cases.extend(b.cases);
     a.duration_ms += b.duration_ms;
     if !b.log.is_empty() {
         if !a.log.is_empty() {

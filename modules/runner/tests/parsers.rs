@@ -1367,3 +1367,66 @@ fn detected_js_commands_output_parses_from_report_and_terminal() {
         }
     }
 }
+
+/// Every named test becomes a case, passing and skipped ones included, so that a JUnit report
+/// can list one `testcase` per real test (issue 13).
+#[test]
+fn parsers_name_every_test_as_a_case_with_its_outcome() {
+    use nuvira_api::TestOutcome;
+    for (framework, runner, case) in [
+        (Framework::Cargo, "cargo", "basic-no-fail-fast"),
+        (Framework::Cargo, "cargo", "basic-json"),
+        (Framework::Nextest, "nextest", "basic-junit"),
+        (Framework::Nextest, "nextest", "basic-no-fail-fast"),
+        (Framework::Pytest, "pytest", "basic-junitxml"),
+        (Framework::Vitest, "vitest", "basic-json"),
+        (Framework::Vitest, "vitest", "basic-junit"),
+        (Framework::Jest, "jest", "basic-json"),
+        (Framework::Jest, "jest", "basic-junit"),
+    ] {
+        let r = run(framework, runner, case);
+        let count = |o: TestOutcome| r.cases.iter().filter(|c| c.outcome == o).count() as u32;
+        assert_eq!(
+            count(TestOutcome::Passed),
+            r.passed,
+            "{runner}/{case}: {:?}",
+            r.cases
+        );
+        assert_eq!(count(TestOutcome::Skipped), r.skipped, "{runner}/{case}");
+        assert_eq!(count(TestOutcome::Failed), r.failed, "{runner}/{case}");
+        assert!(r.passed > 0, "{runner}/{case} has passing tests");
+        // Each failure has a failed case of the same name.
+        for f in &r.failures {
+            assert!(
+                r.cases
+                    .iter()
+                    .any(|c| c.name == f.name && c.outcome == TestOutcome::Failed),
+                "{runner}/{case}: no case for {}",
+                f.name
+            );
+        }
+    }
+}
+
+#[test]
+fn go_test_json_names_every_test_as_a_case_with_its_time() {
+    use nuvira_api::TestOutcome;
+    let r = run_go("basic-json");
+    let count = |o: TestOutcome| r.cases.iter().filter(|c| c.outcome == o).count() as u32;
+    assert_eq!(
+        (
+            count(TestOutcome::Passed),
+            count(TestOutcome::Failed),
+            count(TestOutcome::Skipped)
+        ),
+        (r.passed, r.failed, r.skipped),
+        "{:?}",
+        r.cases
+    );
+    assert!(r.passed > 0);
+    assert!(
+        r.cases
+            .iter()
+            .all(|c| c.duration_ms.is_some() && c.classname.is_some())
+    );
+}

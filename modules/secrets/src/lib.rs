@@ -61,7 +61,7 @@ const PATTERNS: &[(&str, &str, Confidence, &str)] = &[
         "aws-secret-key",
         "an AWS secret access key",
         Confidence::Certain,
-        r#"(?i)aws_?secret_?(?:access_?)?key["']?\s*[:=]\s*["']?[A-Za-z0-9/+=]{40}\b"#,
+        r#"(?i)aws_?secret_?(?:access_?)?key["']?\s*[:=]\s*["']?(?P<v>[A-Za-z0-9/+=]{40})\b"#,
     ),
     (
         "gcp-api-key",
@@ -73,7 +73,7 @@ const PATTERNS: &[(&str, &str, Confidence, &str)] = &[
         "gcp-service-account",
         "a Google Cloud service-account private key",
         Confidence::Certain,
-        r#""private_key_id"\s*:\s*"[0-9a-f]{40}""#,
+        r#""private_key_id"\s*:\s*"(?P<v>[0-9a-f]{40})""#,
     ),
     (
         "github-token",
@@ -127,7 +127,7 @@ const PATTERNS: &[(&str, &str, Confidence, &str)] = &[
         "hardcoded-secret",
         "a hard-coded credential",
         Confidence::Likely,
-        r#"(?i)\b(?:password|passwd|secret|api_?key|access_?token|auth_?token)\b["']?\s*[:=]\s*["'][^"'\s]{8,}["']"#,
+        r#"(?i)\b(?:password|passwd|secret|api_?key|access_?token|auth_?token)\b["']?\s*[:=]\s*["'](?P<v>[^"'\s]{8,})["']"#,
     ),
 ];
 
@@ -210,6 +210,71 @@ pub fn redact(text: &str) -> String {
             format!("{}{}{REDACTED}", &c[1], &c[2])
         })
         .into_owned()
+}
+
+/// `text` with the credential of every finding of the scanner ([`find_all`]: every rule, of
+/// any [`Confidence`]) replaced by [`REDACTED`], keeping everything around it: the line, the
+/// name a value is assigned to, a diff's `+`/`-` marker. For rendered reports and diffs, which
+/// must show *where* the scanner found a secret without repeating it. A private key block is
+/// masked line by line, its `BEGIN`/`END` lines kept. Borrowed when nothing matched.
+///
+/// ```
+/// let key = format!("AKIA{}", "A".repeat(16));
+/// let diff = format!("+aws_key = \"{key}\"\n+password = \"correct-horse\"\n");
+/// assert_eq!(
+///     nuvira_secrets::mask(&diff),
+///     "+aws_key = \"[redacted]\"\n+password = \"[redacted]\"\n"
+/// );
+/// assert_eq!(nuvira_secrets::mask("3 tests failed"), "3 tests failed");
+/// ```
+pub fn mask(text: &str) -> std::borrow::Cow<'_, str> {
+    use std::borrow::Cow;
+    let mut out: Cow<'_, str> = Cow::Borrowed(text);
+    if let Cow::Owned(s) =
+        REDACT_ONLY[0].replace_all(&out, |c: &regex::Captures<'_>| mask_key_block(&c[0]))
+    {
+        out = Cow::Owned(s);
+    }
+    for rule in RULES.iter().filter(|r| r.id != "private-key") {
+        let replaced = rule
+            .re
+            .replace_all(&out, |c: &regex::Captures<'_>| match c.name("v") {
+                Some(v) => {
+                    let whole = c.get(0).map_or(0..0, |m| m.range());
+                    let (start, end) = (v.start() - whole.start, v.end() - whole.start);
+                    format!("{}{REDACTED}{}", &c[0][..start], &c[0][end..])
+                }
+                None => REDACTED.to_owned(),
+            });
+        if let Cow::Owned(s) = replaced {
+            out = Cow::Owned(s);
+        }
+    }
+    out
+}
+
+/// A private key block with each body line replaced by [`REDACTED`] (a leading diff marker
+/// and the `-----BEGIN`/`-----END` lines kept).
+fn mask_key_block(block: &str) -> String {
+    block
+        .split_inclusive('\n')
+        .map(|line| {
+            let (body, nl) = match line.strip_suffix('\n') {
+                Some(b) => (b, "\n"),
+                None => (line, ""),
+            };
+            let marker = match body.chars().next() {
+                Some(c @ ('+' | '-' | ' ')) if !body.starts_with("-----") => c.to_string(),
+                _ => String::new(),
+            };
+            let rest = &body[marker.len()..];
+            if rest.trim().is_empty() || rest.trim_start().starts_with("-----") {
+                line.to_owned()
+            } else {
+                format!("{marker}{REDACTED}{nl}")
+            }
+        })
+        .collect()
 }
 
 /// Every rule, [`Confidence::Certain`] ones first.
@@ -405,5 +470,35 @@ mod tests {
         ] {
             assert!(ids(text).is_empty(), "{text}: {:?}", ids(text));
         }
+    }
+
+    #[test]
+    fn mask_keeps_the_line_and_cuts_only_the_value() {
+        let aws = format!("AKIA{}", "Q".repeat(16));
+        let gh = format!("ghp_{}", "a1".repeat(18));
+        let secret = format!("aws_secret_access_key = \"{}\"", "Ab1/".repeat(9) + "Ab12");
+        let diff =
+            format!("@@ -1 +1,4 @@\n+let id = \"{aws}\";\n+token: {gh}\n+{secret}\n-old line\n");
+        let masked = mask(&diff);
+        assert_eq!(
+            masked,
+            "@@ -1 +1,4 @@\n+let id = \"[redacted]\";\n+token: [redacted]\n+aws_secret_access_key = \"[redacted]\"\n-old line\n"
+        );
+        for rule in find_all(&diff) {
+            assert!(
+                find_all(&masked).all(|r| r.id != rule.id),
+                "{} survived",
+                rule.id
+            );
+        }
+        let block = "+-----BEGIN RSA PRIVATE KEY-----\n+MIIEowIBAAKCAQEA\n+abcdefgh\n+-----END RSA PRIVATE KEY-----\n+after\n";
+        assert_eq!(
+            mask(block),
+            "+-----BEGIN RSA PRIVATE KEY-----\n+[redacted]\n+[redacted]\n+-----END RSA PRIVATE KEY-----\n+after\n"
+        );
+        assert!(matches!(
+            mask("fn main() {}"),
+            std::borrow::Cow::Borrowed(_)
+        ));
     }
 }

@@ -73,6 +73,8 @@ pub fn parse(output: &RunnerOutput, ctx: &Ctx, module: Option<String>) -> Tally 
 struct GoTest {
     output: String,
     outcome: Option<&'static str>,
+    /// The test's own `Elapsed`, in milliseconds.
+    elapsed_ms: Option<u64>,
 }
 
 /// Parses the `go test -json` event stream (non-JSON lines are skipped).
@@ -120,7 +122,12 @@ pub fn parse_json(text: &str, ctx: &Ctx, dir_of: &dyn Fn(&str) -> Option<String>
                     "fail" => "fail",
                     _ => "skip",
                 };
-                tests.entry((pkg, t)).or_default().outcome = Some(outcome);
+                let entry = tests.entry((pkg, t)).or_default();
+                entry.outcome = Some(outcome);
+                entry.elapsed_ms = ev
+                    .get("Elapsed")
+                    .and_then(serde_json::Value::as_f64)
+                    .map(|e| (e * 1000.0).round() as u64);
             }
             (None, "output") => {
                 let out = ev
@@ -151,11 +158,21 @@ pub fn parse_json(text: &str, ctx: &Ctx, dir_of: &dyn Fn(&str) -> Option<String>
             continue;
         }
         let full = format!("{pkg}.{name}");
+        let case = |tally: &mut Tally, outcome| {
+            tally.case(full.clone(), Some(pkg.clone()), outcome, t.elapsed_ms);
+        };
         match t.outcome {
-            Some("pass") => tally.passed += 1,
-            Some("skip") => tally.skipped += 1,
+            Some("pass") => {
+                tally.passed += 1;
+                case(&mut tally, nuvira_api::TestOutcome::Passed);
+            }
+            Some("skip") => {
+                tally.skipped += 1;
+                case(&mut tally, nuvira_api::TestOutcome::Skipped);
+            }
             Some(_) => {
                 failing_packages.insert(pkg.clone());
+                case(&mut tally, nuvira_api::TestOutcome::Failed);
                 tally.fail(go_failure(&full, pkg, &t.output, ctx, dir_of));
             }
             None => match packages_done.get(pkg) {

@@ -101,21 +101,32 @@ pub fn parse_json_report(report: &Value, ctx: &Ctx) -> Tally {
         }
         let asserts = file.get("assertionResults").and_then(Value::as_array);
         for a in asserts.into_iter().flatten() {
-            match a.get("status").and_then(Value::as_str).unwrap_or_default() {
+            let mut name = rel.clone();
+            for t in a
+                .get("ancestorTitles")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                name.push_str(" > ");
+                name.push_str(t.as_str().unwrap_or_default());
+            }
+            name.push_str(" > ");
+            name.push_str(a.get("title").and_then(Value::as_str).unwrap_or_default());
+            let duration = a
+                .get("duration")
+                .and_then(Value::as_f64)
+                .map(|d| d.round() as u64);
+            let status = a.get("status").and_then(Value::as_str).unwrap_or_default();
+            let outcome = match status {
+                "passed" => nuvira_api::TestOutcome::Passed,
+                "failed" => nuvira_api::TestOutcome::Failed,
+                _ => nuvira_api::TestOutcome::Skipped,
+            };
+            tally.case(name.clone(), Some(rel.clone()), outcome, duration);
+            match status {
                 "passed" => tally.passed += 1,
                 "failed" => {
-                    let mut name = rel.clone();
-                    for t in a
-                        .get("ancestorTitles")
-                        .and_then(Value::as_array)
-                        .into_iter()
-                        .flatten()
-                    {
-                        name.push_str(" > ");
-                        name.push_str(t.as_str().unwrap_or_default());
-                    }
-                    name.push_str(" > ");
-                    name.push_str(a.get("title").and_then(Value::as_str).unwrap_or_default());
                     let messages: Vec<String> = a
                         .get("failureMessages")
                         .and_then(Value::as_array)

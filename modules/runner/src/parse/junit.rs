@@ -101,6 +101,7 @@ pub fn parse_with(xml: &str, ctx: &Ctx, framework: Option<Framework>) -> Result<
                 // No children: neither failed nor skipped.
                 seen_junit = true;
                 tally.passed += 1;
+                record_case(&e, &mut tally, nuvira_api::TestOutcome::Passed, None);
             }
             ref ev @ (Event::Start(ref e) | Event::Empty(ref e)) if case.is_some() => {
                 let is_start = matches!(ev, Event::Start(_));
@@ -262,13 +263,29 @@ fn case_attrs(e: &BytesStart<'_>) -> CaseAttrs {
     c
 }
 
+/// Records a test case of the report (name, classname and `time` from its attributes).
+fn record_case(
+    e: &BytesStart<'_>,
+    tally: &mut Tally,
+    outcome: nuvira_api::TestOutcome,
+    name: Option<String>,
+) {
+    let attrs = case_attrs(e);
+    let classname = Some(attrs.classname.trim().to_owned()).filter(|c| !c.is_empty());
+    let time = attr(e, b"time").and_then(|t| secs_to_ms(&t));
+    let name = name.unwrap_or_else(|| attrs.name.trim().to_owned());
+    tally.case(name, classname, outcome, time);
+}
+
 fn finish_case(mut c: Case<'_>, tally: &mut Tally, ctx: &Ctx, framework: Option<Framework>) {
     if c.skipped && !c.failed {
         tally.skipped += 1;
+        record_case(&c.start, tally, nuvira_api::TestOutcome::Skipped, None);
         return;
     }
     if !c.failed {
         tally.passed += 1;
+        record_case(&c.start, tally, nuvira_api::TestOutcome::Passed, None);
         return;
     }
     let attrs = case_attrs(&c.start);
@@ -364,6 +381,13 @@ fn finish_case(mut c: Case<'_>, tally: &mut Tally, ctx: &Ctx, framework: Option<
             (full, message)
         }
     };
+    // The failed case has the failure's name, so the two can be matched.
+    record_case(
+        &c.start,
+        tally,
+        nuvira_api::TestOutcome::Failed,
+        Some(full_name.clone()),
+    );
     let mut failure =
         TestFailure::new(full_name, message).with_output(cap_output(text.trim_matches('\n')));
     if let Some(f) = file {

@@ -74,15 +74,26 @@ pub fn parse_plain(stdout: &str, ctx: &Ctx) -> Tally {
             if let Some(s) = open_suite.as_mut() {
                 s.1 += 1;
             }
-            match &caps[2] {
-                "ok" => pending.0 += 1,
+            let outcome = match &caps[2] {
+                "ok" => {
+                    pending.0 += 1;
+                    nuvira_api::TestOutcome::Passed
+                }
                 "FAILED" => {
                     pending.1 += 1;
                     failed_names.push(caps[1].to_owned());
+                    nuvira_api::TestOutcome::Failed
                 }
-                s if s.starts_with("ignored") => pending.2 += 1,
-                _ => pending.0 += 1,
-            }
+                s if s.starts_with("ignored") => {
+                    pending.2 += 1;
+                    nuvira_api::TestOutcome::Skipped
+                }
+                _ => {
+                    pending.0 += 1;
+                    nuvira_api::TestOutcome::Passed
+                }
+            };
+            tally.case(caps[1].to_owned(), None, outcome, None);
             continue;
         }
         if let Some(name) = line
@@ -198,12 +209,14 @@ pub fn parse_json(text: &str, ctx: &Ctx) -> Tally {
                 tally.passed += 1;
                 if let Some(n) = name {
                     running.remove(&n);
+                    tally.case(n, None, nuvira_api::TestOutcome::Passed, exec_ms(&ev));
                 }
             }
             ("test", "ignored") => {
                 tally.skipped += 1;
                 if let Some(n) = name {
                     running.remove(&n);
+                    tally.case(n, None, nuvira_api::TestOutcome::Skipped, None);
                 }
             }
             ("test", "failed") => {
@@ -214,7 +227,14 @@ pub fn parse_json(text: &str, ctx: &Ctx) -> Tally {
                     .and_then(|v| v.as_str())
                     .unwrap_or_default();
                 let out = strip_ansi(out);
-                tally.fail(rust_failure(&n, out.trim_matches('\n'), ctx));
+                let failure = rust_failure(&n, out.trim_matches('\n'), ctx);
+                tally.case(
+                    failure.name.clone(),
+                    None,
+                    nuvira_api::TestOutcome::Failed,
+                    exec_ms(&ev),
+                );
+                tally.fail(failure);
             }
             ("bench", _) => tally.passed += 1,
             _ => {}
@@ -238,4 +258,11 @@ pub(crate) fn display_name(raw: &str) -> String {
         }
         None => raw.to_owned(),
     }
+}
+
+/// A libtest JSON event's `exec_time` (seconds), in milliseconds.
+fn exec_ms(ev: &serde_json::Value) -> Option<u64> {
+    ev.get("exec_time")
+        .and_then(serde_json::Value::as_f64)
+        .map(|s| (s * 1000.0).round() as u64)
 }

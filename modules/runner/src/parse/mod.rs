@@ -372,9 +372,25 @@ pub struct Tally {
     pub completed: bool,
     /// The runner's own duration.
     pub duration_ms: u64,
+    /// Every test by name, where the runner names them (passing ones included).
+    pub cases: Vec<nuvira_api::TestCase>,
 }
 
 impl Tally {
+    /// Records one named test's outcome as a case (counting is left to the parser).
+    pub fn case(
+        &mut self,
+        name: impl Into<String>,
+        classname: Option<String>,
+        outcome: nuvira_api::TestOutcome,
+        duration_ms: Option<u64>,
+    ) {
+        let mut c = nuvira_api::TestCase::new(name, outcome);
+        c.classname = classname;
+        c.duration_ms = duration_ms;
+        self.cases.push(c);
+    }
+
     /// Records a failure (and counts it).
     pub fn fail(&mut self, failure: TestFailure) {
         self.failed += 1;
@@ -448,6 +464,7 @@ impl Tally {
         result.skipped = self.skipped;
         result.total = self.passed + self.failed;
         result.failures = self.failures;
+        result.cases = self.cases;
         result.duration_ms = self.duration_ms;
         result.log = cap_log(&output.stdout, &output.stderr);
         result

@@ -75,12 +75,25 @@ pub fn parse_human(stderr: &str, ctx: &Ctx) -> Tally {
             block = None;
             let status = &caps[1];
             let name = format!("{} {}", &caps[2], &caps[3]);
+            // `[ 0.006s]`: the test's own time.
+            let ms = line
+                .split_once('[')
+                .and_then(|(_, r)| r.split_once(']'))
+                .and_then(|(t, _)| t.trim().strip_suffix('s')?.trim().parse::<f64>().ok())
+                .map(|secs| (secs * 1000.0).round() as u64);
             match status {
-                "PASS" | "LEAK" | "FLAKY" => counted.0 += 1,
-                "SKIP" => counted.2 += 1,
+                "PASS" | "LEAK" | "FLAKY" => {
+                    counted.0 += 1;
+                    tally.case(name.clone(), None, nuvira_api::TestOutcome::Passed, ms);
+                }
+                "SKIP" => {
+                    counted.2 += 1;
+                    tally.case(name.clone(), None, nuvira_api::TestOutcome::Skipped, None);
+                }
                 s if is_final_failure(s) => {
                     counted.1 += 1;
                     if !failures.iter().any(|(n, _, _)| *n == name) {
+                        tally.case(name.clone(), None, nuvira_api::TestOutcome::Failed, ms);
                         failures.push((name, status.to_owned(), String::new()));
                         block = Some(failures.len() - 1);
                     }
