@@ -9,7 +9,7 @@
 //!
 //! ```yaml
 //! config:
-//!   framework: auto          # test only: auto | cargo | nextest | pytest | vitest | jest | go
+//!   framework: auto          # test only: auto | cargo | nextest | pytest | unittest | vitest | jest | go
 //!   command: "cargo test"    # a shell line (run with `sh -c`) or an argv list; required for execute
 //!   sandbox: auto            # auto | local | docker
 //!   image: nuvira-host:latest
@@ -39,8 +39,10 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-/// The name of the custom event saying which sandbox `test` picked and why
-/// (`data: {"kind", "reason"}`), emitted before `test:started`.
+/// The name of the custom event saying which sandbox `test` picked and why, and what it will
+/// run (`data: {"kind", "reason", "runs": [{"framework", "dir", "reason", "toolchain",
+/// "command"}]}`: each run's folder, why its framework was detected and which interpreter or
+/// toolchain runs it, and why), emitted before `test:started`.
 pub const SANDBOX_SELECTED: &str = "test:sandbox-selected";
 
 /// The sandbox part of a step's config (shared by `test` and `execute`).
@@ -333,6 +335,13 @@ impl TestModule {
             data: serde_json::json!({
                 "kind": nuvira_api::Sandbox::kind(&selection.sandbox),
                 "reason": selection.reason,
+                "runs": runs.iter().map(|run| serde_json::json!({
+                    "framework": run.name(),
+                    "dir": run.dir.to_string_lossy(),
+                    "reason": run.reason,
+                    "toolchain": run.toolchain,
+                    "command": run.command_line(),
+                })).collect::<Vec<_>>(),
             }),
         });
 
@@ -537,7 +546,10 @@ fn plan_runs(root: &Path, config: &TestConfig) -> Result<Vec<Detected>, ModuleEr
                 "`Cargo.toml` with [package] or [workspace] (cargo)"
             }
             Framework::Pytest => {
-                "`pytest.ini`, `conftest.py`, or pytest in `pyproject.toml`, `setup.cfg`, `tox.ini` or `requirements*.txt` (pytest)"
+                "`pytest.ini`, `conftest.py`, pytest in `pyproject.toml`, `setup.cfg`, `tox.ini`, `noxfile.py`, a `Makefile` or `requirements*.txt`, or `test_*.py` files (pytest)"
+            }
+            Framework::Unittest => {
+                "`test_*.py` files in the folder, `tests/` or `test/` that use unittest (unittest)"
             }
             Framework::Vitest => {
                 "`package.json` naming vitest in scripts.test or its dependencies, or `vitest.config.*` (vitest)"
@@ -555,6 +567,7 @@ fn plan_runs(root: &Path, config: &TestConfig) -> Result<Vec<Detected>, ModuleEr
                     Framework::Cargo => "cargo test",
                     Framework::Nextest => "cargo nextest run",
                     Framework::Pytest => "python3 -m pytest",
+                    Framework::Unittest => "python3 -m unittest discover -v",
                     Framework::Vitest => "npx vitest run",
                     Framework::Jest => "npx jest",
                     Framework::Go => "go test ./...",
@@ -565,6 +578,7 @@ fn plan_runs(root: &Path, config: &TestConfig) -> Result<Vec<Detected>, ModuleEr
                 [
                     Framework::Cargo,
                     Framework::Pytest,
+                    Framework::Unittest,
                     Framework::Vitest,
                     Framework::Jest,
                     Framework::Go,
@@ -690,6 +704,18 @@ async fn run_one(
     clamp_to_deadline(&mut request, ctx);
 
     let command_line = run.command_line();
+    tracing::info!(
+        "{} in {}: {}; {}",
+        run.name(),
+        if run.dir.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            run.dir.as_path()
+        }
+        .display(),
+        run.reason,
+        run.toolchain
+    );
     ctx.emit(EventKind::TestStarted {
         framework: run.name().to_owned(),
         sandbox: nuvira_api::Sandbox::kind(&selection.sandbox).to_owned(),

@@ -1,0 +1,455 @@
+//! Issue 12: killed verbose runs, `go test -v`, unittest, and the project's own toolchain
+//! (fixtures captured by `tests/fixtures/capture/capture-2026-12-01.sh`).
+
+use super::{check_go_basic, counts, cwd, failure, output, points_at, run, run_go};
+use nuvira_runner::detect::{self, Framework};
+use nuvira_runner::parse::{self, RunnerOutput};
+use std::fs;
+use std::path::Path;
+
+// ---------------------------------------------------------------- killed pytest -v
+
+#[test]
+fn a_killed_pytest_v_run_names_the_running_test_and_counts_the_passed_one() {
+    for case in ["hang-verbose-killed", "hang-detected-killed"] {
+        let r = run(Framework::Pytest, "pytest", case);
+        // test_quick_passes PASSED; test_hangs_forever started and never ended; the third
+        // test never started, so it is neither passed nor failed.
+        counts(&r, 1, 1, 0);
+        failure(
+            &r,
+            "test_hang.py::test_hangs_forever",
+            None,
+            None,
+            "did not finish: the run was killed (SIGTERM, exit 143)",
+        );
+        assert!(
+            r.failures.iter().all(|f| f.name != "test run"),
+            "{case}: {:#?}",
+            r.failures
+        );
+        // What the sandbox says when it killed the run itself.
+        let out = output("pytest", case).timed_out(true);
+        let r = parse::parse_output(Framework::Pytest, &out, Some(&cwd("pytest", case)));
+        failure(
+            &r,
+            "test_hangs_forever",
+            None,
+            None,
+            "killed at its timeout",
+        );
+    }
+}
+
+// ---------------------------------------------------------------- unittest
+
+fn check_unittest_basic(case: &str) {
+    let r = run(Framework::Unittest, "unittest", case);
+    // Ran 7: 2 ok, 1 FAIL, 1 ERROR, 2 skipped, 1 expected failure.
+    counts(&r, 2, 2, 3);
+    assert_eq!(r.failures.len(), 2, "{:#?}", r.failures);
+    let f = failure(
+        &r,
+        "tests.test_alpha.AddTest.test_add_assertion_fails",
+        Some("tests/test_alpha.py"),
+        Some(11),
+        "AssertionError: 4 != 5",
+    );
+    points_at("unittest", case, f, "self.assertEqual(calc.add(2, 2), 5)");
+    let f = failure(
+        &r,
+        "tests.test_beta.ParseTest.test_parse_raises",
+        Some("tests/test_beta.py"),
+        Some(10),
+        "json.decoder.JSONDecodeError: Expecting property name",
+    );
+    points_at("unittest", case, f, "json.loads(\"{not valid json\")");
+    assert!(f.output.contains("Traceback"));
+    assert_eq!(r.duration_ms, if case == "basic-verbose" { 2 } else { 1 });
+}
+
+#[test]
+fn unittest_verbose_and_plain_runs_count_and_locate_failures() {
+    check_unittest_basic("basic-verbose");
+    check_unittest_basic("basic-default");
+}
+
+#[test]
+fn a_passing_unittest_run_is_a_success() {
+    let r = run(Framework::Unittest, "unittest", "ok-verbose");
+    assert!(r.success, "{r:#?}");
+    assert_eq!((r.passed, r.failed, r.skipped, r.total), (2, 0, 0, 2));
+    assert!(r.failures.is_empty());
+}
+
+#[test]
+fn a_unittest_module_that_fails_to_import_is_a_located_failure() {
+    let r = run(Framework::Unittest, "unittest", "import-error-verbose");
+    counts(&r, 1, 1, 0);
+    let f = failure(
+        &r,
+        "tests.test_broken",
+        Some("tests/test_broken.py"),
+        Some(3),
+        "ModuleNotFoundError: No module named 'does_not_exist'",
+    );
+    points_at(
+        "unittest",
+        "import-error-verbose",
+        f,
+        "import does_not_exist",
+    );
+}
+
+#[test]
+fn a_killed_unittest_run_names_the_running_test() {
+    for case in ["hang-verbose-killed", "hang-buffered-killed"] {
+        let r = run(Framework::Unittest, "unittest", case);
+        counts(&r, 1, 1, 0);
+        failure(
+            &r,
+            "tests.test_hang.HangTest.test_b_hangs_forever",
+            None,
+            None,
+            "did not finish",
+        );
+    }
+}
+
+#[test]
+fn unittest_output_is_recognized_without_a_framework() {
+    for case in ["basic-verbose", "basic-default", "ok-verbose"] {
+        assert_eq!(
+            parse::guess_framework(&output("unittest", case)),
+            Some(Framework::Unittest),
+            "{case}"
+        );
+    }
+}
+
+// ---------------------------------------------------------------- go test -v
+
+#[test]
+fn go_v_output_counts_passes_and_locates_errorf_failures() {
+    let r = run_go("basic-verbose");
+    counts(&r, 2, 2, 0);
+    // t.Errorf's `alpha_test.go:13:` line comes BEFORE `--- FAIL` in -v output.
+    check_go_basic(&r, "basic-verbose");
+}
+
+#[test]
+fn a_killed_go_v_run_names_the_running_test_and_counts_the_passed_one() {
+    let r = run_go("hang-verbose-killed");
+    counts(&r, 1, 1, 0);
+    failure(&r, "TestHangsForever", None, None, "did not finish");
+    assert!(r.failures.iter().all(|f| f.name != "test run"));
+    let r = run_go("hang-verbose-json-killed");
+    counts(&r, 1, 1, 0);
+    failure(
+        &r,
+        "example.com/fixture_hang/slow.TestHangsForever",
+        None,
+        None,
+        "did not finish",
+    );
+}
+
+#[test]
+fn a_go_panic_built_elsewhere_is_located_relative_to_the_repository() {
+    // The stack names /tmp/nuvira-capture/go/basic/beta/beta_test.go; parsed against another
+    // root (a sandbox copy, a container path), the frame still maps to the package folder.
+    for case in ["basic-verbose", "basic-default", "basic-json"] {
+        let go_mod = fs::read_to_string(
+            super::fixtures()
+                .join("go")
+                .join(format!("{case}.src/go.mod")),
+        )
+        .expect("go.mod");
+        let out = output("go", case);
+        let ctx = parse::Ctx::new(Some(Path::new("/workspace/elsewhere")));
+        let r = parse::gotest::parse(&out, &ctx, detect::go_module_path(&go_mod)).finish(&out);
+        failure(
+            &r,
+            "example.com/fixture/beta.TestParseNumberPanics",
+            Some("beta/beta_test.go"),
+            Some(12),
+            "panic: strconv.Atoi",
+        );
+    }
+}
+
+// ---------------------------------------------------------------- detection
+
+fn write(root: &Path, files: &[(&str, &str)]) {
+    for (path, text) in files {
+        let p = root.join(path);
+        fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+        fs::write(p, text).expect("write");
+    }
+}
+
+fn detect_one(files: &[(&str, &str)]) -> detect::Detected {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write(dir.path(), files);
+    let found = detect::available_frameworks(dir.path()).expect("detect");
+    assert_eq!(found.len(), 1, "{found:#?}");
+    found.into_iter().next().expect("one")
+}
+
+#[test]
+fn python_projects_are_found_by_their_commands_and_test_files() {
+    type Files<'a> = &'a [(&'a str, &'a str)];
+    let cases: &[(Files<'_>, Framework, &str)] = &[
+        (
+            &[(
+                "tox.ini",
+                "[tox]\nenvlist = py311\n\n[testenv]\ndeps = pytest\ncommands =\n    py.test {posargs}\n",
+            )],
+            Framework::Pytest,
+            "tox.ini: commands run py.test",
+        ),
+        (
+            &[("tox.ini", "[testenv]\ncommands = pytest -q\n")],
+            Framework::Pytest,
+            "tox.ini: commands run pytest",
+        ),
+        (
+            &[("setup.cfg", "[aliases]\ntest = pytest\n")],
+            Framework::Pytest,
+            "setup.cfg: names pytest",
+        ),
+        (
+            &[(
+                "noxfile.py",
+                "import nox\n\n@nox.session\ndef tests(session):\n    session.install(\"-e\", \".\")\n    session.run(\"pytest\", \"-q\")\n",
+            )],
+            Framework::Pytest,
+            "noxfile.py: session.run runs pytest",
+        ),
+        (
+            &[("Makefile", "test:\n\tpython -m pytest tests\n")],
+            Framework::Pytest,
+            "Makefile: a recipe runs pytest",
+        ),
+        (
+            &[
+                ("calc.py", "def add(a, b):\n    return a + b\n"),
+                (
+                    "tests/test_calc.py",
+                    "import calc\n\ndef test_add():\n    assert calc.add(1, 2) == 3\n",
+                ),
+            ],
+            Framework::Pytest,
+            "tests/test_calc.py: test file (pytest style)",
+        ),
+        (
+            &[("tests/test_x.py", "import unittest\nimport pytest\n")],
+            Framework::Pytest,
+            "tests/test_x.py: imports pytest",
+        ),
+        (
+            &[
+                ("tests/__init__.py", ""),
+                (
+                    "tests/test_x.py",
+                    "import unittest\n\nclass T(unittest.TestCase):\n    pass\n",
+                ),
+            ],
+            Framework::Unittest,
+            "tests/test_x.py: unittest test cases, and nothing names pytest",
+        ),
+    ];
+    for (files, framework, reason) in cases {
+        let d = detect_one(files);
+        assert_eq!(d.framework, Some(*framework), "{files:?}");
+        assert_eq!(d.reason, *reason);
+        // Never the bare `pytest` script: `-m` puts the project folder on sys.path.
+        assert_eq!(
+            &d.command[1..3],
+            ["-m", framework.as_str()],
+            "{:?}",
+            d.command
+        );
+        assert!(
+            d.toolchain
+                .starts_with("python: python3 (no project environment"),
+            "{}",
+            d.toolchain
+        );
+    }
+    // Not Python: a Makefile that never runs pytest, a file that only looks like a test.
+    let dir = tempfile::tempdir().expect("tempdir");
+    write(
+        dir.path(),
+        &[
+            ("Makefile", "test:\n\tcargo test\n# pytest\n"),
+            ("testing.py", ""),
+        ],
+    );
+    assert!(
+        detect::available_frameworks(dir.path())
+            .expect("detect")
+            .is_empty()
+    );
+}
+
+#[test]
+fn unittest_discovery_starts_in_a_tests_folder_without_init() {
+    let d = detect_one(&[("tests/test_x.py", "import unittest\n")]);
+    assert_eq!(d.framework, Some(Framework::Unittest));
+    assert_eq!(
+        d.command[1..],
+        ["-m", "unittest", "discover", "-v", "-s", "tests"]
+    );
+    assert!(d.collect.is_empty());
+    let d = detect_one(&[
+        ("tests/__init__.py", ""),
+        ("tests/test_x.py", "import unittest\n"),
+    ]);
+    assert_eq!(d.command[1..], ["-m", "unittest", "discover", "-v"]);
+}
+
+#[test]
+fn the_project_virtualenv_is_the_interpreter() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write(dir.path(), &[("pytest.ini", "[pytest]\n")]);
+    // A link to a missing interpreter (a venv made on another machine) is not used.
+    fs::create_dir_all(dir.path().join(".venv/bin")).expect("mkdir");
+    std::os::unix::fs::symlink(
+        "/nonexistent/python3.99",
+        dir.path().join(".venv/bin/python"),
+    )
+    .expect("link");
+    let found = detect::available_frameworks(dir.path()).expect("detect");
+    assert_eq!(found[0].command[0], "python3");
+    assert!(
+        found[0]
+            .toolchain
+            .contains(".venv/bin/python is a broken link"),
+        "{}",
+        found[0].toolchain
+    );
+    write(dir.path(), &[("venv/bin/python", "")]);
+    let found = detect::available_frameworks(dir.path()).expect("detect");
+    assert_eq!(found[0].command[..3], ["venv/bin/python", "-m", "pytest"]);
+    assert_eq!(
+        found[0].toolchain,
+        "python: venv/bin/python (the project's environment venv/)"
+    );
+    // A uv project without its .venv says how to make one.
+    write(dir.path(), &[("uv.lock", "version = 1\n")]);
+    fs::remove_dir_all(dir.path().join("venv")).expect("rm");
+    let found = detect::available_frameworks(dir.path()).expect("detect");
+    assert!(
+        found[0].toolchain.contains("run `uv sync`"),
+        "{}",
+        found[0].toolchain
+    );
+}
+
+fn on_path(program: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(program).is_file()))
+}
+
+#[test]
+fn the_lockfile_picks_the_package_manager() {
+    let pkg = "{\"devDependencies\": {\"vitest\": \"4\"}}";
+    for (lock, pm, exec) in [
+        ("pnpm-lock.yaml", "pnpm", &["pnpm", "exec"][..]),
+        ("yarn.lock", "yarn", &["yarn", "exec"][..]),
+        ("bun.lockb", "bun", &["bun", "run"][..]),
+        ("bun.lock", "bun", &["bun", "run"][..]),
+        ("package-lock.json", "npm", &["npx", "--no", "--"][..]),
+    ] {
+        let d = detect_one(&[("package.json", pkg), (lock, "")]);
+        assert!(
+            d.toolchain.starts_with(&format!("node: {pm}, from {lock}")),
+            "{}",
+            d.toolchain
+        );
+        let program = if pm == "npm" { "npx" } else { pm };
+        if on_path(program) {
+            assert_eq!(d.command[..exec.len()], *exec, "{lock}");
+        } else {
+            assert!(
+                d.toolchain.contains("is not on PATH: npx instead"),
+                "{}",
+                d.toolchain
+            );
+            assert_eq!(d.command[..3], ["npx", "--no", "--"]);
+        }
+        let used = if on_path(program) { exec.len() } else { 3 };
+        assert_eq!(d.command[used], "vitest", "{:?}", d.command);
+        assert!(
+            d.toolchain
+                .ends_with("no node_modules/ yet: install the dependencies first")
+        );
+    }
+    let d = detect_one(&[("package.json", pkg), ("node_modules/.keep", "")]);
+    assert_eq!(
+        d.toolchain,
+        "node: npm (no pnpm, yarn or bun lockfile); the existing node_modules/"
+    );
+}
+
+#[test]
+fn rust_toolchain_files_pick_the_channel_when_rustup_is_there() {
+    let manifest = "[package]\nname = \"pinned\"\nversion = \"0.1.0\"\n";
+    let d = detect_one(&[
+        ("Cargo.toml", manifest),
+        ("rust-toolchain.toml", "[toolchain]\nchannel = \"1.80.0\"\n"),
+    ]);
+    if on_path("rustup") {
+        assert_eq!(d.command[..3], ["cargo", "+1.80.0", "test"]);
+        assert!(
+            d.toolchain
+                .starts_with("rust-toolchain.toml: channel 1.80.0, run as `cargo +1.80.0`"),
+            "{}",
+            d.toolchain
+        );
+    } else {
+        assert_eq!(d.command[..2], ["cargo", "test"]);
+        assert!(d.toolchain.contains("NOT honoured"), "{}", d.toolchain);
+    }
+    let d = detect_one(&[("Cargo.toml", manifest)]);
+    assert_eq!(d.command, ["cargo", "test", "--no-fail-fast"]);
+    assert_eq!(d.toolchain, "cargo from PATH (no rust-toolchain.toml)");
+}
+
+#[test]
+fn go_detection_says_the_caches_are_go_own() {
+    let d = detect_one(&[("go.mod", "module example.com/x\n\ngo 1.19\n")]);
+    assert!(
+        d.toolchain.starts_with("go from PATH (go.mod: go 1.19)"),
+        "{}",
+        d.toolchain
+    );
+    assert!(
+        d.toolchain.contains("GOMODCACHE and GOCACHE"),
+        "{}",
+        d.toolchain
+    );
+}
+
+#[test]
+fn unittest_is_a_framework_name() {
+    assert_eq!("unittest".parse::<Framework>(), Ok(Framework::Unittest));
+    assert_eq!(Framework::Unittest.as_str(), "unittest");
+    let argv: Vec<String> = "python3 -m unittest discover -v"
+        .split(' ')
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(
+        detect::framework_for_command(&argv),
+        Some(Framework::Unittest)
+    );
+    // Parsing a whole RunnerOutput records the framework.
+    let r = parse::parse_output(
+        Framework::Unittest,
+        &RunnerOutput::new("", "", Some(0)),
+        None,
+    );
+    assert_eq!(r.framework.as_deref(), Some("unittest"));
+    assert!(!r.success, "no output at all is not a success");
+}
