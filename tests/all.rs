@@ -5,6 +5,7 @@ mod agent;
 mod cli_apply;
 mod cli_inspect;
 mod cli_output;
+mod cli_projects;
 mod cli_report;
 mod cli_run;
 mod cli_test;
