@@ -180,9 +180,11 @@ impl Detected {
 /// → cargo, `pytest`/`python -m pytest` → pytest, `python -m unittest` → unittest,
 /// `vitest`/`npx vitest` → vitest, `jest` → jest, `go test` → go. Also looks into `npm test`-style wrappers' arguments and `env VAR=x cmd`.
 pub fn framework_for_command(argv: &[String]) -> Option<Framework> {
+    // `sh -c "go test -v ./..."`: the words of a whole command line given as one argument.
     let words: Vec<&str> = argv
         .iter()
-        .map(|a| a.rsplit('/').next().unwrap_or(a.as_str()))
+        .flat_map(|a| a.split_whitespace())
+        .map(|a| a.rsplit('/').next().unwrap_or(a))
         .filter(|a| !a.contains('=') && !a.starts_with('-'))
         .collect();
     let has = |w: &str| words.contains(&w);
@@ -772,6 +774,14 @@ mod tests {
             Some(Framework::Cargo)
         );
         assert_eq!(framework_for_command(&argv("make check")), None);
+        assert_eq!(
+            framework_for_command(&["sh".into(), "-c".into(), "go test -v ./...".into()]),
+            Some(Framework::Go)
+        );
+        assert_eq!(
+            framework_for_command(&["sh".into(), "-c".into(), "python3 -m unittest".into()]),
+            Some(Framework::Unittest)
+        );
     }
 
     #[test]

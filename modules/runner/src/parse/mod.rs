@@ -238,7 +238,17 @@ pub fn parse_outcome(
                 .or_else(|| root.and_then(go_module_of));
             parse_output_with(framework, &output, root, module)
         }
-        None => parse_any(&output, root),
+        None => match guess_framework(&output) {
+            // Read go.mod from the host workspace: the sandbox copy may be gone by now.
+            Some(framework) => {
+                let module = workspace
+                    .map(|w| w.join(&detected.dir))
+                    .and_then(|d| go_module_of(&d))
+                    .or_else(|| root.and_then(go_module_of));
+                parse_output_with(framework, &output, root, module)
+            }
+            None => parse_any(&output, root),
+        },
     };
     if outcome.oom_killed {
         // One cause, the right one: the whole-run failures the parser derived from the kill
