@@ -247,6 +247,10 @@ fn a_src_layout_project_runs_with_its_own_virtualenv() {
         &[],
     );
     let purelib = String::from_utf8_lossy(&purelib.stdout).trim().to_owned();
+    // As uv (and Python 3.13's venv) do: the environment ignores itself, so the sandbox copy
+    // leaves it out, and the project's own `.gitignore` lists it too.
+    std::fs::write(dir.join(".venv/.gitignore"), "*\n").unwrap();
+    std::fs::write(dir.join(".gitignore"), ".venv/\n").unwrap();
     std::fs::write(
         Path::new(&purelib).join("venv_marker.py"),
         "WHERE = \"project venv\"\n",
@@ -267,7 +271,10 @@ fn a_src_layout_project_runs_with_its_own_virtualenv() {
     assert_ne!(without, own);
     let (_, stderr) = check_everywhere(&dir, own, &[]);
     assert!(
-        stderr.contains("python: .venv/bin/python (the project's environment .venv/)"),
+        stderr.contains(&format!(
+            "python: {}/.venv/bin/python (the project's environment .venv/",
+            dir.display()
+        )),
         "{stderr}"
     );
 }

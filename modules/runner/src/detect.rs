@@ -124,6 +124,9 @@ pub struct Detected {
     /// package manager, the `rust-toolchain.toml` channel, Go's caches (empty for an explicit
     /// command).
     pub toolchain: String,
+    /// Host folders the command needs that the workspace copy leaves out (a virtualenv), by
+    /// absolute path: a container sandbox mounts each read-only at the same path.
+    pub host_paths: Vec<PathBuf>,
     /// The argv to run, with its working directory set to [`dir`](Self::dir).
     pub command: Vec<String>,
     /// Extra environment for the command.
@@ -148,6 +151,7 @@ impl Detected {
             dir: dir.into(),
             reason: "explicit command".to_owned(),
             toolchain: String::new(),
+            host_paths: Vec::new(),
             command,
             env: BTreeMap::new(),
             collect: Vec::new(),
@@ -313,7 +317,8 @@ pub fn available_frameworks(root: &Path) -> Result<Vec<Detected>, DetectError> {
 ///   `test_*.py` / `*_test.py` files in the folder, `tests/` or `test/` that import pytest or
 ///   are plain functions. **unittest** when those files use only `unittest`. Run as
 ///   `PYTHON -m pytest` / `PYTHON -m unittest discover -v`, PYTHON being the project's
-///   `.venv/bin/python` or `venv/bin/python`, the environment poetry, hatch or pipenv report
+///   `.venv/bin/python` or `venv/bin/python` by absolute path (the workspace copy leaves the
+///   ignored environment out; see [`Detected::host_paths`]), the environment poetry, hatch or pipenv report
 ///   (when installed), else `python3` from `PATH` ([`Detected::toolchain`] says which).
 ///   Not searched again below a detected Python folder.
 /// - **vitest / jest**: `package.json` — `scripts.test` naming one wins, then a
@@ -492,6 +497,7 @@ fn detect_cargo(dir: &Path, rel: &Path, nextest: bool) -> Option<Detected> {
         dir: rel.to_path_buf(),
         reason,
         toolchain,
+        host_paths: Vec::new(),
         command,
         env,
         collect: Vec::new(),
@@ -592,6 +598,7 @@ fn detect_python(dir: &Path, rel: &Path) -> Option<Detected> {
         dir: rel.to_path_buf(),
         reason,
         toolchain: format!("python: {} ({})", python.program, python.why),
+        host_paths: python.env.into_iter().collect(),
         command,
         env: BTreeMap::new(),
         collect,
@@ -675,6 +682,7 @@ fn detect_js(dir: &Path, rel: &Path) -> Option<Detected> {
         dir: rel.to_path_buf(),
         reason,
         toolchain: format!("node: {toolchain}"),
+        host_paths: Vec::new(),
         command,
         env,
         collect: vec![rel_file(rel, report)],
@@ -693,6 +701,7 @@ fn detect_go(dir: &Path, rel: &Path) -> Option<Detected> {
             format!("{}: module {module}", rel_file(rel, "go.mod"))
         },
         toolchain: toolchain::go(&text),
+        host_paths: Vec::new(),
         command: strings(&["go", "test", "-json", "./..."]),
         env: BTreeMap::new(),
         collect: Vec::new(),

@@ -694,6 +694,17 @@ async fn run_one(
         .request(ctx.workspace_root(), run.command.clone());
     request.dir.clone_from(&run.dir);
     request.collect.clone_from(&run.collect);
+    for path in &run.host_paths {
+        // A container sees the host folder (a virtualenv) read-only at the same path; the
+        // local sandbox reaches it directly.
+        if !request.mounts.iter().any(|m| m.host == *path) {
+            request.mounts.push(Mount {
+                host: path.clone(),
+                container: path.to_string_lossy().into_owned(),
+                read_only: true,
+            });
+        }
+    }
     for (k, v) in &run.env {
         request.env.entry(k.clone()).or_insert_with(|| v.clone());
     }

@@ -14,11 +14,14 @@ use std::time::{Duration, Instant};
 /// The interpreter chosen for a Python project, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Interpreter {
-    /// The program: relative to the project folder (`.venv/bin/python`), absolute (an
-    /// environment outside the project), or a name looked up on `PATH` (`python3`).
+    /// The program: an absolute path (the project's environment), or a name looked up on
+    /// `PATH` (`python3`).
     pub program: String,
     /// Why this one.
     pub why: String,
+    /// The environment's folder when it is one (mounted read-only at the same path in a
+    /// container).
+    pub env: Option<PathBuf>,
 }
 
 /// Why a folder is a Python test project, and with which framework.
@@ -192,9 +195,17 @@ pub(super) fn interpreter(dir: &Path) -> Interpreter {
     for env in [".venv", "venv"] {
         let python = dir.join(env).join("bin/python");
         if python.is_file() {
+            // By its absolute path in the workspace, never through the sandbox copy: a
+            // virtualenv is ignored (`.gitignore`, or the `*` that uv and Python 3.13 write
+            // into it), so the copy does not have it. `absolute`, not `canonicalize`: bin/python
+            // is a link to the base interpreter, and resolving it would leave the venv.
+            let root = std::path::absolute(dir.join(env)).unwrap_or_else(|_| dir.join(env));
             return Interpreter {
-                program: format!("{env}/bin/python"),
-                why: format!("the project's environment {env}/"),
+                program: root.join("bin/python").to_string_lossy().into_owned(),
+                why: format!(
+                    "the project's environment {env}/, run from the workspace (a sandbox copy leaves ignored files such as the environment out)"
+                ),
+                env: Some(root),
             };
         }
         if std::fs::symlink_metadata(&python).is_ok() {
@@ -217,6 +228,7 @@ pub(super) fn interpreter(dir: &Path) -> Interpreter {
                     let python = env.join("bin/python");
                     if python.is_file() {
                         return Interpreter {
+                            env: Some(env.clone()),
                             program: python.to_string_lossy().into_owned(),
                             why: format!(
                                 "the {} environment {} (from `{}`)",
@@ -248,6 +260,7 @@ pub(super) fn interpreter(dir: &Path) -> Interpreter {
     Interpreter {
         program: program.to_owned(),
         why,
+        env: None,
     }
 }
 

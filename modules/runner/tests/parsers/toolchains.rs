@@ -331,11 +331,18 @@ fn the_project_virtualenv_is_the_interpreter() {
     );
     write(dir.path(), &[("venv/bin/python", "")]);
     let found = detect::available_frameworks(dir.path()).expect("detect");
-    assert_eq!(found[0].command[..3], ["venv/bin/python", "-m", "pytest"]);
+    // By absolute path, the link itself (not the base interpreter it points to), and the
+    // environment is a host path a container mounts.
+    let venv = std::path::absolute(dir.path().join("venv")).expect("absolute");
+    let python = venv.join("bin/python").to_string_lossy().into_owned();
+    assert_eq!(found[0].command[..3], [python.as_str(), "-m", "pytest"]);
     assert_eq!(
         found[0].toolchain,
-        "python: venv/bin/python (the project's environment venv/)"
+        format!(
+            "python: {python} (the project's environment venv/, run from the workspace (a sandbox copy leaves ignored files such as the environment out))"
+        )
     );
+    assert_eq!(found[0].host_paths, [venv]);
     // A uv project without its .venv says how to make one.
     write(dir.path(), &[("uv.lock", "version = 1\n")]);
     fs::remove_dir_all(dir.path().join("venv")).expect("rm");
