@@ -193,3 +193,33 @@ async fn go_failures_are_located_in_the_repository_json_and_verbose() {
         assert_eq!((t.passed, t.failed), (passed, 2), "{config}");
     }
 }
+
+#[tokio::test]
+async fn go_failures_are_located_in_the_repository_in_docker() {
+    if !go_ready() || docker("nuvira-host:latest").await.is_none() {
+        return;
+    }
+    let ws = copy_of("go", "basic-verbose");
+    let t = result_of(
+        run(
+            ws.path(),
+            json!({"sandbox": "docker", "command": "go test -v ./..."}),
+        )
+        .await,
+        ErrorCategory::TestFailure,
+    );
+    assert_eq!((t.passed, t.failed), (2, 2), "{t:#?}");
+    let at: Vec<(Option<&str>, Option<u32>)> = t
+        .failures
+        .iter()
+        .map(|f| (f.file.as_deref(), f.line))
+        .collect();
+    assert_eq!(
+        at,
+        [
+            (Some("alpha/alpha_test.go"), Some(13)),
+            (Some("beta/beta_test.go"), Some(12))
+        ],
+        "{t:#?}"
+    );
+}
