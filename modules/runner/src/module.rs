@@ -872,6 +872,14 @@ mod tests {
     use serde_json::json;
 
     #[test]
+    fn unittest_is_a_framework_of_the_config() {
+        let c = TestConfig::from_value(&json!({"framework": "unittest"})).unwrap();
+        assert_eq!(c.framework, Some(Framework::Unittest));
+        let err = TestConfig::from_value(&json!({"framework": "nose"})).unwrap_err();
+        assert!(err.to_string().contains("unittest"), "{err}");
+    }
+
+    #[test]
     fn config_parses_every_key() {
         let c = TestConfig::from_value(&json!({
             "framework": "pytest", "command": "pytest -x", "sandbox": "docker",

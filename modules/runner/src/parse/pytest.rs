@@ -41,7 +41,17 @@ pub fn parse(output: &RunnerOutput, ctx: &Ctx) -> Tally {
         // Crashed before printing anything useful: maybe an error on stderr.
         let err = strip_ansi(&output.stderr);
         if let Some(last) = err.lines().rev().find(|l| !l.trim().is_empty()) {
-            tally.fail(TestFailure::new("pytest", last.trim()).with_output(cap_output(&err)));
+            let message = if last.contains("No module named pytest") {
+                // `python -m pytest` with an interpreter (the project's environment) that
+                // lacks pytest.
+                format!(
+                    "{}: install pytest into the interpreter that ran (`<python> -m pip install pytest`; see the `detected:` line), or pass the command to run",
+                    last.trim()
+                )
+            } else {
+                last.trim().to_owned()
+            };
+            tally.fail(TestFailure::new("pytest", message).with_output(cap_output(&err)));
         }
     }
     tally

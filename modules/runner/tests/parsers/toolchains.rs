@@ -483,3 +483,67 @@ fn a_cargo_run_killed_after_the_60_second_note_names_the_running_test() {
     let r = run(Framework::Cargo, "cargo", "hang-killed");
     failure(&r, "test run", None, None, "killed");
 }
+
+#[test]
+fn a_poetry_project_without_poetry_says_where_its_environment_is_not() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write(
+        dir.path(),
+        &[
+            (
+                "pyproject.toml",
+                "[tool.poetry]\nname = \"x\"\n\n[tool.pytest.ini_options]\n",
+            ),
+            ("poetry.lock", ""),
+        ],
+    );
+    // Without poetry installed, its environment cannot be asked for: python3 is the fallback.
+    let found = detect::available_frameworks(dir.path()).expect("detect");
+    let t = &found[0].toolchain;
+    if !on_path("poetry") {
+        assert!(
+            t.contains(
+                "a poetry project whose environment lives outside it, and poetry is not on PATH"
+            ),
+            "{t}"
+        );
+    }
+}
+
+#[test]
+fn a_missing_pytest_in_the_chosen_interpreter_says_how_to_fix_it() {
+    if !nuvira_test_support::env::pytest_ready() {
+        return;
+    }
+    // A real run: a virtualenv without system site-packages has no pytest.
+    let dir = tempfile::tempdir().expect("tempdir");
+    write(dir.path(), &[("test_x.py", "def test_x():\n    pass\n")]);
+    let made = std::process::Command::new("python3")
+        .args(["-m", "venv", "--without-pip", ".venv"])
+        .current_dir(dir.path())
+        .output()
+        .expect("python3");
+    assert!(made.status.success(), "{made:?}");
+    let d = detect::available_frameworks(dir.path())
+        .expect("detect")
+        .remove(0);
+    let out = std::process::Command::new(&d.command[0])
+        .args(&d.command[1..])
+        .current_dir(dir.path())
+        .output()
+        .expect("run");
+    let out = RunnerOutput::new(
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+        out.status.code().map(i64::from),
+    );
+    let r = parse::parse_output(Framework::Pytest, &out, Some(dir.path()));
+    assert!(!r.success);
+    failure(
+        &r,
+        "pytest",
+        None,
+        None,
+        "No module named pytest: install pytest into the interpreter",
+    );
+}
