@@ -223,3 +223,65 @@ async fn go_failures_are_located_in_the_repository_in_docker() {
         "{t:#?}"
     );
 }
+
+fn rustup_has(toolchain: &str) -> bool {
+    std::process::Command::new("rustup")
+        .args(["run", toolchain, "rustc", "--version"])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// A crate that compiles on nightly only, pinned to nightly by its `rust-toolchain.toml`.
+fn nightly_crate() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("src")).unwrap();
+    std::fs::write(
+        dir.path().join("Cargo.toml"),
+        "[package]\nname = \"pinned\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[workspace]\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("rust-toolchain.toml"),
+        "[toolchain]\nchannel = \"nightly\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("src/lib.rs"),
+        "#![feature(never_type)]\n\npub fn never() -> Option<!> {\n    None\n}\n\n#[test]\nfn runs_on_nightly() {\n    assert!(never().is_none());\n}\n",
+    )
+    .unwrap();
+    dir
+}
+
+#[tokio::test]
+async fn a_rust_toolchain_file_runs_its_channel_local_and_docker() {
+    // Needs rustup with a nightly toolchain (this machine's; not something CI installs).
+    if !rustup_has("nightly") {
+        eprintln!("SKIPPED: no rustup nightly toolchain");
+        return;
+    }
+    let ws = nightly_crate();
+    let mut sandboxes = vec!["local"];
+    if docker("nuvira-host:latest").await.is_some() {
+        sandboxes.push("docker");
+    }
+    for sandbox in sandboxes {
+        let r = run(
+            ws.path(),
+            json!({"sandbox": sandbox, "env": {"CARGO_TARGET_DIR": "target"}, "memory": "2g"}),
+        )
+        .await;
+        let t = match r {
+            Ok(StepOutput::Test(t)) => t,
+            other => panic!("{sandbox}: {other:?}"),
+        };
+        assert_eq!((t.passed, t.failed), (1, 0), "{sandbox}: {}", t.log);
+        assert!(
+            t.command
+                .as_deref()
+                .is_some_and(|c| c.starts_with("cargo +nightly test")),
+            "{:?}",
+            t.command
+        );
+    }
+}
