@@ -398,3 +398,27 @@ fn a_pnpm_project_runs_through_pnpm() {
         "{v}"
     );
 }
+
+#[test]
+fn a_hostile_test_file_name_reaches_the_detected_line_escaped() {
+    if !pytest_ready() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    // The reason names the file: an OSC title sequence and a colour in its name.
+    let hostile = "test_\x1b]0;pwned\x07\x1b[31mred.py";
+    std::fs::create_dir_all(tmp.path().join("tests")).unwrap();
+    std::fs::write(
+        tmp.path().join("tests").join(hostile),
+        "def test_ok():\n    assert True\n",
+    )
+    .unwrap();
+    let (v, stderr) = nuvira_test(tmp.path(), "local", &[]);
+    assert_eq!(counts_of(&v), (1, 0, 0), "{v}\n{stderr}");
+    let line = stderr
+        .lines()
+        .find(|l| l.starts_with("detected: pytest"))
+        .unwrap_or_else(|| panic!("{stderr}"));
+    assert!(!line.contains('\x1b') && !line.contains('\x07'), "{line:?}");
+    assert!(line.contains("pwned"), "{line:?}");
+}
