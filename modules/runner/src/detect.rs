@@ -586,7 +586,7 @@ fn pytest_reason(dir: &Path, rel: &Path) -> Option<String> {
 
 fn detect_python(dir: &Path, rel: &Path) -> Option<Detected> {
     let (framework, reason) = python::framework_reason(dir, rel)?;
-    let python = python::interpreter(dir);
+    let python = python::interpreter(dir, rel);
     let command = python::command(framework, &python.program, dir);
     let collect = if framework == Framework::Pytest {
         vec![rel_file(rel, PYTEST_JUNIT)]
@@ -647,7 +647,7 @@ fn js_reason(dir: &Path, rel: &Path) -> Option<(Framework, String)> {
 
 fn detect_js(dir: &Path, rel: &Path) -> Option<Detected> {
     let (framework, reason) = js_reason(dir, rel)?;
-    let (exec, toolchain) = toolchain::node(dir);
+    let (exec, toolchain) = toolchain::node(dir, rel);
     let (command, report) = match framework {
         Framework::Vitest => (
             vec![

@@ -190,30 +190,47 @@ pub(super) fn command(framework: Framework, python: &str, dir: &Path) -> Vec<Str
 
 /// The project's interpreter: its `.venv` / `venv`, the environment its tool (poetry, hatch,
 /// pipenv) made outside it when that tool is installed, else `python3` from `PATH`.
-pub(super) fn interpreter(dir: &Path) -> Interpreter {
+pub(super) fn interpreter(dir: &Path, rel: &Path) -> Interpreter {
     let mut notes: Vec<String> = Vec::new();
-    for env in [".venv", "venv"] {
-        let python = dir.join(env).join("bin/python");
-        if python.is_file() {
-            // By its absolute path in the workspace, never through the sandbox copy: a
-            // virtualenv is ignored (`.gitignore`, or the `*` that uv and Python 3.13 write
-            // into it), so the copy does not have it. `absolute`, not `canonicalize`: bin/python
-            // is a link to the base interpreter, and resolving it would leave the venv.
-            let root = std::path::absolute(dir.join(env)).unwrap_or_else(|_| dir.join(env));
-            return Interpreter {
-                program: root.join("bin/python").to_string_lossy().into_owned(),
-                why: format!(
-                    "the project's environment {env}/, run from the workspace (a sandbox copy leaves ignored files such as the environment out)"
-                ),
-                env: Some(root),
-            };
-        }
-        if std::fs::symlink_metadata(&python).is_ok() {
-            notes.push(format!(
-                "{env}/bin/python is a broken link (the environment was made on another machine; recreate it)"
-            ));
+    // The project folder first, then each folder above it up to the workspace root (a
+    // monorepo's one environment at its root).
+    for (base, up) in super::toolchain::up_to_root(dir, rel) {
+        for env in [".venv", "venv"] {
+            if let Some(found) = venv_in(&base, &up, env, &mut notes) {
+                return found;
+            }
         }
     }
+    interpreter_of_tool(dir, notes)
+}
+
+/// The virtualenv `env` in `base` (`up` is the way there from the project folder, `../`).
+fn venv_in(base: &Path, up: &str, env: &str, notes: &mut Vec<String>) -> Option<Interpreter> {
+    let label = format!("{up}{env}");
+    let python = base.join(env).join("bin/python");
+    if python.is_file() {
+        // By its absolute path in the workspace, never through the sandbox copy: a
+        // virtualenv is ignored (`.gitignore`, or the `*` that uv and Python 3.13 write
+        // into it), so the copy does not have it. `absolute`, not `canonicalize`: bin/python
+        // is a link to the base interpreter, and resolving it would leave the venv.
+        let root = std::path::absolute(base.join(env)).unwrap_or_else(|_| base.join(env));
+        return Some(Interpreter {
+            program: root.join("bin/python").to_string_lossy().into_owned(),
+            why: format!(
+                "the project's environment {label}/, run from the workspace (a sandbox copy leaves ignored files such as the environment out)"
+            ),
+            env: Some(root),
+        });
+    }
+    if std::fs::symlink_metadata(&python).is_ok() {
+        notes.push(format!(
+            "{label}/bin/python is a broken link (the environment was made on another machine; recreate it)"
+        ));
+    }
+    None
+}
+
+fn interpreter_of_tool(dir: &Path, mut notes: Vec<String>) -> Interpreter {
     let tool = managing_tool(dir);
     if let Some(tool) = tool {
         match tool {

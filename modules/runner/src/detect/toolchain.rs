@@ -43,9 +43,27 @@ impl PackageManager {
     }
 }
 
+/// The project folder `dir` (at `rel` below the workspace root) and each folder above it up to
+/// the root, each with the way there from `dir` (``, `../`, `../../`).
+pub(super) fn up_to_root(dir: &Path, rel: &Path) -> Vec<(PathBuf, String)> {
+    let depth = rel.components().count();
+    let mut out = Vec::with_capacity(depth + 1);
+    let mut base = dir.to_path_buf();
+    let mut up = String::new();
+    for level in 0..=depth {
+        out.push((base.clone(), up.clone()));
+        if level < depth {
+            base.pop();
+            up.push_str("../");
+        }
+    }
+    out
+}
+
 /// Which package manager runs a JS project's test runner, and why: the argv prefix and the
-/// reason.
-pub(super) fn node(dir: &Path) -> (Vec<String>, String) {
+/// reason. The lockfile and `node_modules/` may be in a folder above the project, up to the
+/// workspace root (a pnpm, yarn or npm workspace).
+pub(super) fn node(dir: &Path, rel: &Path) -> (Vec<String>, String) {
     let locks = [
         ("pnpm-lock.yaml", PackageManager::Pnpm),
         ("yarn.lock", PackageManager::Yarn),
@@ -54,14 +72,22 @@ pub(super) fn node(dir: &Path) -> (Vec<String>, String) {
         ("package-lock.json", PackageManager::Npm),
         ("npm-shrinkwrap.json", PackageManager::Npm),
     ];
-    let found = locks.iter().find(|(file, _)| dir.join(file).is_file());
-    let modules = if dir.join("node_modules").is_dir() {
-        "the existing node_modules/"
-    } else {
-        "no node_modules/ yet: install the dependencies first"
+    let folders = up_to_root(dir, rel);
+    let found = folders.iter().find_map(|(base, up)| {
+        locks
+            .iter()
+            .find(|(file, _)| base.join(file).is_file())
+            .map(|(file, pm)| (format!("{up}{file}"), *pm))
+    });
+    let modules = match folders
+        .iter()
+        .find(|(base, _)| base.join("node_modules").is_dir())
+    {
+        Some((_, up)) => format!("the existing {up}node_modules/"),
+        None => "no node_modules/ yet: install the dependencies first".to_owned(),
     };
     let (pm, mut why) = match found {
-        Some((file, pm)) => (*pm, format!("{}, from {file}", pm.name())),
+        Some((file, pm)) => (pm, format!("{}, from {file}", pm.name())),
         None => (
             PackageManager::Npm,
             "npm (no pnpm, yarn or bun lockfile)".to_owned(),

@@ -547,3 +547,57 @@ fn a_missing_pytest_in_the_chosen_interpreter_says_how_to_fix_it() {
         "No module named pytest: install pytest into the interpreter",
     );
 }
+
+#[test]
+fn a_monorepo_environment_and_lockfile_at_the_root_serve_its_sub_projects() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write(
+        dir.path(),
+        &[
+            ("services/api/pytest.ini", "[pytest]\n"),
+            (".venv/bin/python", ""),
+            ("pnpm-lock.yaml", "lockfileVersion: '9.0'\n"),
+            ("node_modules/.keep", ""),
+            (
+                "packages/web/package.json",
+                "{\"devDependencies\": {\"vitest\": \"4\"}}",
+            ),
+        ],
+    );
+    let found = detect::available_frameworks(dir.path()).expect("detect");
+    let py = found
+        .iter()
+        .find(|d| d.framework == Some(Framework::Pytest))
+        .expect("pytest");
+    let venv = std::path::absolute(dir.path().join(".venv")).expect("absolute");
+    assert_eq!(py.command[0], venv.join("bin/python").to_string_lossy());
+    assert!(
+        py.toolchain
+            .contains("the project's environment ../../.venv/"),
+        "{}",
+        py.toolchain
+    );
+    let web = found
+        .iter()
+        .find(|d| d.framework == Some(Framework::Vitest))
+        .expect("vitest");
+    assert!(
+        web.toolchain
+            .starts_with("node: pnpm, from ../../pnpm-lock.yaml"),
+        "{}",
+        web.toolchain
+    );
+    assert!(
+        web.toolchain.ends_with("the existing ../../node_modules/"),
+        "{}",
+        web.toolchain
+    );
+    // A lockfile above the workspace root is not the project's.
+    let inner = dir.path().join("packages/web");
+    let found = detect::available_frameworks(&inner).expect("detect");
+    assert!(
+        found[0].toolchain.starts_with("node: npm (no pnpm"),
+        "{}",
+        found[0].toolchain
+    );
+}
