@@ -6,6 +6,7 @@ mod cli_apply;
 mod cli_ci_trust;
 mod cli_inspect;
 mod cli_output;
+mod cli_projects;
 mod cli_report;
 mod cli_run;
 mod cli_test;

@@ -9,6 +9,7 @@
 
 use crate::exit;
 use clap::ValueEnum;
+use nuvira_api::text::escape_control;
 use nuvira_api::{
     ErrorCategory, EventKind, EventSink, ModuleError, StepContext, StepOutput, TestResult,
 };
@@ -72,6 +73,8 @@ pub enum FrameworkArg {
     Nextest,
     /// pytest.
     Pytest,
+    /// `python -m unittest discover`.
+    Unittest,
     /// vitest.
     Vitest,
     /// jest.
@@ -324,6 +327,25 @@ impl EventSink for Progress {
             EventKind::Custom { name, data } if name == SANDBOX_SELECTED => {
                 if let Some(reason) = data.get("reason").and_then(Value::as_str) {
                     eprintln!("sandbox: {}", crate::cli::esc(reason));
+                }
+                for run in data
+                    .get("runs")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                {
+                    let field = |k: &str| run.get(k).and_then(Value::as_str).unwrap_or_default();
+                    let dir = match field("dir") {
+                        "" => ".",
+                        d => d,
+                    };
+                    eprintln!(
+                        "detected: {} in {} ({}); {}",
+                        escape_control(field("framework")),
+                        escape_control(dir),
+                        escape_control(field("reason")),
+                        escape_control(field("toolchain"))
+                    );
                 }
             }
             EventKind::TestStarted {

@@ -27,6 +27,9 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
+mod python;
+mod toolchain;
+
 /// A test framework Nuvira knows how to run and parse.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Framework {
@@ -36,6 +39,8 @@ pub enum Framework {
     Nextest,
     /// pytest.
     Pytest,
+    /// `python -m unittest discover` (for projects without pytest).
+    Unittest,
     /// vitest.
     Vitest,
     /// jest.
@@ -46,22 +51,24 @@ pub enum Framework {
 
 impl Framework {
     /// Every framework, in detection order.
-    pub const ALL: [Framework; 6] = [
+    pub const ALL: [Framework; 7] = [
         Framework::Cargo,
         Framework::Nextest,
         Framework::Pytest,
+        Framework::Unittest,
         Framework::Vitest,
         Framework::Jest,
         Framework::Go,
     ];
 
     /// The name used on the command line and in results (`cargo`, `nextest`, `pytest`,
-    /// `vitest`, `jest`, `go`).
+    /// `unittest`, `vitest`, `jest`, `go`).
     pub fn as_str(self) -> &'static str {
         match self {
             Framework::Cargo => "cargo",
             Framework::Nextest => "nextest",
             Framework::Pytest => "pytest",
+            Framework::Unittest => "unittest",
             Framework::Vitest => "vitest",
             Framework::Jest => "jest",
             Framework::Go => "go",
@@ -77,19 +84,22 @@ impl fmt::Display for Framework {
 
 /// A framework name that is not one of [`Framework::ALL`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("recognize test framework `{0}`: use one of cargo, nextest, pytest, vitest, jest, go")]
+#[error(
+    "recognize test framework `{0}`: use one of cargo, nextest, pytest, unittest, vitest, jest, go"
+)]
 pub struct UnknownFramework(pub String);
 
 impl FromStr for Framework {
     type Err = UnknownFramework;
 
     /// Parses a name case-insensitively; also accepts `cargo-test`, `cargo-nextest`,
-    /// `go-test`/`gotest` and `py.test`.
+    /// `go-test`/`gotest`, `py.test` and `python-unittest`.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s.trim().to_ascii_lowercase().as_str() {
             "cargo" | "cargo-test" | "rust" => Ok(Framework::Cargo),
             "nextest" | "cargo-nextest" => Ok(Framework::Nextest),
             "pytest" | "py.test" => Ok(Framework::Pytest),
+            "unittest" | "python-unittest" => Ok(Framework::Unittest),
             "vitest" => Ok(Framework::Vitest),
             "jest" => Ok(Framework::Jest),
             "go" | "go-test" | "gotest" => Ok(Framework::Go),
@@ -110,6 +120,13 @@ pub struct Detected {
     pub dir: PathBuf,
     /// Why it was detected: the file and field, e.g. `package.json: devDependencies.vitest`.
     pub reason: String,
+    /// Which interpreter or toolchain runs it, and why: the project's `.venv`, the lockfile's
+    /// package manager, the `rust-toolchain.toml` channel, Go's caches (empty for an explicit
+    /// command).
+    pub toolchain: String,
+    /// Host folders the command needs that the workspace copy leaves out (a virtualenv), by
+    /// absolute path: a container sandbox mounts each read-only at the same path.
+    pub host_paths: Vec<PathBuf>,
     /// The argv to run, with its working directory set to [`dir`](Self::dir).
     pub command: Vec<String>,
     /// Extra environment for the command.
@@ -133,6 +150,8 @@ impl Detected {
             framework,
             dir: dir.into(),
             reason: "explicit command".to_owned(),
+            toolchain: String::new(),
+            host_paths: Vec::new(),
             command,
             env: BTreeMap::new(),
             collect: Vec::new(),
@@ -162,12 +181,14 @@ impl Detected {
 }
 
 /// Guesses the framework of an explicit command: `cargo nextest ...` → nextest, `cargo test`
-/// → cargo, `pytest`/`python -m pytest` → pytest, `vitest`/`npx vitest` → vitest, `jest` →
-/// jest, `go test` → go. Also looks into `npm test`-style wrappers' arguments and `env VAR=x cmd`.
+/// → cargo, `pytest`/`python -m pytest` → pytest, `python -m unittest` → unittest,
+/// `vitest`/`npx vitest` → vitest, `jest` → jest, `go test` → go. Also looks into `npm test`-style wrappers' arguments and `env VAR=x cmd`.
 pub fn framework_for_command(argv: &[String]) -> Option<Framework> {
+    // `sh -c "go test -v ./..."`: the words of a whole command line given as one argument.
     let words: Vec<&str> = argv
         .iter()
-        .map(|a| a.rsplit('/').next().unwrap_or(a.as_str()))
+        .flat_map(|a| a.split_whitespace())
+        .map(|a| a.rsplit('/').next().unwrap_or(a))
         .filter(|a| !a.contains('=') && !a.starts_with('-'))
         .collect();
     let has = |w: &str| words.contains(&w);
@@ -177,6 +198,8 @@ pub fn framework_for_command(argv: &[String]) -> Option<Framework> {
         Some(Framework::Cargo)
     } else if has("pytest") || has("py.test") {
         Some(Framework::Pytest)
+    } else if has("unittest") {
+        Some(Framework::Unittest)
     } else if has("vitest") {
         Some(Framework::Vitest)
     } else if has("jest") {
@@ -289,11 +312,23 @@ pub fn available_frameworks(root: &Path) -> Result<Vec<Detected>, DetectError> {
 ///   project are not searched for Cargo again (the workspace run covers its members).
 /// - **pytest**: `pytest.ini`; `pyproject.toml` with `[tool.pytest.ini_options]` or a `pytest`
 ///   dependency; `setup.cfg` with `[tool:pytest]`; `tox.ini` with `[pytest]`; `conftest.py`;
-///   a `requirements*.txt` naming pytest. Not searched again below a detected pytest folder.
+///   a `requirements*.txt` naming pytest; `pytest`/`py.test` run by tox.ini's `commands`,
+///   named in setup.cfg, run by noxfile.py's `session.run` or a Makefile recipe; else
+///   `test_*.py` / `*_test.py` files in the folder, `tests/` or `test/` that import pytest or
+///   are plain functions. **unittest** when those files use only `unittest`. Run as
+///   `PYTHON -m pytest` / `PYTHON -m unittest discover -v`, PYTHON being the project's
+///   `.venv/bin/python` or `venv/bin/python` by absolute path (the workspace copy leaves the
+///   ignored environment out; see [`Detected::host_paths`]), the environment poetry, hatch or pipenv report
+///   (when installed), else `python3` from `PATH` ([`Detected::toolchain`] says which).
+///   Not searched again below a detected Python folder.
 /// - **vitest / jest**: `package.json` — `scripts.test` naming one wins, then a
 ///   `vitest.config.*` / `jest.config.*` file or a `jest` key, then `devDependencies` /
-///   `dependencies` (vitest before jest). Not searched again below a detected JS folder.
+///   `dependencies` (vitest before jest), run through the lockfile's package manager
+///   (`pnpm exec`, `yarn exec`, `bun run`, else `npx --no --`). Not searched again below a
+///   detected JS folder.
 /// - **go**: `go.mod` (every module, since `./...` stops at nested modules).
+/// - Cargo honours `rust-toolchain.toml` / `rust-toolchain` with `cargo +CHANNEL` when rustup
+///   is installed (and says that it is not honoured otherwise).
 ///
 /// # Errors
 /// [`DetectError::Root`] when `root` cannot be read.
@@ -349,7 +384,7 @@ fn walk(
         here.cargo = true;
     }
     if !here.python
-        && let Some(d) = detect_pytest(&dir, rel)
+        && let Some(d) = detect_python(&dir, rel)
     {
         found.push(d);
         here.python = true;
@@ -428,6 +463,7 @@ fn detect_cargo(dir: &Path, rel: &Path, nextest: bool) -> Option<Detected> {
     } else {
         return None;
     };
+    let (cargo, toolchain) = toolchain::rust(dir);
     let (framework, mut command, env) = if nextest {
         let mut env = BTreeMap::new();
         env.insert(
@@ -437,7 +473,6 @@ fn detect_cargo(dir: &Path, rel: &Path, nextest: bool) -> Option<Detected> {
         (
             Framework::Nextest,
             strings(&[
-                "cargo",
                 "nextest",
                 "run",
                 "--no-fail-fast",
@@ -449,17 +484,20 @@ fn detect_cargo(dir: &Path, rel: &Path, nextest: bool) -> Option<Detected> {
     } else {
         (
             Framework::Cargo,
-            strings(&["cargo", "test", "--no-fail-fast"]),
+            strings(&["test", "--no-fail-fast"]),
             BTreeMap::new(),
         )
     };
     if workspace {
         command.push("--workspace".to_owned());
     }
+    let command = cargo.into_iter().chain(command).collect();
     Some(Detected {
         framework: Some(framework),
         dir: rel.to_path_buf(),
         reason,
+        toolchain,
+        host_paths: Vec::new(),
         command,
         env,
         collect: Vec::new(),
@@ -546,24 +584,24 @@ fn pytest_reason(dir: &Path, rel: &Path) -> Option<String> {
     None
 }
 
-fn detect_pytest(dir: &Path, rel: &Path) -> Option<Detected> {
-    let reason = pytest_reason(dir, rel)?;
-    // A project virtualenv's pytest has the project's dependencies; fall back to PATH.
-    let program = [".venv/bin/pytest", "venv/bin/pytest"]
-        .into_iter()
-        .find(|p| dir.join(p).is_file())
-        .unwrap_or("pytest");
+fn detect_python(dir: &Path, rel: &Path) -> Option<Detected> {
+    let (framework, reason) = python::framework_reason(dir, rel)?;
+    let python = python::interpreter(dir, rel);
+    let command = python::command(framework, &python.program, dir);
+    let collect = if framework == Framework::Pytest {
+        vec![rel_file(rel, PYTEST_JUNIT)]
+    } else {
+        Vec::new()
+    };
     Some(Detected {
-        framework: Some(Framework::Pytest),
+        framework: Some(framework),
         dir: rel.to_path_buf(),
         reason,
-        command: vec![
-            program.to_owned(),
-            format!("--junitxml={PYTEST_JUNIT}"),
-            "--color=no".to_owned(),
-        ],
+        toolchain: format!("python: {} ({})", python.program, python.why),
+        host_paths: python.env.into_iter().collect(),
+        command,
         env: BTreeMap::new(),
-        collect: vec![rel_file(rel, PYTEST_JUNIT)],
+        collect,
     })
 }
 
@@ -609,12 +647,10 @@ fn js_reason(dir: &Path, rel: &Path) -> Option<(Framework, String)> {
 
 fn detect_js(dir: &Path, rel: &Path) -> Option<Detected> {
     let (framework, reason) = js_reason(dir, rel)?;
+    let (exec, toolchain) = toolchain::node(dir, rel);
     let (command, report) = match framework {
         Framework::Vitest => (
             vec![
-                "npx".to_owned(),
-                "--no".to_owned(),
-                "--".to_owned(),
                 "vitest".to_owned(),
                 "run".to_owned(),
                 "--reporter=default".to_owned(),
@@ -625,9 +661,6 @@ fn detect_js(dir: &Path, rel: &Path) -> Option<Detected> {
         ),
         _ => (
             vec![
-                "npx".to_owned(),
-                "--no".to_owned(),
-                "--".to_owned(),
                 "jest".to_owned(),
                 "--ci".to_owned(),
                 "--json".to_owned(),
@@ -636,6 +669,7 @@ fn detect_js(dir: &Path, rel: &Path) -> Option<Detected> {
             JEST_JSON,
         ),
     };
+    let command: Vec<String> = exec.into_iter().chain(command).collect();
     // `npx --no --`: never install, and pass every later flag to the runner (npx would
     // otherwise take `--json` for itself). NO_COLOR: vitest treats any FORCE_COLOR as "on".
     let mut env = BTreeMap::new();
@@ -647,6 +681,8 @@ fn detect_js(dir: &Path, rel: &Path) -> Option<Detected> {
         framework: Some(framework),
         dir: rel.to_path_buf(),
         reason,
+        toolchain: format!("node: {toolchain}"),
+        host_paths: Vec::new(),
         command,
         env,
         collect: vec![rel_file(rel, report)],
@@ -664,6 +700,8 @@ fn detect_go(dir: &Path, rel: &Path) -> Option<Detected> {
         } else {
             format!("{}: module {module}", rel_file(rel, "go.mod"))
         },
+        toolchain: toolchain::go(&text),
+        host_paths: Vec::new(),
         command: strings(&["go", "test", "-json", "./..."]),
         env: BTreeMap::new(),
         collect: Vec::new(),
@@ -745,6 +783,14 @@ mod tests {
             Some(Framework::Cargo)
         );
         assert_eq!(framework_for_command(&argv("make check")), None);
+        assert_eq!(
+            framework_for_command(&["sh".into(), "-c".into(), "go test -v ./...".into()]),
+            Some(Framework::Go)
+        );
+        assert_eq!(
+            framework_for_command(&["sh".into(), "-c".into(), "python3 -m unittest".into()]),
+            Some(Framework::Unittest)
+        );
     }
 
     #[test]

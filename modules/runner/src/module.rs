@@ -9,7 +9,7 @@
 //!
 //! ```yaml
 //! config:
-//!   framework: auto          # test only: auto | cargo | nextest | pytest | vitest | jest | go
+//!   framework: auto          # test only: auto | cargo | nextest | pytest | unittest | vitest | jest | go
 //!   command: "cargo test"    # a shell line (run with `sh -c`) or an argv list; required for execute
 //!   sandbox: auto            # auto | local | docker
 //!   image: nuvira-host:latest
@@ -39,8 +39,10 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-/// The name of the custom event saying which sandbox `test` picked and why
-/// (`data: {"kind", "reason"}`), emitted before `test:started`.
+/// The name of the custom event saying which sandbox `test` picked and why, and what it will
+/// run (`data: {"kind", "reason", "runs": [{"framework", "dir", "reason", "toolchain",
+/// "command"}]}`: each run's folder, why its framework was detected and which interpreter or
+/// toolchain runs it, and why), emitted before `test:started`.
 pub const SANDBOX_SELECTED: &str = "test:sandbox-selected";
 
 /// The sandbox part of a step's config (shared by `test` and `execute`).
@@ -333,6 +335,13 @@ impl TestModule {
             data: serde_json::json!({
                 "kind": nuvira_api::Sandbox::kind(&selection.sandbox),
                 "reason": selection.reason,
+                "runs": runs.iter().map(|run| serde_json::json!({
+                    "framework": run.name(),
+                    "dir": run.dir.to_string_lossy(),
+                    "reason": run.reason,
+                    "toolchain": run.toolchain,
+                    "command": run.command_line(),
+                })).collect::<Vec<_>>(),
             }),
         });
 
@@ -538,7 +547,10 @@ fn plan_runs(root: &Path, config: &TestConfig) -> Result<Vec<Detected>, ModuleEr
                 "`Cargo.toml` with [package] or [workspace] (cargo)"
             }
             Framework::Pytest => {
-                "`pytest.ini`, `conftest.py`, or pytest in `pyproject.toml`, `setup.cfg`, `tox.ini` or `requirements*.txt` (pytest)"
+                "`pytest.ini`, `conftest.py`, pytest in `pyproject.toml`, `setup.cfg`, `tox.ini`, `noxfile.py`, a `Makefile` or `requirements*.txt`, or `test_*.py` files (pytest)"
+            }
+            Framework::Unittest => {
+                "`test_*.py` files in the folder, `tests/` or `test/` that use unittest (unittest)"
             }
             Framework::Vitest => {
                 "`package.json` naming vitest in scripts.test or its dependencies, or `vitest.config.*` (vitest)"
@@ -556,6 +568,7 @@ fn plan_runs(root: &Path, config: &TestConfig) -> Result<Vec<Detected>, ModuleEr
                     Framework::Cargo => "cargo test",
                     Framework::Nextest => "cargo nextest run",
                     Framework::Pytest => "python3 -m pytest",
+                    Framework::Unittest => "python3 -m unittest discover -v",
                     Framework::Vitest => "npx vitest run",
                     Framework::Jest => "npx jest",
                     Framework::Go => "go test ./...",
@@ -566,6 +579,7 @@ fn plan_runs(root: &Path, config: &TestConfig) -> Result<Vec<Detected>, ModuleEr
                 [
                     Framework::Cargo,
                     Framework::Pytest,
+                    Framework::Unittest,
                     Framework::Vitest,
                     Framework::Jest,
                     Framework::Go,
@@ -681,6 +695,17 @@ async fn run_one(
         .request(ctx.workspace_root(), run.command.clone());
     request.dir.clone_from(&run.dir);
     request.collect.clone_from(&run.collect);
+    for path in &run.host_paths {
+        // A container sees the host folder (a virtualenv) read-only at the same path; the
+        // local sandbox reaches it directly.
+        if !request.mounts.iter().any(|m| m.host == *path) {
+            request.mounts.push(Mount {
+                host: path.clone(),
+                container: path.to_string_lossy().into_owned(),
+                read_only: true,
+            });
+        }
+    }
     for (k, v) in &run.env {
         request.env.entry(k.clone()).or_insert_with(|| v.clone());
     }
@@ -691,6 +716,18 @@ async fn run_one(
     clamp_to_deadline(&mut request, ctx);
 
     let command_line = run.command_line();
+    tracing::info!(
+        "{} in {}: {}; {}",
+        run.name(),
+        if run.dir.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            run.dir.as_path()
+        }
+        .display(),
+        run.reason,
+        run.toolchain
+    );
     ctx.emit(EventKind::TestStarted {
         framework: run.name().to_owned(),
         sandbox: nuvira_api::Sandbox::kind(&selection.sandbox).to_owned(),
@@ -835,6 +872,14 @@ fn format_size(bytes: u64) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn unittest_is_a_framework_of_the_config() {
+        let c = TestConfig::from_value(&json!({"framework": "unittest"})).unwrap();
+        assert_eq!(c.framework, Some(Framework::Unittest));
+        let err = TestConfig::from_value(&json!({"framework": "nose"})).unwrap_err();
+        assert!(err.to_string().contains("unittest"), "{err}");
+    }
 
     #[test]
     fn config_parses_every_key() {

@@ -19,6 +19,10 @@ pub enum Requirement {
     Chromium,
     /// Node with npm (`NUVIRA_REQUIRE_NODE`).
     Node,
+    /// pnpm on `PATH` (`NUVIRA_REQUIRE_PNPM`).
+    Pnpm,
+    /// The Go toolchain, `go` on `PATH` (`NUVIRA_REQUIRE_GO`).
+    Go,
 }
 
 impl Requirement {
@@ -29,6 +33,8 @@ impl Requirement {
             Self::Pytest => "NUVIRA_REQUIRE_PYTEST",
             Self::Chromium => "NUVIRA_REQUIRE_CHROMIUM",
             Self::Node => "NUVIRA_REQUIRE_NODE",
+            Self::Pnpm => "NUVIRA_REQUIRE_PNPM",
+            Self::Go => "NUVIRA_REQUIRE_GO",
         }
     }
 
@@ -39,6 +45,8 @@ impl Requirement {
             Self::Pytest => "python3 -m pip install pytest",
             Self::Chromium => "apt-get install -y chromium",
             Self::Node => "install node and npm",
+            Self::Pnpm => "npm install -g pnpm",
+            Self::Go => "apt-get install -y golang-go",
         }
     }
 

@@ -3,7 +3,13 @@
 //! on its own). A package that failed to build (`FAIL pkg [build failed]`, compiler errors on
 //! stderr) or failed outside any test (a `-timeout` panic, a crash in `TestMain`) is a failure
 //! too. Without `-v`, plain output does not list passing tests, so `passed` can only be counted
-//! from `-json`.
+//! from `-json`; with `-v` (`=== RUN TestX` ... `--- PASS: TestX`) it can, the output a test
+//! printed before its `--- FAIL` line (`x_test.go:12: message`) is its own, and a test that
+//! started and never ended (a run killed at its timeout) is named.
+//!
+//! Locations are the `file_test.go:LINE:` a test printed (made relative to the repository
+//! through the package's folder), else the innermost frame of a panic's stack in a `_test.go`
+//! file — an absolute path there is mapped to the package folder too.
 
 use super::{Ctx, RunnerOutput, Tally, cap_output, diagnostics, re, secs_to_ms, strip_ansi};
 use nuvira_api::TestFailure;
@@ -21,6 +27,7 @@ static PKG_RESULT: LazyLock<Regex> = LazyLock::new(|| {
 });
 static BUILD_FAILED: LazyLock<Regex> =
     LazyLock::new(|| re(r"^FAIL\s+(\S+) \[(?:build|setup) failed\]"));
+static RUN: LazyLock<Regex> = LazyLock::new(|| re(r"^=== (RUN|CONT|PAUSE|NAME)\s+(\S+)"));
 static STATUS: LazyLock<Regex> =
     LazyLock::new(|| re(r"^\s*--- (PASS|FAIL|SKIP): (\S+) \(([\d.]+)s\)"));
 
@@ -238,10 +245,34 @@ fn go_failure(
     }
     if file_line.is_none() {
         // A panic: the innermost frame in a _test.go file, else in the workspace.
-        let frames: Vec<(String, u32)> = output
-            .lines()
-            .filter_map(|l| FRAME.captures(l))
-            .map(|c| (ctx.relative(&c[1]), c[2].parse().unwrap_or(0)))
+        let lines: Vec<&str> = output.lines().collect();
+        let frames: Vec<(String, u32)> = lines
+            .iter()
+            .enumerate()
+            .filter_map(|(i, l)| FRAME.captures(l).map(|c| (i, c)))
+            .map(|(i, c)| {
+                let line = c[2].parse().unwrap_or(0);
+                let rel = ctx.relative(&c[1]);
+                // A frame of this package's own function (`pkg.TestX(...)` on the line
+                // before) is in the package's folder, wherever the run was built.
+                let own = !pkg.is_empty()
+                    && i > 0
+                    && lines[i - 1].starts_with(&format!("{pkg}."))
+                    && !lines[i - 1][pkg.len() + 1..].contains('/');
+                if rel.starts_with('/')
+                    && own
+                    && let Some(dir) = dir_of(pkg)
+                    && let Some(base) = rel.rsplit('/').next()
+                {
+                    let file = if dir.is_empty() {
+                        base.to_owned()
+                    } else {
+                        format!("{dir}/{base}")
+                    };
+                    return (file, line);
+                }
+                (rel, line)
+            })
             .collect();
         file_line = frames
             .iter()
@@ -275,31 +306,59 @@ fn go_failure(
     f
 }
 
-/// Parses plain `go test` output (`--- FAIL: Test (0.00s)` blocks, then `FAIL pkg 0.004s`).
+/// Parses plain `go test` output (`--- FAIL: Test (0.00s)` blocks, then `FAIL pkg 0.004s`;
+/// with `-v`, `=== RUN Test` lines too).
 pub fn parse_plain(text: &str, ctx: &Ctx, dir_of: &dyn Fn(&str) -> Option<String>) -> Tally {
+    #[derive(Clone, Copy)]
+    enum Into {
+        Loose,
+        Pending(usize),
+        Running(usize),
+    }
     let mut tally = Tally::default();
     let mut pending: Vec<(String, String, bool)> = Vec::new(); // (test, output, failed?)
     let mut loose = String::new(); // output outside any test block (panics before a FAIL line)
-    let mut current: Option<usize> = None;
+    let mut running: Vec<(String, String)> = Vec::new(); // `-v`: started, not ended (name, output)
+    let mut into = Into::Loose;
     let mut packages = 0;
     let mut last_meaningful = "";
     for line in text.lines() {
         if !line.trim().is_empty() {
             last_meaningful = line;
         }
+        if let Some(c) = RUN.captures(line) {
+            let name = c[2].to_owned();
+            let idx = match running.iter().position(|(n, _)| *n == name) {
+                Some(i) => i,
+                None if &c[1] == "RUN" || &c[1] == "CONT" || &c[1] == "NAME" => {
+                    running.push((name, String::new()));
+                    running.len() - 1
+                }
+                None => continue,
+            };
+            into = Into::Running(idx);
+            continue;
+        }
         if let Some(c) = STATUS.captures(line) {
+            let name = c[2].to_owned();
+            // Output the test printed while it ran (`-v`) comes first.
+            let before = running
+                .iter()
+                .position(|(n, _)| *n == name)
+                .map(|i| running.remove(i).1)
+                .unwrap_or_default();
             match &c[1] {
                 "PASS" => {
                     tally.passed += 1;
-                    current = None;
+                    into = Into::Loose;
                 }
                 "SKIP" => {
                     tally.skipped += 1;
-                    current = None;
+                    into = Into::Loose;
                 }
                 _ => {
-                    pending.push((c[2].to_owned(), String::new(), true));
-                    current = Some(pending.len() - 1);
+                    pending.push((name, before, true));
+                    into = Into::Pending(pending.len() - 1);
                 }
             }
             continue;
@@ -313,6 +372,11 @@ pub fn parse_plain(text: &str, ctx: &Ctx, dir_of: &dyn Fn(&str) -> Option<String
             let failed_pkg = &c[1] == "FAIL";
             let build_failed = line.contains("[build failed]") || line.contains("[setup failed]");
             let failures: Vec<_> = pending.drain(..).filter(|(_, _, f)| *f).collect();
+            // Tests still running when their package ended took the binary down (a
+            // `-timeout` panic, os.Exit): their output belongs to the package's failure.
+            for (_, out) in running.drain(..) {
+                loose.push_str(&out);
+            }
             if failed_pkg && !build_failed && failures.is_empty() {
                 tally.fail(go_failure(&pkg, &pkg, &loose, ctx, dir_of));
             }
@@ -326,27 +390,44 @@ pub fn parse_plain(text: &str, ctx: &Ctx, dir_of: &dyn Fn(&str) -> Option<String
                 ));
             }
             loose.clear();
-            current = None;
+            into = Into::Loose;
             continue;
         }
         if line == "FAIL" || line == "PASS" {
-            current = None;
+            into = Into::Loose;
             continue;
         }
-        match current.and_then(|i| pending.get_mut(i)) {
-            Some((_, out, _)) => {
-                out.push_str(line);
-                out.push('\n');
-            }
-            None => {
-                loose.push_str(line);
-                loose.push('\n');
-            }
-        }
+        let target = match into {
+            Into::Pending(i) => pending.get_mut(i).map(|p| &mut p.1),
+            Into::Running(i) => running.get_mut(i).map(|r| &mut r.1),
+            Into::Loose => None,
+        };
+        let target = target.unwrap_or(&mut loose);
+        target.push_str(line);
+        target.push('\n');
     }
     tally.completed = packages > 0
+        && running.is_empty()
         && (last_meaningful == "FAIL"
             || last_meaningful == "PASS"
             || PKG_RESULT.is_match(last_meaningful));
+    if !running.is_empty() {
+        // Killed: plain output names the package only at its end, so the test goes by its name.
+        let parents: BTreeSet<String> = running
+            .iter()
+            .filter_map(|(n, _)| n.rsplit_once('/').map(|(p, _)| p.to_owned()))
+            .collect();
+        for (name, _) in running {
+            if !parents.contains(&name) {
+                tally.unfinished.push(name);
+            }
+        }
+    }
+    // Failures whose package line never came (killed after a `--- FAIL`).
+    for (test, out, failed) in pending {
+        if failed {
+            tally.fail(go_failure(&test, "", &out, ctx, dir_of));
+        }
+    }
     tally
 }

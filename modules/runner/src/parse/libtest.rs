@@ -2,7 +2,9 @@
 //! (`-Z unstable-options --format json`, also what nextest prints with `--message-format
 //! libtest-json`). Each test binary (lib, every integration test, doctests) is one suite; a
 //! suite that started and never printed its `test result:` line (killed, crashed) leaves the
-//! run incomplete, with the tests that were running as failures where their names are known.
+//! run incomplete, with the tests that were running as failures where their names are known
+//! (JSON `started` events; in plain output, libtest's `test x has been running for over 60
+//! seconds` note).
 
 use super::{
     Ctx, RunnerOutput, Tally, cap_output, diagnostics, re, rust_panic_location, rust_panic_message,
@@ -21,6 +23,8 @@ static RESULT_LINE: LazyLock<Regex> = LazyLock::new(|| {
     )
 });
 static RUNNING_LINE: LazyLock<Regex> = LazyLock::new(|| re(r"^running (\d+) tests?$"));
+static SLOW_LINE: LazyLock<Regex> =
+    LazyLock::new(|| re(r"^test (.+?) has been running for over \d+ seconds$"));
 
 /// Parses a `cargo test` run: libtest JSON on stdout when present, else the plain output;
 /// rustc errors on stderr become failures.
@@ -56,15 +60,24 @@ pub fn parse_plain(stdout: &str, ctx: &Ctx) -> Tally {
     let mut outputs: BTreeMap<String, String> = BTreeMap::new();
     let mut current_block: Option<(String, String)> = None;
     let mut pending: (u32, u32, u32) = (0, 0, 0);
+    // Tests of the open suite libtest said were running long, and have not ended yet.
+    let mut slow: Vec<String> = Vec::new();
     for line in stdout.lines() {
+        if let Some(caps) = SLOW_LINE.captures(line) {
+            if open_suite.is_some() && !slow.iter().any(|n| n == &caps[1]) {
+                slow.push(caps[1].to_owned());
+            }
+            continue;
+        }
         if let Some(caps) = RUNNING_LINE.captures(line) {
             close_block(&mut current_block, &mut outputs);
             if let Some((announced, done)) = open_suite.take() {
                 // Previous suite never printed its result line.
                 tally.passed += pending.0;
                 tally.skipped += pending.2;
-                tally_unfinished(&mut tally, announced.saturating_sub(done));
+                tally_unfinished(&mut tally, announced.saturating_sub(done), &mut slow);
             }
+            slow.clear();
             open_suite = Some((caps[1].parse().unwrap_or(0), 0));
             suites_seen += 1;
             pending = (0, 0, 0);
@@ -74,6 +87,7 @@ pub fn parse_plain(stdout: &str, ctx: &Ctx) -> Tally {
             if let Some(s) = open_suite.as_mut() {
                 s.1 += 1;
             }
+            slow.retain(|n| n != &caps[1]);
             let outcome = match &caps[2] {
                 "ok" => {
                     pending.0 += 1;
@@ -119,6 +133,7 @@ pub fn parse_plain(stdout: &str, ctx: &Ctx) -> Tally {
             }
             open_suite = None;
             pending = (0, 0, 0);
+            slow.clear();
             continue;
         }
         if let Some((_, text)) = current_block.as_mut() {
@@ -132,7 +147,7 @@ pub fn parse_plain(stdout: &str, ctx: &Ctx) -> Tally {
         tally.skipped += pending.2;
         // Failed tests of the unfinished suite are counted as failures below.
         tally.failed += pending.1;
-        tally_unfinished(&mut tally, announced.saturating_sub(done));
+        tally_unfinished(&mut tally, announced.saturating_sub(done), &mut slow);
     } else {
         tally.completed = suites_seen > 0;
     }
@@ -144,8 +159,14 @@ pub fn parse_plain(stdout: &str, ctx: &Ctx) -> Tally {
     tally
 }
 
-fn tally_unfinished(tally: &mut Tally, n: u32) {
-    tally.unfinished_unnamed += n.max(1);
+/// Records the `n` tests of a suite that never ended: by name those libtest said were running
+/// long, the rest (not started yet, or running without a note) only when none is named.
+fn tally_unfinished(tally: &mut Tally, n: u32, slow: &mut Vec<String>) {
+    if slow.is_empty() {
+        tally.unfinished_unnamed += n.max(1);
+    } else {
+        tally.unfinished.append(slow);
+    }
 }
 
 fn close_block(block: &mut Option<(String, String)>, outputs: &mut BTreeMap<String, String>) {

@@ -5,8 +5,8 @@
 //! vitest JSON, `go test -json`, libtest JSON) and falls back to the runner's human output, so a
 //! run whose report is missing (the runner crashed, the user gave their own command) is still
 //! understood. The individual parsers are public too: [`junit`], [`libtest`], [`nextest`],
-//! [`pytest`], [`js`] (jest and vitest), [`gotest`] and [`diagnostics`] (rustc, go and tsc
-//! compiler errors).
+//! [`pytest`], [`unittest`], [`js`] (jest and vitest), [`gotest`] and [`diagnostics`] (rustc,
+//! go and tsc compiler errors).
 //!
 //! Counting follows DESIGN.md: `total = passed + failed`; skipped, ignored, xfailed and todo tests
 //! only go to `skipped`; doctests count like other tests; pytest errors count as failed and
@@ -27,6 +27,7 @@ pub mod junit;
 pub mod libtest;
 pub mod nextest;
 pub mod pytest;
+pub mod unittest;
 
 use crate::detect::{Detected, Framework};
 use nuvira_api::{SandboxOutcome, TestFailure, TestResult};
@@ -201,6 +202,7 @@ pub fn parse_output_with(
         Framework::Cargo => libtest::parse_cargo(output, &ctx),
         Framework::Nextest => nextest::parse(output, &ctx),
         Framework::Pytest => pytest::parse(output, &ctx),
+        Framework::Unittest => unittest::parse(output, &ctx),
         Framework::Vitest => js::parse_vitest(output, &ctx),
         Framework::Jest => js::parse_jest(output, &ctx),
         Framework::Go => gotest::parse(output, &ctx, go_module),
@@ -236,7 +238,17 @@ pub fn parse_outcome(
                 .or_else(|| root.and_then(go_module_of));
             parse_output_with(framework, &output, root, module)
         }
-        None => parse_any(&output, root),
+        None => match guess_framework(&output) {
+            // Read go.mod from the host workspace: the sandbox copy may be gone by now.
+            Some(framework) => {
+                let module = workspace
+                    .map(|w| w.join(&detected.dir))
+                    .and_then(|d| go_module_of(&d))
+                    .or_else(|| root.and_then(go_module_of));
+                parse_output_with(framework, &output, root, module)
+            }
+            None => parse_any(&output, root),
+        },
     };
     if outcome.oom_killed {
         // One cause, the right one: the whole-run failures the parser derived from the kill
@@ -308,6 +320,10 @@ pub fn guess_framework(output: &RunnerOutput) -> Option<Framework> {
         Some(Framework::Vitest)
     } else if any("Test Suites:") || any("numRuntimeErrorTestSuites") {
         Some(Framework::Jest)
+    } else if (any("\nRan ") || any("Ran 1 test") || any(") ... "))
+        && any("----------------------------------------------------------------------")
+    {
+        Some(Framework::Unittest)
     } else if any("test result: ") || any("     Running ") {
         Some(Framework::Cargo)
     } else {

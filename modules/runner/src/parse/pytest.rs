@@ -1,6 +1,8 @@
 //! pytest: its JUnit report (`--junitxml`) when collected, else its terminal output (default
 //! or `-q`): the final `N failed, M passed in Xs` line, the FAILURES / ERRORS sections, and the
-//! short test summary's node ids. Collection errors (`ERROR collecting x.py`, import errors,
+//! short test summary's node ids; with `-v`, the `file.py::test PASSED` lines, so a run killed
+//! before its summary still counts what finished and names the test that was running (the
+//! node id printed with no result). Collection errors (`ERROR collecting x.py`, import errors,
 //! syntax errors) are failures; errors count as failed, xpassed as passed, xfailed as skipped.
 
 use super::{Ctx, RunnerOutput, Tally, cap_output, junit, re, secs_to_ms, strip_ansi};
@@ -19,6 +21,10 @@ static SHORT: LazyLock<Regex> = LazyLock::new(|| re(r"^(FAILED|ERROR) (\S+)(?: -
 static LOCATION: LazyLock<Regex> = LazyLock::new(|| re(r"^([^\s:][^:]*\.py):(\d+):"));
 static PY_FILE: LazyLock<Regex> = LazyLock::new(|| re(r#"File "([^"]+\.py)", line (\d+)"#));
 static COLLECTED: LazyLock<Regex> = LazyLock::new(|| re(r"^collected (\d+) items?"));
+static VERBOSE: LazyLock<Regex> = LazyLock::new(|| {
+    re(r"^(\S+\.py::.+?) (PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)(?: .*?)?\s*(?:\[\s*\d+%\])?$")
+});
+static VERBOSE_STARTED: LazyLock<Regex> = LazyLock::new(|| re(r"^(\S+\.py::\S.*?)\s*$"));
 static PROGRESS: LazyLock<Regex> =
     LazyLock::new(|| re(r"^(?:\S+\.py )?([.FEsxX]+)\s*(?:\[\s*\d+%\])?$"));
 
@@ -31,11 +37,21 @@ pub fn parse(output: &RunnerOutput, ctx: &Ctx) -> Tally {
     }
     let text = strip_ansi(&output.stdout);
     let mut tally = parse_terminal(&text, ctx);
-    if !tally.completed && tally.failures.is_empty() {
+    if !tally.completed && tally.failures.is_empty() && tally.unfinished.is_empty() {
         // Crashed before printing anything useful: maybe an error on stderr.
         let err = strip_ansi(&output.stderr);
         if let Some(last) = err.lines().rev().find(|l| !l.trim().is_empty()) {
-            tally.fail(TestFailure::new("pytest", last.trim()).with_output(cap_output(&err)));
+            let message = if last.contains("No module named pytest") {
+                // `python -m pytest` with an interpreter (the project's environment) that
+                // lacks pytest.
+                format!(
+                    "{}: install pytest into the interpreter that ran (`<python> -m pip install pytest`; see the `detected:` line), or pass the command to run",
+                    last.trim()
+                )
+            } else {
+                last.trim().to_owned()
+            };
+            tally.fail(TestFailure::new("pytest", message).with_output(cap_output(&err)));
         }
     }
     tally
@@ -49,6 +65,9 @@ pub fn parse_terminal(text: &str, ctx: &Ctx) -> Tally {
     let mut section = String::new();
     let mut collected: Option<u32> = None;
     let mut progress = (0u32, 0u32, 0u32);
+    let mut verbose = (0u32, 0u32, 0u32);
+    let mut verbose_failed: Vec<String> = Vec::new();
+    let mut started: Option<String> = None;
     for line in text.lines() {
         if let Some(caps) = SUMMARY.captures(line) {
             tally.completed = true;
@@ -93,7 +112,20 @@ pub fn parse_terminal(text: &str, ctx: &Ctx) -> Tally {
                 }
             }
             "" | "test session starts" => {
-                if let Some(caps) = PROGRESS.captures(line) {
+                if let Some(caps) = VERBOSE.captures(line) {
+                    started = None;
+                    match &caps[2] {
+                        "PASSED" | "XPASS" => verbose.0 += 1,
+                        "FAILED" | "ERROR" => {
+                            verbose.1 += 1;
+                            verbose_failed.push(caps[1].to_owned());
+                        }
+                        _ => verbose.2 += 1,
+                    }
+                } else if let Some(caps) = VERBOSE_STARTED.captures(line) {
+                    // `-v` prints the node id when the test starts and its result when it ends.
+                    started = Some(caps[1].to_owned());
+                } else if let Some(caps) = PROGRESS.captures(line) {
                     for ch in caps[1].chars() {
                         match ch {
                             '.' | 'X' => progress.0 += 1,
@@ -107,11 +139,26 @@ pub fn parse_terminal(text: &str, ctx: &Ctx) -> Tally {
         }
     }
     if !tally.completed {
+        if verbose != (0, 0, 0) || started.is_some() {
+            progress = verbose;
+        }
         tally.passed = progress.0;
         tally.failed = progress.1;
         tally.skipped = progress.2;
-        if let Some(n) = collected {
+        if let Some(node) = started {
+            // Tests after the one that was running never started: not failures.
+            tally.unfinished.push(node);
+        } else if let Some(n) = collected {
             tally.unfinished_unnamed = n.saturating_sub(progress.0 + progress.1 + progress.2);
+        }
+        for node in verbose_failed {
+            // Killed before pytest printed the FAILURES section.
+            if !shorts.iter().any(|(n, _)| *n == node) {
+                shorts.push((
+                    node,
+                    "failed; the run ended before pytest printed the details".to_owned(),
+                ));
+            }
         }
     }
     let mut used = vec![false; blocks.len()];
