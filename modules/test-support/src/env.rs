@@ -19,6 +19,10 @@ pub enum Requirement {
     Chromium,
     /// Node with npm (`NUVIRA_REQUIRE_NODE`).
     Node,
+    /// bubblewrap that can create its namespaces (`NUVIRA_REQUIRE_BWRAP`).
+    Bwrap,
+    /// Writable cgroups for the local sandbox's limits (`NUVIRA_REQUIRE_CGROUPS`).
+    Cgroups,
 }
 
 impl Requirement {
@@ -29,6 +33,8 @@ impl Requirement {
             Self::Pytest => "NUVIRA_REQUIRE_PYTEST",
             Self::Chromium => "NUVIRA_REQUIRE_CHROMIUM",
             Self::Node => "NUVIRA_REQUIRE_NODE",
+            Self::Bwrap => "NUVIRA_REQUIRE_BWRAP",
+            Self::Cgroups => "NUVIRA_REQUIRE_CGROUPS",
         }
     }
 
@@ -39,6 +45,10 @@ impl Requirement {
             Self::Pytest => "python3 -m pip install pytest",
             Self::Chromium => "apt-get install -y chromium",
             Self::Node => "install node and npm",
+            Self::Bwrap => "apt-get install -y bubblewrap, and allow it to create namespaces",
+            Self::Cgroups => {
+                "run as root with cgroup v1 memory and pids hierarchies, or with cgroup v2 delegated or systemd"
+            }
         }
     }
 
