@@ -27,6 +27,8 @@ pub mod bwrap;
 pub mod docker;
 pub mod limits;
 pub mod local;
+#[cfg(feature = "docker")]
+pub mod remote;
 
 pub use bwrap::BwrapSandbox;
 #[cfg(feature = "docker")]

@@ -9,3 +9,4 @@ mod common;
 mod docker;
 mod limits;
 mod local;
+mod remote;
