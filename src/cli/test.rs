@@ -31,8 +31,9 @@ pub struct Args {
     /// A command to run instead of the detected ones (run with `sh -c`).
     #[arg(long, value_name = "CMD")]
     pub command: Option<String>,
-    /// Where to run: docker when an engine answers and the image exists (auto), a temporary
-    /// local copy (local), or a container (docker).
+    /// Where to run: docker when an engine answers and the image exists, else bwrap when it
+    /// works here, else local (auto); a temporary local copy (local), the copy inside
+    /// bubblewrap (bwrap), or a container (docker).
     #[arg(long, value_enum, default_value_t = SandboxArg::Auto)]
     pub sandbox: SandboxArg,
     /// The Docker image (default nuvira-host:latest, which runs the host's toolchains).

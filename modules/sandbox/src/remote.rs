@@ -128,7 +128,13 @@ impl EngineConfig {
                 "DOCKER_HOST must be unix://PATH, tcp://HOST:PORT, https://HOST:PORT or ssh://[USER@]HOST".into(),
             ));
         };
-        client.map_err(|e| fail(e.to_string()))
+        client.map_err(|e| {
+            SandboxError::Unavailable(format!(
+                "no Docker engine answers at {} ({e}): {}",
+                self.describe(),
+                crate::DOCKER_HINT
+            ))
+        })
     }
 
     /// `key.pem`, `cert.pem`, `ca.pem` of [`cert_path`](Self::cert_path), each checked to be

@@ -267,6 +267,9 @@ pub fn parse_outcome(
         }
     }
     if outcome.info.pids_limited && !outcome.oom_killed && outcome.exit_code != Some(0) {
+        // As for OOM: the generic whole-run failures give way to the one naming the limit;
+        // failures of named tests stay.
+        result.failures.retain(|f| f.name != "test run");
         result
             .failures
             .insert(0, TestFailure::new("test run", PIDS_MESSAGE));
