@@ -7,7 +7,8 @@
 //!   only what programs need to run ([`ETC_FILES`]: users and groups, the dynamic linker's cache,
 //!   `alternatives`, certificates, time zone), never `shadow`, `ssh/` or other secrets;
 //! - the workspace copy **read-write**, at the copy's own path (so absolute paths in the output
-//!   point where the local sandbox would put them), and the request's mounts;
+//!   point where the local sandbox would put them), the request's mounts, and the cache folders
+//!   its `env` points tools at ([`CACHE_VARS`]: `CARGO_TARGET_DIR`, `PIP_CACHE_DIR`, ...);
 //! - a private `/tmp` and a private, empty `$HOME` (tmpfs, gone with the run), `/dev` with only
 //!   the harmless devices, a `/proc` of its own;
 //! - `--unshare-all`: no network (`--share-net` only for `network: host|bridge`), its own pid,
@@ -54,6 +55,25 @@ pub const ETC_FILES: &[&str] = &[
     "/etc/python3",
     "/etc/pip.conf",
     "/etc/npmrc",
+];
+
+/// Variables that point tools at a cache or build folder. When the request's `env` sets one to
+/// an absolute path that exists, that folder is bound read-write (a warm build cache outside
+/// the copy stays usable inside bubblewrap).
+pub const CACHE_VARS: &[&str] = &[
+    "CARGO_TARGET_DIR",
+    "CARGO_HOME",
+    "PIP_CACHE_DIR",
+    "UV_CACHE_DIR",
+    "POETRY_CACHE_DIR",
+    "npm_config_cache",
+    "NPM_CONFIG_CACHE",
+    "PNPM_STORE_DIR",
+    "YARN_CACHE_FOLDER",
+    "BUN_INSTALL_CACHE_DIR",
+    "GOCACHE",
+    "GOMODCACHE",
+    "XDG_CACHE_HOME",
 ];
 
 /// How to get bubblewrap working, appended to "unavailable" messages.
@@ -127,6 +147,15 @@ impl Bwrap {
             }
             let flag = if m.read_only { "--ro-bind" } else { "--bind" };
             push(&[flag, &m.host.to_string_lossy(), &m.container]);
+        }
+        for var in CACHE_VARS {
+            if let Some(dir) = request.env.get(*var).map(Path::new)
+                && dir.is_absolute()
+                && dir.is_dir()
+            {
+                let dir = dir.to_string_lossy();
+                push(&["--bind", &dir, &dir]);
+            }
         }
         if request.network == NetworkMode::None {
             // Without a network, cargo must use the (read-only) registry cache as it is.

@@ -157,3 +157,24 @@ async fn bwrap_runs_the_host_toolchain_and_builds_a_crate_with_a_dependency_offl
         workdir.display()
     );
 }
+
+#[tokio::test]
+async fn bwrap_binds_the_cache_folders_the_requests_env_points_tools_at() {
+    let Some(sandbox) = bwrap() else { return };
+    let ws = tempfile::tempdir().unwrap();
+    let cache = home_dir();
+    let mut req = sh(
+        ws.path(),
+        "echo warm > \"$CARGO_TARGET_DIR/marker\" && echo CACHE-OK",
+    );
+    req.env.insert(
+        "CARGO_TARGET_DIR".into(),
+        cache.path().display().to_string(),
+    );
+    let out = sandbox.run(&req, &NeverCancelled).await.unwrap();
+    assert!(out.stdout.contains("CACHE-OK"), "{out:?}");
+    assert_eq!(
+        std::fs::read_to_string(cache.path().join("marker")).unwrap(),
+        "warm\n"
+    );
+}
