@@ -202,6 +202,61 @@ fn probe_writable(parent: &Path) -> Result<(), String> {
     }
 }
 
+/// Removes the run cgroups (`nuvira-run-<pid>-…`) of `nuvira` processes that died without doing
+/// it (SIGKILL, a crash): every process still in one is killed, then it is removed. Cgroups of
+/// live processes are left alone. Returns the cgroups removed. Called by
+/// [`crate::remove_stale`].
+pub fn remove_stale() -> Vec<PathBuf> {
+    let parents: Vec<&Path> = match detect() {
+        Cgroups::V2 { parent } => vec![parent],
+        Cgroups::V1 { memory, pids } => vec![memory, pids],
+        Cgroups::Systemd { .. } | Cgroups::Unavailable(_) => Vec::new(),
+    };
+    let mut removed = Vec::new();
+    for parent in parents {
+        removed.extend(remove_stale_in(parent));
+    }
+    removed
+}
+
+fn remove_stale_in(parent: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return Vec::new();
+    };
+    let mut removed = Vec::new();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("nuvira-run-"))
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|pid| pid.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let alive = !matches!(
+            nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None),
+            Err(nix::errno::Errno::ESRCH)
+        );
+        if alive || pid == i32::try_from(std::process::id()).unwrap_or(-1) {
+            continue;
+        }
+        let dir = entry.path();
+        let run = RunCgroup {
+            kind: RunKind::Dirs {
+                v2: dir.join("cgroup.kill").exists() || dir.join("memory.max").exists(),
+                dirs: vec![dir.clone()],
+            },
+            note: String::new(),
+        };
+        drop(run); // kills what is left and removes the folder
+        if !dir.exists() {
+            removed.push(dir);
+        }
+    }
+    removed
+}
+
 /// What the run's cgroup saw: which limit, if any, stopped something.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Hits {

@@ -344,12 +344,15 @@ fn pgid_file_of(copy: &Path) -> PathBuf {
 /// a crash): in the temporary folder, each `nuvira-sandbox-<pid>-*` copy whose pid is not a
 /// live process is removed, after its command's process group (recorded beside the copy) is
 /// killed. Copies of live processes, and folders of other names, are left alone. Call it when a
-/// command starts. Returns the copies removed.
+/// command starts. Returns the copies removed, and the run cgroups of dead processes
+/// ([`crate::limits::remove_stale`]).
 ///
 /// The group is killed only while one of its processes still works inside the copy, so a
 /// process group id the system has since given to an unrelated program is never signalled.
 pub fn remove_stale() -> Vec<PathBuf> {
-    remove_stale_in(&std::env::temp_dir())
+    let mut removed = remove_stale_in(&std::env::temp_dir());
+    removed.extend(crate::limits::remove_stale());
+    removed
 }
 
 /// [`remove_stale`] in `dir` instead of the temporary folder.

@@ -193,3 +193,34 @@ async fn every_local_run_says_how_its_limits_are_enforced() {
         assert!(note.contains("not enforced"), "{note}");
     }
 }
+
+#[tokio::test]
+async fn the_cgroup_of_a_nuvira_that_died_is_emptied_and_removed_at_the_next_start() {
+    if !cgroups() {
+        return;
+    }
+    let parent = match nuvira_sandbox::limits::detect() {
+        nuvira_sandbox::limits::Cgroups::V1 { pids, .. } => pids.clone(),
+        nuvira_sandbox::limits::Cgroups::V2 { parent } => parent.clone(),
+        _ => {
+            eprintln!("SKIPPED: runs go through systemd scopes here");
+            return;
+        }
+    };
+    // A pid that is not running any more.
+    let mut done = std::process::Command::new("true").spawn().unwrap();
+    let dead = done.id();
+    done.wait().unwrap();
+    let cgroup = parent.join(format!("nuvira-run-{dead}-0-test"));
+    std::fs::create_dir(&cgroup).unwrap();
+    let mut orphan = std::process::Command::new("sleep")
+        .arg("1000")
+        .spawn()
+        .unwrap();
+    std::fs::write(cgroup.join("cgroup.procs"), orphan.id().to_string()).unwrap();
+
+    let removed = nuvira_sandbox::remove_stale();
+    let _ = orphan.wait();
+    assert!(removed.contains(&cgroup), "{removed:?}");
+    assert!(!cgroup.exists());
+}
