@@ -641,6 +641,84 @@ mod tests {
     }
 
     #[test]
+    fn a_delegated_v2_cgroup_is_found_and_a_runs_limits_and_events_are_read() {
+        // The files of a cgroup v2 tree, on a plain folder: the paths and formats the kernel uses.
+        let proc_ = tempfile::tempdir().unwrap();
+        std::fs::create_dir(proc_.path().join("self")).unwrap();
+        std::fs::write(proc_.path().join("self/cgroup"), "0::/user.slice/me\n").unwrap();
+        let unified = tempfile::tempdir().unwrap();
+        std::fs::write(
+            unified.path().join("cgroup.controllers"),
+            "cpu memory pids\n",
+        )
+        .unwrap();
+        let own = unified.path().join("user.slice/me");
+        std::fs::create_dir_all(&own).unwrap();
+        std::fs::write(own.join("cgroup.subtree_control"), "memory pids\n").unwrap();
+        let found = detect_in(proc_.path(), unified.path());
+        assert_eq!(
+            found,
+            Cgroups::V2 {
+                parent: own.clone()
+            }
+        );
+
+        let mut limits = ResourceLimits::default();
+        limits.memory_bytes = 64 << 20;
+        limits.pids = 32;
+        let run = RunCgroup::create(&found, &limits);
+        let RunKind::Dirs { dirs, v2: true } = &run.kind else {
+            panic!("{run:?}");
+        };
+        let dir = dirs[0].clone();
+        assert_eq!(
+            std::fs::read_to_string(dir.join("memory.max")).unwrap(),
+            "67108864"
+        );
+        assert_eq!(std::fs::read_to_string(dir.join("pids.max")).unwrap(), "32");
+        assert!(
+            run.note().contains("memory 64 MiB and 32 processes"),
+            "{}",
+            run.note()
+        );
+        assert_eq!(run.hits(), Hits::default());
+        std::fs::write(
+            dir.join("memory.events"),
+            "low 0\nhigh 0\nmax 4\noom 1\noom_kill 1\n",
+        )
+        .unwrap();
+        std::fs::write(dir.join("pids.events"), "max 7\n").unwrap();
+        assert_eq!(
+            run.hits(),
+            Hits {
+                oom_killed: true,
+                pids_refused: true
+            }
+        );
+        std::mem::forget(run); // not a real cgroup: its folder holds plain files
+    }
+
+    #[test]
+    fn v2_without_delegated_controllers_and_without_systemd_is_not_enforced() {
+        let proc_ = tempfile::tempdir().unwrap();
+        std::fs::create_dir(proc_.path().join("self")).unwrap();
+        std::fs::write(proc_.path().join("self/cgroup"), "0::/busy\n").unwrap();
+        let unified = tempfile::tempdir().unwrap();
+        std::fs::write(unified.path().join("cgroup.controllers"), "memory pids\n").unwrap();
+        std::fs::create_dir(unified.path().join("busy")).unwrap();
+        let found = detect_in(proc_.path(), unified.path());
+        if Path::new("/run/systemd/system").is_dir() {
+            return; // this machine runs systemd: the scope path is taken
+        }
+        let text = found.describe();
+        assert!(
+            text.contains("does not delegate the memory and pids controllers"),
+            "{text}"
+        );
+        assert!(text.contains("not enforced"), "{text}");
+    }
+
+    #[test]
     fn the_join_script_passes_arguments_through_untouched() {
         let dir = tempfile::tempdir().unwrap();
         let procs = dir.path().join("cgroup.procs");
