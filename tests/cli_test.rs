@@ -236,12 +236,19 @@ fn auto_without_an_engine_falls_back_to_local_and_says_why() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
-    assert_eq!(json_of(&out)["sandbox"]["kind"], "local");
+    // Without Docker, auto takes bubblewrap where it works, else the local sandbox.
+    let kind = if nuvira_sandbox::BwrapSandbox::check().is_ok() {
+        "bwrap"
+    } else {
+        "local"
+    };
+    assert_eq!(json_of(&out)["sandbox"]["kind"], kind);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("sandbox: local (auto): no Docker engine answers"),
+        stderr.contains(&format!("sandbox: {kind} (auto): ")),
         "{stderr}"
     );
+    assert!(stderr.contains("no Docker engine answers"), "{stderr}");
 }
 
 #[test]

@@ -1,5 +1,5 @@
 //! `nuvira run PLAN | --goal TEXT [--repo DIR] [--planner template] [--model ..]
-//! [--sandbox auto|local|docker] [--image IMAGE] [--allow-host-exec] [--allow-mount]
+//! [--sandbox auto|local|bwrap|docker] [--image IMAGE] [--allow-host-exec] [--allow-mount]
 //! [--max-parallel N] [--dry-run] [--events FILE]
 //! [--format text|json|markdown|github] [--report FORMAT=PATH]... [--scratch] [--wait]`.
 //!
@@ -109,12 +109,15 @@ pub enum PlannerArg {
 /// Sandboxes.
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum SandboxArg {
-    /// Docker when an engine answers and the image exists, else local.
+    /// Docker when an engine answers and the image exists, else bwrap when it works here, else
+    /// local.
     Auto,
     /// A temporary local copy.
     Local,
     /// A Docker container.
     Docker,
+    /// A temporary local copy, the command inside bubblewrap.
+    Bwrap,
 }
 
 /// Formats of the report on stdout.
@@ -674,6 +677,7 @@ fn apply_overrides(plan: &mut ExecutionPlan, args: &Args) {
                     SandboxArg::Auto => "auto",
                     SandboxArg::Local => "local",
                     SandboxArg::Docker => "docker",
+                    SandboxArg::Bwrap => "bwrap",
                 };
                 obj.insert("sandbox".into(), Value::from(name));
             }
@@ -743,6 +747,7 @@ async fn run_sandbox(
     let kind = match args.sandbox {
         Some(SandboxArg::Local) => return Ok(None),
         Some(SandboxArg::Docker) => SandboxKind::Docker,
+        Some(SandboxArg::Bwrap) => SandboxKind::Bwrap,
         Some(SandboxArg::Auto) | None => SandboxKind::Auto,
     };
     match nuvira_sandbox::select(kind, args.image.as_deref()).await {
@@ -769,6 +774,7 @@ async fn narrow_model_plan(plan: ExecutionPlan, args: &Args) -> ExecutionPlan {
     let kind = match args.sandbox {
         Some(SandboxArg::Local) => SandboxKind::Local,
         Some(SandboxArg::Docker) => SandboxKind::Docker,
+        Some(SandboxArg::Bwrap) => SandboxKind::Bwrap,
         Some(SandboxArg::Auto) | None => SandboxKind::Auto,
     };
     let sandbox = if kind == SandboxKind::Auto && runs_commands {
@@ -776,6 +782,7 @@ async fn narrow_model_plan(plan: ExecutionPlan, args: &Args) -> ExecutionPlan {
             Ok(sel) => {
                 let picked = match sel.sandbox {
                     nuvira_sandbox::AnySandbox::Local(_) => SandboxKind::Local,
+                    nuvira_sandbox::AnySandbox::Bwrap(_) => SandboxKind::Bwrap,
                     _ => SandboxKind::Docker,
                 };
                 eprintln!(

@@ -1,4 +1,4 @@
-//! `nuvira test [--repo DIR] [--framework ..] [--command CMD] [--sandbox auto|local|docker]
+//! `nuvira test [--repo DIR] [--framework ..] [--command CMD] [--sandbox auto|local|bwrap|docker]
 //! [--image IMAGE] [--mount HOST:CONTAINER[:ro]]... [--memory SIZE] [--cpus N] [--pids N]
 //! [--timeout DURATION] [--network none|host|bridge] [--format text|json|github|junit]`.
 //!
@@ -32,8 +32,9 @@ pub struct Args {
     /// A command to run instead of the detected ones (run with `sh -c`).
     #[arg(long, value_name = "CMD")]
     pub command: Option<String>,
-    /// Where to run: docker when an engine answers and the image exists (auto), a temporary
-    /// local copy (local), or a container (docker).
+    /// Where to run: docker when an engine answers and the image exists, else bwrap when it
+    /// works here, else local (auto); a temporary local copy (local), the copy inside
+    /// bubblewrap (bwrap), or a container (docker).
     #[arg(long, value_enum, default_value_t = SandboxArg::Auto)]
     pub sandbox: SandboxArg,
     /// The Docker image (default nuvira-host:latest, which runs the host's toolchains).
@@ -42,13 +43,13 @@ pub struct Args {
     /// An extra bind mount for Docker, read-only unless `:rw` (repeatable).
     #[arg(long = "mount", value_name = "HOST:CONTAINER[:ro]", value_parser = check_mount)]
     pub mounts: Vec<String>,
-    /// Memory limit, e.g. 512m, 1g, 256MiB (default 512m).
+    /// Memory limit, e.g. 512m, 1g, 256MiB (default 4g).
     #[arg(long, value_name = "SIZE", value_parser = check_size)]
     pub memory: Option<String>,
-    /// CPUs, fractions allowed (default 1).
+    /// CPUs, fractions allowed (default: every core of this machine).
     #[arg(long, value_name = "N", value_parser = check_cpus)]
     pub cpus: Option<f64>,
-    /// Maximum number of processes (default 256).
+    /// Maximum number of processes and threads (default 4096).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub pids: Option<u32>,
     /// Wall-clock limit, e.g. 90s, 5m, 1h30m (default 300s).
@@ -86,12 +87,14 @@ pub enum FrameworkArg {
 /// `--sandbox` values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum SandboxArg {
-    /// Docker when available, else local.
+    /// Docker when available, else bwrap when it works here, else local.
     Auto,
     /// A temporary local copy.
     Local,
     /// A Docker container.
     Docker,
+    /// A temporary local copy, the command inside bubblewrap (no network, toolchain read-only).
+    Bwrap,
 }
 
 /// `--network` values.

@@ -10,6 +10,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod batches;
+mod contained;
 mod edits;
 mod env;
 mod escaping;

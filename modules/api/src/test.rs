@@ -55,7 +55,7 @@ impl TestFailure {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[non_exhaustive]
 pub struct SandboxInfo {
-    /// `local` or `docker`.
+    /// `local`, `bwrap` or `docker`.
     pub kind: String,
     /// The image, for Docker.
     pub image: Option<String>,
@@ -72,6 +72,14 @@ pub struct SandboxInfo {
     /// know that the tests ran without them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub skipped_special_files: Vec<String>,
+    /// The process limit refused to start a process or thread (a fork bomb, or a limit too low
+    /// for the tests: raise `pids`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub pids_limited: bool,
+    /// How the memory and process limits were enforced (e.g. `memory 4.0 GiB and 4096
+    /// processes/threads enforced by cgroup v1 (...)`), or that they were not and why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<String>,
 }
 
 /// How one test ended.
@@ -204,13 +212,25 @@ pub struct ResourceLimits {
     pub timeout: Duration,
 }
 
+impl ResourceLimits {
+    /// The default memory limit: 4 GiB, what `cargo test` needs to build a crate with a heavy
+    /// dependency tree (rustc on a large crate takes well over 1 GiB, and cargo runs one rustc
+    /// per core).
+    pub const DEFAULT_MEMORY: u64 = 4 << 30;
+    /// The default process limit: 4096 processes and threads (a cgroup counts threads), so a
+    /// test that spawns hundreds of threads passes while a fork bomb is stopped.
+    pub const DEFAULT_PIDS: u32 = 4096;
+}
+
 impl Default for ResourceLimits {
-    /// 512 MiB, 1 CPU, 256 processes, 300 s.
+    /// [`DEFAULT_MEMORY`](Self::DEFAULT_MEMORY) (4 GiB), every core of this machine,
+    /// [`DEFAULT_PIDS`](Self::DEFAULT_PIDS) (4096) processes/threads, 300 s.
     fn default() -> Self {
+        let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
         Self {
-            memory_bytes: 512 * 1024 * 1024,
-            cpus: 1.0,
-            pids: 256,
+            memory_bytes: Self::DEFAULT_MEMORY,
+            cpus: cores as f64,
+            pids: Self::DEFAULT_PIDS,
             timeout: Duration::from_secs(300),
         }
     }

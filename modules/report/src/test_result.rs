@@ -60,6 +60,10 @@ pub fn text(r: &TestResult) -> String {
             out.push_str("the tests were killed for exceeding the memory limit (raise --memory)\n");
         } else if s.timed_out {
             out.push_str("the tests were killed at the timeout (raise --timeout)\n");
+        } else if s.pids_limited && !r.success {
+            out.push_str(
+                "the sandbox's process limit refused to start a process or thread (raise --pids)\n",
+            );
         }
     }
     let framework = r.framework.as_deref().unwrap_or("tests");
@@ -76,7 +80,8 @@ pub fn text(r: &TestResult) -> String {
 /// The test result as pretty-printed JSON and a newline, always with a `sandbox` object
 /// (`kind`, `image`, `container_id`, `timed_out`, `oom_killed`, `exit_code`; empty and false
 /// when the result has no sandbox; `skipped_special_files` when the sandbox left FIFOs,
-/// sockets or devices of the workspace out).
+/// sockets or devices of the workspace out; `pids_limited: true` when the process limit
+/// refused a process or thread; `limits`, how the sandbox enforced its limits, when it says).
 pub fn json(r: &TestResult) -> String {
     let mut v = match serde_json::to_value(r) {
         Ok(v) => v,
@@ -94,6 +99,12 @@ pub fn json(r: &TestResult) -> String {
         });
         if !info.skipped_special_files.is_empty() {
             sandbox["skipped_special_files"] = json!(info.skipped_special_files);
+        }
+        if info.pids_limited {
+            sandbox["pids_limited"] = json!(true);
+        }
+        if let Some(limits) = &info.limits {
+            sandbox["limits"] = json!(limits);
         }
         map.insert("sandbox".into(), sandbox);
     }

@@ -11,11 +11,11 @@
 //! config:
 //!   framework: auto          # test only: auto | cargo | nextest | pytest | unittest | vitest | jest | go
 //!   command: "cargo test"    # a shell line (run with `sh -c`) or an argv list; required for execute
-//!   sandbox: auto            # auto | local | docker
+//!   sandbox: auto            # auto | local | bwrap | docker
 //!   image: nuvira-host:latest
-//!   memory: 512m             # bytes, or 512m / 1g / 256MiB
-//!   cpus: 1.0
-//!   pids: 256
+//!   memory: 4g               # bytes, or 512m / 1g / 256MiB (default 4g)
+//!   cpus: 2.0                # default: every core of this machine
+//!   pids: 4096
 //!   timeout: 300s            # "90s", "2m", or a number of seconds
 //!   network: none            # none | host | bridge
 //!   mounts: ["/opt/sdk:/opt/sdk:ro"]
@@ -491,9 +491,17 @@ impl Module for ExecuteModule {
             let code = output
                 .exit_code
                 .map_or_else(|| "no exit code".to_owned(), |c| format!("exit code {c}"));
+            let pids = if output.sandbox.as_ref().is_some_and(|i| i.pids_limited) {
+                format!(
+                    " after the sandbox's process limit ({}) refused to start a process or thread (raise `pids` or `--pids`)",
+                    request.limits.pids
+                )
+            } else {
+                String::new()
+            };
             (
                 ErrorCategory::Unknown,
-                format!("run `{}`: it failed with {code}", output.command),
+                format!("run `{}`: it failed with {code}{pids}", output.command),
             )
         };
         let evidence: Vec<String> = output
@@ -626,7 +634,7 @@ async fn select(config: &SandboxConfig, ctx: &StepContext) -> Result<Selection, 
         if config.cpus.is_some() {
             ignored.push("cpus");
         }
-        if config.pids.is_some() {
+        if config.pids.is_some() && !sandbox::limits::detect().enforced() {
             ignored.push("pids");
         }
         if config.network.is_some_and(|n| n != NetworkMode::Host) {
@@ -792,6 +800,12 @@ fn test_failure(result: TestResult) -> Failure {
             "run the tests: they were killed at the timeout (raise `timeout` or fix the hanging test)"
                 .to_owned(),
         )
+    } else if info.pids_limited {
+        (
+            ErrorCategory::TestFailure,
+            "run the tests: the sandbox's process limit refused to start a process or thread (raise `pids`)"
+                .to_owned(),
+        )
     } else if looks_like_compile_error(&result) {
         (
             ErrorCategory::CompileError,
@@ -905,9 +919,11 @@ mod tests {
     fn config_defaults_match_the_issue() {
         let c = TestConfig::from_value(&Value::Null).unwrap();
         let l = c.sandbox.limits();
-        assert_eq!(l.memory_bytes, 512 << 20);
-        assert!((l.cpus - 1.0).abs() < f64::EPSILON);
-        assert_eq!(l.pids, 256);
+        // 4 GiB (what cargo needs), every core, 4096 processes/threads (see docs/sandbox.md).
+        assert_eq!(l.memory_bytes, 4 << 30);
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        assert!((l.cpus - cores as f64).abs() < f64::EPSILON);
+        assert_eq!(l.pids, 4096);
         assert_eq!(l.timeout, Duration::from_secs(300));
         assert_eq!(c.sandbox.network.unwrap_or_default(), NetworkMode::None);
         assert_eq!(c.sandbox.sandbox, SandboxKind::Auto);

@@ -48,6 +48,7 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 pub struct DockerSandbox {
     docker: Docker,
     cleanup: TaskTracker,
+    engine: crate::remote::EngineConfig,
 }
 
 impl DockerSandbox {
@@ -58,14 +59,30 @@ impl DockerSandbox {
     /// [`SandboxError::Unavailable`] when no engine answers, with a message saying how to start
     /// one.
     pub async fn connect() -> Result<(Self, String), SandboxError> {
-        let where_ =
-            std::env::var("DOCKER_HOST").unwrap_or_else(|_| "unix:///var/run/docker.sock".into());
+        Self::connect_to(&crate::remote::EngineConfig::from_env()).await
+    }
+
+    /// Connects to the engine `engine` names (a local socket, `tcp://` with TLS, `ssh://`; see
+    /// [`crate::remote`]) and agrees on an API version; returns the sandbox and the engine's
+    /// version.
+    ///
+    /// # Errors
+    /// [`SandboxError::Unavailable`] when no engine answers there, naming the address, and for
+    /// TLS `DOCKER_CERT_PATH` and what its files must be.
+    pub async fn connect_to(
+        engine: &crate::remote::EngineConfig,
+    ) -> Result<(Self, String), SandboxError> {
+        let where_ = engine.describe();
+        let hint = engine.cert_hint();
         let unavailable = |e: String| {
-            SandboxError::Unavailable(format!(
-                "no Docker engine answers at {where_} ({e}): {DOCKER_HINT}"
-            ))
+            let e = nuvira_api::text::escape_control(&e).into_owned();
+            SandboxError::Unavailable(if hint.is_empty() {
+                format!("no Docker engine answers at {where_} ({e}): {DOCKER_HINT}")
+            } else {
+                format!("no Docker engine answers at {where_} ({e}): {hint}")
+            })
         };
-        let docker = Docker::connect_with_defaults().map_err(|e| unavailable(e.to_string()))?;
+        let docker = engine.client()?;
         let docker = tokio::time::timeout(CONNECT_TIMEOUT, docker.negotiate_version())
             .await
             .map_err(|_| unavailable("timed out".into()))?
@@ -78,6 +95,7 @@ impl DockerSandbox {
             Self {
                 docker,
                 cleanup: TaskTracker::new(),
+                engine: engine.clone(),
             },
             version
                 .version
@@ -93,6 +111,11 @@ impl DockerSandbox {
         let (sandbox, version) = Self::connect().await?;
         sandbox.check_image(image).await?;
         Ok((sandbox, version))
+    }
+
+    /// The engine this sandbox talks to.
+    pub fn engine(&self) -> &crate::remote::EngineConfig {
+        &self.engine
     }
 
     /// Checks that `image` exists on the engine.
@@ -380,6 +403,8 @@ impl DockerSandbox {
                 (Tail::default(), Tail::default())
             }
         };
+        let stderr = stderr.into_text();
+        let pids_limited = mentions_fork_failure(&stderr);
 
         let mut collected = BTreeMap::new();
         for (key, rel) in collect {
@@ -393,10 +418,18 @@ impl DockerSandbox {
         info.timed_out = timed_out;
         info.oom_killed = oom_killed;
         info.exit_code = exit_code;
+        info.pids_limited = pids_limited;
+        info.limits = Some(format!(
+            "memory {}, {} CPUs and {} processes/threads enforced by the Docker engine at {}",
+            crate::limits::format_size(request.limits.memory_bytes),
+            request.limits.cpus,
+            request.limits.pids,
+            self.engine.host
+        ));
         let mut outcome = SandboxOutcome::default();
         outcome.exit_code = exit_code;
         outcome.stdout = stdout.into_text();
-        outcome.stderr = stderr.into_text();
+        outcome.stderr = stderr;
         outcome.timed_out = timed_out;
         outcome.oom_killed = oom_killed;
         outcome.duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
@@ -632,6 +665,24 @@ impl Drop for AbortOnDrop {
     }
 }
 
+/// Whether the output says that starting a process or thread failed for want of resources,
+/// as it does when the container's process limit refuses a `fork`/`clone` (the engine does not
+/// report it, and the container's cgroup is gone once it stops).
+fn mentions_fork_failure(stderr: &str) -> bool {
+    const SIGNS: &[&str] = &[
+        "can't fork",
+        "cannot fork",
+        "fork: resource temporarily unavailable",
+        "fork failed: resource temporarily unavailable",
+        "can't start new thread",
+        "failed to spawn thread",
+        "pthread_create failed",
+        "unable to create native thread",
+    ];
+    let lower = stderr.to_ascii_lowercase();
+    SIGNS.iter().any(|s| lower.contains(s))
+}
+
 fn container_workdir(dir: &Path) -> std::path::PathBuf {
     if dir.as_os_str().is_empty() {
         CONTAINER_WORKDIR.into()
@@ -786,6 +837,22 @@ mod tests {
                 path.to_string_lossy().trim_end_matches('/').to_owned()
             })
             .collect()
+    }
+
+    #[test]
+    fn fork_failures_are_recognised_in_the_output() {
+        assert!(mentions_fork_failure(
+            "sh: can't fork: Resource temporarily unavailable"
+        ));
+        assert!(mentions_fork_failure(
+            "RuntimeError: can't start new thread"
+        ));
+        assert!(mentions_fork_failure(
+            "thread 'main' panicked: failed to spawn thread: Os { code: 11 }"
+        ));
+        assert!(!mentions_fork_failure(
+            "test result: FAILED. 1 passed; 1 failed"
+        ));
     }
 
     #[test]

@@ -1,15 +1,19 @@
 //! Sandboxes: where a test command runs, isolated from the workspace it tests.
 //!
-//! Two implementations of [`nuvira_api::Sandbox`]:
+//! Three implementations of [`nuvira_api::Sandbox`]:
 //! - [`LocalSandbox`]: a temporary copy of the workspace, the command in its own process group,
-//!   killed with all its children at the timeout or on cancellation, with rlimits applied through
-//!   util-linux's `prlimit` when it is installed. Cheap, but not a security boundary.
+//!   killed with all its children at the timeout or on cancellation, with memory and process
+//!   limits on the whole run through a cgroup where this machine offers one ([`limits`]).
+//!   Cheap, but not a security boundary.
+//! - [`BwrapSandbox`]: the same copy and limits, with the command inside bubblewrap: the
+//!   toolchain read-only, the copy read-write, no network, private `/tmp` and `$HOME`.
 //! - `DockerSandbox` (cargo feature `docker`, on by default): the workspace uploaded as a tar
 //!   into a fresh, labelled, hardened container (no network, all capabilities dropped, memory,
 //!   CPU and process limits), removed in every case.
 //!
-//! [`select`] implements `sandbox: auto|local|docker`: `auto` picks Docker when an engine answers
-//! and the image exists, else the local sandbox, and says which it picked and why.
+//! [`select`] implements `sandbox: auto|local|bwrap|docker`: `auto` picks Docker when an engine
+//! answers and the image exists, else bubblewrap when it works here, else the local sandbox,
+//! and says which it picked and why.
 //!
 //! Both sandboxes use the one workspace walk,
 //! [`nuvira_workspace::walk`](mod@nuvira_workspace::walk): the same files (those `git` would not
@@ -18,10 +22,15 @@
 
 #![deny(missing_docs)]
 
+pub mod bwrap;
 #[cfg(feature = "docker")]
 pub mod docker;
+pub mod limits;
 pub mod local;
+#[cfg(feature = "docker")]
+pub mod remote;
 
+pub use bwrap::BwrapSandbox;
 #[cfg(feature = "docker")]
 pub use docker::{DockerSandbox, wait_for_removals};
 pub use local::{LocalSandbox, is_credential, remove_stale};
@@ -56,22 +65,26 @@ pub const OUTPUT_CAP: usize = 16 * 1024 * 1024;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum SandboxKind {
-    /// Docker when an engine answers and the image exists, else local.
+    /// Docker when an engine answers and the image exists, else bwrap when it works, else
+    /// local.
     #[default]
     Auto,
     /// A temporary copy of the workspace on this machine.
     Local,
     /// A Docker container.
     Docker,
+    /// A temporary copy of the workspace, the command inside bubblewrap.
+    Bwrap,
 }
 
 impl SandboxKind {
-    /// `auto`, `local` or `docker`.
+    /// `auto`, `local`, `bwrap` or `docker`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Auto => "auto",
             Self::Local => "local",
             Self::Docker => "docker",
+            Self::Bwrap => "bwrap",
         }
     }
 }
@@ -81,8 +94,8 @@ impl SandboxKind {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ParseError {
-    /// Not `auto`, `local` or `docker`.
-    #[error("unknown sandbox `{0}`: expected auto, local or docker")]
+    /// Not `auto`, `local`, `bwrap` or `docker`.
+    #[error("unknown sandbox `{0}`: expected auto, local, bwrap or docker")]
     Kind(String),
     /// Not `none`, `host` or `bridge`.
     #[error("unknown network `{0}`: expected none, host or bridge")]
@@ -107,6 +120,7 @@ impl std::str::FromStr for SandboxKind {
             "auto" => Ok(Self::Auto),
             "local" => Ok(Self::Local),
             "docker" => Ok(Self::Docker),
+            "bwrap" | "bubblewrap" => Ok(Self::Bwrap),
             other => Err(ParseError::Kind(other.to_owned())),
         }
     }
@@ -302,6 +316,8 @@ impl std::fmt::Debug for Selection {
 pub enum AnySandbox {
     /// The local sandbox.
     Local(Arc<LocalSandbox>),
+    /// The bubblewrap sandbox.
+    Bwrap(Arc<BwrapSandbox>),
     /// The Docker sandbox.
     #[cfg(feature = "docker")]
     Docker(Arc<DockerSandbox>),
@@ -320,6 +336,7 @@ impl AnySandbox {
     ) -> Result<SandboxOutcome, SandboxError> {
         match self {
             Self::Local(s) => s.run_observed(request, cancel, on_created).await,
+            Self::Bwrap(s) => s.run_observed(request, cancel, on_created).await,
             #[cfg(feature = "docker")]
             Self::Docker(s) => s.run_observed(request, cancel, on_created).await,
         }
@@ -331,6 +348,7 @@ impl Sandbox for AnySandbox {
     fn kind(&self) -> &str {
         match self {
             Self::Local(s) => s.kind(),
+            Self::Bwrap(s) => s.kind(),
             #[cfg(feature = "docker")]
             Self::Docker(s) => s.kind(),
         }
@@ -351,54 +369,76 @@ pub const DOCKER_HINT: &str = "start one with `sudo scripts/docker-up.sh` (insta
 /// Picks a sandbox for `kind` and `image` (default [`DEFAULT_IMAGE`]).
 ///
 /// `local` always succeeds. `docker` fails with [`SandboxError::Unavailable`] when no engine
-/// answers or the image is missing, with a message saying how to get one. `auto` uses Docker
-/// when it would succeed and the local sandbox otherwise; [`Selection::reason`] says which and
-/// why.
+/// answers or the image is missing, `bwrap` when bubblewrap is missing or cannot create its
+/// namespaces here, each with a message saying how to get one. `auto` uses Docker when it would
+/// succeed, else bubblewrap when it would, else the local sandbox; [`Selection::reason`] says
+/// which and why (with the reasons the others were passed over).
 ///
 /// # Errors
-/// [`SandboxError::Unavailable`] for `docker` as above.
+/// [`SandboxError::Unavailable`] for `docker` and `bwrap` as above.
 pub async fn select(kind: SandboxKind, image: Option<&str>) -> Result<Selection, SandboxError> {
     let local = || AnySandbox::Local(Arc::new(LocalSandbox::new()));
+    let bwrap = || -> Result<(AnySandbox, String), SandboxError> {
+        let sandbox = BwrapSandbox::new()?;
+        let version = BwrapSandbox::version().unwrap_or_else(|_| "bubblewrap".into());
+        Ok((AnySandbox::Bwrap(Arc::new(sandbox)), version))
+    };
     match kind {
         SandboxKind::Local => Ok(Selection {
             sandbox: local(),
             reason: "local: requested".into(),
         }),
-        #[cfg(feature = "docker")]
-        SandboxKind::Docker | SandboxKind::Auto => {
-            let image = image.unwrap_or(DEFAULT_IMAGE);
-            match DockerSandbox::connect_checked(image).await {
+        SandboxKind::Bwrap => bwrap().map(|(sandbox, version)| Selection {
+            sandbox,
+            reason: format!("bwrap: requested, {version} works here"),
+        }),
+        SandboxKind::Docker => docker(image).await.map(|(sandbox, why)| Selection {
+            sandbox,
+            reason: format!("docker: {why}"),
+        }),
+        SandboxKind::Auto => {
+            let docker_err = match docker(image).await {
+                Ok((sandbox, why)) => {
+                    return Ok(Selection {
+                        sandbox,
+                        reason: format!("docker: {why} (auto)"),
+                    });
+                }
+                Err(e) => e,
+            };
+            match bwrap() {
                 Ok((sandbox, version)) => Ok(Selection {
-                    sandbox: AnySandbox::Docker(Arc::new(sandbox)),
+                    sandbox,
+                    reason: format!("bwrap (auto): {version} works here; not docker: {docker_err}"),
+                }),
+                Err(bwrap_err) => Ok(Selection {
+                    sandbox: local(),
                     reason: format!(
-                        "docker: engine {version} answers and image {image} exists{}",
-                        if kind == SandboxKind::Auto {
-                            " (auto)"
-                        } else {
-                            ""
-                        }
+                        "local (auto): {docker_err}; not bwrap: {bwrap_err}; memory and process limits: {}",
+                        limits::detect().describe()
                     ),
                 }),
-                Err(err) if kind == SandboxKind::Auto => Ok(Selection {
-                    sandbox: local(),
-                    reason: format!("local (auto): {err}"),
-                }),
-                Err(err) => Err(err),
             }
         }
-        #[cfg(not(feature = "docker"))]
-        SandboxKind::Docker => Err(SandboxError::Unavailable(
-            "this build has no Docker support: rebuild with the `docker` feature".into(),
-        )),
-        #[cfg(not(feature = "docker"))]
-        SandboxKind::Auto => Ok(Selection {
-            sandbox: local(),
-            reason: format!(
-                "local (auto): this build has no Docker support{}",
-                image.map(|_| "; the image is ignored").unwrap_or_default()
-            ),
-        }),
     }
+}
+
+/// The Docker sandbox and why it was picked, or why not.
+#[cfg(feature = "docker")]
+async fn docker(image: Option<&str>) -> Result<(AnySandbox, String), SandboxError> {
+    let image = image.unwrap_or(DEFAULT_IMAGE);
+    let (sandbox, version) = DockerSandbox::connect_checked(image).await?;
+    Ok((
+        AnySandbox::Docker(Arc::new(sandbox)),
+        format!("engine {version} answers and image {image} exists"),
+    ))
+}
+
+#[cfg(not(feature = "docker"))]
+async fn docker(_image: Option<&str>) -> Result<(AnySandbox, String), SandboxError> {
+    Err(SandboxError::Unavailable(
+        "this build has no Docker support: rebuild with the `docker` feature".into(),
+    ))
 }
 
 /// The walk rules for what goes into a sandbox: those of
@@ -557,7 +597,7 @@ mod tests {
             "vm".parse::<SandboxKind>()
                 .unwrap_err()
                 .to_string()
-                .contains("auto, local or docker")
+                .contains("auto, local, bwrap or docker")
         );
         assert_eq!(parse_network("bridge").unwrap(), NetworkMode::Bridge);
         assert!(parse_network("wifi").is_err());

@@ -7,14 +7,15 @@
 //! children it left behind) the whole group gets `SIGKILL`, which a child ignoring `SIGTERM`
 //! cannot survive. Only a process that deliberately leaves the group (`setsid`) escapes.
 //!
-//! Resource limits without `unsafe`: setting rlimits in the child needs `pre_exec`, which is an
-//! `unsafe` API (the closure runs between `fork` and `exec`). Instead, when util-linux's
-//! `prlimit` is on `PATH` (it is on every Debian/Ubuntu system: util-linux is essential), the
-//! command is started as `prlimit --core=0 --data=MEMORY -- COMMAND...`: `prlimit` sets the
-//! limits on itself and `exec`s the command, so they are inherited by everything it starts.
-//! `RLIMIT_DATA` bounds each process's heap, not the group's total, and `RLIMIT_NPROC` is not set
-//! because Linux counts it per user across the whole machine, not per sandbox. For hard limits
-//! on the whole run (memory, processes, network) use the Docker sandbox.
+//! Resource limits: memory and process limits on the whole run come from a cgroup of its own
+//! when this machine offers one ([`crate::limits`]: cgroup v2 delegated or through
+//! `systemd-run --scope`, or writable cgroup v1 hierarchies); otherwise each run's
+//! [`SandboxInfo::limits`] says that they are not enforced. Without `unsafe` (`pre_exec`): when
+//! util-linux's `prlimit` is on `PATH` the command is started as `prlimit --core=0 -- …`, which
+//! sets the limit on itself and `exec`s the command. `RLIMIT_DATA` is not set by default: it
+//! counts thread stacks and every private mapping, so it aborted `rustc` and failed
+//! thread-heavy tests that had memory to spare; [`LocalSandbox::with_rlimit_data`] brings it
+//! back. `RLIMIT_NPROC` is never set: Linux counts it per user across the whole machine.
 //!
 //! Credentials stay out: the command inherits this process's environment minus every variable
 //! [`is_credential`] names (model keys, `GITHUB_TOKEN`, anything ending in `_API_KEY`, `_TOKEN`,
@@ -37,6 +38,8 @@ use tokio::io::AsyncReadExt;
 #[derive(Debug, Clone)]
 pub struct LocalSandbox {
     prlimit: Option<PathBuf>,
+    rlimit_data: bool,
+    bwrap: Option<std::sync::Arc<crate::bwrap::Bwrap>>,
 }
 
 impl Default for LocalSandbox {
@@ -50,12 +53,43 @@ impl LocalSandbox {
     pub fn new() -> Self {
         Self {
             prlimit: find_on_path("prlimit"),
+            rlimit_data: false,
+            bwrap: None,
         }
     }
 
-    /// A local sandbox that applies no rlimits (only the timeout and the process group).
+    /// A local sandbox that applies no rlimits (only the timeout, the process group and the
+    /// cgroup limits).
     pub fn without_rlimits() -> Self {
-        Self { prlimit: None }
+        Self {
+            prlimit: None,
+            rlimit_data: false,
+            bwrap: None,
+        }
+    }
+
+    /// Also bounds each process's data segment (`RLIMIT_DATA`) by the memory limit, as the
+    /// local sandbox did before it used cgroups. Off by default: the limit counts thread stacks
+    /// and every private mapping, so it fails healthy builds and thread-heavy tests.
+    #[must_use]
+    pub fn with_rlimit_data(mut self) -> Self {
+        self.rlimit_data = true;
+        self
+    }
+
+    /// The same sandbox, with the command run inside bubblewrap (the bwrap sandbox).
+    pub(crate) fn confined(mut self, bwrap: std::sync::Arc<crate::bwrap::Bwrap>) -> Self {
+        self.bwrap = Some(bwrap);
+        self
+    }
+
+    /// `local`, or `bwrap` when the command runs inside bubblewrap.
+    fn kind_name(&self) -> &'static str {
+        if self.bwrap.is_some() {
+            "bwrap"
+        } else {
+            "local"
+        }
     }
 
     /// Whether rlimits are applied (`prlimit` was found).
@@ -100,7 +134,7 @@ impl LocalSandbox {
                 .map_err(|e| SandboxError::Failed(format!("copy the workspace: {e}")))??;
 
         let mut info = SandboxInfo::default();
-        info.kind = "local".into();
+        info.kind = self.kind_name().into();
         info.skipped_special_files = special;
         on_created(&info);
 
@@ -120,21 +154,25 @@ impl LocalSandbox {
                 )));
             }
         }
-        let mut cmd = match &self.prlimit {
-            Some(prlimit) => {
-                let mut c = tokio::process::Command::new(prlimit);
-                c.arg("--core=0")
-                    .arg(format!("--data={}", request.limits.memory_bytes))
-                    .arg("--")
-                    .args(&request.command);
-                c
+        // Innermost first: bubblewrap, then the cgroup (joined outside bubblewrap, which does
+        // not mount /sys/fs/cgroup), then the rlimits.
+        let mut argv = request.command.clone();
+        if let Some(bwrap) = &self.bwrap {
+            argv = bwrap.wrap(request, copy.path(), &workdir, argv)?;
+        }
+        let cgroup = crate::limits::RunCgroup::create(crate::limits::detect(), &request.limits);
+        argv = cgroup.wrap(argv);
+        if let Some(prlimit) = &self.prlimit {
+            let mut wrapped = vec![prlimit.to_string_lossy().into_owned(), "--core=0".into()];
+            if self.rlimit_data {
+                wrapped.push(format!("--data={}", request.limits.memory_bytes));
             }
-            None => {
-                let mut c = tokio::process::Command::new(program);
-                c.args(&request.command[1..]);
-                c
-            }
-        };
+            wrapped.push("--".into());
+            wrapped.extend(argv);
+            argv = wrapped;
+        }
+        let mut cmd = tokio::process::Command::new(&argv[0]);
+        cmd.args(&argv[1..]);
         for (key, _) in std::env::vars_os() {
             let Some(name) = key.to_str() else { continue };
             if is_credential(name) && !request.env.contains_key(name) {
@@ -166,6 +204,7 @@ impl LocalSandbox {
             () = tokio::time::sleep(request.limits.timeout) => {
                 timed_out = true;
                 group.kill();
+                cgroup.kill_all();
                 child.wait().await
             }
             () = cancel.cancelled() => {
@@ -177,8 +216,11 @@ impl LocalSandbox {
             }
         }
         .map_err(|e| SandboxError::Failed(format!("wait for `{program}`: {e}")))?;
-        // Background children the command left behind die with it.
+        // Background children the command left behind die with it (with a cgroup, even those
+        // that left the process group).
+        let hits = cgroup.hits();
         group.kill();
+        cgroup.kill_all();
 
         // A process that left the group may still hold the pipes open: stop reading after a
         // short grace period rather than waiting for it.
@@ -206,11 +248,15 @@ impl LocalSandbox {
 
         info.timed_out = timed_out;
         info.exit_code = exit_code;
+        info.oom_killed = hits.oom_killed;
+        info.pids_limited = hits.pids_refused;
+        info.limits = Some(cgroup.note().to_owned());
         let mut outcome = SandboxOutcome::default();
         outcome.exit_code = exit_code;
         outcome.stdout = stdout.into_text();
         outcome.stderr = stderr.into_text();
         outcome.timed_out = timed_out;
+        outcome.oom_killed = hits.oom_killed;
         outcome.duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         outcome.info = info;
         outcome.collected = collected;
@@ -222,7 +268,7 @@ impl LocalSandbox {
 #[async_trait]
 impl Sandbox for LocalSandbox {
     fn kind(&self) -> &str {
-        "local"
+        self.kind_name()
     }
 
     async fn run(
@@ -298,12 +344,15 @@ fn pgid_file_of(copy: &Path) -> PathBuf {
 /// a crash): in the temporary folder, each `nuvira-sandbox-<pid>-*` copy whose pid is not a
 /// live process is removed, after its command's process group (recorded beside the copy) is
 /// killed. Copies of live processes, and folders of other names, are left alone. Call it when a
-/// command starts. Returns the copies removed.
+/// command starts. Returns the copies removed, and the run cgroups of dead processes
+/// ([`crate::limits::remove_stale`]).
 ///
 /// The group is killed only while one of its processes still works inside the copy, so a
 /// process group id the system has since given to an unrelated program is never signalled.
 pub fn remove_stale() -> Vec<PathBuf> {
-    remove_stale_in(&std::env::temp_dir())
+    let mut removed = remove_stale_in(&std::env::temp_dir());
+    removed.extend(crate::limits::remove_stale());
+    removed
 }
 
 /// [`remove_stale`] in `dir` instead of the temporary folder.
@@ -436,7 +485,7 @@ fn copy_workspace(
         .map_err(|e| SandboxError::Failed(format!("copy the workspace: {e}")))
 }
 
-fn find_on_path(name: &str) -> Option<PathBuf> {
+pub(crate) fn find_on_path(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)
         .map(|d| d.join(name))

@@ -13,3 +13,11 @@ pub async fn docker(image: &str) -> Option<DockerSandbox> {
         .map_err(|e| format!("the Docker sandbox is unavailable: {e}"));
     require(Requirement::Docker, found)
 }
+
+/// The bubblewrap sandbox when bubblewrap works here, or `None` after printing why the test is
+/// skipped. With `NUVIRA_REQUIRE_BWRAP=1` its absence fails the test.
+pub fn bwrap() -> Option<nuvira_sandbox::BwrapSandbox> {
+    let found = nuvira_sandbox::BwrapSandbox::new()
+        .map_err(|e| format!("the bwrap sandbox is unavailable: {e}"));
+    require(Requirement::Bwrap, found)
+}

@@ -120,6 +120,8 @@ async fn a_fork_bomb_is_stopped_by_the_pids_limit() {
     let out = sandbox.run(&req, &NeverCancelled).await.unwrap();
     assert!(!out.timed_out, "{out:?}");
     assert!(out.stderr.contains("can't fork"), "stderr: {}", out.stderr);
+    // Inferred from the output: the engine does not report it.
+    assert!(out.info.pids_limited, "{out:?}");
 }
 
 #[tokio::test]

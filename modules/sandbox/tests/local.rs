@@ -243,8 +243,8 @@ async fn exit_codes_output_dir_and_collected_files_come_back() {
 }
 
 #[tokio::test]
-async fn the_memory_rlimit_stops_a_heap_hog() {
-    let sandbox = LocalSandbox::new();
+async fn the_opt_in_memory_rlimit_stops_a_heap_hog() {
+    let sandbox = LocalSandbox::new().with_rlimit_data();
     if !sandbox.applies_rlimits() {
         eprintln!("SKIPPED: prlimit (util-linux) is not installed, so no rlimits are applied");
         return;

@@ -23,6 +23,10 @@ pub enum Requirement {
     Pnpm,
     /// The Go toolchain, `go` on `PATH` (`NUVIRA_REQUIRE_GO`).
     Go,
+    /// bubblewrap that can create its namespaces (`NUVIRA_REQUIRE_BWRAP`).
+    Bwrap,
+    /// Writable cgroups for the local sandbox's limits (`NUVIRA_REQUIRE_CGROUPS`).
+    Cgroups,
 }
 
 impl Requirement {
@@ -35,6 +39,8 @@ impl Requirement {
             Self::Node => "NUVIRA_REQUIRE_NODE",
             Self::Pnpm => "NUVIRA_REQUIRE_PNPM",
             Self::Go => "NUVIRA_REQUIRE_GO",
+            Self::Bwrap => "NUVIRA_REQUIRE_BWRAP",
+            Self::Cgroups => "NUVIRA_REQUIRE_CGROUPS",
         }
     }
 
@@ -47,6 +53,10 @@ impl Requirement {
             Self::Node => "install node and npm",
             Self::Pnpm => "npm install -g pnpm",
             Self::Go => "apt-get install -y golang-go",
+            Self::Bwrap => "apt-get install -y bubblewrap, and allow it to create namespaces",
+            Self::Cgroups => {
+                "run as root with cgroup v1 memory and pids hierarchies, or with cgroup v2 delegated or systemd"
+            }
         }
     }
 

@@ -215,6 +215,13 @@ pub fn parse_output_with(
 /// The failure of a run the sandbox killed for exceeding its memory limit.
 pub const OOM_MESSAGE: &str = "the test run was killed for exceeding its memory limit (OOM): raise the limit with `--memory` (e.g. `--memory 2g`) or `memory` in the test step's config";
 
+/// The failure of a failed run during which the sandbox's process limit refused to start a
+/// process or thread.
+pub const PIDS_MESSAGE: &str = "the sandbox's process limit refused to start a process or thread (a fork bomb, or tests that need more): raise the limit with `--pids` (e.g. `--pids 8192`) or `pids` in the test step's config";
+
+/// Appended to the failure of a run killed at its timeout.
+pub const TIMEOUT_HINT: &str = "raise the limit with `--timeout` (e.g. `--timeout 10m`) or `timeout` in the test step's config, or fix the hanging test";
+
 /// Parses what a sandbox run of a [`Detected`] command left behind — the one call the test
 /// module needs after `Sandbox::run`.
 ///
@@ -257,6 +264,27 @@ pub fn parse_outcome(
         result
             .failures
             .insert(0, TestFailure::new("test run", OOM_MESSAGE));
+        if result.failed == 0 {
+            result.failed = 1;
+        }
+        result.total = result.passed + result.failed;
+        result.success = false;
+    }
+    // Name the limit that stopped the run, and how to raise it.
+    if outcome.timed_out {
+        for f in &mut result.failures {
+            if f.message.contains("killed at its timeout") && !f.message.contains("--timeout") {
+                f.message = format!("{} ({TIMEOUT_HINT})", f.message);
+            }
+        }
+    }
+    if outcome.info.pids_limited && !outcome.oom_killed && outcome.exit_code != Some(0) {
+        // As for OOM: the generic whole-run failures give way to the one naming the limit;
+        // failures of named tests stay.
+        result.failures.retain(|f| f.name != "test run");
+        result
+            .failures
+            .insert(0, TestFailure::new("test run", PIDS_MESSAGE));
         if result.failed == 0 {
             result.failed = 1;
         }
