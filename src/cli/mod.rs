@@ -5,6 +5,7 @@ use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
 mod apply;
+mod cache;
 mod graph;
 mod inflight;
 mod inspect;
@@ -45,6 +46,8 @@ enum Command {
     Run(run::Args),
     /// Build a report from a stored event file.
     Report(report::Args),
+    /// List or clean the sandboxes' warm build caches.
+    Cache(cache::Args),
 }
 
 /// Parses the command line, runs the command and returns its exit code.
@@ -72,6 +75,7 @@ pub fn main() -> ExitCode {
         Command::Inspect(a) => inspect::execute(a),
         Command::Run(a) => run::execute(a),
         Command::Report(a) => report::execute(a),
+        Command::Cache(a) => cache::execute(a),
     };
     ExitCode::from(code)
 }

@@ -95,6 +95,12 @@ pub fn json(r: &TestResult) -> String {
         if !info.skipped_special_files.is_empty() {
             sandbox["skipped_special_files"] = json!(info.skipped_special_files);
         }
+        if let Some(key) = &info.cache_key {
+            sandbox["cache_key"] = json!(key);
+        }
+        if let Some(copy) = &info.workspace_copy {
+            sandbox["workspace_copy"] = json!(copy);
+        }
         map.insert("sandbox".into(), sandbox);
     }
     match serde_json::to_string_pretty(&v) {

@@ -18,9 +18,13 @@
 
 #![deny(missing_docs)]
 
+pub mod cache;
 #[cfg(feature = "docker")]
 pub mod docker;
+#[cfg(feature = "docker")]
+pub mod docker_cache;
 pub mod local;
+pub mod sync;
 
 #[cfg(feature = "docker")]
 pub use docker::{DockerSandbox, wait_for_removals};

@@ -37,6 +37,7 @@ use tokio::io::AsyncReadExt;
 #[derive(Debug, Clone)]
 pub struct LocalSandbox {
     prlimit: Option<PathBuf>,
+    cache_root: Option<crate::cache::CacheRoot>,
 }
 
 impl Default for LocalSandbox {
@@ -50,12 +51,24 @@ impl LocalSandbox {
     pub fn new() -> Self {
         Self {
             prlimit: find_on_path("prlimit"),
+            cache_root: None,
         }
     }
 
     /// A local sandbox that applies no rlimits (only the timeout and the process group).
     pub fn without_rlimits() -> Self {
-        Self { prlimit: None }
+        Self {
+            prlimit: None,
+            cache_root: None,
+        }
+    }
+
+    /// Keeps the warm caches of requests that ask for them
+    /// ([`SandboxRequest::cache`](nuvira_api::SandboxRequest::cache)) under `root` instead of
+    /// [`CacheRoot::from_env`](crate::cache::CacheRoot::from_env).
+    pub fn with_cache_root(mut self, root: crate::cache::CacheRoot) -> Self {
+        self.cache_root = Some(root);
+        self
     }
 
     /// Whether rlimits are applied (`prlimit` was found).
@@ -83,25 +96,14 @@ impl LocalSandbox {
             return Err(SandboxError::Cancelled);
         }
 
-        // The owning pid in the name: a copy whose process died is removed at the next start
-        // ([`remove_stale`]).
-        let copy = tempfile::Builder::new()
-            .prefix(&format!("{COPY_PREFIX}{}-", std::process::id()))
-            .tempdir()
-            .map_err(|e| SandboxError::Failed(format!("create a temporary folder: {e}")))?;
-        let (src, dst, include_ignored) = (
-            request.workspace.clone(),
-            copy.path().to_path_buf(),
-            request.include_ignored,
-        );
-        let special =
-            tokio::task::spawn_blocking(move || copy_workspace(&src, &dst, include_ignored))
-                .await
-                .map_err(|e| SandboxError::Failed(format!("copy the workspace: {e}")))??;
+        let prepared = crate::cache::prepare_local(request, self.cache_root.as_ref()).await?;
+        let (copy, special, cache) = (prepared.copy, prepared.special, prepared.cache);
 
         let mut info = SandboxInfo::default();
         info.kind = "local".into();
         info.skipped_special_files = special;
+        info.cache_key = cache.as_ref().map(|c| c.project_key().to_owned());
+        info.workspace_copy = prepared.note;
         on_created(&info);
 
         let workdir = copy.path().join(check_dir(&request.dir)?);
@@ -140,6 +142,10 @@ impl LocalSandbox {
             if is_credential(name) && !request.env.contains_key(name) {
                 cmd.env_remove(&key);
             }
+        }
+        if let Some(cache) = &cache {
+            // The request's own variables win: a plan that sets CARGO_TARGET_DIR keeps it.
+            cmd.envs(cache.env());
         }
         cmd.current_dir(&workdir)
             .envs(&request.env)
@@ -202,6 +208,11 @@ impl LocalSandbox {
             if let Ok(bytes) = std::fs::read(copy.path().join(rel)) {
                 collected.insert(p.clone(), bytes);
             }
+        }
+
+        if let Some(cache) = cache {
+            // Records sizes, releases the entries and evicts by the cap.
+            let _ = tokio::task::spawn_blocking(move || cache.finish()).await;
         }
 
         info.timed_out = timed_out;
@@ -426,7 +437,7 @@ async fn join_output(task: tokio::task::JoinHandle<Tail>, grace: Duration) -> Ta
 /// Copies the workspace into `dst` by the sandbox's walk rules ([`walk_options`]): folders,
 /// files (with their permissions) and symbolic links (as links).
 /// Returns the special files (FIFOs, sockets) left out.
-fn copy_workspace(
+pub(crate) fn copy_workspace(
     src: &Path,
     dst: &Path,
     include_ignored: bool,
