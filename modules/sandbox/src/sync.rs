@@ -6,12 +6,13 @@
 //! left out). A manifest beside the copy records, for every file, the source's size, mtime and
 //! mode, the SHA-256 of what was copied, and the copy's inode, change time and size:
 //!
-//! - a file is **unchanged** when the source's size, mtime and mode are those recorded and the
-//!   copy is still the file Nuvira wrote (same inode, change time and size: a run that
+//! - a file is **unchanged** when the source's size, mtime, ctime and mode are those recorded
+//!   and the copy is still the file Nuvira wrote (same inode, change time and size: a run that
 //!   rewrote it, even keeping its size and mtime, changed its ctime, which cannot be set back);
-//! - when the source's size is the recorded one but its mtime is not (a `touch`, a checkout,
-//!   an editor that rewrites unchanged files), its **content hash** is compared with the
-//!   recorded one; equal, nothing is written (and a build tool sees no change);
+//! - when the source's size is the recorded one but its mtime or ctime is not (a `touch`, a
+//!   checkout, an editor that rewrites unchanged files, a `touch -r` that put the old mtime
+//!   back), its **content hash** is compared with the recorded one; equal, nothing is written
+//!   (and a build tool sees no change);
 //! - otherwise it is copied again (to a new file: a link the run made to elsewhere is never
 //!   written through);
 //! - entries of the copy that are not in the workspace (deleted files, what the last run
@@ -96,6 +97,9 @@ struct Record {
     kind: u8, // b'd', b'f', b'l'
     size: u64,
     mtime_ns: i128,
+    /// The source's change time: it cannot be set back, so a file rewritten with its size and
+    /// mtime restored (`touch -r`) is still hashed.
+    ctime_ns: i128,
     mode: u32,
     /// SHA-256 of a file's content, or a link's target bytes.
     hash: [u8; 32],
@@ -110,7 +114,7 @@ pub struct Manifest {
     records: BTreeMap<PathBuf, Record>,
 }
 
-const MANIFEST_HEADER: &str = "nuvira-sync-manifest 1";
+const MANIFEST_HEADER: &str = "nuvira-sync-manifest 2";
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
@@ -149,7 +153,19 @@ impl Manifest {
 
     fn parse_line(line: &str) -> Option<(PathBuf, Record)> {
         let f: Vec<&str> = line.split('\t').collect();
-        let [kind, size, mtime, mode, hash, ino, ctime, dsize, rel] = f.as_slice() else {
+        let [
+            kind,
+            size,
+            mtime,
+            sctime,
+            mode,
+            hash,
+            ino,
+            ctime,
+            dsize,
+            rel,
+        ] = f.as_slice()
+        else {
             return None;
         };
         let rel = PathBuf::from(OsStr::from_bytes(&unhex(rel)?));
@@ -160,6 +176,7 @@ impl Manifest {
                 kind: *kind.as_bytes().first()?,
                 size: size.parse().ok()?,
                 mtime_ns: mtime.parse().ok()?,
+                ctime_ns: sctime.parse().ok()?,
                 mode: mode.parse().ok()?,
                 hash,
                 dst_ino: ino.parse().ok()?,
@@ -180,10 +197,11 @@ impl Manifest {
         out.push('\n');
         for (rel, r) in &self.records {
             out.push_str(&format!(
-                "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\n",
+                "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\n",
                 r.kind as char,
                 r.size,
                 r.mtime_ns,
+                r.ctime_ns,
                 r.mode,
                 hex(&r.hash),
                 r.dst_ino,
@@ -426,13 +444,14 @@ pub fn sync_tree(
                 let trusted = recorded.filter(|r| r.kind == b'f' && copy_untouched(r));
                 let keep = match trusted {
                     Some(r) if r.size == sm.len() && r.mode == mode => {
-                        if r.mtime_ns == mtime_ns(&sm) {
+                        if r.mtime_ns == mtime_ns(&sm) && r.ctime_ns == ctime_ns(&sm) {
                             Some(r.clone())
                         } else {
                             report.hashed += 1;
                             let h = hash_file(&s).map_err(io_err("read", &s))?;
                             (h == r.hash).then(|| Record {
                                 mtime_ns: mtime_ns(&sm),
+                                ctime_ns: ctime_ns(&sm),
                                 ..r.clone()
                             })
                         }
@@ -491,6 +510,7 @@ fn copy_file(s: &Path, d: &Path, sm: &std::fs::Metadata) -> Result<Record, SyncE
         // What was read: a file growing during the copy is seen as changed next time.
         size,
         mtime_ns: if size == sm.len() { mtime_ns(sm) } else { 0 },
+        ctime_ns: ctime_ns(sm),
         mode,
         hash: h.finalize().into(),
         dst_ino: dm.ino(),
@@ -559,7 +579,8 @@ pub fn plan_delta(src: &Path, options: WalkOptions, old: &Manifest) -> Result<De
                         if r.kind == b'f'
                             && r.size == sm.len()
                             && r.mode == mode
-                            && r.mtime_ns == mtime_ns(&sm) =>
+                            && r.mtime_ns == mtime_ns(&sm)
+                            && r.ctime_ns == ctime_ns(&sm) =>
                     {
                         r.clone()
                     }
@@ -569,6 +590,7 @@ pub fn plan_delta(src: &Path, options: WalkOptions, old: &Manifest) -> Result<De
                             kind: b'f',
                             size: sm.len(),
                             mtime_ns: mtime_ns(&sm),
+                            ctime_ns: ctime_ns(&sm),
                             mode,
                             hash,
                             ..Record::default()
