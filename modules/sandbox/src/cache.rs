@@ -751,6 +751,47 @@ impl RunCache {
     }
 }
 
+/// Kills the process groups that runs which died (SIGKILL, a crash) left working in the
+/// projects' persistent copies: for each workspace entry no live run holds, the group recorded
+/// beside its copy is killed if one of its processes still works inside the copy (so a reused
+/// group id is never signalled). [`crate::remove_stale`] calls it.
+pub fn kill_stale_groups(root: &CacheRoot) {
+    let Ok(entries) = root.list() else { return };
+    for e in entries
+        .iter()
+        .filter(|e| e.meta.kind == CacheKind::Workspace)
+    {
+        let pgid_file = crate::local::pgid_file_of(&e.dir.join(DATA_DIR));
+        if std::fs::symlink_metadata(&pgid_file).is_err() {
+            continue;
+        }
+        // Held: its run is alive and will clean up itself.
+        let Ok(Some(_lock)) = try_lock(&e.dir, FlockArg::LockExclusiveNonblock) else {
+            continue;
+        };
+        kill_recorded_group(&e.dir);
+    }
+}
+
+/// Kills the group recorded beside a workspace entry's copy (if it still works there) and
+/// removes the record; the caller holds the entry exclusively.
+fn kill_recorded_group(entry: &Path) {
+    let copy = entry.join(DATA_DIR);
+    let pgid_file = crate::local::pgid_file_of(&copy);
+    if let Some(pgid) = std::fs::read_to_string(&pgid_file)
+        .ok()
+        .and_then(|s| s.trim().parse::<i32>().ok())
+        .filter(|p| *p > 1)
+        && crate::local::group_works_in(pgid, &copy)
+    {
+        let _ = nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(pgid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+    let _ = std::fs::remove_file(&pgid_file);
+}
+
 /// Creates `dir` private if missing (with its parents when `parents`); refuses a symlink or a
 /// non-folder.
 fn ensure_private_dir(dir: &Path, parents: bool) -> Result<(), CacheError> {
@@ -1020,6 +1061,8 @@ fn prepare_local_blocking(
             note: Some("fresh copy: the project's persistent copy is in use by another run".into()),
         });
     };
+    // A run of this project that died may have left its command running in the copy.
+    kill_recorded_group(ws.entry_dir());
     let dst = ws.data_dir().to_path_buf();
     let manifest = ws.entry_dir().join("manifest");
     let report = crate::sync::sync_tree(

@@ -299,7 +299,7 @@ impl Drop for PgidFile {
     }
 }
 
-fn pgid_file_of(copy: &Path) -> PathBuf {
+pub(crate) fn pgid_file_of(copy: &Path) -> PathBuf {
     let mut name = copy.as_os_str().to_owned();
     name.push(".pgid");
     PathBuf::from(name)
@@ -313,7 +313,13 @@ fn pgid_file_of(copy: &Path) -> PathBuf {
 ///
 /// The group is killed only while one of its processes still works inside the copy, so a
 /// process group id the system has since given to an unrelated program is never signalled.
+///
+/// The same is done for the projects' persistent copies (see [`crate::cache`]): a copy whose
+/// run died still has its process group recorded, and that group is killed.
 pub fn remove_stale() -> Vec<PathBuf> {
+    if let Ok(root) = crate::cache::CacheRoot::from_env() {
+        crate::cache::kill_stale_groups(&root);
+    }
     remove_stale_in(&std::env::temp_dir())
 }
 
@@ -370,7 +376,7 @@ fn process_alive(pid: u32) -> bool {
 
 /// Whether a process of group `pgid` has its working folder inside `copy` (Linux `/proc`;
 /// elsewhere the group is not looked for, and so not killed).
-fn group_works_in(pgid: i32, copy: &Path) -> bool {
+pub(crate) fn group_works_in(pgid: i32, copy: &Path) -> bool {
     if !cfg!(target_os = "linux") {
         return false;
     }
