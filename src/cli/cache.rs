@@ -134,6 +134,8 @@ impl Docker {
     }
 
     async fn remove(&self, names: &[String]) -> Result<(), String> {
+        #[cfg(not(feature = "docker"))]
+        let _ = names;
         match self {
             #[cfg(feature = "docker")]
             Self::Up(d) => nuvira_sandbox::docker_cache::remove_volumes(d.client(), names).await,
