@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 mod actions;
 mod apply;
+mod cache;
 mod graph;
 mod inflight;
 mod inspect;
@@ -46,6 +47,8 @@ enum Command {
     Run(run::Args),
     /// Build a report from a stored event file.
     Report(report::Args),
+    /// List or clean the sandboxes' warm build caches.
+    Cache(cache::Args),
 }
 
 /// Parses the command line, runs the command and returns its exit code.
@@ -73,6 +76,7 @@ pub fn main() -> ExitCode {
         Command::Inspect(a) => inspect::execute(a),
         Command::Run(a) => run::execute(a),
         Command::Report(a) => report::execute(a),
+        Command::Cache(a) => cache::execute(a),
     };
     ExitCode::from(code)
 }

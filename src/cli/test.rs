@@ -61,6 +61,10 @@ pub struct Args {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
+    /// Run cold: without the project's warm build caches and its persistent workspace copy
+    /// (see `nuvira cache` and docs/sandbox.md).
+    #[arg(long)]
+    pub no_cache: bool,
 }
 
 /// `--framework` values.
@@ -189,6 +193,9 @@ impl Args {
         }
         if let Some(n) = &self.network {
             c.insert("network".into(), json!(name(n)));
+        }
+        if self.no_cache {
+            c.insert("cache".into(), json!(false));
         }
         Value::Object(c)
     }

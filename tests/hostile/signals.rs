@@ -376,8 +376,9 @@ fn a_killed_local_test_leaves_no_sandbox_copy_or_process_group_after_the_next_st
     let pidfile = marks.path().join("pid");
     let repo = tempfile::tempdir().unwrap();
     std::fs::write(repo.path().join("a.txt"), "a\n").unwrap();
+    // A fresh temporary copy (--no-cache): the persistent copy's case is the next test.
     let mut child = Command::new(nuvira_path())
-        .args(["test", "--sandbox", "local", "--command"])
+        .args(["test", "--sandbox", "local", "--no-cache", "--command"])
         .arg(format!("echo $$ > {}; exec sleep 300", pidfile.display()))
         .arg("--repo")
         .arg(repo.path())
@@ -620,4 +621,43 @@ fn a_planted_running_folder_symlink_is_not_written_or_cleaned_through() {
         "the warning names the cause: {err}"
     );
     sentinel.assert_unchanged(outside.path());
+}
+
+#[test]
+fn a_killed_cached_local_test_has_its_group_in_the_persistent_copy_killed_at_the_next_start() {
+    let cache = tempfile::tempdir().unwrap();
+    let marks = tempfile::tempdir().unwrap();
+    let pidfile = marks.path().join("pid");
+    let (repo, other) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    std::fs::write(repo.path().join("a.txt"), "a\n").unwrap();
+    let mut child = Command::new(nuvira_path())
+        .args(["test", "--sandbox", "local", "--command"])
+        .arg(format!("echo $$ > {}; exec sleep 300", pidfile.display()))
+        .arg("--repo")
+        .arg(repo.path())
+        .env("NUVIRA_CACHE_DIR", cache.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pgid = wait_for_pid(&pidfile, &mut child);
+    let copy = std::fs::read_link(format!("/proc/{pgid}/cwd")).unwrap();
+    assert!(copy.starts_with(cache.path()), "{}", copy.display());
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(group_alive(pgid), "the kill itself leaves the group behind");
+
+    // The next start, even for another project, kills it: its copy's lock is free.
+    let out = nuvira()
+        .env("NUVIRA_CACHE_DIR", cache.path())
+        .args(["test", "--sandbox", "local", "--command", "true", "--repo"])
+        .arg(other.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_group_gone(
+        pgid,
+        "the next start after a SIGKILL of a cached nuvira test",
+    );
 }

@@ -80,6 +80,15 @@ pub struct SandboxInfo {
     /// processes/threads enforced by cgroup v1 (...)`), or that they were not and why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limits: Option<String>,
+    /// The project's build-cache key when the run used Nuvira's warm caches
+    /// ([`SandboxRequest::cache`]); `None` for a run without them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_key: Option<String>,
+    /// How the workspace got into the sandbox when the run used the caches: e.g. `synced: 3
+    /// copied, 1 removed, 812 unchanged`, or `fresh copy: the persistent copy is in use by
+    /// another run`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace_copy: Option<String>,
 }
 
 /// How one test ended.
@@ -286,6 +295,12 @@ pub struct SandboxRequest {
     /// The workspace-relative folder to run the command in (empty: the workspace root).
     #[serde(default)]
     pub dir: PathBuf,
+    /// Use the project's warm build caches and its persistent, synced workspace copy (kept
+    /// between runs under the per-user cache folder) instead of a cold, fresh copy. Off in
+    /// [`SandboxRequest::new`]; the `test` and `execute` modules turn it on unless the step
+    /// says `cache: false` (`--no-cache`).
+    #[serde(default)]
+    pub cache: bool,
 }
 
 impl SandboxRequest {
@@ -303,6 +318,7 @@ impl SandboxRequest {
             include_ignored: false,
             collect: Vec::new(),
             dir: PathBuf::new(),
+            cache: false,
         }
     }
 }

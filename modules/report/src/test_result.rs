@@ -106,6 +106,12 @@ pub fn json(r: &TestResult) -> String {
         if let Some(limits) = &info.limits {
             sandbox["limits"] = json!(limits);
         }
+        if let Some(key) = &info.cache_key {
+            sandbox["cache_key"] = json!(key);
+        }
+        if let Some(copy) = &info.workspace_copy {
+            sandbox["workspace_copy"] = json!(copy);
+        }
         map.insert("sandbox".into(), sandbox);
     }
     match serde_json::to_string_pretty(&v) {

@@ -22,6 +22,7 @@
 //!   env: { RUST_BACKTRACE: "1" }
 //!   read_only_root: false    # docker: read-only root, writable workdir, tmpfs /tmp
 //!   include_ignored: false   # also copy .gitignored files, target/ and node_modules/
+//!   cache: true              # warm build caches + a synced persistent copy (nuvira_sandbox::cache)
 //! ```
 
 use crate::detect::{self, Detected, Framework};
@@ -71,6 +72,9 @@ pub struct SandboxConfig {
     pub read_only_root: bool,
     /// Copy ignored files, `target/` and `node_modules/` too.
     pub include_ignored: bool,
+    /// Run without the project's warm build caches and persistent workspace copy (step config
+    /// `cache: false`, `--no-cache`); see `nuvira_sandbox::cache`.
+    pub no_cache: bool,
 }
 
 impl SandboxConfig {
@@ -102,6 +106,7 @@ impl SandboxConfig {
         req.env.clone_from(&self.env);
         req.read_only_root = self.read_only_root;
         req.include_ignored = self.include_ignored;
+        req.cache = !self.no_cache;
         req
     }
 }
@@ -195,6 +200,7 @@ struct RawConfig {
     read_only_root: bool,
     #[serde(default)]
     include_ignored: bool,
+    cache: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -296,6 +302,7 @@ impl RawConfig {
                 env: self.env,
                 read_only_root: self.read_only_root,
                 include_ignored: self.include_ignored,
+                no_cache: self.cache == Some(false),
             },
         })
     }

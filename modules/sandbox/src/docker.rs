@@ -49,6 +49,7 @@ pub struct DockerSandbox {
     docker: Docker,
     cleanup: TaskTracker,
     engine: crate::remote::EngineConfig,
+    cache_root: Option<crate::cache::CacheRoot>,
 }
 
 impl DockerSandbox {
@@ -96,6 +97,7 @@ impl DockerSandbox {
                 docker,
                 cleanup: TaskTracker::new(),
                 engine: engine.clone(),
+                cache_root: None,
             },
             version
                 .version
@@ -134,6 +136,15 @@ impl DockerSandbox {
                 "inspect image {image}: {e}"
             ))),
         }
+    }
+
+    /// Keeps the warm caches' host side (locks, metadata, manifests) of requests that ask for
+    /// them under `root` instead of
+    /// [`CacheRoot::from_env`](crate::cache::CacheRoot::from_env); the volumes are the
+    /// engine's.
+    pub fn with_cache_root(mut self, root: crate::cache::CacheRoot) -> Self {
+        self.cache_root = Some(root);
+        self
     }
 
     /// The engine client, for callers that need more than runs (tests, tools).
@@ -194,17 +205,26 @@ impl DockerSandbox {
         // The file list is made up front (a bad workspace fails before any container exists);
         // the tar itself is streamed to the engine during the upload.
         let (workspace, include_ignored) = (request.workspace.clone(), request.include_ignored);
-        let (entries, special) = tokio::task::spawn_blocking(move || {
-            crate::workspace_entries_noting_special(&workspace, include_ignored)
-        })
-        .await
-        .map_err(|e| SandboxError::Failed(format!("list the workspace: {e}")))??;
+        let cache =
+            crate::docker_cache::prepare(&self.docker, request, self.cache_root.as_ref()).await?;
+        let (entries, special) = match cache.as_ref().and_then(|c| c.workspace.as_ref()) {
+            // The workspace volume: only what changed is uploaded.
+            Some(ws) => (ws.upload.clone(), ws.special.clone()),
+            None => tokio::task::spawn_blocking(move || {
+                crate::workspace_entries_noting_special(&workspace, include_ignored)
+            })
+            .await
+            .map_err(|e| SandboxError::Failed(format!("list the workspace: {e}")))??,
+        };
         let tar = WorkspaceTar {
             root: request.workspace.clone(),
             entries,
         };
 
-        let body = self.container_body(request, &image)?;
+        let mut body = self.container_body(request, &image)?;
+        if let Some(cache) = &cache {
+            crate::docker_cache::apply(&mut body, cache, request);
+        }
         let name = container_name();
         // The create call runs in its own task, so that it completes even when this future is
         // dropped; the guard's removal waits for it (a removal sent while the engine is still
@@ -252,6 +272,13 @@ impl DockerSandbox {
         info.image = Some(image.clone());
         info.container_id = Some(id.clone());
         info.skipped_special_files = special;
+        if let Some(cache) = &cache {
+            info.cache_key = Some(cache.run.project_key().to_owned());
+            info.workspace_copy = Some(cache.workspace.as_ref().map_or_else(
+                || "uploaded: all, into the container (the workspace volume is in use by another run)".to_owned(),
+                |ws| ws.note.clone(),
+            ));
+        }
         on_created(&info);
 
         // Cancellation is honoured in every phase (upload, start, wait, collect).
@@ -274,6 +301,14 @@ impl DockerSandbox {
         // (including this removal being dropped half-way).
         remove(&self.docker, &id).await;
         guard.disarm();
+        if let Some(cache) = cache {
+            if result.is_ok()
+                && let Some(ws) = &cache.workspace
+            {
+                ws.commit();
+            }
+            crate::docker_cache::finish(&self.docker, cache).await;
+        }
         result
     }
 
@@ -292,6 +327,12 @@ impl DockerSandbox {
         started: Instant,
     ) -> Result<SandboxOutcome, SandboxError> {
         let docker = &self.docker;
+        if tar.entries.is_empty() {
+            // Nothing changed since the workspace volume's last upload.
+            return self
+                .run_uploaded(id, request, cancel, collect, info, started)
+                .await;
+        }
         let (chunks, packer) = tar.stream();
         let body = bollard::body_try_stream(futures::TryStreamExt::map_ok(chunks, Into::into));
         let uploaded = docker
@@ -311,7 +352,21 @@ impl DockerSandbox {
             Err(e) => return Err(SandboxError::Failed(format!("pack the workspace: {e}"))),
         }
         uploaded.map_err(|e| self.engine_error("upload the workspace", e))?;
+        self.run_uploaded(id, request, cancel, collect, info, started)
+            .await
+    }
 
+    /// The rest of [`Self::drive`] once the workspace is in the container.
+    async fn run_uploaded(
+        &self,
+        id: &str,
+        request: &SandboxRequest,
+        cancel: &dyn CancelSignal,
+        collect: &[(String, std::path::PathBuf)],
+        info: &SandboxInfo,
+        started: Instant,
+    ) -> Result<SandboxOutcome, SandboxError> {
+        let docker = &self.docker;
         let attached = docker
             .attach_container(
                 id,

@@ -23,12 +23,16 @@
 #![deny(missing_docs)]
 
 pub mod bwrap;
+pub mod cache;
 #[cfg(feature = "docker")]
 pub mod docker;
+#[cfg(feature = "docker")]
+pub mod docker_cache;
 pub mod limits;
 pub mod local;
 #[cfg(feature = "docker")]
 pub mod remote;
+pub mod sync;
 
 pub use bwrap::BwrapSandbox;
 #[cfg(feature = "docker")]

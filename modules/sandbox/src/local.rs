@@ -40,6 +40,7 @@ pub struct LocalSandbox {
     prlimit: Option<PathBuf>,
     rlimit_data: bool,
     bwrap: Option<std::sync::Arc<crate::bwrap::Bwrap>>,
+    cache_root: Option<crate::cache::CacheRoot>,
 }
 
 impl Default for LocalSandbox {
@@ -55,6 +56,7 @@ impl LocalSandbox {
             prlimit: find_on_path("prlimit"),
             rlimit_data: false,
             bwrap: None,
+            cache_root: None,
         }
     }
 
@@ -65,6 +67,7 @@ impl LocalSandbox {
             prlimit: None,
             rlimit_data: false,
             bwrap: None,
+            cache_root: None,
         }
     }
 
@@ -92,6 +95,14 @@ impl LocalSandbox {
         }
     }
 
+    /// Keeps the warm caches of requests that ask for them
+    /// ([`SandboxRequest::cache`](nuvira_api::SandboxRequest::cache)) under `root` instead of
+    /// [`CacheRoot::from_env`](crate::cache::CacheRoot::from_env).
+    pub fn with_cache_root(mut self, root: crate::cache::CacheRoot) -> Self {
+        self.cache_root = Some(root);
+        self
+    }
+
     /// Whether rlimits are applied (`prlimit` was found).
     pub fn applies_rlimits(&self) -> bool {
         self.prlimit.is_some()
@@ -117,25 +128,14 @@ impl LocalSandbox {
             return Err(SandboxError::Cancelled);
         }
 
-        // The owning pid in the name: a copy whose process died is removed at the next start
-        // ([`remove_stale`]).
-        let copy = tempfile::Builder::new()
-            .prefix(&format!("{COPY_PREFIX}{}-", std::process::id()))
-            .tempdir()
-            .map_err(|e| SandboxError::Failed(format!("create a temporary folder: {e}")))?;
-        let (src, dst, include_ignored) = (
-            request.workspace.clone(),
-            copy.path().to_path_buf(),
-            request.include_ignored,
-        );
-        let special =
-            tokio::task::spawn_blocking(move || copy_workspace(&src, &dst, include_ignored))
-                .await
-                .map_err(|e| SandboxError::Failed(format!("copy the workspace: {e}")))??;
+        let prepared = crate::cache::prepare_local(request, self.cache_root.as_ref()).await?;
+        let (copy, special, cache) = (prepared.copy, prepared.special, prepared.cache);
 
         let mut info = SandboxInfo::default();
         info.kind = self.kind_name().into();
         info.skipped_special_files = special;
+        info.cache_key = cache.as_ref().map(|c| c.project_key().to_owned());
+        info.workspace_copy = prepared.note;
         on_created(&info);
 
         let workdir = copy.path().join(check_dir(&request.dir)?);
@@ -178,6 +178,10 @@ impl LocalSandbox {
             if is_credential(name) && !request.env.contains_key(name) {
                 cmd.env_remove(&key);
             }
+        }
+        if let Some(cache) = &cache {
+            // The request's own variables win: a plan that sets CARGO_TARGET_DIR keeps it.
+            cmd.envs(cache.env());
         }
         cmd.current_dir(&workdir)
             .envs(&request.env)
@@ -244,6 +248,11 @@ impl LocalSandbox {
             if let Ok(bytes) = std::fs::read(copy.path().join(rel)) {
                 collected.insert(p.clone(), bytes);
             }
+        }
+
+        if let Some(cache) = cache {
+            // Records sizes, releases the entries and evicts by the cap.
+            let _ = tokio::task::spawn_blocking(move || cache.finish()).await;
         }
 
         info.timed_out = timed_out;
@@ -334,7 +343,7 @@ impl Drop for PgidFile {
     }
 }
 
-fn pgid_file_of(copy: &Path) -> PathBuf {
+pub(crate) fn pgid_file_of(copy: &Path) -> PathBuf {
     let mut name = copy.as_os_str().to_owned();
     name.push(".pgid");
     PathBuf::from(name)
@@ -349,7 +358,13 @@ fn pgid_file_of(copy: &Path) -> PathBuf {
 ///
 /// The group is killed only while one of its processes still works inside the copy, so a
 /// process group id the system has since given to an unrelated program is never signalled.
+///
+/// The same is done for the projects' persistent copies (see [`crate::cache`]): a copy whose
+/// run died still has its process group recorded, and that group is killed.
 pub fn remove_stale() -> Vec<PathBuf> {
+    if let Ok(root) = crate::cache::CacheRoot::from_env() {
+        crate::cache::kill_stale_groups(&root);
+    }
     let mut removed = remove_stale_in(&std::env::temp_dir());
     removed.extend(crate::limits::remove_stale());
     removed
@@ -408,7 +423,7 @@ fn process_alive(pid: u32) -> bool {
 
 /// Whether a process of group `pgid` has its working folder inside `copy` (Linux `/proc`;
 /// elsewhere the group is not looked for, and so not killed).
-fn group_works_in(pgid: i32, copy: &Path) -> bool {
+pub(crate) fn group_works_in(pgid: i32, copy: &Path) -> bool {
     if !cfg!(target_os = "linux") {
         return false;
     }
@@ -475,7 +490,7 @@ async fn join_output(task: tokio::task::JoinHandle<Tail>, grace: Duration) -> Ta
 /// Copies the workspace into `dst` by the sandbox's walk rules ([`walk_options`]): folders,
 /// files (with their permissions) and symbolic links (as links).
 /// Returns the special files (FIFOs, sockets) left out.
-fn copy_workspace(
+pub(crate) fn copy_workspace(
     src: &Path,
     dst: &Path,
     include_ignored: bool,

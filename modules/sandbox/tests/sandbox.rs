@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod bwrap;
+mod cache;
 #[allow(dead_code)]
 mod common;
 mod docker;

@@ -1,0 +1,235 @@
+//! Warm caches and sync, side by side with their baselines in one run.
+//!
+//! Always: a 10,000-file workspace: a full copy (what every run did before) against a sync of
+//! the persistent copy with nothing changed and with 10 files changed.
+//!
+//! With `NUVIRA_BENCH_HEAVY=1` (minutes; `cargo test` never runs benches):
+//! `benches/projects/heavy-crate` (serde + serde_derive + serde_json + zerocopy with derive,
+//! pinned, with a Cargo.lock) and `benches/projects/flat-pytest`: in-place cold and warm runs
+//! against the first and second sandboxed runs, local and Docker (`nuvira-host`, cpus = the
+//! host's cores, 4 GiB), and Docker's fixed cost (`true` in a cached container). A cold build
+//! takes a minute on the loaded 2-core machine, so the cold/first runs are timed once each
+//! (printed as `first:` lines, in-place first); the warm runs are criterion samples.
+//!
+//! `NUVIRA_BENCH_HEAVY=1 cargo bench -p nuvira-sandbox --bench cache -- --warm-up-time 1
+//! --measurement-time 3`
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
+use nuvira_api::{NeverCancelled, Sandbox, SandboxRequest};
+use nuvira_sandbox::cache::CacheRoot;
+use nuvira_sandbox::sync::sync_tree;
+use nuvira_sandbox::{DockerSandbox, LocalSandbox};
+use nuvira_workspace::walk::WalkOptions;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+const OPTS: WalkOptions = WalkOptions {
+    include_ignored: false,
+    skip_build_dirs: true,
+};
+
+fn ten_thousand_files() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for d in 0..100 {
+        let sub = dir.path().join(format!("src/m{d:03}"));
+        std::fs::create_dir_all(&sub).unwrap();
+        for f in 0..100 {
+            std::fs::write(
+                sub.join(format!("f{f:03}.rs")),
+                format!("// file {d}/{f}\npub fn f{f}() -> u32 {{ {f} }}\n").repeat(4),
+            )
+            .unwrap();
+        }
+    }
+    dir
+}
+
+fn sync_bench(c: &mut Criterion) {
+    let src = ten_thousand_files();
+    let area = tempfile::tempdir().unwrap();
+    let (dst, manifest) = (area.path().join("copy"), area.path().join("manifest"));
+    sync_tree(src.path(), &dst, OPTS, &manifest).unwrap();
+    let mut round = 0u64;
+
+    let mut g = c.benchmark_group("sync_10k_files");
+    g.sample_size(10);
+    g.bench_function("full copy (baseline)", |b| {
+        b.iter_batched(
+            || tempfile::tempdir_in(area.path()).unwrap(),
+            |to| {
+                nuvira_workspace::walk::copy_tree(src.path(), to.path(), OPTS).unwrap();
+                to
+            },
+            BatchSize::PerIteration,
+        );
+    });
+    g.bench_function("sync, nothing changed", |b| {
+        b.iter(|| {
+            let r = sync_tree(src.path(), &dst, OPTS, &manifest).unwrap();
+            assert!(r.copied.is_empty());
+        });
+    });
+    g.bench_function("sync, 10 files changed", |b| {
+        b.iter_batched(
+            || {
+                round += 1;
+                for i in 0..10 {
+                    std::fs::write(
+                        src.path().join(format!("src/m{:03}/f000.rs", i * 10)),
+                        format!("// round {round}\n"),
+                    )
+                    .unwrap();
+                }
+            },
+            |()| {
+                let r = sync_tree(src.path(), &dst, OPTS, &manifest).unwrap();
+                assert_eq!(r.copied.len(), 10);
+            },
+            BatchSize::PerIteration,
+        );
+    });
+    g.finish();
+}
+
+fn project(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../benches/projects")
+        .join(name)
+}
+
+/// A copy of a bench project (the in-place runs build in it).
+fn copy_project(name: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    nuvira_workspace::walk::copy_tree(&project(name), dir.path(), OPTS).unwrap();
+    dir
+}
+
+fn in_place(dir: &Path, command: &[&str]) -> Duration {
+    let t = Instant::now();
+    let out = std::process::Command::new(command[0])
+        .args(&command[1..])
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    t.elapsed()
+}
+
+fn request(dir: &Path, command: &[&str]) -> SandboxRequest {
+    let mut req = SandboxRequest::new(dir, command.iter().map(|s| (*s).to_owned()).collect());
+    req.cache = true;
+    req.limits.timeout = Duration::from_secs(1800);
+    req.limits.memory_bytes = 4 << 30;
+    req.limits.cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    req
+}
+
+fn run(rt: &tokio::runtime::Runtime, sandbox: &dyn Sandbox, req: &SandboxRequest) -> Duration {
+    let t = Instant::now();
+    let out = rt.block_on(sandbox.run(req, &NeverCancelled)).unwrap();
+    assert_eq!(out.exit_code, Some(0), "{}\n{}", out.stdout, out.stderr);
+    t.elapsed()
+}
+
+fn heavy_bench(c: &mut Criterion) {
+    if std::env::var("NUVIRA_BENCH_HEAVY").as_deref() != Ok("1") {
+        eprintln!("heavy benches skipped: set NUVIRA_BENCH_HEAVY=1");
+        return;
+    }
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let docker = rt
+        .block_on(DockerSandbox::connect_checked("nuvira-host:latest"))
+        .map(|(s, _)| s);
+    if let Err(e) = &docker {
+        eprintln!("docker benches skipped: {e}");
+    }
+    let uptime = std::process::Command::new("uptime").output().unwrap();
+    eprintln!("load: {}", String::from_utf8_lossy(&uptime.stdout).trim());
+
+    for (name, command, clean) in [
+        (
+            "heavy-crate",
+            &["cargo", "test", "--offline"][..],
+            &["target"][..],
+        ),
+        (
+            "flat-pytest",
+            &["python3", "-m", "pytest", "-q", "-p", "no:cacheprovider"][..],
+            &["__pycache__", "tests/__pycache__"][..],
+        ),
+    ] {
+        let here = copy_project(name);
+        let cache = tempfile::tempdir().unwrap();
+        let root = CacheRoot::at(cache.path(), u64::MAX);
+        let local = LocalSandbox::without_rlimits().with_cache_root(root.clone());
+        let req = request(here.path(), command);
+        let mut docker_req = req.clone();
+        docker_req.image = Some("nuvira-host:latest".into());
+
+        // First runs: once each, in-place cold first.
+        for d in clean {
+            let _ = std::fs::remove_dir_all(here.path().join(d));
+        }
+        let cold = in_place(here.path(), command);
+        eprintln!("first: {name}: in-place cold {:.2}s", cold.as_secs_f64());
+        let first = run(&rt, &local, &req);
+        eprintln!(
+            "first: {name}: local first {:.2}s ({:.2}x in-place cold)",
+            first.as_secs_f64(),
+            first.as_secs_f64() / cold.as_secs_f64()
+        );
+        let docker = docker
+            .as_ref()
+            .ok()
+            .map(|d| d.clone().with_cache_root(root.clone()));
+        if let Some(d) = &docker {
+            let first = run(&rt, d, &docker_req);
+            eprintln!(
+                "first: {name}: docker first {:.2}s ({:.2}x in-place cold)",
+                first.as_secs_f64(),
+                first.as_secs_f64() / cold.as_secs_f64()
+            );
+        }
+
+        let mut g = c.benchmark_group(format!("warm_{name}"));
+        g.sample_size(10);
+        g.bench_function("in-place warm (baseline)", |b| {
+            b.iter(|| in_place(here.path(), command));
+        });
+        g.bench_function("local second", |b| b.iter(|| run(&rt, &local, &req)));
+        if let Some(d) = &docker {
+            g.bench_function("docker second", |b| b.iter(|| run(&rt, d, &docker_req)));
+            let mut fixed = docker_req.clone();
+            fixed.command = vec!["true".into()];
+            g.bench_function("docker fixed cost (true)", |b| {
+                b.iter(|| run(&rt, d, &fixed));
+            });
+        }
+        g.finish();
+        if let Some(d) = &docker {
+            // The volumes of this bench's projects.
+            let key = nuvira_sandbox::cache::project_key(here.path()).unwrap().1;
+            let list = rt
+                .block_on(nuvira_sandbox::docker_cache::list_volumes(d.client()))
+                .unwrap();
+            let names: Vec<String> = list
+                .into_iter()
+                .filter(|v| v.project_key == key)
+                .map(|v| v.name)
+                .collect();
+            rt.block_on(nuvira_sandbox::docker_cache::remove_volumes(
+                d.client(),
+                &names,
+            ))
+            .unwrap();
+        }
+    }
+}
+
+criterion_group!(benches, sync_bench, heavy_bench);
+criterion_main!(benches);

@@ -1,0 +1,360 @@
+//! The Docker side of [`crate::cache`]: labelled named volumes.
+//!
+//! Each toolchain entry a run uses is a named volume `nuvira-cache-<entry key>` (labels
+//! [`VOLUME_LABEL`]`=1`, [`VOLUME_KEY_LABEL`], [`VOLUME_PROJECT_LABEL`], [`VOLUME_PATH_LABEL`])
+//! mounted read-write at `/nuvira-cache/<kind>`, with the tools pointed at it by
+//! [`env_for`]. The host side of the entry holds its lock, its metadata and nothing else.
+//!
+//! The workspace: **kept in a volume, uploaded as a delta**. The project's workspace entry owns
+//! the volume `nuvira-cache-<project key>-workspace`, mounted at `/workspace`, and a manifest
+//! of what it holds ([`crate::sync::Manifest`]). A run uploads only the entries that are new
+//! or changed ([`crate::sync::plan_delta`]); nothing changed, nothing is uploaded. Docker's
+//! archive upload replaces a file or link by another type in place, but cannot delete: when
+//! the workspace lost an entry, the volume is made again and everything uploaded. The
+//! manifest is removed before the upload and written back only after it succeeded. A second
+//! run of the project at the same time does not get the workspace entry and uploads the whole
+//! workspace into its own container, as without the cache.
+//!
+//! What the container writes into `/workspace` stays in the volume for the next run (Nuvira
+//! overwrites only what it uploads): a run can leave files, or change a file the workspace did
+//! not change, for the next run to see. `--no-cache` (or `nuvira cache clean`) gives a clean
+//! start; see `docs/sandbox.md`.
+
+use crate::cache::{
+    CONTAINER_CACHE_DIR, CacheKind, CacheRoot, RunCache, VOLUME_KEY_LABEL, VOLUME_LABEL,
+    VOLUME_PATH_LABEL, VOLUME_PROJECT_LABEL, env_for, volume_name,
+};
+use bollard::Docker;
+use bollard::models::{Mount as DockerMount, MountTypeEnum, VolumeCreateOptions};
+use bollard::query_parameters::{ListVolumesOptions, RemoveVolumeOptions};
+use nuvira_api::{SandboxError, SandboxRequest};
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+
+/// The caches of one Docker run.
+pub(crate) struct DockerCache {
+    pub(crate) run: RunCache,
+    pub(crate) mounts: Vec<DockerMount>,
+    pub(crate) env: BTreeMap<String, String>,
+    /// The volumes of the entries used, by entry key.
+    pub(crate) volumes: BTreeMap<String, String>,
+    /// The workspace volume and what to upload into it, when this run holds it.
+    pub(crate) workspace: Option<WorkspaceVolume>,
+}
+
+/// The workspace volume of a run.
+pub(crate) struct WorkspaceVolume {
+    /// The entries to upload (workspace-relative, parents first).
+    pub(crate) upload: Vec<PathBuf>,
+    /// The special files left out.
+    pub(crate) special: Vec<String>,
+    /// What [`crate::SandboxInfo::workspace_copy`] says.
+    pub(crate) note: String,
+    manifest: crate::sync::Manifest,
+    manifest_path: PathBuf,
+}
+
+impl WorkspaceVolume {
+    /// Records what the volume now holds (after a successful upload).
+    pub(crate) fn commit(&self) {
+        if let Err(e) = self.manifest.save(&self.manifest_path) {
+            tracing::warn!("the next run will upload the whole workspace: {e}");
+        }
+    }
+}
+
+fn labels(run: &RunCache, entry_key: &str) -> HashMap<String, String> {
+    HashMap::from([
+        (VOLUME_LABEL.to_owned(), "1".to_owned()),
+        (VOLUME_KEY_LABEL.to_owned(), entry_key.to_owned()),
+        (
+            VOLUME_PROJECT_LABEL.to_owned(),
+            run.project_key().to_owned(),
+        ),
+        (
+            VOLUME_PATH_LABEL.to_owned(),
+            run.project().to_string_lossy().into_owned(),
+        ),
+    ])
+}
+
+async fn ensure_volume(
+    docker: &Docker,
+    name: &str,
+    labels: HashMap<String, String>,
+) -> Result<bool, SandboxError> {
+    match docker.inspect_volume(name).await {
+        Ok(_) => return Ok(false),
+        Err(bollard::errors::Error::DockerResponseServerError {
+            status_code: 404, ..
+        }) => {}
+        Err(e) => {
+            return Err(SandboxError::Failed(format!(
+                "inspect the cache volume {name}: {e}"
+            )));
+        }
+    }
+    docker
+        .create_volume(VolumeCreateOptions {
+            name: Some(name.to_owned()),
+            labels: Some(labels),
+            ..Default::default()
+        })
+        .await
+        .map_err(|e| SandboxError::Failed(format!("create the cache volume {name}: {e}")))?;
+    Ok(true)
+}
+
+/// Removes a volume; a missing one is fine.
+pub(crate) async fn remove_volume(docker: &Docker, name: &str) -> Result<(), String> {
+    match docker
+        .remove_volume(name, Some(RemoveVolumeOptions { force: true }))
+        .await
+    {
+        Ok(()) => Ok(()),
+        Err(bollard::errors::Error::DockerResponseServerError {
+            status_code: 404, ..
+        }) => Ok(()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+fn volume_mount(name: &str, target: &str) -> DockerMount {
+    DockerMount {
+        target: Some(target.to_owned()),
+        source: Some(name.to_owned()),
+        typ: Some(MountTypeEnum::VOLUME),
+        read_only: Some(false),
+        ..Default::default()
+    }
+}
+
+/// Opens the caches of a Docker run: `Ok(None)` when the request does not ask for them or the
+/// cache folder cannot be used (a warning).
+///
+/// # Errors
+/// [`SandboxError::Failed`] when a volume cannot be made or the workspace cannot be read.
+pub(crate) async fn prepare(
+    docker: &Docker,
+    request: &SandboxRequest,
+    root: Option<&CacheRoot>,
+) -> Result<Option<DockerCache>, SandboxError> {
+    if !request.cache {
+        return Ok(None);
+    }
+    let req = request.clone();
+    let root = root.cloned();
+    let opened = tokio::task::spawn_blocking(move || {
+        root.map_or_else(CacheRoot::from_env, Ok)
+            .and_then(|root| RunCache::open(&root, &req))
+    })
+    .await
+    .map_err(|e| SandboxError::Failed(format!("open the cache: {e}")))?;
+    let run = match opened {
+        Ok(run) => run,
+        Err(e) => {
+            tracing::warn!("warm caches unused: {e}");
+            return Ok(None);
+        }
+    };
+    let mut mounts = Vec::new();
+    let mut env = BTreeMap::new();
+    let mut volumes = BTreeMap::new();
+    for lease in run.toolchains() {
+        let name = volume_name(lease.key());
+        ensure_volume(docker, &name, labels(&run, lease.key())).await?;
+        let _ = lease.mark_volume();
+        let target = format!("{CONTAINER_CACHE_DIR}/{}", lease.kind());
+        env.extend(env_for(lease.kind(), Path::new(&target)));
+        mounts.push(volume_mount(&name, &target));
+        volumes.insert(lease.key().to_owned(), name);
+    }
+
+    let mut workspace = None;
+    if let Some(ws) = run.workspace() {
+        let name = volume_name(ws.key());
+        let manifest_path = ws.entry_dir().join("manifest");
+        let old = crate::sync::Manifest::load(&manifest_path);
+        let (src, include_ignored) = (request.workspace.clone(), request.include_ignored);
+        let delta = tokio::task::spawn_blocking(move || {
+            crate::sync::plan_delta(&src, crate::walk_options(include_ignored), &old)
+        })
+        .await
+        .map_err(|e| SandboxError::Failed(format!("list the workspace: {e}")))?
+        .map_err(|e| SandboxError::Failed(format!("list the workspace: {e}")))?;
+        // Not trusted again until this run's upload has succeeded.
+        let _ = std::fs::remove_file(&manifest_path);
+        let fresh = if delta.deleted.is_empty() {
+            ensure_volume(docker, &name, labels(&run, ws.key())).await?
+        } else {
+            remove_volume(docker, &name).await.map_err(|e| {
+                SandboxError::Failed(format!("remove the workspace volume {name}: {e}"))
+            })?;
+            ensure_volume(docker, &name, labels(&run, ws.key())).await?
+        };
+        let _ = ws.mark_volume();
+        let (upload, note) = if fresh {
+            let n = delta.all.len();
+            (
+                delta.all,
+                format!(
+                    "uploaded: all {n} entries into a new workspace volume{}",
+                    if delta.deleted.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" ({} deleted or changed type)", delta.deleted.len())
+                    }
+                ),
+            )
+        } else {
+            let note = format!(
+                "uploaded: {} changed, {} unchanged",
+                delta.upload.len(),
+                delta.unchanged
+            );
+            (delta.upload, note)
+        };
+        mounts.push(volume_mount(&name, crate::CONTAINER_WORKDIR));
+        volumes.insert(ws.key().to_owned(), name);
+        workspace = Some(WorkspaceVolume {
+            upload,
+            special: crate::special_names(&delta.special),
+            note,
+            manifest: delta.manifest,
+            manifest_path,
+        });
+    }
+    Ok(Some(DockerCache {
+        run,
+        mounts,
+        env,
+        volumes,
+        workspace,
+    }))
+}
+
+/// The sizes of the cache volumes, as the engine reports them (`docker system df`).
+pub async fn volume_sizes(docker: &Docker) -> BTreeMap<String, u64> {
+    let df = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        docker.df(Some(bollard::query_parameters::DataUsageOptions {
+            _type: Some(vec!["volume".into()]),
+        })),
+    )
+    .await;
+    let Ok(Ok(df)) = df else {
+        return BTreeMap::new();
+    };
+    df.volumes
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|v| v.labels.contains_key(VOLUME_LABEL))
+        .map(|v| {
+            let size = v
+                .usage_data
+                .map_or(0, |u| u64::try_from(u.size).unwrap_or(0));
+            (v.name, size)
+        })
+        .collect()
+}
+
+/// Ends a Docker run's use of the caches: records sizes (the volumes' from the engine),
+/// releases the entries, evicts by the cap, and removes the volumes of evicted entries.
+pub(crate) async fn finish(docker: &Docker, cache: DockerCache) {
+    let sizes = volume_sizes(docker).await;
+    let extra: BTreeMap<String, u64> = cache
+        .volumes
+        .iter()
+        .filter_map(|(key, vol)| sizes.get(vol).map(|s| (key.clone(), *s)))
+        .collect();
+    let run = cache.run;
+    let removal = tokio::task::spawn_blocking(move || run.finish_with_extra(&extra))
+        .await
+        .unwrap_or_default();
+    for entry in removal.removed.iter().filter(|e| e.meta.volume) {
+        let _ = remove_volume(docker, &volume_name(&entry.key)).await;
+    }
+}
+
+/// A cache volume, as the engine lists it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct CacheVolume {
+    /// The volume's name.
+    pub name: String,
+    /// Its entry key ([`VOLUME_KEY_LABEL`]).
+    pub key: String,
+    /// Its project key ([`VOLUME_PROJECT_LABEL`]).
+    pub project_key: String,
+    /// Its project path ([`VOLUME_PATH_LABEL`]).
+    pub project: String,
+}
+
+/// Every volume labelled [`VOLUME_LABEL`].
+///
+/// # Errors
+/// The engine's error as text.
+pub async fn list_volumes(docker: &Docker) -> Result<Vec<CacheVolume>, String> {
+    let filters = HashMap::from([("label".to_owned(), vec![format!("{VOLUME_LABEL}=1")])]);
+    let list = docker
+        .list_volumes(Some(ListVolumesOptions {
+            filters: Some(filters),
+        }))
+        .await
+        .map_err(|e| e.to_string())?;
+    let label = |v: &bollard::models::Volume, k: &str| v.labels.get(k).cloned().unwrap_or_default();
+    let mut out: Vec<CacheVolume> = list
+        .volumes
+        .unwrap_or_default()
+        .iter()
+        .map(|v| CacheVolume {
+            name: v.name.clone(),
+            key: label(v, VOLUME_KEY_LABEL),
+            project_key: label(v, VOLUME_PROJECT_LABEL),
+            project: label(v, VOLUME_PATH_LABEL),
+        })
+        .collect();
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(out)
+}
+
+/// Removes cache volumes by name.
+///
+/// # Errors
+/// The first engine error, naming the volume.
+pub async fn remove_volumes(docker: &Docker, names: &[String]) -> Result<(), String> {
+    for name in names {
+        remove_volume(docker, name)
+            .await
+            .map_err(|e| format!("remove the cache volume {name}: {e}"))?;
+    }
+    Ok(())
+}
+
+/// Whether the workspace kind's volume is the project's (for tests and tools).
+pub fn workspace_volume(project_key: &str) -> String {
+    volume_name(&format!("{project_key}-{}", CacheKind::Workspace))
+}
+
+/// Adds the cache volumes and environment to a container's body (the request's own variables
+/// win; the workspace volume replaces the anonymous workdir volume of a read-only root).
+pub(crate) fn apply(
+    body: &mut bollard::models::ContainerCreateBody,
+    cache: &DockerCache,
+    request: &SandboxRequest,
+) {
+    let mut env: Vec<String> = cache
+        .env
+        .iter()
+        .filter(|(k, _)| !request.env.contains_key(*k))
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    env.extend(body.env.take().unwrap_or_default());
+    body.env = Some(env);
+    if cache.workspace.is_some() {
+        body.volumes = None;
+    }
+    let host = body.host_config.get_or_insert_with(Default::default);
+    host.mounts
+        .get_or_insert_with(Vec::new)
+        .extend(cache.mounts.iter().cloned());
+}

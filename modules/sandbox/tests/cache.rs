@@ -1,0 +1,487 @@
+//! Warm caches and the synced workspace copy, on real files, real processes and a real engine.
+
+use nuvira_api::{NeverCancelled, Sandbox, SandboxRequest};
+use nuvira_sandbox::LocalSandbox;
+use nuvira_sandbox::cache::{CacheKind, CacheRoot, project_key};
+use nuvira_sandbox::sync::sync_tree;
+use nuvira_workspace::walk::WalkOptions;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+const SKIP_BUILD: WalkOptions = WalkOptions {
+    include_ignored: false,
+    skip_build_dirs: true,
+};
+
+fn write(root: &Path, rel: &str, text: &str) {
+    let p = root.join(rel);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, text).unwrap();
+}
+
+/// Every entry below `root` as (path, what it is: file contents, `-> target`, or `/`).
+fn tree(root: &Path) -> Vec<(PathBuf, String)> {
+    let mut out = Vec::new();
+    let mut stack = vec![PathBuf::new()];
+    while let Some(rel) = stack.pop() {
+        for e in std::fs::read_dir(root.join(&rel)).unwrap() {
+            let e = e.unwrap();
+            let r = rel.join(e.file_name());
+            let ft = e.file_type().unwrap();
+            let what = if ft.is_symlink() {
+                format!("-> {}", std::fs::read_link(e.path()).unwrap().display())
+            } else if ft.is_dir() {
+                stack.push(r.clone());
+                "/".into()
+            } else if ft.is_file() {
+                std::fs::read_to_string(e.path()).unwrap()
+            } else {
+                "special".into()
+            };
+            out.push((r, what));
+        }
+    }
+    out.sort();
+    out
+}
+
+struct Synced {
+    src: tempfile::TempDir,
+    area: tempfile::TempDir,
+}
+
+impl Synced {
+    fn new() -> Self {
+        let src = tempfile::tempdir().unwrap();
+        write(src.path(), "a.txt", "aaaa");
+        write(src.path(), "b.txt", "bbbb");
+        write(src.path(), "dir/c.txt", "cccc");
+        write(src.path(), "dir/deep/d.txt", "dddd");
+        Self {
+            src,
+            area: tempfile::tempdir().unwrap(),
+        }
+    }
+    fn dst(&self) -> PathBuf {
+        self.area.path().join("copy")
+    }
+    fn sync(&self) -> nuvira_sandbox::sync::SyncReport {
+        sync_tree(
+            self.src.path(),
+            &self.dst(),
+            SKIP_BUILD,
+            &self.area.path().join("manifest"),
+        )
+        .unwrap()
+    }
+}
+
+#[test]
+fn sync_propagates_changed_added_and_deleted_files_and_copies_nothing_when_nothing_changed() {
+    let s = Synced::new();
+    let first = s.sync();
+    assert_eq!(first.copied.len(), 6, "{first:?}");
+    assert_eq!(tree(s.src.path()), tree(&s.dst()));
+
+    let again = s.sync();
+    assert!(
+        again.copied.is_empty() && again.removed.is_empty(),
+        "{again:?}"
+    );
+    assert_eq!(again.unchanged, 6);
+
+    // Changed with the same size and the old mtime put back: the hash catches it.
+    let a = s.src.path().join("a.txt");
+    let old_mtime = std::fs::metadata(&a).unwrap().modified().unwrap();
+    std::fs::write(&a, "AAAA").unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(&a)
+        .unwrap()
+        .set_modified(old_mtime)
+        .unwrap();
+    write(s.src.path(), "dir/new.txt", "new");
+    std::fs::remove_file(s.src.path().join("b.txt")).unwrap();
+    std::fs::remove_dir_all(s.src.path().join("dir/deep")).unwrap();
+    let r = s.sync();
+    assert_eq!(tree(s.src.path()), tree(&s.dst()));
+    assert!(r.copied.contains(&PathBuf::from("dir/new.txt")), "{r:?}");
+    assert!(r.removed.contains(&PathBuf::from("b.txt")), "{r:?}");
+    assert!(r.removed.contains(&PathBuf::from("dir/deep")), "{r:?}");
+    // Same size and the old mtime: the source's ctime moved, so the content was compared.
+    assert_eq!(
+        std::fs::read_to_string(s.dst().join("a.txt")).unwrap(),
+        "AAAA"
+    );
+}
+
+#[test]
+fn a_touched_file_with_the_same_content_is_hashed_and_not_rewritten() {
+    let s = Synced::new();
+    s.sync();
+    let before = std::fs::metadata(s.dst().join("a.txt")).unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(s.src.path().join("a.txt"))
+        .unwrap()
+        .set_modified(SystemTime::now() + Duration::from_secs(5))
+        .unwrap();
+    let r = s.sync();
+    assert_eq!(r.hashed, 1, "{r:?}");
+    assert!(r.copied.is_empty(), "{r:?}");
+    let after = std::fs::metadata(s.dst().join("a.txt")).unwrap();
+    assert_eq!(
+        (before.ino(), before.mtime(), before.mtime_nsec()),
+        (after.ino(), after.mtime(), after.mtime_nsec())
+    );
+}
+
+#[test]
+fn a_run_that_rewrote_a_copied_file_keeping_its_size_and_mtime_is_undone() {
+    let s = Synced::new();
+    s.sync();
+    let c = s.dst().join("dir/c.txt");
+    let m = std::fs::metadata(&c).unwrap().modified().unwrap();
+    std::fs::write(&c, "EVIL").unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(&c)
+        .unwrap()
+        .set_modified(m)
+        .unwrap();
+    // And what the run created goes.
+    write(&s.dst(), "dir/left-by-the-run.txt", "x");
+    write(&s.dst(), ".git/HEAD", "ref: x");
+    let r = s.sync();
+    assert_eq!(std::fs::read_to_string(&c).unwrap(), "cccc", "{r:?}");
+    assert_eq!(tree(s.src.path()), tree(&s.dst()));
+}
+
+#[test]
+fn a_file_replaced_by_a_symlink_becomes_a_link_and_nothing_is_written_through_links() {
+    let s = Synced::new();
+    let outside = tempfile::tempdir().unwrap();
+    write(outside.path(), "secret.txt", "keep me");
+    write(outside.path(), "dir/c.txt", "outside c");
+    s.sync();
+
+    // In the workspace: a file becomes a link to a file outside.
+    let a = s.src.path().join("a.txt");
+    std::fs::remove_file(&a).unwrap();
+    std::os::unix::fs::symlink(outside.path().join("secret.txt"), &a).unwrap();
+    // In the copy (what a hostile run leaves): a folder becomes a link to a folder outside,
+    // and a file becomes a link to a file outside.
+    std::fs::remove_dir_all(s.dst().join("dir")).unwrap();
+    std::os::unix::fs::symlink(outside.path().join("dir"), s.dst().join("dir")).unwrap();
+    std::fs::remove_file(s.dst().join("b.txt")).unwrap();
+    std::os::unix::fs::symlink(outside.path().join("secret.txt"), s.dst().join("b.txt")).unwrap();
+    // And a FIFO in place of a file (a reader would block on it).
+    write(s.src.path(), "f.txt", "ffff");
+    nix::unistd::mkfifo(&s.dst().join("f.txt"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+
+    s.sync();
+    assert!(
+        std::fs::symlink_metadata(s.dst().join("a.txt"))
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    assert!(
+        std::fs::symlink_metadata(s.dst().join("dir"))
+            .unwrap()
+            .is_dir()
+    );
+    assert_eq!(tree(s.src.path()), tree(&s.dst()));
+    assert_eq!(
+        tree(outside.path()),
+        vec![
+            (PathBuf::from("dir"), "/".into()),
+            (PathBuf::from("dir/c.txt"), "outside c".into()),
+            (PathBuf::from("secret.txt"), "keep me".into()),
+        ]
+    );
+}
+
+#[test]
+fn special_files_of_the_workspace_are_left_out_and_named_and_build_dirs_of_the_copy_kept() {
+    let s = Synced::new();
+    nix::unistd::mkfifo(&s.src.path().join("pipe"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let r = s.sync();
+    assert_eq!(r.special, vec![PathBuf::from("pipe")]);
+    assert!(!s.dst().join("pipe").exists());
+    // A node_modules the last run installed stays (the walk leaves it out of the workspace).
+    write(&s.dst(), "node_modules/x/index.js", "x");
+    s.sync();
+    assert!(s.dst().join("node_modules/x/index.js").is_file());
+}
+
+fn age(entry_dir: &Path, last_used: u64) {
+    let p = entry_dir.join("entry.json");
+    let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
+    v["last_used"] = serde_json::json!(last_used);
+    std::fs::write(&p, serde_json::to_vec(&v).unwrap()).unwrap();
+}
+
+#[test]
+fn lru_eviction_keeps_exactly_what_the_cap_says() {
+    let base = tempfile::tempdir().unwrap();
+    let root = CacheRoot::at(base.path(), 250);
+    let mut projects: Vec<tempfile::TempDir> =
+        (0..4).map(|_| tempfile::tempdir().unwrap()).collect();
+    let mut dirs = Vec::new();
+    for (i, p) in projects.iter().enumerate() {
+        let (canon, key) = project_key(p.path()).unwrap();
+        let lease = root
+            .open_entry(&canon, &key, CacheKind::Cargo, false)
+            .unwrap()
+            .unwrap();
+        std::fs::write(lease.data_dir().join("blob"), vec![b'x'; 100]).unwrap();
+        lease.record_size(0);
+        dirs.push(lease.entry_dir().to_path_buf());
+        drop(lease);
+        age(&dirs[i], 1000 + i as u64 * 100);
+    }
+    // The oldest is in use: it stays, and the next oldest goes in its place.
+    let (canon0, key0) = project_key(projects[0].path()).unwrap();
+    let held = root
+        .open_entry(&canon0, &key0, CacheKind::Cargo, false)
+        .unwrap()
+        .unwrap();
+    age(&dirs[0], 1000);
+    let r = root.evict().unwrap();
+    assert_eq!(r.in_use.len(), 1, "{r:?}");
+    drop(held);
+    // 4 × 100 bytes with a cap of 250: two must go; entry 0 (the oldest) is held and skipped,
+    // so 1 and 2 go, leaving 0 and 3: 200 bytes.
+    let left: Vec<PathBuf> = root.list().unwrap().into_iter().map(|e| e.dir).collect();
+    assert_eq!(left, {
+        let mut v = vec![dirs[0].clone(), dirs[3].clone()];
+        v.sort();
+        v
+    });
+    // Free now, and over the cap again after a fourth 100 bytes: the oldest (0) goes.
+    let (canon1, key1) = project_key(projects[1].path()).unwrap();
+    let lease = root
+        .open_entry(&canon1, &key1, CacheKind::Cargo, false)
+        .unwrap()
+        .unwrap();
+    std::fs::write(lease.data_dir().join("blob"), vec![b'x'; 100]).unwrap();
+    lease.record_size(0);
+    drop(lease);
+    root.evict().unwrap();
+    let left: Vec<String> = root.list().unwrap().into_iter().map(|e| e.key).collect();
+    assert_eq!(left.len(), 2, "{left:?}");
+    assert!(!left.iter().any(|k| k.starts_with(&key0)), "{left:?}");
+
+    // An entry whose project folder is gone is removed whatever the cap.
+    drop(projects.pop());
+    let big = CacheRoot::at(base.path(), u64::MAX);
+    let r = big.evict().unwrap();
+    assert_eq!(r.removed.len(), 1, "{r:?}");
+    assert_eq!(big.list().unwrap().len(), 1);
+}
+
+fn cached(workspace: &Path, script: &str) -> SandboxRequest {
+    let mut req = SandboxRequest::new(workspace, vec!["sh".into(), "-c".into(), script.into()]);
+    req.cache = true;
+    req.limits.timeout = Duration::from_secs(120);
+    req
+}
+
+fn cargo_project() -> tempfile::TempDir {
+    let p = tempfile::tempdir().unwrap();
+    write(
+        p.path(),
+        "Cargo.toml",
+        "[package]\nname = \"p\"\nversion = \"0.1.0\"\n",
+    );
+    write(p.path(), "src/lib.rs", "");
+    p
+}
+
+#[tokio::test]
+async fn a_cache_of_project_a_is_never_used_for_project_b_locally() {
+    let base = tempfile::tempdir().unwrap();
+    let sandbox = LocalSandbox::new().with_cache_root(CacheRoot::at(base.path(), u64::MAX));
+    let (a, b) = (cargo_project(), cargo_project());
+    let script = "echo \"$CARGO_TARGET_DIR\"; ls \"$CARGO_TARGET_DIR\" 2>/dev/null; mkdir -p \"$CARGO_TARGET_DIR\" && touch \"$CARGO_TARGET_DIR/mark-$(basename \"$PWD\")\"";
+    let out_a = sandbox
+        .run(&cached(a.path(), script), &NeverCancelled)
+        .await
+        .unwrap();
+    let out_b = sandbox
+        .run(&cached(b.path(), script), &NeverCancelled)
+        .await
+        .unwrap();
+    let dir_a = out_a.stdout.lines().next().unwrap().to_owned();
+    let dir_b = out_b.stdout.lines().next().unwrap().to_owned();
+    assert_ne!(dir_a, dir_b);
+    assert!(
+        dir_a.starts_with(&base.path().to_string_lossy().into_owned()),
+        "{dir_a}"
+    );
+    // B's target dir held nothing of A's.
+    assert_eq!(out_b.stdout.lines().count(), 1, "{}", out_b.stdout);
+    assert_ne!(out_a.info.cache_key, out_b.info.cache_key);
+    // A's second run sees its own mark and only that.
+    let again = sandbox
+        .run(&cached(a.path(), script), &NeverCancelled)
+        .await
+        .unwrap();
+    let listed: Vec<&str> = again.stdout.lines().skip(1).collect();
+    assert_eq!(listed.len(), 1, "{}", again.stdout);
+    assert!(listed[0].starts_with("mark-"));
+}
+
+#[tokio::test]
+async fn two_runs_of_one_project_at_once_both_succeed_one_on_the_synced_copy() {
+    let base = tempfile::tempdir().unwrap();
+    let sandbox = LocalSandbox::new().with_cache_root(CacheRoot::at(base.path(), u64::MAX));
+    let p = cargo_project();
+    let marks = tempfile::tempdir().unwrap();
+    let m = marks.path().display();
+    // Each run says it started, then waits for the other: they overlap for certain.
+    let one = cached(
+        p.path(),
+        &format!("touch {m}/one; while [ ! -e {m}/two ]; do :; done; echo one done"),
+    );
+    let two = cached(
+        p.path(),
+        &format!("touch {m}/two; while [ ! -e {m}/one ]; do :; done; echo two done"),
+    );
+    let (a, b) = tokio::join!(
+        sandbox.run(&one, &NeverCancelled),
+        sandbox.run(&two, &NeverCancelled)
+    );
+    let (a, b) = (a.unwrap(), b.unwrap());
+    assert_eq!(
+        (a.exit_code, b.exit_code),
+        (Some(0), Some(0)),
+        "{a:?} {b:?}"
+    );
+    let notes = [
+        a.info.workspace_copy.clone().unwrap(),
+        b.info.workspace_copy.clone().unwrap(),
+    ];
+    assert!(notes.iter().any(|n| n.starts_with("synced")), "{notes:?}");
+    assert!(
+        notes.iter().any(|n| n.contains("in use by another run")),
+        "{notes:?}"
+    );
+    assert_eq!(a.info.cache_key, b.info.cache_key);
+}
+
+#[tokio::test]
+async fn without_cache_a_run_gets_a_fresh_copy_and_no_cache_env() {
+    let base = tempfile::tempdir().unwrap();
+    let sandbox = LocalSandbox::new().with_cache_root(CacheRoot::at(base.path(), u64::MAX));
+    let p = cargo_project();
+    let mut req = cached(p.path(), "echo \"[$CARGO_TARGET_DIR]\"; pwd");
+    req.cache = false;
+    let out = sandbox.run(&req, &NeverCancelled).await.unwrap();
+    assert!(out.stdout.starts_with("[]"), "{}", out.stdout);
+    assert!(out.info.cache_key.is_none());
+    assert!(!base.path().join("sandbox").exists());
+}
+
+mod docker {
+    use super::*;
+    use crate::common::docker;
+    use nuvira_sandbox::cache::volume_name;
+
+    const BUSYBOX: &str = "nuvira-busybox:latest";
+
+    fn volumes(filter: &str) -> Vec<String> {
+        let out = std::process::Command::new("docker")
+            .args(["volume", "ls", "-q", "--filter", filter])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+
+    fn rm_volumes(key: &str) {
+        let _ = std::process::Command::new("docker")
+            .args(["volume", "rm", "-f"])
+            .args(volumes(&format!("label=nuvira.cache.project={key}")))
+            .output();
+    }
+
+    #[tokio::test]
+    async fn docker_mounts_project_volumes_never_another_projects_and_uploads_only_changes() {
+        let Some(sandbox) = docker(BUSYBOX).await else {
+            return;
+        };
+        let base = tempfile::tempdir().unwrap();
+        let sandbox = sandbox.with_cache_root(CacheRoot::at(base.path(), u64::MAX));
+        let (a, b) = (cargo_project(), cargo_project());
+        let (_, key_a) = project_key(a.path()).unwrap();
+        let (_, key_b) = project_key(b.path()).unwrap();
+        let script = "echo $CARGO_TARGET_DIR; ls /nuvira-cache/cargo; touch /nuvira-cache/cargo/mark-$MARK; cat src/lib.rs";
+        let run = |p: &Path, mark: &str| {
+            let mut r = cached(p, script);
+            r.image = Some(BUSYBOX.into());
+            r.env.insert("MARK".into(), mark.into());
+            r
+        };
+        let out_a = sandbox
+            .run(&run(a.path(), "a"), &NeverCancelled)
+            .await
+            .unwrap();
+        let out_b = sandbox
+            .run(&run(b.path(), "b"), &NeverCancelled)
+            .await
+            .unwrap();
+        assert_eq!(out_a.exit_code, Some(0), "{out_a:?}");
+        assert!(
+            out_a.stdout.starts_with("/nuvira-cache/cargo/target"),
+            "{}",
+            out_a.stdout
+        );
+        // B's volume had nothing of A's.
+        assert!(!out_b.stdout.contains("mark-a"), "{}", out_b.stdout);
+        let vols_a = volumes(&format!("label=nuvira.cache.project={key_a}"));
+        let vols_b = volumes(&format!("label=nuvira.cache.project={key_b}"));
+        assert!(
+            vols_a.contains(&volume_name(&format!("{key_a}-cargo"))),
+            "{vols_a:?}"
+        );
+        assert!(
+            vols_b.contains(&volume_name(&format!("{key_b}-cargo"))),
+            "{vols_b:?}"
+        );
+        assert!(vols_a.iter().all(|v| !vols_b.contains(v)));
+
+        // A again: its own mark only; nothing to upload; then one changed file.
+        let again = sandbox
+            .run(&run(a.path(), "a"), &NeverCancelled)
+            .await
+            .unwrap();
+        assert!(again.stdout.contains("mark-a") && !again.stdout.contains("mark-b"));
+        assert_eq!(
+            again.info.workspace_copy.as_deref(),
+            Some("uploaded: 0 changed, 3 unchanged")
+        );
+        write(a.path(), "src/lib.rs", "// changed");
+        let changed = sandbox
+            .run(&run(a.path(), "a"), &NeverCancelled)
+            .await
+            .unwrap();
+        assert!(changed.stdout.ends_with("// changed"), "{}", changed.stdout);
+        assert_eq!(
+            changed.info.workspace_copy.as_deref(),
+            Some("uploaded: 1 changed, 2 unchanged")
+        );
+        // A deleted file is gone in the container too (the volume is made again).
+        std::fs::remove_file(a.path().join("src/lib.rs")).unwrap();
+        let mut gone = run(a.path(), "a");
+        gone.command = vec!["sh".into(), "-c".into(), "test ! -e src/lib.rs".into()];
+        let gone = sandbox.run(&gone, &NeverCancelled).await.unwrap();
+        assert_eq!(gone.exit_code, Some(0), "{gone:?}");
+        rm_volumes(&key_a);
+        rm_volumes(&key_b);
+    }
+}

@@ -1,0 +1,356 @@
+//! `nuvira cache list|clean [--repo DIR] [--json]`: the sandboxes' warm build caches.
+//!
+//! `list` shows every cache entry (key, toolchain, size, last use, project folder, Docker
+//! volume) and Docker cache volumes whose entry is gone; `clean` removes entries' folders and
+//! their Docker volumes (all of them, or one repository's with `--repo`). Entries a running
+//! test holds are left and named. See `nuvira_sandbox::cache` and docs/sandbox.md.
+//!
+//! Exit codes: 0 done; 2 bad arguments; 3 the cache folder cannot be used, or (clean) an entry
+//! or volume could not be removed.
+
+use crate::cli::esc;
+use crate::exit;
+use nuvira_sandbox::cache::{CacheRoot, EntryInfo, dir_size, volume_name};
+use serde_json::json;
+use std::path::{Path, PathBuf};
+
+/// Arguments of `nuvira cache`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    action: Action,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum Action {
+    /// List the cache entries (and Docker cache volumes).
+    List(Scope),
+    /// Remove cache entries and their Docker volumes.
+    Clean(Scope),
+}
+
+#[derive(Debug, clap::Args)]
+struct Scope {
+    /// Only this repository's entries (a folder that no longer exists is matched by path).
+    #[arg(long, value_name = "DIR")]
+    repo: Option<PathBuf>,
+    /// Print JSON on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Runs the command.
+pub fn execute(args: Args) -> u8 {
+    let (scope, clean) = match &args.action {
+        Action::List(s) => (s, false),
+        Action::Clean(s) => (s, true),
+    };
+    let root = match CacheRoot::from_env() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {}", esc(&e.to_string()));
+            return exit::ENVIRONMENT;
+        }
+    };
+    let entries = match select(&root, scope.repo.as_deref()) {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("error: {}", esc(&e));
+            return exit::ENVIRONMENT;
+        }
+    };
+    let rt = match crate::cli::runtime() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: start the async runtime: {e}");
+            return exit::ENVIRONMENT;
+        }
+    };
+    rt.block_on(async {
+        let docker = Docker::connect().await;
+        if clean {
+            clean_entries(&root, scope, &entries, &docker).await
+        } else {
+            list_entries(&root, scope, &entries, &docker).await
+        }
+    })
+}
+
+/// The entries of `repo` (by key, or by recorded path when the folder is gone), or all.
+fn select(root: &CacheRoot, repo: Option<&Path>) -> Result<Vec<EntryInfo>, String> {
+    let all = root.list().map_err(|e| e.to_string())?;
+    let Some(repo) = repo else { return Ok(all) };
+    match nuvira_sandbox::cache::project_key(repo) {
+        Ok((_, key)) => Ok(all
+            .into_iter()
+            .filter(|e| e.meta.project_key == key)
+            .collect()),
+        Err(_) => {
+            let abs = std::path::absolute(repo).unwrap_or_else(|_| repo.to_path_buf());
+            Ok(all.into_iter().filter(|e| e.meta.project == abs).collect())
+        }
+    }
+}
+
+/// The Docker side, when an engine answers.
+enum Docker {
+    #[cfg(feature = "docker")]
+    Up(nuvira_sandbox::DockerSandbox),
+    Down(String),
+}
+
+impl Docker {
+    async fn connect() -> Self {
+        #[cfg(feature = "docker")]
+        {
+            match nuvira_sandbox::DockerSandbox::connect().await {
+                Ok((s, _)) => Self::Up(s),
+                Err(e) => Self::Down(e.to_string()),
+            }
+        }
+        #[cfg(not(feature = "docker"))]
+        {
+            Self::Down("this build has no Docker support".into())
+        }
+    }
+
+    /// Cache volumes (name, entry key, project key, project) and their sizes.
+    async fn volumes(&self) -> Result<Vec<(String, String, String, String, u64)>, String> {
+        match self {
+            #[cfg(feature = "docker")]
+            Self::Up(d) => {
+                let sizes = nuvira_sandbox::docker_cache::volume_sizes(d.client()).await;
+                let list = nuvira_sandbox::docker_cache::list_volumes(d.client()).await?;
+                Ok(list
+                    .into_iter()
+                    .map(|v| {
+                        let size = sizes.get(&v.name).copied().unwrap_or(0);
+                        (v.name, v.key, v.project_key, v.project, size)
+                    })
+                    .collect())
+            }
+            Self::Down(e) => Err(e.clone()),
+        }
+    }
+
+    async fn remove(&self, names: &[String]) -> Result<(), String> {
+        #[cfg(not(feature = "docker"))]
+        let _ = names;
+        match self {
+            #[cfg(feature = "docker")]
+            Self::Up(d) => nuvira_sandbox::docker_cache::remove_volumes(d.client(), names).await,
+            Self::Down(e) => Err(e.clone()),
+        }
+    }
+}
+
+fn human(bytes: u64) -> String {
+    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = bytes as f64;
+    let mut i = 0;
+    while v >= 1024.0 && i + 1 < units.len() {
+        v /= 1024.0;
+        i += 1;
+    }
+    if i == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{v:.1} {}", units[i])
+    }
+}
+
+fn ago(secs: u64) -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let d = now.saturating_sub(secs);
+    match d {
+        0..60 => format!("{d}s ago"),
+        60..3600 => format!("{}m ago", d / 60),
+        3600..86400 => format!("{}h ago", d / 3600),
+        _ => format!("{}d ago", d / 86400),
+    }
+}
+
+async fn list_entries(
+    root: &CacheRoot,
+    scope: &Scope,
+    entries: &[EntryInfo],
+    docker: &Docker,
+) -> u8 {
+    let volumes = docker.volumes().await;
+    let vol_size = |name: &str| {
+        volumes
+            .as_ref()
+            .ok()
+            .and_then(|v| v.iter().find(|x| x.0 == name).map(|x| x.4))
+    };
+    let keys: Vec<&str> = entries.iter().map(|e| e.key.as_str()).collect();
+    let wanted_project = |pk: &str, path: &str| match &scope.repo {
+        None => true,
+        Some(_) => entries
+            .iter()
+            .any(|e| e.meta.project_key == pk || e.meta.project.to_string_lossy() == path),
+    };
+    let orphans: Vec<_> = volumes
+        .as_ref()
+        .map(|v| {
+            v.iter()
+                .filter(|x| !keys.contains(&x.1.as_str()) && wanted_project(&x.2, &x.3))
+                .cloned()
+                .collect()
+        })
+        .unwrap_or_default();
+    let rows: Vec<_> = entries
+        .iter()
+        .map(|e| {
+            let volume = e.meta.volume.then(|| volume_name(&e.key));
+            let size = dir_size(&e.dir) + volume.as_deref().and_then(vol_size).unwrap_or(0);
+            (e, volume, size)
+        })
+        .collect();
+    if scope.json {
+        let v = json!({
+            "cache_dir": root.dir(),
+            "max_bytes": root.max_bytes(),
+            "entries": rows.iter().map(|(e, volume, size)| json!({
+                "key": e.key,
+                "project_key": e.meta.project_key,
+                "project": e.meta.project,
+                "project_exists": e.project_exists,
+                "toolchain": e.meta.kind,
+                "size": size,
+                "last_used": e.meta.last_used,
+                "volume": volume,
+                "dir": e.dir,
+            })).collect::<Vec<_>>(),
+            "orphan_volumes": orphans.iter().map(|o| json!({
+                "name": o.0, "key": o.1, "project_key": o.2, "project": o.3, "size": o.4,
+            })).collect::<Vec<_>>(),
+            "docker": volumes.as_ref().err(),
+        });
+        crate::cli::print_stdout(&format!("{v:#}\n"));
+        return exit::SUCCESS;
+    }
+    let total: u64 = rows.iter().map(|r| r.2).sum();
+    let mut out = format!(
+        "cache folder {} ({} of {} cap)\n",
+        esc(&root.dir().display().to_string()),
+        human(total),
+        human(root.max_bytes())
+    );
+    if rows.is_empty() {
+        out.push_str("no cache entries\n");
+    }
+    for (e, volume, size) in &rows {
+        out.push_str(&format!(
+            "{}  {}  {}  {}  {}{}{}\n",
+            esc(&e.key),
+            e.meta.kind,
+            human(*size),
+            ago(e.meta.last_used),
+            esc(&e.meta.project.display().to_string()),
+            if e.project_exists { "" } else { " (missing)" },
+            volume
+                .as_ref()
+                .map(|v| format!("  volume {}", esc(v)))
+                .unwrap_or_default(),
+        ));
+    }
+    for o in &orphans {
+        out.push_str(&format!(
+            "volume {} without an entry ({}, {})\n",
+            esc(&o.0),
+            esc(&o.3),
+            human(o.4)
+        ));
+    }
+    if let Err(e) = &volumes {
+        out.push_str(&format!("docker volumes not listed: {}\n", esc(e)));
+    }
+    crate::cli::print_stdout(&out);
+    exit::SUCCESS
+}
+
+async fn clean_entries(
+    root: &CacheRoot,
+    scope: &Scope,
+    entries: &[EntryInfo],
+    docker: &Docker,
+) -> u8 {
+    let removal = root.remove(entries);
+    // The volumes of removed entries, and labelled volumes whose entry is gone, of the
+    // projects in scope; never those of entries still in use.
+    let volumes = docker.volumes().await;
+    let in_scope = |pk: &str, path: &str| match &scope.repo {
+        None => true,
+        Some(_) => entries
+            .iter()
+            .any(|e| e.meta.project_key == pk || e.meta.project.to_string_lossy() == path),
+    };
+    let live: Vec<String> = root
+        .list()
+        .map(|l| l.into_iter().map(|e| e.key).collect())
+        .unwrap_or_default();
+    let doomed: Vec<String> = match &volumes {
+        Ok(v) => v
+            .iter()
+            .filter(|x| !live.contains(&x.1) && in_scope(&x.2, &x.3))
+            .map(|x| x.0.clone())
+            .collect(),
+        Err(_) => Vec::new(),
+    };
+    let removed_volumes = match volumes {
+        Ok(_) => docker.remove(&doomed).await.map(|()| doomed.clone()),
+        Err(e) => Err(e),
+    };
+    let mut code = exit::SUCCESS;
+    if scope.json {
+        let v = json!({
+            "removed": removal.removed.iter().map(|e| json!({
+                "key": e.key, "project": e.meta.project, "toolchain": e.meta.kind,
+            })).collect::<Vec<_>>(),
+            "in_use": removal.in_use,
+            "removed_volumes": removed_volumes.as_ref().ok(),
+            "docker": removed_volumes.as_ref().err(),
+        });
+        crate::cli::print_stdout(&format!("{v:#}\n"));
+    } else {
+        let mut out = String::new();
+        for e in &removal.removed {
+            out.push_str(&format!(
+                "removed {} ({})\n",
+                esc(&e.key),
+                esc(&e.meta.project.display().to_string())
+            ));
+        }
+        for k in &removal.in_use {
+            out.push_str(&format!(
+                "left {}: a run is using it; run `nuvira cache clean` again when it is done\n",
+                esc(k)
+            ));
+        }
+        match &removed_volumes {
+            Ok(v) => {
+                for name in v {
+                    out.push_str(&format!("removed volume {}\n", esc(name)));
+                }
+            }
+            Err(e) => out.push_str(&format!("docker volumes not removed: {}\n", esc(e))),
+        }
+        if removal.removed.is_empty() && removal.in_use.is_empty() && doomed.is_empty() {
+            out.push_str("nothing to clean\n");
+        }
+        crate::cli::print_stdout(&out);
+    }
+    if !removal.in_use.is_empty() {
+        code = exit::ENVIRONMENT;
+    }
+    if let Err(e) = &removed_volumes
+        && !e.contains("no Docker engine")
+        && !e.contains("no Docker support")
+    {
+        code = exit::ENVIRONMENT;
+    }
+    code
+}

@@ -1,0 +1,239 @@
+//! `nuvira test`'s warm caches and `nuvira cache list|clean`, end to end: real processes, a
+//! real Docker engine (skipped without one unless NUVIRA_REQUIRE_DOCKER=1).
+
+use assert_cmd::Command;
+use nuvira_test_support::env::{Requirement, require};
+use serde_json::Value;
+use std::path::Path;
+
+/// `nuvira` with its cache in `cache`.
+fn nuvira(cache: &Path) -> Command {
+    let mut c = Command::cargo_bin("nuvira").unwrap();
+    c.env("NUVIRA_CACHE_DIR", cache);
+    c
+}
+
+fn project() -> tempfile::TempDir {
+    let p = tempfile::tempdir().unwrap();
+    std::fs::write(
+        p.path().join("Cargo.toml"),
+        "[package]\nname = \"p\"\nversion = \"0.1.0\"\n",
+    )
+    .unwrap();
+    std::fs::create_dir(p.path().join("src")).unwrap();
+    std::fs::write(p.path().join("src/lib.rs"), "").unwrap();
+    p
+}
+
+fn json_of(out: &[u8]) -> Value {
+    serde_json::from_slice(out).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(out)))
+}
+
+#[test]
+fn two_nuvira_test_at_once_on_one_project_both_succeed() {
+    let cache = tempfile::tempdir().unwrap();
+    let p = project();
+    let marks = tempfile::tempdir().unwrap();
+    let m = marks.path().display();
+    // Each run says it started and waits for the other: the two are in the sandbox at once.
+    let spawn = |me: &str, other: &str| {
+        std::process::Command::new(assert_cmd::cargo::cargo_bin("nuvira"))
+            .env("NUVIRA_CACHE_DIR", cache.path())
+            .args([
+                "test",
+                "--sandbox",
+                "local",
+                "--format",
+                "json",
+                "--timeout",
+                "60s",
+            ])
+            .arg("--command")
+            .arg(format!(
+                "touch {m}/{me}; while [ ! -e {m}/{other} ]; do :; done; echo {me} ok"
+            ))
+            .arg("--repo")
+            .arg(p.path())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (one, two) = (spawn("one", "two"), spawn("two", "one"));
+    let (one, two) = (
+        one.wait_with_output().unwrap(),
+        two.wait_with_output().unwrap(),
+    );
+    let mut notes = Vec::new();
+    for (out, me) in [(&one, "one"), (&two, "two")] {
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v = json_of(&out.stdout);
+        assert_eq!(v["success"], true);
+        assert!(v["log"].as_str().unwrap().contains(&format!("{me} ok")));
+        notes.push(v["sandbox"]["workspace_copy"].as_str().unwrap().to_owned());
+    }
+    assert!(notes.iter().any(|n| n.starts_with("synced")), "{notes:?}");
+    assert!(
+        notes.iter().any(|n| n.contains("in use by another run")),
+        "{notes:?}"
+    );
+}
+
+#[test]
+fn no_cache_runs_in_a_fresh_copy_and_leaves_no_cache() {
+    let cache = tempfile::tempdir().unwrap();
+    let p = project();
+    let out = nuvira(cache.path())
+        .args([
+            "test",
+            "--sandbox",
+            "local",
+            "--no-cache",
+            "--format",
+            "json",
+        ])
+        .args(["--command", "echo \"[$CARGO_TARGET_DIR]\""])
+        .arg("--repo")
+        .arg(p.path())
+        .env_remove("CARGO_TARGET_DIR")
+        .output()
+        .unwrap();
+    let v = json_of(&out.stdout);
+    assert_eq!(v["success"], true, "{v}");
+    assert!(v["log"].as_str().unwrap().starts_with("[]"), "{v}");
+    assert!(v["sandbox"].get("cache_key").is_none(), "{v}");
+    assert!(!cache.path().join("sandbox").exists());
+}
+
+fn volumes_of(project_key: &str) -> Vec<String> {
+    let out = std::process::Command::new("docker")
+        .args(["volume", "ls", "-q", "--filter"])
+        .arg(format!("label=nuvira.cache.project={project_key}"))
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+fn docker_ready() -> bool {
+    let ok = std::process::Command::new("docker")
+        .args(["image", "inspect", "nuvira-busybox:latest"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    require(
+        Requirement::Docker,
+        if ok {
+            Ok(())
+        } else {
+            Err("no Docker engine with the nuvira images answers")
+        },
+    )
+    .is_some()
+}
+
+#[test]
+fn cache_list_shows_entries_and_clean_removes_folders_and_volumes() {
+    if !docker_ready() {
+        return;
+    }
+    let cache = tempfile::tempdir().unwrap();
+    let (a, b) = (project(), project());
+    for repo in [a.path(), b.path()] {
+        for sandbox in ["local", "docker"] {
+            let out = nuvira(cache.path())
+                .args([
+                    "test",
+                    "--sandbox",
+                    sandbox,
+                    "--image",
+                    "nuvira-busybox:latest",
+                ])
+                .args([
+                    "--format",
+                    "json",
+                    "--command",
+                    "touch $CARGO_TARGET_DIR-x || true",
+                ])
+                .arg("--repo")
+                .arg(repo)
+                .output()
+                .unwrap();
+            assert_eq!(
+                out.status.code(),
+                Some(0),
+                "{sandbox}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+    let list = nuvira(cache.path())
+        .args(["cache", "list", "--json"])
+        .output()
+        .unwrap();
+    let v = json_of(&list.stdout);
+    let entries = v["entries"].as_array().unwrap();
+    // Each project: a cargo entry and a workspace entry, each with a volume.
+    assert_eq!(entries.len(), 4, "{v:#}");
+    for e in entries {
+        for key in ["key", "project", "toolchain", "size", "last_used"] {
+            assert!(e.get(key).is_some(), "{key} missing: {e}");
+        }
+        assert!(e["volume"].as_str().unwrap().starts_with("nuvira-cache-"));
+    }
+    let key_of = |repo: &Path| {
+        let canon = std::fs::canonicalize(repo).unwrap();
+        entries
+            .iter()
+            .find(|e| e["project"] == canon.to_string_lossy().as_ref())
+            .unwrap()["project_key"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let (key_a, key_b) = (key_of(a.path()), key_of(b.path()));
+    assert_eq!(volumes_of(&key_a).len(), 2);
+    assert_eq!(volumes_of(&key_b).len(), 2);
+
+    // Clean one repository: its folders and volumes go, the other's stay.
+    let clean = nuvira(cache.path())
+        .args(["cache", "clean", "--repo"])
+        .arg(a.path())
+        .output()
+        .unwrap();
+    assert_eq!(
+        clean.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&clean.stdout)
+    );
+    assert!(volumes_of(&key_a).is_empty());
+    assert_eq!(volumes_of(&key_b).len(), 2);
+    let left: Vec<String> = std::fs::read_dir(cache.path().join("sandbox"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(left.iter().all(|n| !n.starts_with(&key_a)), "{left:?}");
+    assert_eq!(left.iter().filter(|n| n.starts_with(&key_b)).count(), 2);
+
+    // Clean everything.
+    let clean = nuvira(cache.path())
+        .args(["cache", "clean"])
+        .output()
+        .unwrap();
+    assert_eq!(clean.status.code(), Some(0));
+    assert!(volumes_of(&key_b).is_empty());
+    assert_eq!(
+        std::fs::read_dir(cache.path().join("sandbox"))
+            .unwrap()
+            .count(),
+        0
+    );
+}
