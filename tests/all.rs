@@ -3,6 +3,7 @@
 
 mod agent;
 mod cli_apply;
+mod cli_git;
 mod cli_inspect;
 mod cli_output;
 mod cli_report;

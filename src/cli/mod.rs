@@ -5,11 +5,14 @@ use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
 mod apply;
+mod git_run;
 mod graph;
 mod inflight;
 mod inspect;
+mod pr;
 mod progress;
 mod report;
+mod review;
 mod rollback;
 mod run;
 mod signal;
@@ -45,6 +48,13 @@ enum Command {
     Run(run::Args),
     /// Build a report from a stored event file.
     Report(report::Args),
+    /// Print a run's pull-request description (Markdown) on stdout.
+    #[command(name = "pr-body")]
+    PrBody(pr::BodyArgs),
+    /// Pull requests on GitHub: `nuvira pr create`.
+    Pr(pr::PrArgs),
+    /// Check a branch's changes since its merge base: syntax, security, tests (CI for PRs).
+    Review(review::Args),
 }
 
 /// Parses the command line, runs the command and returns its exit code.
@@ -72,6 +82,9 @@ pub fn main() -> ExitCode {
         Command::Inspect(a) => inspect::execute(a),
         Command::Run(a) => run::execute(a),
         Command::Report(a) => report::execute(a),
+        Command::PrBody(a) => pr::execute_body(a),
+        Command::Pr(a) => pr::execute(a),
+        Command::Review(a) => review::execute(a),
     };
     ExitCode::from(code)
 }
