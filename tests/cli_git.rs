@@ -492,3 +492,44 @@ fn review_of_a_clean_branch_passes_and_an_unknown_base_is_refused() {
         stderr(&out)
     );
 }
+
+#[test]
+fn run_inspect_ranks_the_branchs_changed_files_first_and_skips_generated_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = dir.path().join("repo");
+    std::fs::create_dir_all(repo.join("gen")).unwrap();
+    for f in ["a.rs", "b.rs", "gen/c.rs"] {
+        std::fs::write(repo.join(f), "fn widget_count() -> usize { 1 }\n").unwrap();
+    }
+    std::fs::write(repo.join(".gitattributes"), "gen/** linguist-generated\n").unwrap();
+    init(&repo);
+    git(&repo, &["checkout", "-q", "-b", "feature"]);
+    std::fs::write(repo.join("b.rs"), "fn widget_count() -> usize { 2 }\n").unwrap();
+    git(&repo, &["commit", "-qam", "change b"]);
+    let plan = dir.path().join("plan.yaml");
+    std::fs::write(
+        &plan,
+        "goal: fix widget_count\nsteps:\n  - id: inspect\n    module: inspect\n    config: { keywords: [widget_count] }\n",
+    )
+    .unwrap();
+    let artifacts = |extra: &[&str]| -> Vec<String> {
+        let out = nuvira()
+            .args(["run", "--quiet", "--format", "json"])
+            .args(extra)
+            .arg(&plan)
+            .arg("--repo")
+            .arg(&repo)
+            .assert()
+            .code(0);
+        let report: Value = serde_json::from_str(&stdout(&out)).unwrap();
+        report["steps"][0]["output"]["data"]["artifacts"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{report:#}"))
+            .iter()
+            .map(|a| a["path"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    // `main` is the default base: the branch changed b.rs.
+    assert_eq!(artifacts(&[]), vec!["b.rs", "a.rs"]);
+    assert_eq!(artifacts(&["--base", "main"]), vec!["b.rs", "a.rs"]);
+}

@@ -18,8 +18,9 @@ pub struct GitArgs {
     /// Create this branch from HEAD (or --base) and check it out before the run.
     #[arg(long, value_name = "NAME", conflicts_with = "scratch")]
     pub branch: Option<String>,
-    /// The commit, branch or tag the new --branch starts from.
-    #[arg(long, value_name = "REF", requires = "branch")]
+    /// The commit, branch or tag the new --branch starts from, and that inspect compares the
+    /// branch with to rank its changed files first [default: origin/HEAD, else main/master].
+    #[arg(long, value_name = "REF")]
     pub base: Option<String>,
     /// After a successful run, commit exactly the files it wrote (never other changes, even
     /// staged ones), with a message built from the report and a `Nuvira-Run: <id>` trailer.
@@ -224,4 +225,59 @@ pub fn recorded_commit(state_dir: &Path, run_id: &str) -> Option<String> {
     let text = std::fs::read_to_string(commit_record(state_dir, run_id)).ok()?;
     let sha = text.trim();
     (sha.len() >= 7 && sha.chars().all(|c| c.is_ascii_hexdigit())).then(|| sha.to_owned())
+}
+
+/// Fills in every `inspect` step's `prefer` (the files changed on the branch since the merge
+/// base with `--base`, else `origin/HEAD`, else `main`/`master`) and `skip` (the files
+/// `.gitattributes` marks generated), unless the step sets them itself. Outside a repository,
+/// or when git cannot tell, the plan stays as it is.
+pub fn hint_inspect(plan: &mut nuvira_api::ExecutionPlan, workspace: &Path, base: Option<&str>) {
+    use serde_json::Value;
+    if !plan.steps.iter().any(|s| s.module == "inspect") {
+        return;
+    }
+    let Ok(Some(repo)) = Repo::discover(workspace) else {
+        return;
+    };
+    let prefix = prefix_of(repo.root(), workspace);
+    let rel = |p: String| -> Option<String> {
+        if prefix.is_empty() {
+            Some(p)
+        } else {
+            p.strip_prefix(&format!("{prefix}/")).map(str::to_owned)
+        }
+    };
+    let base = base.map(str::to_owned).or_else(|| repo.default_base());
+    let prefer: Vec<String> = base
+        .and_then(|b| repo.changed_names(&b).ok())
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(rel)
+        .collect();
+    let skip: Vec<String> = if repo.has_attributes() {
+        repo.generated(&repo.tracked_files())
+            .into_iter()
+            .filter_map(rel)
+            .collect()
+    } else {
+        Vec::new()
+    };
+    if prefer.is_empty() && skip.is_empty() {
+        return;
+    }
+    for step in plan.steps.iter_mut().filter(|s| s.module == "inspect") {
+        if step.config.is_null() {
+            step.config = Value::Object(serde_json::Map::new());
+        }
+        if let Some(obj) = step.config.as_object_mut() {
+            if !prefer.is_empty() {
+                obj.entry("prefer")
+                    .or_insert_with(|| Value::from(prefer.clone()));
+            }
+            if !skip.is_empty() {
+                obj.entry("skip")
+                    .or_insert_with(|| Value::from(skip.clone()));
+            }
+        }
+    }
 }

@@ -240,7 +240,7 @@ fn create(args: CreateArgs) -> u8 {
     let base = args
         .base
         .clone()
-        .or_else(|| remote_default_branch(&repo, &args.remote))
+        .or_else(|| repo.remote_head(&args.remote))
         .unwrap_or_else(|| "main".to_owned());
     if !args.no_push {
         eprintln!("pushing `{}` to `{}`", esc(&head), esc(&args.remote));
@@ -334,16 +334,4 @@ fn github_failed(e: &github::GitHubError) -> u8 {
         }
         _ => exit::FAILED,
     }
-}
-
-/// `refs/remotes/REMOTE/HEAD`'s branch, when the clone knows it.
-fn remote_default_branch(repo: &nuvira_git::Repo, remote: &str) -> Option<String> {
-    let r = repo
-        .raw()
-        .find_reference(&format!("refs/remotes/{remote}/HEAD"))
-        .ok()?;
-    let target = r.symbolic_target()?;
-    target
-        .strip_prefix(&format!("refs/remotes/{remote}/"))
-        .map(str::to_owned)
 }

@@ -355,6 +355,8 @@ async fn run(args: Args) -> Result<u8, Fail> {
         (None, None) => return Err(Fail::invalid("give a plan file or --goal TEXT")),
     };
     apply_overrides(&mut plan, &args);
+    // Inspect ranks the branch's changed files higher and skips generated ones.
+    super::git_run::hint_inspect(&mut plan, &repo, args.git.base.as_deref());
     if args.plan.is_none() && matches!(args.planner, PlannerArg::Llm) {
         plan = narrow_model_plan(plan, &args).await;
     }

@@ -596,6 +596,58 @@ impl Repo {
         out
     }
 
+    /// Every path in the index, `/`-separated.
+    pub fn tracked_files(&self) -> Vec<String> {
+        let Ok(index) = self.repo.index() else {
+            return Vec::new();
+        };
+        index
+            .iter()
+            .map(|e| String::from_utf8_lossy(&e.path).into_owned())
+            .collect()
+    }
+
+    /// Whether any `.gitattributes` (tracked, or `.git/info/attributes`) can mark files: when
+    /// none can, [`Repo::generated`] is empty and need not be asked per file.
+    pub fn has_attributes(&self) -> bool {
+        if self.repo.path().join("info").join("attributes").is_file() {
+            return true;
+        }
+        let Ok(index) = self.repo.index() else {
+            return false;
+        };
+        index
+            .iter()
+            .any(|e| e.path == b".gitattributes" || e.path.ends_with(b"/.gitattributes"))
+    }
+
+    /// The branch `refs/remotes/REMOTE/HEAD` names (`main`), when the clone knows it.
+    pub fn remote_head(&self, remote: &str) -> Option<String> {
+        let r = self
+            .repo
+            .find_reference(&format!("refs/remotes/{remote}/HEAD"))
+            .ok()?;
+        r.symbolic_target()?
+            .strip_prefix(&format!("refs/remotes/{remote}/"))
+            .map(str::to_owned)
+    }
+
+    /// What a branch is compared with when no base is given: `origin/HEAD`'s branch
+    /// (`origin/main`), else a local `main` or `master` that is not the current branch.
+    pub fn default_base(&self) -> Option<String> {
+        if let Some(b) = self.remote_head("origin") {
+            return Some(format!("origin/{b}"));
+        }
+        let current = self.current_branch();
+        ["main", "master"]
+            .into_iter()
+            .find(|b| {
+                current.as_deref() != Some(*b)
+                    && self.repo.find_branch(b, git2::BranchType::Local).is_ok()
+            })
+            .map(str::to_owned)
+    }
+
     /// The URL of remote `name` (`origin`).
     pub fn remote_url(&self, name: &str) -> Option<String> {
         self.repo.find_remote(name).ok()?.url().map(str::to_owned)
