@@ -533,3 +533,196 @@ fn run_inspect_ranks_the_branchs_changed_files_first_and_skips_generated_ones() 
     assert_eq!(artifacts(&[]), vec!["b.rs", "a.rs"]);
     assert_eq!(artifacts(&["--base", "main"]), vec!["b.rs", "a.rs"]);
 }
+
+/// One request the local GitHub received.
+#[derive(Debug, Clone)]
+struct Seen {
+    method: String,
+    path: String,
+    headers: Vec<(String, String)>,
+    body: Value,
+}
+
+impl Seen {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// A GitHub REST API on 127.0.0.1 answering `replies` (status, JSON) in order, one per
+/// connection, recording each request.
+fn local_github(
+    replies: Vec<(u16, Value)>,
+) -> (String, std::sync::Arc<std::sync::Mutex<Vec<Seen>>>) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = seen.clone();
+    std::thread::spawn(move || {
+        for (status, reply) in replies {
+            let Ok((mut stream, _)) = listener.accept() else {
+                return;
+            };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut line = String::new();
+            reader.read_line(&mut line).unwrap();
+            let mut parts = line.split_whitespace();
+            let method = parts.next().unwrap_or("").to_owned();
+            let path = parts.next().unwrap_or("").to_owned();
+            let (mut headers, mut len) = (Vec::new(), 0);
+            loop {
+                let mut h = String::new();
+                reader.read_line(&mut h).unwrap();
+                let h = h.trim_end();
+                if h.is_empty() {
+                    break;
+                }
+                let (k, v) = h.split_once(':').unwrap();
+                if k.eq_ignore_ascii_case("content-length") {
+                    len = v.trim().parse().unwrap();
+                }
+                headers.push((k.to_owned(), v.trim().to_owned()));
+            }
+            let mut buf = vec![0; len];
+            reader.read_exact(&mut buf).unwrap();
+            let body = serde_json::from_slice(&buf).unwrap_or(Value::Null);
+            log.lock().unwrap().push(Seen {
+                method,
+                path,
+                headers,
+                body,
+            });
+            let text = reply.to_string();
+            let out = format!(
+                "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{text}",
+                text.len()
+            );
+            stream.write_all(out.as_bytes()).unwrap();
+        }
+    });
+    (url, seen)
+}
+
+/// A committed run on branch `nuvira/fix` of a repository whose `origin` is a local bare
+/// repository; returns the temp dir, the repository, the bare remote and the event file.
+fn committed_run() -> (tempfile::TempDir, PathBuf, PathBuf, PathBuf) {
+    let (dir, repo) = quickstart_repo();
+    let remote = dir.path().join("remote.git");
+    git(dir.path(), &["init", "-q", "--bare", remote.to_str().unwrap()]);
+    git(&repo, &["remote", "add", "origin", remote.to_str().unwrap()]);
+    git(&repo, &["push", "-q", "origin", "main"]);
+    let events = dir.path().join("events.jsonl");
+    nuvira()
+        .args(["run", "--quiet", "--branch", "nuvira/fix", "--commit"])
+        .arg(plan(dir.path(), FIX, false))
+        .arg("--repo")
+        .arg(&repo)
+        .arg("--events")
+        .arg(&events)
+        .assert()
+        .code(0);
+    (dir, repo, remote, events)
+}
+
+#[test]
+fn pr_create_pushes_the_branch_and_sends_exactly_the_documented_requests() {
+    let (_dir, repo, remote, events) = committed_run();
+    let (api, seen) = local_github(vec![
+        (
+            201,
+            serde_json::json!({"number": 7, "html_url": "https://github.com/octo/hello/pull/7", "draft": true}),
+        ),
+        (200, serde_json::json!([{"name": "bug"}, {"name": "nuvira"}])),
+        (201, serde_json::json!({"number": 7})),
+    ]);
+    let out = nuvira()
+        .args(["pr", "create", "--events"])
+        .arg(&events)
+        .arg("--repo")
+        .arg(&repo)
+        .args(["--base", "main", "--draft", "--label", "bug", "--label", "nuvira"])
+        .args(["--reviewer", "octocat", "--api-url", &format!("{api}/api/v3")])
+        .env("GITHUB_TOKEN", "ghp_test")
+        .env("GITHUB_REPOSITORY", "octo/hello")
+        .assert()
+        .code(0);
+    assert_eq!(stdout(&out).trim(), "https://github.com/octo/hello/pull/7");
+    assert!(stderr(&out).contains("opened pull request #7 on octo/hello (draft)"), "{}", stderr(&out));
+    // The push used git and the remote has the branch at HEAD.
+    let pushed = std::process::Command::new("git")
+        .arg("--git-dir")
+        .arg(&remote)
+        .args(["rev-parse", "refs/heads/nuvira/fix"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&pushed.stdout).trim(),
+        git(&repo, &["rev-parse", "HEAD"]).trim()
+    );
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 3);
+    for s in &seen {
+        assert_eq!(s.method, "POST");
+        assert_eq!(s.header("authorization"), Some("Bearer ghp_test"));
+        assert_eq!(s.header("accept"), Some("application/vnd.github+json"));
+        assert_eq!(s.header("x-github-api-version"), Some("2022-11-28"));
+    }
+    assert_eq!(seen[0].path, "/api/v3/repos/octo/hello/pulls");
+    let body = nuvira().arg("pr-body").arg("--events").arg(&events).assert().code(0);
+    assert_eq!(
+        seen[0].body,
+        serde_json::json!({
+            "title": "Fix the off-by-one error in average()",
+            "head": "nuvira/fix",
+            "base": "main",
+            "body": stdout(&body),
+            "draft": true
+        })
+    );
+    assert_eq!(seen[1].path, "/api/v3/repos/octo/hello/issues/7/labels");
+    assert_eq!(seen[1].body, serde_json::json!({"labels": ["bug", "nuvira"]}));
+    assert_eq!(seen[2].path, "/api/v3/repos/octo/hello/pulls/7/requested_reviewers");
+    assert_eq!(seen[2].body, serde_json::json!({"reviewers": ["octocat"]}));
+}
+
+#[test]
+fn pr_create_says_what_github_refused_and_needs_a_token() {
+    let (_dir, repo, _remote, events) = committed_run();
+    let no_token = nuvira()
+        .args(["pr", "create", "--no-push", "--events"])
+        .arg(&events)
+        .arg("--repo")
+        .arg(&repo)
+        .env_remove("GITHUB_TOKEN")
+        .assert()
+        .code(3);
+    assert!(stderr(&no_token).contains("GITHUB_TOKEN is not set"), "{}", stderr(&no_token));
+    let (api, seen) = local_github(vec![(
+        422,
+        serde_json::json!({
+            "message": "Validation Failed",
+            "errors": [{"resource": "PullRequest", "code": "custom", "message": "No commits between main and nuvira/fix"}],
+            "documentation_url": "https://docs.github.com/rest/pulls/pulls#create-a-pull-request"
+        }),
+    )]);
+    let out = nuvira()
+        .args(["pr", "create", "--no-push", "--base", "main", "--events"])
+        .arg(&events)
+        .arg("--repo")
+        .arg(&repo)
+        .args(["--api-url", &api, "--github-repo", "octo/hello"])
+        .env("GITHUB_TOKEN", "ghp_test")
+        .env_remove("GITHUB_REPOSITORY")
+        .assert()
+        .code(1);
+    let err = stderr(&out);
+    assert!(
+        err.contains("422 Validation Failed") && err.contains("No commits between main and nuvira/fix"),
+        "{err}"
+    );
+    assert_eq!(seen.lock().unwrap().len(), 1);
+}

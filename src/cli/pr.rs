@@ -248,6 +248,8 @@ fn create(args: CreateArgs) -> u8 {
             .current_dir(repo.root())
             .args(["push", "--set-upstream", "--", &args.remote])
             .arg(format!("HEAD:refs/heads/{head}"))
+            // stdout carries only the pull request's URL.
+            .stdout(std::process::Stdio::from(std::io::stderr()))
             .status();
         match status {
             Ok(s) if s.success() => {}

@@ -471,6 +471,38 @@ mod tests {
     }
 
     #[test]
+    fn a_body_over_githubs_limit_drops_diffs_first_keeps_every_file_row_and_says_so() {
+        let mut r = ExecutionReport::default();
+        r.goal = "Big change".into();
+        r.run_id = "run-big".into();
+        let mut step = StepRecord::pending("edit", "edit", vec![]);
+        for i in 0..40 {
+            let diff = format!("@@ -1 +1 @@\n-{}\n+{}\n", "a".repeat(1500), "b".repeat(1500));
+            step.file_changes.push(nuvira_api::FileChange::new(
+                format!("src/f{i:02}.rs"),
+                ChangeKind::Modify,
+                diff,
+                1,
+                1,
+            ));
+        }
+        r.steps.push(step);
+        let body = pr_body(&r, PR_BODY_LIMIT);
+        assert!(body.chars().count() <= PR_BODY_LIMIT, "{}", body.len());
+        for i in 0..40 {
+            assert!(body.contains(&format!("| `src/f{i:02}.rs` | modified |")), "row {i}");
+        }
+        assert!(body.contains("<details>"), "the diffs that fit are kept");
+        assert!(body.contains("Shortened to fit GitHub's 65536-character limit"), "{body}");
+        assert!(body.contains("diff(s))"), "{body}");
+        assert!(body.ends_with("Nuvira run `run-big`\n"));
+        // A tiny limit still gives a well-formed body that ends with the run id.
+        let small = pr_body(&r, 1000);
+        assert!(small.chars().count() <= 1000);
+        assert!(small.starts_with("## Big change"));
+    }
+
+    #[test]
     fn after_edits_follows_dependencies_transitively() {
         let mut r = ExecutionReport::default();
         r.steps = vec![
