@@ -612,8 +612,14 @@ fn local_github(
 fn committed_run() -> (tempfile::TempDir, PathBuf, PathBuf, PathBuf) {
     let (dir, repo) = quickstart_repo();
     let remote = dir.path().join("remote.git");
-    git(dir.path(), &["init", "-q", "--bare", remote.to_str().unwrap()]);
-    git(&repo, &["remote", "add", "origin", remote.to_str().unwrap()]);
+    git(
+        dir.path(),
+        &["init", "-q", "--bare", remote.to_str().unwrap()],
+    );
+    git(
+        &repo,
+        &["remote", "add", "origin", remote.to_str().unwrap()],
+    );
     git(&repo, &["push", "-q", "origin", "main"]);
     let events = dir.path().join("events.jsonl");
     nuvira()
@@ -636,7 +642,10 @@ fn pr_create_pushes_the_branch_and_sends_exactly_the_documented_requests() {
             201,
             serde_json::json!({"number": 7, "html_url": "https://github.com/octo/hello/pull/7", "draft": true}),
         ),
-        (200, serde_json::json!([{"name": "bug"}, {"name": "nuvira"}])),
+        (
+            200,
+            serde_json::json!([{"name": "bug"}, {"name": "nuvira"}]),
+        ),
         (201, serde_json::json!({"number": 7})),
     ]);
     let out = nuvira()
@@ -644,14 +653,25 @@ fn pr_create_pushes_the_branch_and_sends_exactly_the_documented_requests() {
         .arg(&events)
         .arg("--repo")
         .arg(&repo)
-        .args(["--base", "main", "--draft", "--label", "bug", "--label", "nuvira"])
-        .args(["--reviewer", "octocat", "--api-url", &format!("{api}/api/v3")])
+        .args([
+            "--base", "main", "--draft", "--label", "bug", "--label", "nuvira",
+        ])
+        .args([
+            "--reviewer",
+            "octocat",
+            "--api-url",
+            &format!("{api}/api/v3"),
+        ])
         .env("GITHUB_TOKEN", "ghp_test")
         .env("GITHUB_REPOSITORY", "octo/hello")
         .assert()
         .code(0);
     assert_eq!(stdout(&out).trim(), "https://github.com/octo/hello/pull/7");
-    assert!(stderr(&out).contains("opened pull request #7 on octo/hello (draft)"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("opened pull request #7 on octo/hello (draft)"),
+        "{}",
+        stderr(&out)
+    );
     // The push used git and the remote has the branch at HEAD.
     let pushed = std::process::Command::new("git")
         .arg("--git-dir")
@@ -672,7 +692,12 @@ fn pr_create_pushes_the_branch_and_sends_exactly_the_documented_requests() {
         assert_eq!(s.header("x-github-api-version"), Some("2022-11-28"));
     }
     assert_eq!(seen[0].path, "/api/v3/repos/octo/hello/pulls");
-    let body = nuvira().arg("pr-body").arg("--events").arg(&events).assert().code(0);
+    let body = nuvira()
+        .arg("pr-body")
+        .arg("--events")
+        .arg(&events)
+        .assert()
+        .code(0);
     assert_eq!(
         seen[0].body,
         serde_json::json!({
@@ -684,8 +709,14 @@ fn pr_create_pushes_the_branch_and_sends_exactly_the_documented_requests() {
         })
     );
     assert_eq!(seen[1].path, "/api/v3/repos/octo/hello/issues/7/labels");
-    assert_eq!(seen[1].body, serde_json::json!({"labels": ["bug", "nuvira"]}));
-    assert_eq!(seen[2].path, "/api/v3/repos/octo/hello/pulls/7/requested_reviewers");
+    assert_eq!(
+        seen[1].body,
+        serde_json::json!({"labels": ["bug", "nuvira"]})
+    );
+    assert_eq!(
+        seen[2].path,
+        "/api/v3/repos/octo/hello/pulls/7/requested_reviewers"
+    );
     assert_eq!(seen[2].body, serde_json::json!({"reviewers": ["octocat"]}));
 }
 
@@ -700,7 +731,11 @@ fn pr_create_says_what_github_refused_and_needs_a_token() {
         .env_remove("GITHUB_TOKEN")
         .assert()
         .code(3);
-    assert!(stderr(&no_token).contains("GITHUB_TOKEN is not set"), "{}", stderr(&no_token));
+    assert!(
+        stderr(&no_token).contains("GITHUB_TOKEN is not set"),
+        "{}",
+        stderr(&no_token)
+    );
     let (api, seen) = local_github(vec![(
         422,
         serde_json::json!({
@@ -721,7 +756,8 @@ fn pr_create_says_what_github_refused_and_needs_a_token() {
         .code(1);
     let err = stderr(&out);
     assert!(
-        err.contains("422 Validation Failed") && err.contains("No commits between main and nuvira/fix"),
+        err.contains("422 Validation Failed")
+            && err.contains("No commits between main and nuvira/fix"),
         "{err}"
     );
     assert_eq!(seen.lock().unwrap().len(), 1);

@@ -477,7 +477,11 @@ mod tests {
         r.run_id = "run-big".into();
         let mut step = StepRecord::pending("edit", "edit", vec![]);
         for i in 0..40 {
-            let diff = format!("@@ -1 +1 @@\n-{}\n+{}\n", "a".repeat(1500), "b".repeat(1500));
+            let diff = format!(
+                "@@ -1 +1 @@\n-{}\n+{}\n",
+                "a".repeat(1500),
+                "b".repeat(1500)
+            );
             step.file_changes.push(nuvira_api::FileChange::new(
                 format!("src/f{i:02}.rs"),
                 ChangeKind::Modify,
@@ -490,10 +494,16 @@ mod tests {
         let body = pr_body(&r, PR_BODY_LIMIT);
         assert!(body.chars().count() <= PR_BODY_LIMIT, "{}", body.len());
         for i in 0..40 {
-            assert!(body.contains(&format!("| `src/f{i:02}.rs` | modified |")), "row {i}");
+            assert!(
+                body.contains(&format!("| `src/f{i:02}.rs` | modified |")),
+                "row {i}"
+            );
         }
         assert!(body.contains("<details>"), "the diffs that fit are kept");
-        assert!(body.contains("Shortened to fit GitHub's 65536-character limit"), "{body}");
+        assert!(
+            body.contains("Shortened to fit GitHub's 65536-character limit"),
+            "{body}"
+        );
         assert!(body.contains("diff(s))"), "{body}");
         assert!(body.ends_with("Nuvira run `run-big`\n"));
         // A tiny limit still gives a well-formed body that ends with the run id.
