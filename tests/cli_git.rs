@@ -762,3 +762,55 @@ fn pr_create_says_what_github_refused_and_needs_a_token() {
     );
     assert_eq!(seen.lock().unwrap().len(), 1);
 }
+
+#[test]
+fn review_with_a_model_checks_the_change_against_the_pull_requests_title_and_body_from_the_event() {
+    let (dir, repo) = review_repo();
+    let main = git(&repo, &["rev-parse", "main"]).trim().to_owned();
+    git(&repo, &["checkout", "-q", "-b", "clean", "main"]);
+    std::fs::write(repo.join("more.py"), "def fine():\n    return 3\n").unwrap();
+    git(&repo, &["add", "-A"]);
+    git(&repo, &["commit", "-q", "-m", "clean"]);
+    let event = dir.path().join("event.json");
+    std::fs::write(
+        &event,
+        serde_json::json!({
+            "action": "opened",
+            "pull_request": {"number": 3, "title": "Add a multiply function", "body": "Adds multiply(a, b).", "base": {"ref": "main", "sha": main}}
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let transcript = dir.path().join("model.yaml");
+    std::fs::write(
+        &transcript,
+        r#"- match: { schema: goal_alignment, contains: "Add a multiply function" }
+  response:
+    json: { aligned: false, score: 0.1, reasons: ["the diff adds fine(), not multiply()"], suggestions: ["add multiply"] }
+- match: { schema: goal_alignment }
+  response:
+    json: { aligned: true, score: 0.9, reasons: ["ok"], suggestions: [] }
+"#,
+    )
+    .unwrap();
+    let review = |extra: &[&str]| {
+        nuvira()
+            .args(["review", "--no-tests", "--quiet", "--format", "json"])
+            .args(extra)
+            .arg("--repo")
+            .arg(&repo)
+            .env("GITHUB_EVENT_PATH", &event)
+            .env("NUVIRA_SCRIPTED_LLM", &transcript)
+            .env_remove("GITHUB_STEP_SUMMARY")
+            .assert()
+    };
+    let out = review(&[]).code(1);
+    let text = stdout(&out);
+    assert!(text.contains("goal-alignment"), "{text}");
+    assert!(
+        text.contains("the diff adds fine(), not multiply()"),
+        "{text}"
+    );
+    // The flags win over the event: this title is judged aligned.
+    review(&["--title", "Add fine()", "--body", "A helper."]).code(0);
+}
