@@ -277,7 +277,11 @@ fn create(args: CreateArgs) -> u8 {
         if first.is_empty() {
             format!("Nuvira run {}", report.run_id)
         } else {
-            first.chars().take(256).collect()
+            first
+                .chars()
+                .filter(|c| !c.is_control())
+                .take(256)
+                .collect()
         }
     });
     let pr = NewPullRequest {

@@ -219,7 +219,7 @@ async fn review(args: Args) -> u8 {
     let mut added: BTreeMap<String, BTreeSet<u32>> = BTreeMap::new();
     for c in &changed {
         let Some(rel) = strip(&c.path) else { continue };
-        if c.deleted || generated.contains(&c.path) {
+        if c.deleted || c.binary || generated.contains(&c.path) {
             continue;
         }
         added.insert(rel.clone(), c.added_lines.clone());

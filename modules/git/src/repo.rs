@@ -61,6 +61,8 @@ pub struct ChangedFile {
     pub path: String,
     /// The file was deleted on the branch.
     pub deleted: bool,
+    /// The file is binary (its diff has no lines).
+    pub binary: bool,
     /// 1-based numbers of the lines added or changed, in the new file.
     pub added_lines: BTreeSet<u32>,
     /// The unified diff (`diff -u` style) from the merge base.
@@ -470,8 +472,8 @@ impl Repo {
     }
 
     /// The files changed from the merge base of `base` and `HEAD` to `HEAD` (what
-    /// `git diff --name-only base...HEAD` lists), with the lines each added. Generated files
-    /// are included; filter them with [`Repo::generated`].
+    /// `git diff --name-only base...HEAD` lists, without submodules), with the lines each
+    /// added. Generated files are included; filter them with [`Repo::generated`].
     ///
     /// # Errors
     /// As [`Repo::merge_base`], and [`GitError::Git`] when the diff cannot be computed.
@@ -495,7 +497,6 @@ impl Repo {
         find.renames(true);
         let _ = diff.find_similar(Some(&mut find));
         let mut files: BTreeMap<String, ChangedFile> = BTreeMap::new();
-        let mut order: Vec<String> = Vec::new();
         diff.print(git2::DiffFormat::Patch, |delta, _hunk, line| {
             let deleted = delta.status() == git2::Delta::Deleted;
             let file = if deleted {
@@ -503,16 +504,16 @@ impl Repo {
             } else {
                 delta.new_file()
             };
+            if file.mode() == git2::FileMode::Commit {
+                return true; // a submodule's new commit: no file to check here
+            }
             let Some(path) = file.path().map(|p| p.to_string_lossy().replace('\\', "/")) else {
                 return true;
             };
-            let entry = files.entry(path.clone()).or_insert_with(|| {
-                order.push(path.clone());
-                ChangedFile {
-                    path,
-                    deleted,
-                    ..ChangedFile::default()
-                }
+            let entry = files.entry(path.clone()).or_insert_with(|| ChangedFile {
+                path,
+                deleted,
+                ..ChangedFile::default()
             });
             let content = String::from_utf8_lossy(line.content());
             match line.origin() {
@@ -534,7 +535,31 @@ impl Repo {
             true
         })
         .map_err(git_err(format!("diff `{base}`...HEAD")))?;
-        Ok(order.into_iter().filter_map(|p| files.remove(&p)).collect())
+        // Every delta, in the diff's (path) order: a binary file, a mode change or an empty
+        // file has no lines, so the callback above may never have seen it.
+        let mut out = Vec::new();
+        for delta in diff.deltas() {
+            let deleted = delta.status() == git2::Delta::Deleted;
+            let file = if deleted {
+                delta.old_file()
+            } else {
+                delta.new_file()
+            };
+            if file.mode() == git2::FileMode::Commit {
+                continue;
+            }
+            let Some(path) = file.path().map(|p| p.to_string_lossy().replace('\\', "/")) else {
+                continue;
+            };
+            let mut entry = files.remove(&path).unwrap_or_else(|| ChangedFile {
+                path,
+                deleted,
+                ..ChangedFile::default()
+            });
+            entry.binary = delta.flags().is_binary();
+            out.push(entry);
+        }
+        Ok(out)
     }
 
     /// The names only of [`Repo::changed_since`]: what `git diff --name-only base...HEAD`

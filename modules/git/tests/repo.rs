@@ -323,6 +323,7 @@ fn branched() -> (tempfile::TempDir, std::path::PathBuf) {
             ("added.rs", "fn c() {}\n"),
         ],
     );
+    std::fs::write(dir.join("blob.bin"), b"\0\x01\x02binary\0").unwrap();
     commit_all(&dir, "f1");
     std::fs::remove_file(dir.join("keep.rs")).unwrap();
     commit_all(&dir, "f2");
@@ -345,15 +346,22 @@ fn changed_since_the_merge_base_matches_git_diff_name_only_three_dots() {
     );
     let changed = repo.changed_since("main").unwrap();
     let names: Vec<&str> = changed.iter().map(|c| c.path.as_str()).collect();
-    assert_eq!(names, vec!["added.rs", "change.rs", "keep.rs"]);
-    let change = &changed[1];
+    assert_eq!(
+        names,
+        vec!["added.rs", "blob.bin", "change.rs", "keep.rs"],
+        "{changed:#?} {}",
+        git(&dir, &["diff", "--stat", "main...HEAD"])
+    );
+    assert!(changed[1].binary && changed[1].added_lines.is_empty());
+    assert!(!changed[0].binary);
+    let change = &changed[2];
     assert_eq!(
         change.added_lines.iter().copied().collect::<Vec<_>>(),
         vec![2]
     );
     assert_eq!((change.additions, change.deletions), (1, 0));
     assert!(change.diff.contains("+fn b() {}"), "{}", change.diff);
-    assert!(changed[2].deleted);
+    assert!(changed[3].deleted);
     assert!(
         !names.contains(&"main-only.rs"),
         "a change on main is not the branch's"
