@@ -12,6 +12,10 @@
 //! - `inspect whole repo`: inspect over every file, for scale.
 //!
 //! `cargo bench --bench review`
+#![allow(
+    clippy::expect_used,
+    reason = "a benchmark whose setup fails must stop loudly"
+)]
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use std::hint::black_box;
