@@ -14,6 +14,7 @@ mod edits;
 mod env;
 mod escaping;
 mod fuzz;
+mod git;
 mod journal;
 mod limits;
 mod model_plans;
