@@ -320,6 +320,9 @@ def self_test() -> int:
         ("tree-sitter in the bare facade",
          lambda m, t, s: (m, t + "2tree-sitter-rust v0.24.2\n", s), 1,
          "pulls in tree-sitter-rust: nuvira -> nuvira-engine -> tree-sitter-rust;"),
+        ("libgit2 in the bare facade",
+         lambda m, t, s: (m, t + "1nuvira-git v0.1.0\n2git2 v0.20.4\n3libgit2-sys v0.18.8\n", s), 1,
+         "pulls in git2: nuvira -> nuvira-git -> git2;"),
         ("an unused workspace dependency", lambda m, t, s: (m, t, s + 'walkdir = "2"\n'), 1,
          "[workspace.dependencies] lists walkdir, which no member uses"),
     ]
