@@ -12,7 +12,8 @@ Rules:
   3. Crates under modules/ and strategies/ depend on one another only along the edges in ALLOWED
      below (each with its reason). Any crate may dev-depend on nuvira-test-support.
   4. The bare facade (`cargo tree -p nuvira --no-default-features -e normal,build`) holds no
-     tree-sitter, bollard or reqwest: `default-features = false` must stay cheap to build.
+     tree-sitter, bollard, reqwest or git2 (libgit2): `default-features = false` must stay cheap to
+     build.
   5. Every entry of [workspace.dependencies] is used by some member (cargo-machete checks the
      members' own lists, not this one).
 
@@ -36,7 +37,7 @@ ROOT = "nuvira"
 ENGINE = "nuvira-engine"
 TEST_SUPPORT = "nuvira-test-support"
 API_ALLOWED = {"serde", "serde_json", "thiserror", "async-trait"}
-FACADE_FORBIDDEN = ("tree-sitter", "bollard", "reqwest")
+FACADE_FORBIDDEN = ("tree-sitter", "bollard", "reqwest", "git2", "libgit2-sys")
 
 # (from, to, kind): why. kind is "normal", "dev" or "build"; an optional dependency is "normal".
 # Edges to nuvira-api, and dev edges to nuvira-test-support, need no line here.
@@ -321,6 +322,9 @@ def self_test() -> int:
         ("tree-sitter in the bare facade",
          lambda m, t, s: (m, t + "2tree-sitter-rust v0.24.2\n", s), 1,
          "pulls in tree-sitter-rust: nuvira -> nuvira-engine -> tree-sitter-rust;"),
+        ("libgit2 in the bare facade",
+         lambda m, t, s: (m, t + "1nuvira-git v0.1.0\n2git2 v0.20.4\n3libgit2-sys v0.18.8\n", s), 1,
+         "pulls in git2: nuvira -> nuvira-git -> git2;"),
         ("an unused workspace dependency", lambda m, t, s: (m, t, s + 'walkdir = "2"\n'), 1,
          "[workspace.dependencies] lists walkdir, which no member uses"),
     ]

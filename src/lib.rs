@@ -12,6 +12,7 @@
 //! | `docker` | the Docker sandbox | nuvira-sandbox (bollard) |
 //! | `llm` | model clients, the model planner and the recover stage ([`agent`]) | nuvira-llm, nuvira-recover |
 //! | `rust`, `typescript`, `python`, `javascript` | one tree-sitter grammar each | nuvira-syntax |
+//! | `git` | branches, commits of a run's files, review diffs, the GitHub REST client ([`git`]) | nuvira-git (libgit2) |
 //! | `petgraph` | `ValidatedPlan::to_petgraph` | nuvira-engine |
 //! | `cli` | the `nuvira` binary | clap, indicatif |
 //!
@@ -34,6 +35,10 @@ pub use nuvira_plan as plan;
 
 #[cfg(feature = "llm")]
 pub mod agent;
+#[cfg(feature = "git")]
+/// Git and pull requests: the repository before a run, the commit of a run's files, review
+/// diffs, the GitHub REST client (feature `git`).
+pub use nuvira_git as git;
 #[cfg(feature = "cli")]
 pub mod cli;
 #[cfg(feature = "defaults")]

@@ -7,11 +7,14 @@ use std::process::ExitCode;
 mod actions;
 mod apply;
 mod cache;
+mod git_run;
 mod graph;
 mod inflight;
 mod inspect;
+mod pr;
 mod progress;
 mod report;
+mod review;
 mod rollback;
 mod run;
 mod signal;
@@ -49,6 +52,13 @@ enum Command {
     Report(report::Args),
     /// List or clean the sandboxes' warm build caches.
     Cache(cache::Args),
+    /// Print a run's pull-request description (Markdown) on stdout.
+    #[command(name = "pr-body")]
+    PrBody(pr::BodyArgs),
+    /// Pull requests on GitHub: `nuvira pr create`.
+    Pr(pr::PrArgs),
+    /// Check a branch's changes since its merge base: syntax, security, tests (CI for PRs).
+    Review(review::Args),
 }
 
 /// Parses the command line, runs the command and returns its exit code.
@@ -77,6 +87,9 @@ pub fn main() -> ExitCode {
         Command::Run(a) => run::execute(a),
         Command::Report(a) => report::execute(a),
         Command::Cache(a) => cache::execute(a),
+        Command::PrBody(a) => pr::execute_body(a),
+        Command::Pr(a) => pr::execute(a),
+        Command::Review(a) => review::execute(a),
     };
     ExitCode::from(code)
 }

@@ -30,7 +30,8 @@ pub struct Args {
 
 /// Runs the command: first a batch a crash left half-written (that is the last apply), else
 /// every batch of the newest run that is not rolled back yet. A file changed since the run
-/// wrote it is never overwritten without `--force`.
+/// wrote it is never overwritten without `--force`. A run that committed its files
+/// (`nuvira run --commit`) is not rolled back: the message says to `git revert` the commit.
 pub fn execute(args: Args) -> u8 {
     let on_changed = if args.force {
         OnChanged::Overwrite
@@ -64,6 +65,17 @@ pub fn execute(args: Args) -> u8 {
         Ok(0) => {}
         Ok(_) => return exit::SUCCESS,
         Err(code) => return code,
+    }
+    // A run that committed (`nuvira run --commit`) is undone with git, not by restoring files
+    // under its commit: rollback never touches commits.
+    if let Ok(Some(run)) = Journal::new(&ws).last_run()
+        && let Some(sha) = super::git_run::recorded_commit(&ws.state_dir(), &run)
+    {
+        eprintln!(
+            "error: `{}` committed its changes as {sha} (--commit), and rollback never touches commits: undo it with `git revert {sha}`",
+            esc(&run)
+        );
+        return exit::FAILED;
     }
     match Journal::new(&ws).rollback_last_with(on_changed) {
         Ok(Some((run, done))) => {

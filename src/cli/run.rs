@@ -1,6 +1,7 @@
 //! `nuvira run PLAN | --goal TEXT [--repo DIR] [--planner template] [--model ..]
 //! [--sandbox auto|local|bwrap|docker] [--image IMAGE] [--allow-host-exec] [--allow-mount]
-//! [--max-parallel N] [--dry-run] [--events FILE]
+//! [--max-parallel N] [--dry-run] [--events FILE] [--allow-dirty] [--branch NAME [--base REF]]
+//! [--commit [--sign] [--author "Name <email>"]]
 //! [--format text|json|markdown|github] [--report FORMAT=PATH]... [--scratch] [--wait]`.
 //!
 //! The whole pipeline: load (or plan) and validate, run every step on the scheduler with the
@@ -95,6 +96,9 @@ pub struct Args {
     /// failing (exit 3).
     #[arg(long)]
     pub wait: bool,
+    /// Git: --allow-dirty, --branch, --base, --commit, --sign, --author.
+    #[command(flatten)]
+    pub git: super::git_run::GitArgs,
 }
 
 /// Planners for `--goal`.
@@ -164,10 +168,10 @@ fn new_run_id() -> String {
 /// Why a run stopped before it started: the exit code, a kind for `--format json`
 /// (see [`super::json_error`]), the message, and the validation problems of an invalid plan
 /// (already printed on stderr, one line each).
-struct Fail {
-    code: u8,
+pub(crate) struct Fail {
+    pub(crate) code: u8,
     kind: &'static str,
-    message: String,
+    pub(crate) message: String,
     problems: Option<Value>,
 }
 
@@ -359,6 +363,8 @@ async fn run(args: Args) -> Result<u8, Fail> {
         (None, None) => return Err(Fail::invalid("give a plan file or --goal TEXT")),
     };
     apply_overrides(&mut plan, &args);
+    // Inspect ranks the branch's changed files higher and skips generated ones.
+    super::git_run::hint_inspect(&mut plan, &repo, args.git.base.as_deref());
     if args.plan.is_none() && matches!(args.planner, PlannerArg::Llm) {
         plan = narrow_model_plan(plan, &args).await;
     }
@@ -454,6 +460,10 @@ async fn run(args: Args) -> Result<u8, Fail> {
         }
         _ => None,
     };
+    // Git: a dirty tree is refused before anything is written, and --branch is checked out.
+    let writes = !args.dry_run && !args.scratch && plan.steps.iter().any(|s| s.module == "edit");
+    let git = super::git_run::prepare(&args.git, &repo, writes)
+        .map_err(|r| Fail::new(r.code, r.kind, r.message))?;
     let journal = ws.as_ref().map(Journal::new);
     if let Some(j) = &journal {
         super::apply::warn_untrusted(j);
@@ -618,6 +628,22 @@ async fn run(args: Args) -> Result<u8, Fail> {
         Some(signal_code) if summary.status == RunStatus::Cancelled => signal_code,
         _ => summary.exit_code(),
     };
+    // --commit: exactly the files a successful run wrote; a failed run never commits.
+    if args.git.commit
+        && let Some(git) = &git
+    {
+        if summary.status == RunStatus::Succeeded {
+            let state = ws.as_ref().map(Workspace::state_dir);
+            code = code.max(super::git_run::commit(
+                git,
+                &args.git,
+                &report,
+                state.as_deref(),
+            ));
+        } else {
+            eprintln!("--commit: the run did not succeed, so nothing was committed");
+        }
+    }
     // What is left behind, and how to undo it.
     // The journal, not the report, knows whether any of the run's writes are still in place
     // (a recovery policy may have rolled them back already).
@@ -816,7 +842,9 @@ async fn narrow_model_plan(plan: ExecutionPlan, args: &Args) -> ExecutionPlan {
 ///
 /// `NUVIRA_SCRIPTED_LLM=FILE` replays a recorded transcript (YAML or JSONL, see
 /// `nuvira_llm::ScriptedLlm`) instead of calling a provider: offline demos and tests.
-fn model_client(model: Option<&str>) -> Result<Option<Arc<dyn nuvira_api::LlmClient>>, Fail> {
+pub(crate) fn model_client(
+    model: Option<&str>,
+) -> Result<Option<Arc<dyn nuvira_api::LlmClient>>, Fail> {
     if let Some(path) = std::env::var_os("NUVIRA_SCRIPTED_LLM").filter(|p| !p.is_empty()) {
         return match nuvira_llm::ScriptedLlm::from_file(&path) {
             Ok(mut scripted) => {

@@ -15,6 +15,7 @@ mod edits;
 mod env;
 mod escaping;
 mod fuzz;
+mod git;
 mod journal;
 mod limits;
 mod model_plans;

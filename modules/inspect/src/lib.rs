@@ -76,6 +76,14 @@ pub struct InspectOptions {
     pub tree_lines: usize,
     /// Threads for the walk and the reads; 0 picks the number of CPUs.
     pub threads: usize,
+    /// Workspace-relative files to rank higher (the files a branch changed: `git diff
+    /// --name-only base...HEAD`): their score becomes `score * 1.5 + 2`, and they are candidates
+    /// even when no keyword matches them. Inspect computes nothing from git itself; the caller
+    /// passes the list (empty: no preference).
+    pub prefer: Vec<String>,
+    /// Workspace-relative files never inspected (generated files, by `.gitattributes`
+    /// `linguist-generated` or `-diff`; the caller passes the list).
+    pub skip: Vec<String>,
 }
 
 impl Default for InspectOptions {
@@ -89,6 +97,8 @@ impl Default for InspectOptions {
             content_bytes: 16 * 1024,
             tree_lines: 200,
             threads: 0,
+            prefer: Vec::new(),
+            skip: Vec::new(),
         }
     }
 }
@@ -119,6 +129,20 @@ impl InspectOptions {
     #[must_use]
     pub fn with_max_file_bytes(mut self, max_file_bytes: u64) -> Self {
         self.max_file_bytes = max_file_bytes;
+        self
+    }
+
+    /// Builder-style: files to rank higher ([`InspectOptions::prefer`]).
+    #[must_use]
+    pub fn with_prefer(mut self, prefer: Vec<String>) -> Self {
+        self.prefer = prefer;
+        self
+    }
+
+    /// Builder-style: files never inspected ([`InspectOptions::skip`]).
+    #[must_use]
+    pub fn with_skip(mut self, skip: Vec<String>) -> Self {
+        self.skip = skip;
         self
     }
 
@@ -236,10 +260,17 @@ fn read_capped(path: &Path, cap: u64) -> (ReadOutcome, u64) {
 /// A file that matched in phase 1.
 struct Candidate {
     index: usize,
+    /// In [`InspectOptions::prefer`].
+    preferred: bool,
     pre: score::Prescore,
     size: u64,
     score: f64,
     outline: Option<Outline>,
+}
+
+/// The score of a preferred file (one the branch changed).
+fn preferred_score(score: f64) -> f64 {
+    ((score * 1.5 + 2.0) * 100.0).round() / 100.0
 }
 
 /// How many of the best candidates are parsed to confirm their definitions.
@@ -370,6 +401,12 @@ pub fn inspect(
     if walked.stopped {
         return Err(InspectError::Stopped);
     }
+    let mut walked = walked;
+    if !options.skip.is_empty() {
+        let skip: BTreeSet<&str> = options.skip.iter().map(String::as_str).collect();
+        walked.files.retain(|f| !skip.contains(f.rel.as_str()));
+    }
+    let prefer: BTreeSet<&str> = options.prefer.iter().map(String::as_str).collect();
     let files = &walked.files;
     let matcher = score::Matcher::new(keywords::keywords(goal, &options.keywords));
 
@@ -399,9 +436,11 @@ pub fn inspect(
                     inspected += 1;
                     bytes += size;
                     let pre = matcher.prescore(&file.rel, &text);
-                    if pre.raw > 0.0 {
+                    let preferred = prefer.contains(file.rel.as_str());
+                    if pre.raw > 0.0 || preferred {
                         found.push(Candidate {
                             index: i,
+                            preferred,
                             pre,
                             size,
                             score: matcher.finish(&pre, 0.0),
@@ -438,7 +477,10 @@ pub fn inspect(
     // Phase 2: parse the most promising candidates (by score plus hinted definitions) to
     // confirm which keywords name a definition.
     let by_path = |a: &Candidate, b: &Candidate| files[a.index].rel.cmp(&files[b.index].rel);
-    let estimate = |c: &Candidate| matcher.finish(&c.pre, c.pre.hinted);
+    let estimate = |c: &Candidate| {
+        let e = matcher.finish(&c.pre, c.pre.hinted);
+        if c.preferred { preferred_score(e) } else { e }
+    };
     candidates.sort_by(|a, b| {
         estimate(b)
             .total_cmp(&estimate(a))
@@ -481,6 +523,9 @@ pub fn inspect(
     drop(slots);
     if (hooks.stop)() {
         return Err(InspectError::Stopped);
+    }
+    for c in candidates.iter_mut().filter(|c| c.preferred) {
+        c.score = preferred_score(c.score);
     }
     candidates.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| by_path(a, b)));
     candidates.truncate(options.max_files);

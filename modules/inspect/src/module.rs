@@ -33,6 +33,14 @@ pub struct StepConfig {
     /// Files larger than this many bytes are skipped (default 102400).
     #[serde(default)]
     pub max_file_bytes: Option<u64>,
+    /// Workspace-relative files to rank higher: the files the branch changed (`nuvira run`
+    /// fills this in from git; see [`InspectOptions::prefer`]).
+    #[serde(default)]
+    pub prefer: Vec<String>,
+    /// Workspace-relative files never inspected: generated files (`nuvira run` fills this in
+    /// from `.gitattributes`; see [`InspectOptions::skip`]).
+    #[serde(default)]
+    pub skip: Vec<String>,
 }
 
 impl StepConfig {
@@ -49,7 +57,7 @@ impl StepConfig {
                 let keys = if e.contains("expected one of") {
                     ""
                 } else {
-                    " (expected keys: keywords, max_files, paths, max_file_bytes)"
+                    " (expected keys: keywords, max_files, paths, max_file_bytes, prefer, skip)"
                 };
                 format!("invalid inspect config: {e}{keys}")
             })
@@ -82,6 +90,8 @@ impl StepConfig {
         let mut o = InspectOptions {
             keywords: self.keywords.clone(),
             paths: self.paths.clone(),
+            prefer: self.prefer.clone(),
+            skip: self.skip.clone(),
             ..InspectOptions::default()
         };
         if let Some(n) = self.max_files {

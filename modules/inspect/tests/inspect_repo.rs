@@ -689,3 +689,64 @@ fn validate_rejects_paths_that_leave_the_workspace_before_the_run() {
         r.relevant_paths
     );
 }
+
+/// Two files that match a goal equally: `a.rs` first by path, unless `b.rs` is preferred.
+fn twins() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for f in ["a.rs", "b.rs", "gen/c.rs"] {
+        write(dir.path(), f, "fn widget_count() -> usize { 1 }\n");
+    }
+    write(dir.path(), "unrelated.rs", "fn other() {}\n");
+    dir
+}
+
+fn ranked(root: &Path, options: &InspectOptions) -> Vec<String> {
+    inspect(root, "fix widget_count", options, &Hooks::none())
+        .unwrap()
+        .artifacts
+        .into_iter()
+        .map(|a| a.path)
+        .collect()
+}
+
+#[test]
+fn files_the_branch_changed_rank_higher_and_are_found_without_a_keyword_match() {
+    let dir = twins();
+    let plain = ranked(dir.path(), &InspectOptions::default());
+    assert_eq!(plain, vec!["a.rs", "b.rs", "gen/c.rs"]);
+    let preferred = ranked(
+        dir.path(),
+        &InspectOptions::default().with_prefer(vec!["b.rs".into(), "unrelated.rs".into()]),
+    );
+    assert_eq!(preferred[0], "b.rs", "{preferred:?}");
+    assert!(
+        preferred.contains(&"unrelated.rs".to_owned()),
+        "{preferred:?}"
+    );
+}
+
+#[test]
+fn skipped_generated_files_are_never_inspected() {
+    let dir = twins();
+    let got = ranked(
+        dir.path(),
+        &InspectOptions::default().with_skip(vec!["gen/c.rs".into()]),
+    );
+    assert_eq!(got, vec!["a.rs", "b.rs"]);
+}
+
+#[test]
+fn the_step_config_takes_prefer_and_skip() {
+    let dir = twins();
+    let step = PlanStep::new("inspect", "inspect").with_config(serde_json::json!({
+        "keywords": ["widget_count"], "prefer": ["b.rs"], "skip": ["gen/c.rs"]
+    }));
+    let ctx =
+        StepContext::standalone(dir.path()).with_identity("run-1", "inspect", "fix widget_count");
+    let out = futures::executor::block_on(InspectModule::new().run(&step, &ctx)).unwrap();
+    let StepOutput::Inspection(r) = out else {
+        panic!("not an inspection")
+    };
+    let paths: Vec<&str> = r.artifacts.iter().map(|a| a.path.as_str()).collect();
+    assert_eq!(paths, vec!["b.rs", "a.rs"]);
+}
