@@ -3,6 +3,7 @@
 
 mod agent;
 mod cli_apply;
+mod cli_conventions;
 mod cli_inspect;
 mod cli_output;
 mod cli_report;
@@ -10,4 +11,5 @@ mod cli_run;
 mod cli_test;
 mod cli_validate;
 mod scheduler;
+mod schema;
 mod validate;

@@ -20,6 +20,10 @@ pub enum Format {
 
 /// Arguments of `nuvira inspect`.
 #[derive(Debug, clap::Args)]
+#[command(after_help = super::conventions::after_help(&[
+    ("the files that matter for a goal", "nuvira inspect --repo . --goal \"fix the date parser\""),
+    ("the top 5 as JSON, for a script", "nuvira inspect --goal parser --max-files 5 --format json"),
+]))]
 pub struct Args {
     /// The repository to inspect.
     #[arg(long, value_name = "DIR", default_value = ".")]
@@ -59,10 +63,7 @@ pub fn execute(args: Args) -> u8 {
     };
     let text = match args.format {
         Format::Json => match serde_json::to_string_pretty(&result) {
-            Ok(mut t) => {
-                t.push('\n');
-                t
-            }
+            Ok(t) => super::conventions::with_schema_version(&t) + "\n",
             Err(e) => {
                 eprintln!("error: failed to write the result as JSON: {e}");
                 return exit::FAILED;

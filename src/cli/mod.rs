@@ -5,6 +5,8 @@ use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
 mod apply;
+mod completions;
+pub(crate) mod conventions;
 mod graph;
 mod inflight;
 mod inspect;
@@ -12,6 +14,7 @@ mod progress;
 mod report;
 mod rollback;
 mod run;
+mod schema;
 mod signal;
 mod test;
 mod validate;
@@ -23,6 +26,10 @@ struct Cli {
     /// More log output on stderr (-v info, -vv debug, -vvv trace). `RUST_LOG` overrides.
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     verbose: u8,
+    /// When to colour output, log lines included: auto (a terminal, unless NO_COLOR is set;
+    /// CLICOLOR_FORCE=1 forces it), always or never.
+    #[arg(long, value_enum, value_name = "WHEN", default_value_t = conventions::ColorArg::Auto, global = true)]
+    color: conventions::ColorArg,
     #[command(subcommand)]
     command: Command,
 }
@@ -45,12 +52,29 @@ enum Command {
     Run(run::Args),
     /// Build a report from a stored event file.
     Report(report::Args),
+    /// Print the JSON Schema of plan files, edit batches, the report JSON or events.
+    Schema(schema::Args),
+    /// Print the shell completion script for bash, zsh, fish, elvish or powershell.
+    Completions(completions::Args),
+    /// Print the manual page (roff), or write one page per command into a folder.
+    Man(completions::ManArgs),
+}
+
+/// The whole command line definition (for completions and the manual page).
+pub(crate) fn command() -> clap::Command {
+    <Cli as clap::CommandFactory>::command()
 }
 
 /// Parses the command line, runs the command and returns its exit code.
 pub fn main() -> ExitCode {
     exit_quietly_when_output_fails();
-    let cli = match Cli::try_parse() {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    // clap's own help and errors follow `--color` too, so it is read before clap parses.
+    let command = command().color(conventions::ColorArg::from_args(&args).clap());
+    let parsed = command
+        .try_get_matches_from(&args)
+        .and_then(|m| <Cli as clap::FromArgMatches>::from_arg_matches(&m));
+    let cli = match parsed {
         Ok(cli) => cli,
         Err(err) => {
             let code = if err.use_stderr() {
@@ -62,7 +86,13 @@ pub fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
-    init_tracing(cli.verbose);
+    use std::io::IsTerminal;
+    let color_stderr = cli.color.enabled(std::io::stderr().is_terminal());
+    conventions::set_global(conventions::Global {
+        color_stderr,
+        verbose: cli.verbose,
+    });
+    init_tracing(cli.verbose, color_stderr);
     let code = match cli.command {
         Command::Validate(a) => validate::execute(a),
         Command::Graph(a) => graph::execute(a),
@@ -72,7 +102,13 @@ pub fn main() -> ExitCode {
         Command::Inspect(a) => inspect::execute(a),
         Command::Run(a) => run::execute(a),
         Command::Report(a) => report::execute(a),
+        Command::Schema(a) => schema::execute(a),
+        Command::Completions(a) => completions::execute(a),
+        Command::Man(a) => completions::execute_man(a),
     };
+    if conventions::stdout_failed() {
+        return ExitCode::from(code.max(crate::exit::ENVIRONMENT));
+    }
     ExitCode::from(code)
 }
 
@@ -111,7 +147,7 @@ fn exit_quietly_when_output_fails() {
     }));
 }
 
-fn init_tracing(verbose: u8) {
+fn init_tracing(verbose: u8, ansi: bool) {
     use tracing_subscriber::EnvFilter;
     let default = match verbose {
         0 => "warn",
@@ -120,12 +156,12 @@ fn init_tracing(verbose: u8) {
         _ => "trace",
     };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
-    use std::io::IsTerminal;
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
-        // Colour codes only for a terminal, not for a pipe or a CI log file.
-        .with_ansi(std::io::stderr().is_terminal())
+        // `--color`, NO_COLOR and CLICOLOR_FORCE decide; by default colour codes only for a
+        // terminal, not for a pipe or a CI log file.
+        .with_ansi(ansi)
         .with_target(false)
         .try_init();
 }
@@ -239,7 +275,10 @@ pub(crate) fn json_error(kind: &str, message: &str, problems: Option<serde_json:
     if let Some(p) = problems {
         error["problems"] = p;
     }
-    format!("{:#}\n", serde_json::json!({ "ok": false, "error": error }))
+    conventions::with_schema_version(&format!(
+        "{:#}\n",
+        serde_json::json!({ "ok": false, "error": error })
+    ))
 }
 
 /// Validation problems as the objects `nuvira validate --format json` lists.
@@ -265,11 +304,13 @@ pub(crate) fn problems_json(
         .collect()
 }
 
-/// Writes `text` to stdout; a closed pipe (`| head`) is not an error worth reporting.
+/// Writes `text` to stdout; a closed pipe (`| head`) is not an error worth reporting. Any
+/// other failure (`> /dev/full`) is said once on stderr and makes the command exit 3 when it
+/// is done (see [`conventions::stdout_failed`]).
 pub(crate) fn print_stdout(text: &str) {
-    use std::io::Write;
-    let mut out = std::io::stdout().lock();
-    let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
+    if let Err(e) = conventions::write_stdout(text) {
+        conventions::note_stdout_failure(&e);
+    }
 }
 
 /// A multi-threaded tokio runtime for commands that need one.

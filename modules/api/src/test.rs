@@ -8,6 +8,7 @@ use std::time::Duration;
 
 /// One failing test (or a compile/collection error standing in for the tests it prevented).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[non_exhaustive]
 pub struct TestFailure {
     /// The test's name (`module::test`, `test_file.py::test_x`, ...).
@@ -53,6 +54,7 @@ impl TestFailure {
 
 /// What a sandbox run looked like, as reported with a test result.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[non_exhaustive]
 pub struct SandboxInfo {
     /// `local` or `docker`.
@@ -79,6 +81,7 @@ pub struct SandboxInfo {
 /// Counting: `total = passed + failed`; skipped and ignored tests are in `skipped` only. A run
 /// that never reached its summary (killed, crashed, did not compile) is not a success.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[non_exhaustive]
 pub struct TestResult {
     /// Every test passed and the run completed.
@@ -112,6 +115,7 @@ pub struct TestResult {
 
 /// The output of a command run as a step (`execute`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[non_exhaustive]
 pub struct CommandOutput {
     /// The command line.
@@ -131,6 +135,7 @@ pub struct CommandOutput {
 
 /// Network access inside a sandbox.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum NetworkMode {
     /// No network at all (the default).
@@ -144,6 +149,7 @@ pub enum NetworkMode {
 
 /// Resource limits for a sandboxed command.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[non_exhaustive]
 pub struct ResourceLimits {
     /// Memory (and memory + swap) in bytes.
@@ -154,6 +160,7 @@ pub struct ResourceLimits {
     pub pids: u32,
     /// Wall-clock limit.
     #[serde(with = "duration_secs")]
+    #[cfg_attr(feature = "schemars", schemars(with = "f64"))]
     pub timeout: Duration,
 }
 
@@ -183,6 +190,7 @@ mod duration_secs {
 
 /// A bind mount into a sandbox.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct Mount {
     /// Host path.
     pub host: PathBuf,
@@ -194,6 +202,7 @@ pub struct Mount {
 
 /// What to run in a sandbox.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[non_exhaustive]
 pub struct SandboxRequest {
     /// The workspace to copy in.
@@ -242,6 +251,7 @@ impl SandboxRequest {
 
 /// How a sandboxed command ended.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[non_exhaustive]
 pub struct SandboxOutcome {
     /// The exit code, if it exited by itself.
