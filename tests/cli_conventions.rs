@@ -305,6 +305,13 @@ fn a_failed_write_to_stdout_exits_3_and_a_closed_pipe_exits_0() {
             "json".into(),
         ],
         vec!["schema".into(), "report".into()],
+        vec![
+            "inspect".into(),
+            "--repo".into(),
+            dir.path().into(),
+            "--goal".into(),
+            "fail".into(),
+        ],
         vec!["completions".into(), "bash".into()],
         vec!["man".into()],
     ];

@@ -6,7 +6,6 @@
 use crate::exit;
 use nuvira_api::InspectionResult;
 use nuvira_inspect::{Hooks, InspectOptions, inspect};
-use std::io::Write;
 use std::path::PathBuf;
 
 /// Output format.
@@ -71,8 +70,8 @@ pub fn execute(args: Args) -> u8 {
         },
         Format::Text => render_text(&result, &args.goal),
     };
-    // A closed pipe (`| head`) is not an error worth reporting.
-    let _ = std::io::stdout().lock().write_all(text.as_bytes());
+    // A closed pipe (`| head`) is not an error worth reporting; a full disk is (exit 3).
+    super::print_stdout(&text);
     exit::SUCCESS
 }
 
