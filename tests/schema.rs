@@ -395,3 +395,22 @@ proptest! {
         prop_assert!(loaded.is_ok(), "{yaml}: {:?}", loaded.err());
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(500))]
+
+    /// Any short text over the duration alphabet is a valid `timeout` for the schema exactly
+    /// when the plan loader takes it (short enough to stay below the 10¹² s range limit, which
+    /// only the loader checks).
+    #[test]
+    fn the_timeout_pattern_agrees_with_the_duration_parser(text in "[0-9. mshinrocu+-]{0,8}") {
+        let plan = with_step(json!({ "timeout": text }));
+        prop_assert_eq!(
+            PLAN.is_valid(&plan),
+            validate_accepts(&plan).is_ok(),
+            "{:?}: {:?}",
+            text,
+            validate_accepts(&plan)
+        );
+    }
+}
