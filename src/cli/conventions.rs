@@ -4,7 +4,7 @@
 //! and writes to stdout that fail.
 
 use nuvira_plan::{LoadError, LoadedPlan, PlanFormat};
-use std::io::{IsTerminal, Read, Write};
+use std::io::{Read, Write};
 use std::path::Path;
 use std::sync::OnceLock;
 
@@ -41,12 +41,13 @@ impl ColorArg {
         }
     }
 
-    /// clap's own setting for help and usage errors.
+    /// clap's own setting for help and usage errors (clap's `auto` reads `NO_COLOR`,
+    /// `CLICOLOR_FORCE` and whether each stream is a terminal the same way).
     pub(crate) fn clap(self) -> clap::ColorChoice {
-        if self.enabled(std::io::stderr().is_terminal()) {
-            clap::ColorChoice::Always
-        } else {
-            clap::ColorChoice::Never
+        match self {
+            Self::Auto => clap::ColorChoice::Auto,
+            Self::Always => clap::ColorChoice::Always,
+            Self::Never => clap::ColorChoice::Never,
         }
     }
 
