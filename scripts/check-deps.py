@@ -37,6 +37,9 @@ ROOT = "nuvira"
 ENGINE = "nuvira-engine"
 TEST_SUPPORT = "nuvira-test-support"
 API_ALLOWED = {"serde", "serde_json", "thiserror", "async-trait"}
+# Optional dependencies of nuvira-api, off by default, so the contract a module author builds
+# against still has the four above: `schemars` derives the JSON Schemas (`nuvira schema`).
+API_OPTIONAL = {"schemars"}
 FACADE_FORBIDDEN = ("tree-sitter", "bollard", "reqwest", "git2", "libgit2-sys")
 
 # (from, to, kind): why. kind is "normal", "dev" or "build"; an optional dependency is "normal".
@@ -125,7 +128,11 @@ def crate_rules(meta: dict) -> list[str]:
             if name == API:
                 if to in internal:
                     problems.append(f"{edge}: nuvira-api depends on no other workspace crate")
-                elif kind != "dev" and to not in API_ALLOWED:
+                elif (
+                    kind != "dev"
+                    and to not in API_ALLOWED
+                    and not (dep.get("optional") and to in API_OPTIONAL)
+                ):
                     allowed = ", ".join(sorted(API_ALLOWED))
                     problems.append(f"{edge}: nuvira-api depends only on {allowed}")
                 continue

@@ -102,7 +102,7 @@ fn json_output_has_the_documented_shape() {
     let v: Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
     assert_eq!(
         v,
-        serde_json::json!({"valid": true, "steps": 5, "errors": []})
+        serde_json::json!({"schema_version": 1, "valid": true, "steps": 5, "errors": []})
     );
 }
 

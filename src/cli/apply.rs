@@ -11,8 +11,13 @@ use std::path::{Path, PathBuf};
 
 /// Arguments of `nuvira apply`.
 #[derive(Debug, clap::Args)]
+#[command(after_help = super::conventions::after_help(&[
+    ("preview a batch of edits: the diffs, nothing written", "nuvira apply edits.yaml --repo . --dry-run"),
+    ("apply edits piped in as JSON, all or nothing", "cat edits.json | nuvira apply - --repo ."),
+]))]
 pub struct Args {
-    /// The edits file (YAML, JSON or TOML, by extension) with an `edits:` list.
+    /// The edits file (YAML, JSON or TOML, by extension) with an `edits:` list; `-` reads
+    /// standard input (the format told from the text).
     pub edits_file: PathBuf,
     /// The repository (workspace root) to edit.
     #[arg(long, value_name = "DIR", default_value = ".")]
@@ -225,7 +230,7 @@ pub(crate) fn warn_untrusted(journal: &Journal) {
 /// Reads and parses the edits file with nuvira-plan's loader (the plan files' formats, errors
 /// and byte order mark handling), and checks that it has `edits`.
 fn load(path: &Path) -> Result<(LoadedEdits<EditStepConfig>, Vec<serde_json::Value>), FileError> {
-    let loaded = nuvira_plan::load_edits::<EditStepConfig>(path)?;
+    let loaded = super::conventions::load_edits::<EditStepConfig>(path)?;
     let file = path.to_owned();
     if loaded.config.instructions.is_some() && loaded.config.edits.is_none() {
         return Err(FileError::InstructionsOnly(file));
@@ -272,7 +277,7 @@ fn describe(e: &LoadError) -> String {
 
 fn print_json<T: serde::Serialize>(value: &T) {
     match serde_json::to_string_pretty(value) {
-        Ok(s) => println!("{s}"),
+        Ok(s) => println!("{}", super::conventions::with_schema_version(&s)),
         Err(e) => eprintln!("error: serialize the output: {e}"),
     }
 }

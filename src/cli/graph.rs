@@ -5,8 +5,12 @@ use std::path::PathBuf;
 
 /// Arguments of `nuvira graph`.
 #[derive(Debug, clap::Args)]
+#[command(after_help = super::conventions::after_help(&[
+    ("draw a plan as SVG with Graphviz", "nuvira graph plan.yaml | dot -Tsvg > plan.svg"),
+    ("the steps in order, for a script", "nuvira graph plan.yaml --format json | jq '.order'"),
+]))]
 pub struct Args {
-    /// The plan file (.yaml, .yml, .json or .toml).
+    /// The plan file (.yaml, .yml, .json or .toml); `-` reads standard input.
     pub plan: PathBuf,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Dot)]
@@ -32,7 +36,10 @@ pub fn execute(args: Args) -> u8 {
             let text = match args.format {
                 Format::Dot => crate::graph::to_dot(&plan),
                 Format::Mermaid => crate::graph::to_mermaid(&plan),
-                Format::Json => format!("{:#}\n", crate::graph::to_json(&plan)),
+                Format::Json => super::conventions::with_schema_version(&format!(
+                    "{:#}\n",
+                    crate::graph::to_json(&plan)
+                )),
             };
             print!("{text}");
             crate::exit::SUCCESS

@@ -6,7 +6,6 @@
 use crate::exit;
 use nuvira_api::InspectionResult;
 use nuvira_inspect::{Hooks, InspectOptions, inspect};
-use std::io::Write;
 use std::path::PathBuf;
 
 /// Output format.
@@ -20,6 +19,10 @@ pub enum Format {
 
 /// Arguments of `nuvira inspect`.
 #[derive(Debug, clap::Args)]
+#[command(after_help = super::conventions::after_help(&[
+    ("the files that matter for a goal", "nuvira inspect --repo . --goal \"fix the date parser\""),
+    ("the top 5 as JSON, for a script", "nuvira inspect --goal parser --max-files 5 --format json"),
+]))]
 pub struct Args {
     /// The repository to inspect.
     #[arg(long, value_name = "DIR", default_value = ".")]
@@ -59,10 +62,7 @@ pub fn execute(args: Args) -> u8 {
     };
     let text = match args.format {
         Format::Json => match serde_json::to_string_pretty(&result) {
-            Ok(mut t) => {
-                t.push('\n');
-                t
-            }
+            Ok(t) => super::conventions::with_schema_version(&t) + "\n",
             Err(e) => {
                 eprintln!(
                     "error: failed to write the result as JSON: {}",
@@ -73,8 +73,8 @@ pub fn execute(args: Args) -> u8 {
         },
         Format::Text => render_text(&result, &args.goal),
     };
-    // A closed pipe (`| head`) is not an error worth reporting.
-    let _ = std::io::stdout().lock().write_all(text.as_bytes());
+    // A closed pipe (`| head`) is not an error worth reporting; a full disk is (exit 3).
+    super::print_stdout(&text);
     exit::SUCCESS
 }
 

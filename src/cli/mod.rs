@@ -8,6 +8,8 @@ mod actions;
 mod apply;
 mod cache;
 mod git_run;
+mod completions;
+pub(crate) mod conventions;
 mod graph;
 mod inflight;
 mod inspect;
@@ -17,6 +19,7 @@ mod report;
 mod review;
 mod rollback;
 mod run;
+mod schema;
 mod signal;
 mod test;
 mod validate;
@@ -28,6 +31,10 @@ struct Cli {
     /// More log output on stderr (-v info, -vv debug, -vvv trace). `RUST_LOG` overrides.
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     verbose: u8,
+    /// When to colour output, log lines included: auto (a terminal, unless NO_COLOR is set;
+    /// CLICOLOR_FORCE=1 forces it), always or never.
+    #[arg(long, value_enum, value_name = "WHEN", default_value_t = conventions::ColorArg::Auto, global = true)]
+    color: conventions::ColorArg,
     #[command(subcommand)]
     command: Command,
 }
@@ -59,12 +66,29 @@ enum Command {
     Pr(pr::PrArgs),
     /// Check a branch's changes since its merge base: syntax, security, tests (CI for PRs).
     Review(review::Args),
+    /// Print the JSON Schema of plan files, edit batches, the report JSON or events.
+    Schema(schema::Args),
+    /// Print the shell completion script for bash, zsh, fish, elvish or powershell.
+    Completions(completions::Args),
+    /// Print the manual page (roff), or write one page per command into a folder.
+    Man(completions::ManArgs),
+}
+
+/// The whole command line definition (for completions and the manual page).
+pub(crate) fn command() -> clap::Command {
+    <Cli as clap::CommandFactory>::command()
 }
 
 /// Parses the command line, runs the command and returns its exit code.
 pub fn main() -> ExitCode {
     exit_quietly_when_output_fails();
-    let cli = match Cli::try_parse() {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    // clap's own help and errors follow `--color` too, so it is read before clap parses.
+    let command = command().color(conventions::ColorArg::from_args(&args).clap());
+    let parsed = command
+        .try_get_matches_from(&args)
+        .and_then(|m| <Cli as clap::FromArgMatches>::from_arg_matches(&m));
+    let cli = match parsed {
         Ok(cli) => cli,
         Err(err) => {
             let code = if err.use_stderr() {
@@ -76,7 +100,13 @@ pub fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
-    init_tracing(cli.verbose);
+    use std::io::IsTerminal;
+    let color_stderr = cli.color.enabled(std::io::stderr().is_terminal());
+    conventions::set_global(conventions::Global {
+        color_stderr,
+        verbose: cli.verbose,
+    });
+    init_tracing(cli.verbose, color_stderr);
     let code = match cli.command {
         Command::Validate(a) => validate::execute(a),
         Command::Graph(a) => graph::execute(a),
@@ -90,7 +120,13 @@ pub fn main() -> ExitCode {
         Command::PrBody(a) => pr::execute_body(a),
         Command::Pr(a) => pr::execute(a),
         Command::Review(a) => review::execute(a),
+        Command::Schema(a) => schema::execute(a),
+        Command::Completions(a) => completions::execute(a),
+        Command::Man(a) => completions::execute_man(a),
     };
+    if conventions::stdout_failed() {
+        return ExitCode::from(code.max(crate::exit::ENVIRONMENT));
+    }
     ExitCode::from(code)
 }
 
@@ -129,7 +165,7 @@ fn exit_quietly_when_output_fails() {
     }));
 }
 
-fn init_tracing(verbose: u8) {
+fn init_tracing(verbose: u8, ansi: bool) {
     use tracing_subscriber::EnvFilter;
     let default = match verbose {
         0 => "warn",
@@ -138,12 +174,12 @@ fn init_tracing(verbose: u8) {
         _ => "trace",
     };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
-    use std::io::IsTerminal;
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(crate::cli::actions::SafeStderr::default)
-        // Colour codes only for a terminal, not for a pipe or a CI log file.
-        .with_ansi(std::io::stderr().is_terminal())
+        // `--color`, NO_COLOR and CLICOLOR_FORCE decide; by default colour codes only for a
+        // terminal, not for a pipe or a CI log file.
+        .with_ansi(ansi)
         .with_target(false)
         .try_init();
 }
@@ -257,7 +293,10 @@ pub(crate) fn json_error(kind: &str, message: &str, problems: Option<serde_json:
     if let Some(p) = problems {
         error["problems"] = p;
     }
-    format!("{:#}\n", serde_json::json!({ "ok": false, "error": error }))
+    conventions::with_schema_version(&format!(
+        "{:#}\n",
+        serde_json::json!({ "ok": false, "error": error })
+    ))
 }
 
 /// Validation problems as the objects `nuvira validate --format json` lists.
@@ -283,11 +322,13 @@ pub(crate) fn problems_json(
         .collect()
 }
 
-/// Writes `text` to stdout; a closed pipe (`| head`) is not an error worth reporting.
+/// Writes `text` to stdout; a closed pipe (`| head`) is not an error worth reporting. Any
+/// other failure (`> /dev/full`) is said once on stderr and makes the command exit 3 when it
+/// is done (see [`conventions::stdout_failed`]).
 pub(crate) fn print_stdout(text: &str) {
-    use std::io::Write;
-    let mut out = std::io::stdout().lock();
-    let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
+    if let Err(e) = conventions::write_stdout(text) {
+        conventions::note_stdout_failure(&e);
+    }
 }
 
 /// A multi-threaded tokio runtime for commands that need one.

@@ -26,9 +26,14 @@ pub(crate) async fn follow(
     } else {
         ProgressDrawTarget::hidden()
     });
+    // `--color` (NO_COLOR, CLICOLOR_FORCE) decides whether the spinner line has colour.
+    let template = if crate::cli::conventions::global().color_stderr {
+        "{spinner:.cyan} {prefix:.bold} {wide_msg} {elapsed:>4}"
+    } else {
+        "{spinner} {prefix} {wide_msg} {elapsed:>4}"
+    };
     let style =
-        ProgressStyle::with_template("{spinner:.cyan} {prefix:.bold} {wide_msg} {elapsed:>4}")
-            .unwrap_or_else(|_| ProgressStyle::default_spinner());
+        ProgressStyle::with_template(template).unwrap_or_else(|_| ProgressStyle::default_spinner());
     let mut bars: HashMap<String, ProgressBar> = HashMap::new();
     let mut modules: HashMap<String, String> = HashMap::new();
     let line = |text: String| {

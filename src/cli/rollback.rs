@@ -8,6 +8,10 @@ use std::path::PathBuf;
 
 /// Arguments of `nuvira rollback`.
 #[derive(Debug, clap::Args)]
+#[command(after_help = super::conventions::after_help(&[
+    ("undo the last apply or run", "nuvira rollback --repo ."),
+    ("undo it but keep files changed since", "nuvira rollback --repo . --keep-changed"),
+]))]
 pub struct Args {
     /// The repository (workspace root) whose last change to undo.
     #[arg(long, value_name = "DIR", default_value = ".")]

@@ -33,8 +33,13 @@ use std::sync::Arc;
 
 /// Arguments of `nuvira run`.
 #[derive(Debug, clap::Args)]
+#[command(after_help = super::conventions::after_help(&[
+    ("run a plan, an HTML report and the events kept", "nuvira run plan.yaml --repo . -o report.html --events run.jsonl"),
+    ("preview a goal's work on a scratch copy", "nuvira run --goal \"fix the failing test\" --scratch --dry-run"),
+]))]
 pub struct Args {
-    /// The plan file (.yaml, .yml, .json or .toml). Give this or --goal.
+    /// The plan file (.yaml, .yml, .json or .toml; `-` reads standard input). Give this or
+    /// --goal.
     #[arg(required_unless_present = "goal", conflicts_with = "goal")]
     pub plan: Option<PathBuf>,
     /// Plan the run from a goal in words instead of a file.
@@ -69,16 +74,25 @@ pub struct Args {
     /// Preview: edits are shown, not written; tests and commands are not run.
     #[arg(long)]
     pub dry_run: bool,
-    /// Write every event of the run to this JSONL file (`nuvira report FILE` rebuilds the report).
+    /// Write every event of the run to this JSONL file (`nuvira report FILE` rebuilds the
+    /// report). `-` writes them to standard output, in place of the report.
     #[arg(long, value_name = "FILE")]
     pub events: Option<PathBuf>,
     /// The report printed on stdout [default: text, or github when GITHUB_ACTIONS=true].
     #[arg(long, value_enum)]
     pub format: Option<FormatArg>,
-    /// Also write the report in FORMAT to PATH (repeatable; formats: text, json, markdown,
-    /// github, sarif, junit, html).
-    #[arg(long = "report", value_name = "FORMAT=PATH", value_parser = parse_report_target)]
-    pub reports: Vec<(Format, PathBuf)>,
+    /// Also write the report to PATH, in the format its extension names (.md, .html, .json,
+    /// .sarif, .xml for JUnit, .txt) or in FORMAT for `FORMAT=PATH` (formats: text, json,
+    /// markdown, github, sarif, junit, html). `-` is standard output, in place of the report
+    /// printed there. Repeatable.
+    #[arg(
+        long = "output",
+        short = 'o',
+        visible_alias = "report",
+        value_name = "[FORMAT=]PATH",
+        value_parser = parse_report_target
+    )]
+    pub reports: Vec<(Option<Format>, PathBuf)>,
     /// The code-scanning category written into the SARIF report (`automationDetails.id`);
     /// left out by default, so the upload's own `category:` decides.
     #[arg(long, value_name = "CATEGORY")]
@@ -86,8 +100,13 @@ pub struct Args {
     /// Work on a temporary copy of the repository (printed), leaving the original untouched.
     #[arg(long)]
     pub scratch: bool,
-    /// Timeout for steps whose plan sets none (e.g. 10m).
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    /// Timeout for steps whose plan sets none (e.g. 10m, 1h30m, 90s).
+    #[arg(
+        long = "timeout",
+        visible_alias = "step-timeout",
+        value_name = "DURATION",
+        value_parser = parse_duration
+    )]
     pub step_timeout: Option<std::time::Duration>,
     /// No progress lines on stderr.
     #[arg(long, short)]
@@ -137,17 +156,16 @@ pub enum FormatArg {
     Github,
 }
 
-fn parse_report_target(s: &str) -> Result<(Format, PathBuf), String> {
-    let (format, path) = s
-        .split_once('=')
-        .ok_or_else(|| format!("`{s}` is not FORMAT=PATH (e.g. html=report.html)"))?;
-    let format: Format = format
-        .parse()
-        .map_err(|e: nuvira_report::UnknownFormat| e.to_string())?;
-    if path.is_empty() {
-        return Err(format!("`{s}` has no path after `=`"));
-    }
-    Ok((format, PathBuf::from(path)))
+/// `[FORMAT=]PATH`: the format named, else the one the extension names; `-` alone (standard
+/// output) keeps `None`, the format of the report on stdout (--format).
+fn parse_report_target(s: &str) -> Result<(Option<Format>, PathBuf), String> {
+    let (format, path) = super::conventions::parse_target(s)?;
+    let format = match format {
+        Some(f) => Some(f),
+        None if super::conventions::is_stdio(&path) => None,
+        None => Some(super::conventions::format_from_extension(&path)?),
+    };
+    Ok((format, path))
 }
 
 fn parse_duration(s: &str) -> Result<std::time::Duration, nuvira_api::duration::DurationError> {
@@ -306,7 +324,11 @@ async fn run(args: Args) -> Result<u8, Fail> {
     super::check_repo(&args.repo)
         .map_err(|e| Fail::new(exit::INVALID, "repository", e.to_string()))?;
     for (format, path) in &args.reports {
-        check_report_target(*format, path)?;
+        if let Some(format) = format
+            && !super::conventions::is_stdio(path)
+        {
+            check_report_target(*format, path)?;
+        }
     }
     let repo = if args.scratch {
         match crate::scratch::copy_to_temp(&args.repo) {
@@ -336,7 +358,7 @@ async fn run(args: Args) -> Result<u8, Fail> {
     // onto the bus, with their own times, before the run starts.
     let held = Arc::new(HeldEvents::default());
     let (mut plan, loaded) = match (&args.plan, &args.goal) {
-        (Some(path), _) => match nuvira_plan::load_file(path) {
+        (Some(path), _) => match super::conventions::load_plan(path) {
             Ok(l) => (l.plan.clone(), Some(l)),
             Err(e) => {
                 eprintln!("error[parse]: {}", crate::cli::esc_lines(&e.to_string()));
@@ -499,6 +521,9 @@ async fn run(args: Args) -> Result<u8, Fail> {
     // Events and their consumers.
     let bus = crate::EventBus::new(run_id.as_str());
     let store = match &args.events {
+        Some(path) if super::conventions::is_stdio(path) => {
+            Some(crate::events::JsonlStore::spawn_stdout(&bus))
+        }
         Some(path) => match crate::events::JsonlStore::spawn(&bus, path) {
             Ok(s) => Some(s),
             Err(e) => {
@@ -510,7 +535,11 @@ async fn run(args: Args) -> Result<u8, Fail> {
         },
         None => None,
     };
-    let tracer = crate::events::spawn_tracing_consumer(&bus);
+    // The progress lines say what the event log would (a FAILED line and a WARN line for
+    // one failure): the log is for --quiet runs, -v and RUST_LOG.
+    let global = super::conventions::global();
+    let tracer = (args.quiet || global.verbose > 0 || std::env::var_os("RUST_LOG").is_some())
+        .then(|| crate::events::spawn_tracing_consumer(&bus));
     let progress = tokio::spawn(super::progress::follow(
         bus.subscribe(),
         args.quiet,
@@ -576,7 +605,9 @@ async fn run(args: Args) -> Result<u8, Fail> {
     }
     bus.close();
     let _ = progress.await;
-    let _ = tracer.await;
+    if let Some(tracer) = tracer {
+        let _ = tracer.await;
+    }
     if let Some(store) = store
         && let Err(e) = store.finish().await
     {
@@ -612,10 +643,22 @@ async fn run(args: Args) -> Result<u8, Fail> {
         None if github::is_actions() => Format::Github,
         None => Format::Text,
     };
-    print_stdout(&crate::cli::actions::report_for_stdout(
-        &nuvira_report::render(&report, format),
-        format,
-    ));
+    // Standard output carries one thing: the event stream (`--events -`), or the reports
+    // sent there with `-o -`, or the report in --format.
+    let events_on_stdout = args
+        .events
+        .as_deref()
+        .is_some_and(super::conventions::is_stdio);
+    let to_stdout = args
+        .reports
+        .iter()
+        .any(|(_, p)| super::conventions::is_stdio(p));
+    if !events_on_stdout && !to_stdout {
+        print_stdout(&crate::cli::actions::report_for_stdout(
+            &nuvira_report::render(&report, format),
+            format,
+        ));
+    }
     if format == Format::Github
         && let Err(e) = github::write_step_summary(&report)
     {
@@ -664,7 +707,17 @@ async fn run(args: Args) -> Result<u8, Fail> {
         );
     }
     for (f, path) in &args.reports {
-        if let Err(e) = write_report(path, &nuvira_report::render_with(&report, *f, &sarif)) {
+        let f = f.unwrap_or(format);
+        if super::conventions::is_stdio(path) {
+            if !events_on_stdout {
+                print_stdout(&crate::cli::actions::report_for_stdout(
+                    &nuvira_report::render_with(&report, f, &sarif),
+                    f,
+                ));
+            }
+            continue;
+        }
+        if let Err(e) = write_report(path, &nuvira_report::render_with(&report, f, &sarif)) {
             eprintln!(
                 "error: failed to write the {f} report to {}: {}",
                 path.display(),

@@ -22,6 +22,10 @@ use tokio_util::sync::CancellationToken;
 
 /// Arguments of `nuvira test`.
 #[derive(Debug, clap::Args)]
+#[command(after_help = super::conventions::after_help(&[
+    ("run the detected tests in Docker, with no network", "nuvira test --repo . --sandbox docker"),
+    ("one command locally, JUnit out, 10 minutes at most", "nuvira test --sandbox local --command \"make check\" --timeout 10m --format junit > junit.xml"),
+]))]
 pub struct Args {
     /// The repository to test.
     #[arg(long, value_name = "DIR", default_value = ".")]
@@ -314,7 +318,10 @@ fn report(outcome: Result<TestResult, ModuleError>, format: Format) -> u8 {
     }
     let (text, as_report) = match format {
         Format::Text => (test_result::text(&result), nuvira_report::Format::Text),
-        Format::Json => (test_result::json(&result), nuvira_report::Format::Json),
+        Format::Json => (
+            super::conventions::with_schema_version(&test_result::json(&result)),
+            nuvira_report::Format::Json,
+        ),
         Format::Github => (test_result::github(&result), nuvira_report::Format::Github),
         Format::Junit => (test_result::junit(&result), nuvira_report::Format::Junit),
     };

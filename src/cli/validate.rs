@@ -7,8 +7,13 @@ use std::path::PathBuf;
 
 /// Arguments of `nuvira validate`.
 #[derive(Debug, clap::Args)]
+#[command(after_help = super::conventions::after_help(&[
+    ("check a plan, every problem with its line", "nuvira validate plan.yaml"),
+    ("check a plan piped in, as JSON for a script", "generate-plan | nuvira validate - --format json"),
+]))]
 pub struct Args {
-    /// The plan file (.yaml, .yml, .json or .toml).
+    /// The plan file (.yaml, .yml, .json or .toml); `-` reads standard input (JSON, TOML or
+    /// YAML, told from the text).
     pub plan: PathBuf,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
@@ -27,7 +32,7 @@ pub enum Format {
 /// Loads and validates a plan file against the built-in modules. On failure returns the
 /// number of steps parsed (0 when the file does not parse) and every problem, located.
 pub(crate) fn check(path: &std::path::Path) -> Result<crate::ValidatedPlan, (usize, Vec<Problem>)> {
-    let loaded = match nuvira_plan::load_file(path) {
+    let loaded = match super::conventions::load_plan(path) {
         Ok(l) => l,
         Err(e) => {
             let problems = e
@@ -91,11 +96,12 @@ pub fn execute(args: Args) -> u8 {
     let result = check(&args.plan);
     match (args.format, result) {
         (Format::Text, Ok(plan)) => {
-            println!(
-                "{}: valid, {} step(s)",
-                args.plan.display(),
-                plan.plan.steps.len()
-            );
+            let name = if super::conventions::is_stdio(&args.plan) {
+                super::conventions::STDIN_NAME.to_owned()
+            } else {
+                args.plan.display().to_string()
+            };
+            println!("{name}: valid, {} step(s)", plan.plan.steps.len());
             crate::exit::SUCCESS
         }
         (Format::Text, Err((_, problems))) => {
@@ -105,7 +111,10 @@ pub fn execute(args: Args) -> u8 {
         (Format::Json, Ok(plan)) => {
             println!(
                 "{}",
-                json!({ "valid": true, "steps": plan.plan.steps.len(), "errors": [] })
+                super::conventions::with_schema_version(
+                    &json!({ "valid": true, "steps": plan.plan.steps.len(), "errors": [] })
+                        .to_string()
+                )
             );
             crate::exit::SUCCESS
         }
@@ -126,7 +135,9 @@ pub fn execute(args: Args) -> u8 {
                 .collect();
             println!(
                 "{}",
-                json!({ "valid": false, "steps": steps, "errors": errors })
+                super::conventions::with_schema_version(
+                    &json!({ "valid": false, "steps": steps, "errors": errors }).to_string()
+                )
             );
             crate::exit::INVALID
         }
@@ -136,7 +147,11 @@ pub fn execute(args: Args) -> u8 {
 /// One `error[KIND]: FILE:LINE[:COL]: message` line per problem on stderr.
 pub(crate) fn print_problems(file: &std::path::Path, problems: &[Problem]) {
     for p in problems {
-        let mut location = file.display().to_string();
+        let mut location = if super::conventions::is_stdio(file) {
+            super::conventions::STDIN_NAME.to_owned()
+        } else {
+            file.display().to_string()
+        };
         if let Some(l) = p.line {
             location.push_str(&format!(":{l}"));
             if let Some(c) = p.column {

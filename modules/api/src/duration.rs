@@ -157,6 +157,39 @@ pub fn format(d: Duration) -> String {
 /// Why a zero timeout is refused, and what to write instead.
 pub const ZERO_TIMEOUT: &str = "a timeout of 0s would stop the step before it starts: give a positive duration such as \"30s\", or leave `timeout` out for the default";
 
+/// The JSON Schema of a step's `timeout`, accepting exactly the text and numbers
+/// [`serde_opt_nonzero`] reads: a positive number of seconds (at most 10¹²), or text of
+/// number-unit parts (`"1h30m"`, `"90s"`, `"500ms"`, `"1.5 min"`) or a bare number, none of
+/// them all zeros. The range limit on text (10¹² s in all) is checked on load only.
+#[cfg(feature = "schemars")]
+pub fn timeout_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "description": "A positive duration: seconds as a number, or text such as \"90s\", \"10m\", \"1h30m\", \"500ms\".",
+        "anyOf": [
+            {
+                "type": "string",
+                "pattern": TIMEOUT_TEXT_PATTERN,
+                "not": { "pattern": ZERO_TEXT_PATTERN }
+            },
+            { "type": "number", "exclusiveMinimum": 0, "maximum": 1e12 },
+            { "type": "null" }
+        ]
+    })
+}
+
+/// What [`parse`] reads as text (after trimming): a bare number of seconds, or one or more
+/// number-unit parts.
+pub const TIMEOUT_TEXT_PATTERN: &str = concat!(
+    r"^\s*(\+?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?",
+    r"|(([0-9]+\.?[0-9]*|\.[0-9]+)\s*(ms|secs|sec|s|mins|min|m|hours|hr|h)\s*)+)\s*$"
+);
+
+/// Text whose every number is zero (`"0"`, `"0s"`, `"0m0.0s"`), which a timeout refuses.
+pub const ZERO_TEXT_PATTERN: &str = concat!(
+    r"^\s*(\+?(0+\.?0*|\.0+)([eE][+-]?[0-9]+)?",
+    r"|((0+\.?0*|\.0+)\s*(ms|secs|sec|s|mins|min|m|hours|hr|h)\s*)+)\s*$"
+);
+
 /// Like [`serde_opt`], for a step's timeout: also refuses a zero duration ([`ZERO_TIMEOUT`]).
 pub mod serde_opt_nonzero {
     use serde::{Deserializer, de::Error as _};

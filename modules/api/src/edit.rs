@@ -23,6 +23,7 @@ use serde_json::{Map, Value};
 ///
 /// Fields a custom strategy needs go in `extra` (any other key of the entry).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct EditEntry {
     /// The strategy's name.
     pub strategy: String,
@@ -90,6 +91,7 @@ impl EditEntry {
 /// Why an edit entry cannot be applied. Names the file and, where known, the line, and says
 /// what to do.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct EditError {
     /// The file.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -243,6 +245,7 @@ pub trait EditStrategy: Send + Sync {
 
 /// How a file changed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum ChangeKind {
     /// A new file.
@@ -260,6 +263,7 @@ pub enum ChangeKind {
 
 /// One file's change, with its unified diff.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[non_exhaustive]
 pub struct FileChange {
     /// Workspace-relative path (the new path for renames).
@@ -295,6 +299,7 @@ impl FileChange {
 
 /// How serious a finding is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum Severity {
     /// For information.
@@ -318,6 +323,7 @@ impl Severity {
 
 /// A secret or dangerous pattern introduced by an edit.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[non_exhaustive]
 pub struct SecurityWarning {
     /// The file.
@@ -353,6 +359,7 @@ impl SecurityWarning {
 
 /// The validation of a batch.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[non_exhaustive]
 pub struct EditValidation {
     /// No edited file gained syntax errors.
@@ -365,6 +372,7 @@ pub struct EditValidation {
 
 /// What a batch would change.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[non_exhaustive]
 pub struct EstimatedImpact {
     /// Files touched.
@@ -379,6 +387,7 @@ pub struct EstimatedImpact {
 
 /// A preview of a batch: the diffs and the validation, with nothing written.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[non_exhaustive]
 pub struct EditPreview {
     /// One entry per changed file.
@@ -411,6 +420,7 @@ impl EditPreview {
 
 /// A change that was previewed but not written, and why.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[non_exhaustive]
 pub struct SkippedChange {
     /// The file.
@@ -442,6 +452,7 @@ impl SkippedChange {
 
 /// The outcome of applying a batch.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[non_exhaustive]
 pub struct EditResult {
     /// The preview the batch was validated against.

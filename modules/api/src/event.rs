@@ -32,6 +32,7 @@ pub fn now_ms() -> u64 {
 
 /// One stamped event.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct Event {
     /// Position in the run's stream, from 0, without gaps.
     pub seq: u64,
@@ -49,6 +50,7 @@ pub struct Event {
 
 /// What happened. The serialized `type` follows `area:what` names.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(tag = "type")]
 #[non_exhaustive]
 pub enum EventKind {

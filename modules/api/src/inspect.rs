@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 
 /// A symbol found in a file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[non_exhaustive]
 pub struct Symbol {
     /// Name (`Type::method` for methods).
@@ -27,6 +28,7 @@ impl Symbol {
 
 /// What was learned about one file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[non_exhaustive]
 pub struct Artifact {
     /// Workspace-relative path.
@@ -54,6 +56,7 @@ pub struct Artifact {
 
 /// Counters of an inspection.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[non_exhaustive]
 pub struct InspectionStats {
     /// Files seen by the walk.
@@ -68,6 +71,7 @@ pub struct InspectionStats {
 
 /// The outcome of inspecting a repository for a goal.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[non_exhaustive]
 pub struct InspectionResult {
     /// Per-file findings, most relevant first.

@@ -11,6 +11,7 @@ pub use guard::strip_fence;
 
 /// Who said a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
     /// Instructions.
@@ -23,6 +24,7 @@ pub enum Role {
 
 /// One chat message.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct ChatMessage {
     /// Who said it.
     pub role: Role,
@@ -56,6 +58,7 @@ impl ChatMessage {
 
 /// A request to a model.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[non_exhaustive]
 pub struct LlmRequest {
     /// The conversation.
@@ -101,6 +104,7 @@ impl LlmRequest {
 
 /// Tokens used by a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct TokenUsage {
     /// Prompt tokens.
     pub input_tokens: u64,
@@ -110,6 +114,7 @@ pub struct TokenUsage {
 
 /// A model's answer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[non_exhaustive]
 pub struct LlmResponse {
     /// The text (for JSON requests, the JSON text).

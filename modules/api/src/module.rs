@@ -39,6 +39,7 @@ use std::time::Instant;
 /// assert!(ModuleKind::Edit.runs_in_dry_run());
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case")]
 #[non_exhaustive]
 pub enum ModuleKind {
@@ -94,6 +95,7 @@ impl ModuleKind {
 /// Which files a step may write. The scheduler never runs two steps whose write sets
 /// [conflict](WriteSet::conflicts) at the same time.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case", tag = "kind", content = "paths")]
 pub enum WriteSet {
     /// The step writes nothing in the workspace.
@@ -569,6 +571,7 @@ impl StepContext {
 /// What a step produced. Typed variants for the built-in modules, [`StepOutput::Value`] for
 /// anything else.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(tag = "type", content = "data", rename_all = "kebab-case")]
 #[non_exhaustive]
 pub enum StepOutput {
@@ -641,6 +644,7 @@ impl StepOutput {
 
 /// Why a step failed, in categories the recover stage and the exit code understand.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case")]
 #[non_exhaustive]
 pub enum ErrorCategory {

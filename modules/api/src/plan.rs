@@ -12,6 +12,8 @@ use std::time::Duration;
 
 /// A whole plan: the goal, the steps and (optionally) which steps the goal is about.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schemars", schemars(transform = schema::plan_aliases))]
 #[serde(deny_unknown_fields)]
 pub struct ExecutionPlan {
     /// What the plan is for, in words.
@@ -63,6 +65,7 @@ impl ExecutionPlan {
 
 /// How complex a goal is, as judged by a planner.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum Complexity {
     /// One or two files, an obvious change.
@@ -75,14 +78,21 @@ pub enum Complexity {
 
 /// One node of the plan graph.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schemars", schemars(transform = schema::step_aliases))]
 #[serde(deny_unknown_fields)]
 pub struct PlanStep {
     /// Unique id, matching `[A-Za-z0-9_.-]+`. A null or blank id does not deserialize (YAML
     /// would otherwise read `id: null` as the id `"null"`).
     #[serde(deserialize_with = "present_id")]
+    #[cfg_attr(
+        feature = "schemars",
+        schemars(with = "String", pattern(r"^[A-Za-z0-9_.-]+$"))
+    )]
     pub id: String,
     /// The module that runs the step (`inspect`, `edit`, `test`, `verify`, `execute`,
     /// `report`, or any registered name).
+    #[cfg_attr(feature = "schemars", schemars(length(min = 1)))]
     pub module: String,
     /// What the step is for, in words.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -92,6 +102,10 @@ pub struct PlanStep {
     pub depends_on: Vec<String>,
     /// Module-specific configuration.
     #[serde(default, skip_serializing_if = "Value::is_null")]
+    #[cfg_attr(
+        feature = "schemars",
+        schemars(with = "Option<serde_json::Map<String, Value>>")
+    )]
     pub config: Value,
     /// The longest the step may run (`"120s"`, `"2m"`, or seconds); the engine's default applies
     /// when absent.
@@ -99,6 +113,10 @@ pub struct PlanStep {
         default,
         with = "crate::duration::serde_opt_nonzero",
         skip_serializing_if = "Option::is_none"
+    )]
+    #[cfg_attr(
+        feature = "schemars",
+        schemars(schema_with = "crate::duration::timeout_schema")
     )]
     pub timeout: Option<Duration>,
     /// Paths (relative to the workspace root) this step writes, for modules that cannot derive
@@ -225,6 +243,7 @@ impl PlanStep {
 
 /// What a [`Planner`] is asked for.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[non_exhaustive]
 pub struct PlanRequest {
     /// The user's goal.
@@ -293,6 +312,52 @@ pub trait Planner: Send + Sync {
     fn name(&self) -> &str;
     /// Produces a plan for the request.
     async fn plan(&self, request: &PlanRequest) -> Result<ExecutionPlan, PlanError>;
+}
+
+/// Schema transforms: the aliases serde accepts (`dependsOn`, `estimatedComplexity`,
+/// `suggestedProvider`) as properties of their own, since `deny_unknown_fields` makes the schema
+/// refuse every other key.
+#[cfg(feature = "schemars")]
+mod schema {
+    use schemars::Schema;
+
+    fn alias(schema: &mut Schema, field: &str, alias: &str) {
+        if let Some(props) = schema
+            .get_mut("properties")
+            .and_then(serde_json::Value::as_object_mut)
+            && let Some(v) = props.get(field).cloned()
+        {
+            props.insert(alias.to_owned(), v);
+        }
+    }
+
+    /// `estimatedComplexity`, `suggestedProvider`; `steps` required with at least one step
+    /// (a plan without steps does not validate).
+    pub(super) fn plan_aliases(schema: &mut Schema) {
+        alias(schema, "estimated_complexity", "estimatedComplexity");
+        alias(schema, "suggested_provider", "suggestedProvider");
+        if let Some(steps) = schema
+            .get_mut("properties")
+            .and_then(|p| p.get_mut("steps"))
+            .and_then(serde_json::Value::as_object_mut)
+        {
+            steps.insert("minItems".into(), 1.into());
+        }
+        let required = schema
+            .ensure_object()
+            .entry("required")
+            .or_insert_with(|| serde_json::Value::Array(Vec::new()));
+        if let Some(list) = required.as_array_mut()
+            && !list.iter().any(|v| v == "steps")
+        {
+            list.push("steps".into());
+        }
+    }
+
+    /// `dependsOn`.
+    pub(super) fn step_aliases(schema: &mut Schema) {
+        alias(schema, "depends_on", "dependsOn");
+    }
 }
 
 #[cfg(test)]

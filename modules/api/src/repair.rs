@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 /// How many repair attempts a step (and a run) may make.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[non_exhaustive]
 pub struct RepairBudget {
     /// Attempts per step, including the first run (default 3).
@@ -25,6 +26,7 @@ impl Default for RepairBudget {
 
 /// How one attempt ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum RepairOutcome {
     /// The step succeeded.
@@ -39,6 +41,7 @@ pub enum RepairOutcome {
 
 /// One repair attempt.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[non_exhaustive]
 pub struct RepairAttempt {
     /// From 1.
@@ -58,6 +61,7 @@ pub struct RepairAttempt {
 
 /// The outcome of recovering a step.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[non_exhaustive]
 pub struct RepairResult {
     /// The step ended up succeeding.

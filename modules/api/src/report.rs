@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 /// How a run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum RunStatus {
     /// Every step succeeded.
@@ -17,6 +18,7 @@ pub enum RunStatus {
 
 /// How a step ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum StepStatus {
     /// Never reached a terminal state (the run was cancelled first).
@@ -33,6 +35,7 @@ pub enum StepStatus {
 
 /// One step in a report.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[non_exhaustive]
 pub struct StepRecord {
     /// The step id.
@@ -133,6 +136,7 @@ impl StepRecord {
 
 /// The report of a run, built from its events.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[non_exhaustive]
 pub struct ExecutionReport {
     /// The run.
@@ -193,6 +197,7 @@ impl ExecutionReport {
 
 /// Totals over a report's steps.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[non_exhaustive]
 pub struct ReportCounts {
     /// Steps in the report.
@@ -227,6 +232,7 @@ pub struct ReportCounts {
 
 /// The totals of one test step.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[non_exhaustive]
 pub struct TestTotals {
     /// Every test passed and the run completed.
@@ -260,6 +266,7 @@ pub struct TestTotals {
 
 /// The outcome of one verification step.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[non_exhaustive]
 pub struct VerificationSummary {
     /// No blockers.
@@ -274,6 +281,7 @@ pub struct VerificationSummary {
 
 /// What kind of thing a [`Finding`] is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case")]
 #[non_exhaustive]
 pub enum FindingKind {
@@ -305,6 +313,7 @@ impl FindingKind {
 /// One thing a report points at, located where possible. Reporters turn findings into
 /// annotations, SARIF results and JUnit failures.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[non_exhaustive]
 pub struct Finding {
     /// What kind of finding.

@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 
 /// One syntax problem, located.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[non_exhaustive]
 pub struct SyntaxDiagnostic {
     /// The file.
@@ -46,6 +47,7 @@ impl SyntaxDiagnostic {
 
 /// The result of checking one file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[non_exhaustive]
 pub struct SyntaxReport {
     /// The language checked, or `None` when no grammar covers the file.

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 /// One failing test (or a compile/collection error standing in for the tests it prevented).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[non_exhaustive]
 pub struct TestFailure {
     /// The test's name (`module::test`, `test_file.py::test_x`, ...).
@@ -53,6 +54,7 @@ impl TestFailure {
 
 /// What a sandbox run looked like, as reported with a test result.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[non_exhaustive]
 pub struct SandboxInfo {
     /// `local`, `bwrap` or `docker`.
@@ -139,6 +141,7 @@ impl TestCase {
 /// Counting: `total = passed + failed`; skipped and ignored tests are in `skipped` only. A run
 /// that never reached its summary (killed, crashed, did not compile) is not a success.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[non_exhaustive]
 pub struct TestResult {
     /// Every test passed and the run completed.
@@ -176,6 +179,7 @@ pub struct TestResult {
 
 /// The output of a command run as a step (`execute`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[non_exhaustive]
 pub struct CommandOutput {
     /// The command line.
@@ -195,6 +199,7 @@ pub struct CommandOutput {
 
 /// Network access inside a sandbox.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum NetworkMode {
     /// No network at all (the default).
@@ -208,6 +213,7 @@ pub enum NetworkMode {
 
 /// Resource limits for a sandboxed command.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[non_exhaustive]
 pub struct ResourceLimits {
     /// Memory (and memory + swap) in bytes.
@@ -218,6 +224,7 @@ pub struct ResourceLimits {
     pub pids: u32,
     /// Wall-clock limit.
     #[serde(with = "duration_secs")]
+    #[cfg_attr(feature = "schemars", schemars(with = "f64"))]
     pub timeout: Duration,
 }
 
@@ -259,6 +266,7 @@ mod duration_secs {
 
 /// A bind mount into a sandbox.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct Mount {
     /// Host path.
     pub host: PathBuf,
@@ -270,6 +278,7 @@ pub struct Mount {
 
 /// What to run in a sandbox.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[non_exhaustive]
 pub struct SandboxRequest {
     /// The workspace to copy in.
@@ -325,6 +334,7 @@ impl SandboxRequest {
 
 /// How a sandboxed command ended.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[non_exhaustive]
 pub struct SandboxOutcome {
     /// The exit code, if it exited by itself.

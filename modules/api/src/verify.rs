@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 /// How a check ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum CheckStatus {
     /// It passed.
@@ -19,6 +20,7 @@ pub enum CheckStatus {
 
 /// One verification check.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[non_exhaustive]
 pub struct VerificationCheck {
     /// `syntax`, `tests`, `security`, `goal-alignment`, `lint`, or a custom name.
@@ -54,6 +56,7 @@ impl VerificationCheck {
 
 /// The outcome of verification.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[non_exhaustive]
 pub struct VerificationResult {
     /// No blockers.
@@ -200,6 +203,7 @@ impl std::fmt::Display for CheckFinding {
 
 /// The object form of a [`CheckFinding`] on the wire.
 #[derive(Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 struct FindingObject {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     file: Option<String>,
@@ -210,6 +214,23 @@ struct FindingObject {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     severity: Option<Severity>,
     message: String,
+}
+
+/// On the wire a finding is its `path:line:col: message` text when that reads back the same,
+/// else the object form.
+#[cfg(feature = "schemars")]
+impl schemars::JsonSchema for CheckFinding {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "CheckFinding".into()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let object = generator.subschema_for::<FindingObject>();
+        schemars::json_schema!({
+            "description": "A finding: `path:line:col: message` text, or an object.",
+            "anyOf": [{ "type": "string" }, object]
+        })
+    }
 }
 
 impl Serialize for CheckFinding {

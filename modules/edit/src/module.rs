@@ -12,10 +12,12 @@ use std::sync::Arc;
 
 /// The config of an `edit` step (and the shape of the file `nuvira apply` reads).
 #[derive(Debug, Clone, Default, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct EditStepConfig {
-    /// The entries, in order.
+    /// The entries, in order (each checked by [`parse_entries`] as an [`EditEntry`]).
     #[serde(default)]
+    #[cfg_attr(feature = "schemars", schemars(with = "Option<Vec<EditEntry>>"))]
     pub edits: Option<Vec<Value>>,
     /// Text for a model to turn into entries (needs a configured model).
     #[serde(default)]

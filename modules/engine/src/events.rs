@@ -502,27 +502,43 @@ impl JsonlStore {
             std::fs::create_dir_all(parent)?;
         }
         let file = std::fs::File::create(path)?;
+        Ok(Self::spawn_with(bus, path, Sink::File(file)))
+    }
+
+    /// Starts writing events to standard output (`nuvira run --events -`), the same lines as
+    /// [`spawn`](Self::spawn) writes to a file. A closed pipe ends the stream without an error.
+    ///
+    /// # Panics
+    /// Outside a tokio runtime, like `tokio::task::spawn_blocking`.
+    pub fn spawn_stdout(bus: &EventBus) -> Self {
+        Self::spawn_with(bus, Path::new("<stdout>"), Sink::Stdout)
+    }
+
+    fn spawn_with(bus: &EventBus, path: &Path, sink: Sink) -> Self {
         let mut rx = bus.subscribe();
         let handle = tokio::task::spawn_blocking(move || {
-            let mut out = std::io::BufWriter::new(file);
             let mut written = 0u64;
-            while let Some(ev) = rx.blocking_recv() {
-                write_line(&mut out, &ev)?;
-                written += 1;
-                while let Ok(ev) = rx.try_recv() {
-                    write_line(&mut out, &ev)?;
-                    written += 1;
+            let result = match sink {
+                Sink::File(file) => {
+                    let mut out = std::io::BufWriter::new(file);
+                    drain(&mut rx, &mut out, &mut written)
+                        .and_then(|()| out.flush())
+                        .and_then(|()| out.get_ref().sync_data())
                 }
-                out.flush()?;
-            }
-            out.flush()?;
-            out.get_ref().sync_data()?;
-            Ok(written)
+                Sink::Stdout => {
+                    let mut out = std::io::BufWriter::new(std::io::stdout());
+                    match drain(&mut rx, &mut out, &mut written).and_then(|()| out.flush()) {
+                        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+                        other => other,
+                    }
+                }
+            };
+            result.map(|()| written)
         });
-        Ok(Self {
+        Self {
             handle,
             path: path.to_owned(),
-        })
+        }
     }
 
     /// Waits until every event has been written (call after [`EventBus::close`]); returns the
@@ -541,8 +557,46 @@ impl JsonlStore {
     }
 }
 
+/// Where a [`JsonlStore`] writes.
+enum Sink {
+    File(std::fs::File),
+    Stdout,
+}
+
+/// Writes every event of `rx` until the bus closes, flushing when the channel is momentarily
+/// empty.
+fn drain(
+    rx: &mut tokio::sync::mpsc::UnboundedReceiver<Arc<Event>>,
+    out: &mut impl Write,
+    written: &mut u64,
+) -> std::io::Result<()> {
+    while let Some(ev) = rx.blocking_recv() {
+        write_line(out, &ev)?;
+        *written += 1;
+        while let Ok(ev) = rx.try_recv() {
+            write_line(out, &ev)?;
+            *written += 1;
+        }
+        out.flush()?;
+    }
+    Ok(())
+}
+
+/// The version of the JSONL event format, written as `schema_version` in every line (the
+/// first key). Readers ignore the key, so files written before it existed read the same; it
+/// changes only when an existing field changes meaning (new event types and fields do not).
+pub const EVENTS_SCHEMA_VERSION: u32 = 1;
+
 fn write_line(out: &mut impl Write, ev: &Event) -> std::io::Result<()> {
-    serde_json::to_writer(&mut *out, ev).map_err(std::io::Error::other)?;
+    let json = serde_json::to_vec(ev).map_err(std::io::Error::other)?;
+    // An event serializes as a non-empty object: the version goes in as its first key.
+    match json.strip_prefix(b"{") {
+        Some(rest) => {
+            write!(out, "{{\"schema_version\":{EVENTS_SCHEMA_VERSION},")?;
+            out.write_all(rest)?;
+        }
+        None => out.write_all(&json)?,
+    }
     out.write_all(b"\n")
 }
 

@@ -768,25 +768,5 @@ fn suggestion<'a>(unknown: &str, known: impl Iterator<Item = &'a str>) -> String
 
 /// Optimal string alignment distance: Levenshtein plus the swap of two neighbours.
 fn edit_distance(a: &str, b: &str) -> usize {
-    let a: Vec<char> = a.chars().collect();
-    let b: Vec<char> = b.chars().collect();
-    let w = b.len() + 1;
-    let mut d = vec![0usize; (a.len() + 1) * w];
-    for (j, cell) in d.iter_mut().take(w).enumerate() {
-        *cell = j;
-    }
-    for i in 1..=a.len() {
-        d[i * w] = i;
-        for j in 1..=b.len() {
-            let cost = usize::from(a[i - 1] != b[j - 1]);
-            let mut best = (d[(i - 1) * w + j] + 1)
-                .min(d[i * w + j - 1] + 1)
-                .min(d[(i - 1) * w + j - 1] + cost);
-            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
-                best = best.min(d[(i - 2) * w + j - 2] + 1);
-            }
-            d[i * w + j] = best;
-        }
-    }
-    d[a.len() * w + b.len()]
+    strsim::osa_distance(a, b)
 }

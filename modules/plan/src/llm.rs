@@ -6,7 +6,7 @@ use nuvira_api::{
     ChatMessage, EventKind, EventSink, LlmClient, LlmRequest, NullSink, PlanError, PlanRequest,
     Planner, async_trait,
 };
-use serde_json::{Value, json};
+use serde_json::Value;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
@@ -17,51 +17,18 @@ pub const EXECUTION_PLAN: &str = "execution_plan";
 /// problems, empty when the plan is fine.
 pub type PlanValidator = Arc<dyn Fn(&ExecutionPlan) -> Vec<String> + Send + Sync>;
 
-/// The JSON Schema of an [`ExecutionPlan`] as the model should write it.
-///
-/// Hand-written so that `nuvira-api` keeps its four dependencies; the tests check it accepts
-/// the example plans and rejects malformed ones. `dependsOn`, `estimatedComplexity` and
-/// `suggestedProvider` are accepted as the plan format accepts them.
+/// The JSON Schema of an [`ExecutionPlan`], derived from the type (`schemars`), so that it
+/// accepts the shape `nuvira validate` accepts: `goal` optional, `timeout` as `"1h30m"`,
+/// `"90s"`, `"500ms"` or seconds, the `dependsOn`, `estimatedComplexity` and
+/// `suggestedProvider` spellings, no unknown keys, at least one step. What needs the module
+/// registry or the whole graph (unknown modules, module config, dangling references, cycles)
+/// is checked after parsing ([`check_plan`], the engine's validation). Subschemas are inlined
+/// (no `$ref`), which every model provider's structured output reads.
 pub fn plan_schema() -> Value {
-    let ids =
-        json!({ "type": "array", "items": { "type": "string", "pattern": "^[A-Za-z0-9_.-]+$" } });
-    json!({
-        "type": "object",
-        "properties": {
-            "goal": { "type": "string" },
-            "outputs": ids,
-            "steps": {
-                "type": "array",
-                "minItems": 1,
-                "items": {
-                    "type": "object",
-                    "properties": {
-                        "id": { "type": "string", "pattern": "^[A-Za-z0-9_.-]+$" },
-                        "module": { "type": "string", "minLength": 1 },
-                        "description": { "type": "string" },
-                        "depends_on": ids,
-                        "dependsOn": ids,
-                        "config": { "type": "object" },
-                        "timeout": {
-                            "anyOf": [
-                                { "type": "string", "pattern": "^[0-9]+(\\.[0-9]+)?(ms|s|m|h)?$" },
-                                { "type": "number", "minimum": 0 }
-                            ]
-                        },
-                        "writes": { "type": "array", "items": { "type": "string" } }
-                    },
-                    "required": ["id", "module"],
-                    "additionalProperties": false
-                }
-            },
-            "estimated_complexity": { "enum": ["simple", "moderate", "complex"] },
-            "estimatedComplexity": { "enum": ["simple", "moderate", "complex"] },
-            "suggested_provider": { "type": "string" },
-            "suggestedProvider": { "type": "string" }
-        },
-        "required": ["goal", "steps"],
-        "additionalProperties": false
-    })
+    let generator = schemars::generate::SchemaSettings::draft2020_12()
+        .with(|s| s.inline_subschemas = true)
+        .into_generator();
+    generator.into_root_schema_for::<ExecutionPlan>().to_value()
 }
 
 /// The graph problems of a plan: empty or invalid ids, duplicate ids, dependencies on unknown

@@ -179,10 +179,26 @@ pub fn render_with(report: &ExecutionReport, format: Format, sarif: &sarif::Opti
     }
 }
 
+/// The version of the report JSON, its first key `schema_version`: it changes only when an
+/// existing key changes meaning (new keys do not). `nuvira schema report` describes it.
+pub const REPORT_SCHEMA_VERSION: u32 = 1;
+
+/// The report JSON: `schema_version`, then the report's own keys.
+#[derive(serde::Serialize)]
+struct Versioned<'a> {
+    schema_version: u32,
+    #[serde(flatten)]
+    report: &'a ExecutionReport,
+}
+
 fn render_json(report: &ExecutionReport) -> String {
     // Serializing plain data with string keys cannot fail; fall back to an error object anyway
     // rather than panicking.
-    match serde_json::to_string_pretty(report) {
+    let versioned = Versioned {
+        schema_version: REPORT_SCHEMA_VERSION,
+        report,
+    };
+    match serde_json::to_string_pretty(&versioned) {
         Ok(mut s) => {
             s.push('\n');
             s

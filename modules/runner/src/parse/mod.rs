@@ -515,48 +515,10 @@ impl Tally {
     }
 }
 
-/// Removes ANSI escape sequences (colours, cursor movement, OSC hyperlinks).
+/// Removes ANSI escape sequences (colours, cursor movement, OSC hyperlinks, DCS), with
+/// `console`'s parser; every other character (tabs, carriage returns) stays.
 pub fn strip_ansi(s: &str) -> Cow<'_, str> {
-    if !s.contains('\x1b') {
-        return Cow::Borrowed(s);
-    }
-    let mut out = String::with_capacity(s.len());
-    let mut chars = s.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c != '\x1b' {
-            out.push(c);
-            continue;
-        }
-        match chars.peek() {
-            Some('[') => {
-                chars.next();
-                // Parameters and intermediates, then one final byte in @..~.
-                for c in chars.by_ref() {
-                    if ('@'..='~').contains(&c) {
-                        break;
-                    }
-                }
-            }
-            Some(']') => {
-                chars.next();
-                // OSC: up to BEL or ESC \.
-                while let Some(c) = chars.next() {
-                    if c == '\x07' {
-                        break;
-                    }
-                    if c == '\x1b' {
-                        chars.next();
-                        break;
-                    }
-                }
-            }
-            Some(_) => {
-                chars.next();
-            }
-            None => {}
-        }
-    }
-    Cow::Owned(out)
+    console::strip_ansi_codes(s)
 }
 
 fn cap_log(stdout: &str, stderr: &str) -> String {
