@@ -3,10 +3,10 @@
 
 mod agent;
 mod cli_apply;
-mod cli_ci_trust;
 mod cli_cache;
-mod cli_git;
+mod cli_ci_trust;
 mod cli_conventions;
+mod cli_git;
 mod cli_inspect;
 mod cli_output;
 mod cli_projects;

@@ -95,6 +95,7 @@ pub struct SandboxInfo {
 
 /// How one test ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case")]
 #[non_exhaustive]
 pub enum TestOutcome {
@@ -111,6 +112,7 @@ pub enum TestOutcome {
 /// `testcase`. Parsers fill this where the runner names its tests (JUnit XML, libtest,
 /// nextest, pytest, jest, vitest, go test); a runner that prints only totals leaves it empty.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[non_exhaustive]
 pub struct TestCase {
     /// The test's name, as in [`TestFailure::name`].
