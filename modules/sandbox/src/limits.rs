@@ -117,9 +117,15 @@ fn detect_in(proc_: &Path, unified: &Path) -> Cgroups {
         if Path::new("/run/systemd/system").is_dir() {
             if let Some(systemd_run) = crate::local::find_on_path("systemd-run") {
                 let user = !nix::unistd::Uid::effective().is_root();
-                return Cgroups::Systemd { systemd_run, user };
+                // Probed once: a scope needs a reachable systemd manager (and, for --user, a
+                // user session with delegated memory and pids controllers).
+                match probe_systemd_run(&systemd_run, user) {
+                    Ok(()) => return Cgroups::Systemd { systemd_run, user },
+                    Err(why) => reasons.push(why),
+                }
+            } else {
+                reasons.push("systemd-run is not on PATH".into());
             }
-            reasons.push("systemd-run is not on PATH".into());
         } else {
             reasons.push("systemd does not run this machine (no /run/systemd/system)".into());
         }
@@ -162,6 +168,33 @@ fn detect_in(proc_: &Path, unified: &Path) -> Cgroups {
             }
             Cgroups::Unavailable(reasons.join("; "))
         }
+    }
+}
+
+/// Runs `true` in a scope with the limits runs get, to know that runs can.
+fn probe_systemd_run(systemd_run: &Path, user: bool) -> Result<(), String> {
+    let mut cmd = std::process::Command::new(systemd_run);
+    if user {
+        cmd.arg("--user");
+    }
+    cmd.args([
+        "--scope",
+        "--quiet",
+        "--collect",
+        "--property=MemoryMax=1G",
+        "--property=TasksMax=64",
+        "--",
+        "true",
+    ])
+    .stdin(std::process::Stdio::null());
+    match cmd.output() {
+        Ok(out) if out.status.success() => Ok(()),
+        Ok(out) => Err(format!(
+            "systemd-run --scope{} failed: {}",
+            if user { " --user" } else { "" },
+            nuvira_api::text::escape_control(String::from_utf8_lossy(&out.stderr).trim())
+        )),
+        Err(e) => Err(format!("start {}: {e}", systemd_run.display())),
     }
 }
 
