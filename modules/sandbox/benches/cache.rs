@@ -163,6 +163,12 @@ fn heavy_bench(c: &mut Criterion) {
             &["__pycache__", "tests/__pycache__"][..],
         ),
     ] {
+        // NUVIRA_BENCH_PROJECTS=flat-pytest runs only that one.
+        if let Ok(only) = std::env::var("NUVIRA_BENCH_PROJECTS")
+            && !only.split(',').any(|p| p == name)
+        {
+            continue;
+        }
         let here = copy_project(name);
         let cache = tempfile::tempdir().unwrap();
         let root = CacheRoot::at(cache.path(), u64::MAX);

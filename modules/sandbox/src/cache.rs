@@ -5,8 +5,10 @@
 //! for each project:
 //!
 //! - one **cache entry per toolchain** ([`CacheKind`]): the cargo target dir
-//!   (`CARGO_TARGET_DIR`), pip/uv caches and the bytecode prefix (`PIP_CACHE_DIR`,
-//!   `UV_CACHE_DIR`, `PYTHONPYCACHEPREFIX`), the npm/yarn/pnpm/bun caches and store
+//!   (`CARGO_TARGET_DIR`), pip/uv caches (`PIP_CACHE_DIR`, `UV_CACHE_DIR`; not
+//!   `PYTHONPYCACHEPREFIX`, which makes Python look for every module's bytecode there, the
+//!   installed packages' too, and compile all of them where bytecode is not written), the
+//!   npm/yarn/pnpm/bun caches and store
 //!   (`npm_config_cache`, `YARN_CACHE_FOLDER`, `npm_config_store_dir`, `BUN_INSTALL_CACHE_DIR`),
 //!   the Go build cache (`GOCACHE`). [`env_for`] gives the variables for a folder;
 //! - one **workspace entry** ([`CacheKind::Workspace`]): the persistent copy of the workspace
@@ -110,7 +112,7 @@ const DATA_DIR: &str = "data";
 pub enum CacheKind {
     /// The cargo target dir.
     Cargo,
-    /// pip and uv caches, Python bytecode.
+    /// pip and uv caches.
     Python,
     /// npm, yarn, pnpm and bun caches.
     Node,
@@ -167,11 +169,7 @@ pub fn env_for(kind: CacheKind, dir: &Path) -> BTreeMap<String, String> {
     let at = |sub: &str| dir.join(sub).to_string_lossy().into_owned();
     let pairs: Vec<(&str, String)> = match kind {
         CacheKind::Cargo => vec![("CARGO_TARGET_DIR", at("target"))],
-        CacheKind::Python => vec![
-            ("PIP_CACHE_DIR", at("pip")),
-            ("UV_CACHE_DIR", at("uv")),
-            ("PYTHONPYCACHEPREFIX", at("pycache")),
-        ],
+        CacheKind::Python => vec![("PIP_CACHE_DIR", at("pip")), ("UV_CACHE_DIR", at("uv"))],
         CacheKind::Node => vec![
             ("npm_config_cache", at("npm")),
             ("YARN_CACHE_FOLDER", at("yarn")),
