@@ -126,7 +126,9 @@ pub fn execute(args: Args) -> u8 {
                 .collect();
             println!(
                 "{}",
-                json!({ "valid": false, "steps": steps, "errors": errors })
+                crate::cli::actions::json_for_stdout(
+                    &json!({ "valid": false, "steps": steps, "errors": errors }).to_string()
+                )
             );
             crate::exit::INVALID
         }
