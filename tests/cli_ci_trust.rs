@@ -238,3 +238,50 @@ fn paths_are_relative_to_the_workspace_else_the_git_top_level_else_the_repositor
         "mono/sub/src/lib.rs"
     );
 }
+
+#[test]
+fn json_printed_in_actions_mode_carries_no_old_style_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("plan.yaml");
+    std::fs::write(
+        &plan,
+        "steps:\n  - id: \"a ##[error]FORGED\"\n    module: nosuch\n",
+    )
+    .unwrap();
+    let run = |actions: bool| {
+        let mut c = Command::cargo_bin("nuvira").unwrap();
+        c.env_remove("GITHUB_ACTIONS");
+        if actions {
+            c.env("GITHUB_ACTIONS", "true");
+        }
+        let out = c
+            .args(["validate", "--format", "json"])
+            .arg(&plan)
+            .output()
+            .unwrap();
+        (
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (plain, _) = run(false);
+    assert!(
+        plain.contains("##[error]FORGED"),
+        "the test needs the text: {plain}"
+    );
+    let (stdout, stderr) = run(true);
+    for (name, s) in [("stdout", &stdout), ("stderr", &stderr)] {
+        assert!(
+            runner_commands(s).is_empty(),
+            "{name}: {:?}",
+            runner_commands(s)
+                .iter()
+                .map(|c| &c.line)
+                .collect::<Vec<_>>()
+        );
+    }
+    // The same JSON.
+    let a: serde_json::Value = serde_json::from_str(&plain).unwrap();
+    let b: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(a, b);
+}

@@ -67,6 +67,12 @@ impl Drop for SafeStderr {
     }
 }
 
+/// JSON for standard output: in Actions mode every `##[` is written `##\u005b` (the same JSON
+/// string), so a value quoting the repository cannot be a command.
+pub(crate) fn json_for_stdout(text: &str) -> Cow<'_, str> {
+    report_for_stdout(text, nuvira_report::Format::Json)
+}
+
 /// A rendered report for standard output: as it is, or in Actions mode made safe for the
 /// runner's log in a way that keeps the format ([`nuvira_report::github::for_log`]).
 pub(crate) fn report_for_stdout(text: &str, format: nuvira_report::Format) -> Cow<'_, str> {

@@ -50,7 +50,9 @@ pub fn execute(args: Args) -> u8 {
     let json = args.format == Format::Json;
     let json_error = |kind: &str, message: &str, problems: Option<serde_json::Value>| {
         if json {
-            super::print_stdout(&crate::cli::json_error(kind, message, problems));
+            super::print_stdout(&crate::cli::actions::json_for_stdout(
+                &crate::cli::json_error(kind, message, problems),
+            ));
         }
     };
     let (loaded, entries) = match load(&args.edits_file) {
@@ -277,7 +279,10 @@ fn describe(e: &LoadError) -> String {
 
 fn print_json<T: serde::Serialize>(value: &T) {
     match serde_json::to_string_pretty(value) {
-        Ok(s) => println!("{}", super::conventions::with_schema_version(&s)),
+        Ok(s) => println!(
+            "{}",
+            crate::cli::actions::json_for_stdout(&super::conventions::with_schema_version(&s))
+        ),
         Err(e) => eprintln!("error: serialize the output: {e}"),
     }
 }

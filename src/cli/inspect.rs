@@ -73,6 +73,13 @@ pub fn execute(args: Args) -> u8 {
         },
         Format::Text => render_text(&result, &args.goal),
     };
+    // Untrusted text (file names, symbols, snippets) for a runner's log in Actions mode.
+    let text = match args.format {
+        Format::Json => crate::cli::actions::json_for_stdout(&text).into_owned(),
+        Format::Text => {
+            crate::cli::actions::report_for_stdout(&text, nuvira_report::Format::Text).into_owned()
+        }
+    };
     // A closed pipe (`| head`) is not an error worth reporting; a full disk is (exit 3).
     super::print_stdout(&text);
     exit::SUCCESS

@@ -229,7 +229,11 @@ pub fn execute(args: Args) -> u8 {
                 None => eprintln!("error: {}", crate::cli::esc_lines(&fail.message)),
             }
             if json {
-                print_stdout(&super::json_error(fail.kind, &fail.message, fail.problems));
+                print_stdout(&crate::cli::actions::json_for_stdout(&super::json_error(
+                    fail.kind,
+                    &fail.message,
+                    fail.problems,
+                )));
             }
             fail.code
         }

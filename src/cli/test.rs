@@ -223,7 +223,9 @@ pub fn execute(args: Args) -> u8 {
     let fail = |code: u8, kind: &str, message: &str| {
         eprintln!("error: {}", crate::cli::esc_lines(message));
         if format == Format::Json {
-            super::print_stdout(&super::json_error(kind, message, None));
+            super::print_stdout(&crate::cli::actions::json_for_stdout(&super::json_error(
+                kind, message, None,
+            )));
         }
         code
     };
@@ -279,7 +281,9 @@ fn report(outcome: Result<TestResult, ModuleError>, format: Format) -> u8 {
     let fail = |code: u8, kind: &str, message: &str| {
         eprintln!("error: {}", crate::cli::esc_lines(message));
         if format == Format::Json {
-            super::print_stdout(&super::json_error(kind, message, None));
+            super::print_stdout(&crate::cli::actions::json_for_stdout(&super::json_error(
+                kind, message, None,
+            )));
         }
         code
     };

@@ -135,9 +135,9 @@ pub fn execute(args: Args) -> u8 {
                 .collect();
             println!(
                 "{}",
-                super::conventions::with_schema_version(
+                crate::cli::actions::json_for_stdout(&super::conventions::with_schema_version(
                     &json!({ "valid": false, "steps": steps, "errors": errors }).to_string()
-                )
+                ))
             );
             crate::exit::INVALID
         }
