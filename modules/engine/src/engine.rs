@@ -43,7 +43,7 @@ impl std::fmt::Debug for Engine {
 }
 
 /// Per-run settings that are not part of the engine.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct RunSettings {
     /// Triggers cancellation.
     pub cancel: CancellationToken,
@@ -51,6 +51,19 @@ pub struct RunSettings {
     pub dry_run: bool,
     /// Overrides the engine's `max_parallel`.
     pub max_parallel: Option<usize>,
+    /// Resume and model-call hooks for this run ([`crate::hooks`]).
+    pub hooks: Option<Arc<dyn crate::hooks::StepHooks>>,
+}
+
+impl std::fmt::Debug for RunSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunSettings")
+            .field("cancel", &self.cancel)
+            .field("dry_run", &self.dry_run)
+            .field("max_parallel", &self.max_parallel)
+            .field("hooks", &self.hooks.is_some())
+            .finish()
+    }
 }
 
 /// Builds an [`Engine`].
@@ -233,6 +246,7 @@ impl Engine {
         opts.cancel = settings.cancel;
         opts.llm.clone_from(&self.llm);
         opts.recovery.clone_from(&self.recovery);
+        opts.hooks = settings.hooks;
         if opts.recovery.is_some() {
             opts.registry = Some(self.registry.clone());
         }

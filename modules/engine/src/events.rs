@@ -502,27 +502,49 @@ impl JsonlStore {
             std::fs::create_dir_all(parent)?;
         }
         let file = std::fs::File::create(path)?;
+        Ok(Self::spawn_file(bus, file, path, false))
+    }
+
+    /// Like [`spawn`](Self::spawn), into a file the caller opened (a run folder's
+    /// `events.jsonl`), and with `sync_at_step_ends` also durable at step boundaries: after a
+    /// burst that holds a step's end (`step:succeeded`, `step:failed`, `step:skipped`) or the
+    /// run's, the file is `fsync`ed before the next event is read, so a crash loses no finished
+    /// step's record.
+    ///
+    /// # Panics
+    /// Outside a tokio runtime, like `tokio::task::spawn_blocking`.
+    pub fn spawn_file(
+        bus: &EventBus,
+        file: std::fs::File,
+        path: &Path,
+        sync_at_step_ends: bool,
+    ) -> Self {
         let mut rx = bus.subscribe();
         let handle = tokio::task::spawn_blocking(move || {
             let mut out = std::io::BufWriter::new(file);
             let mut written = 0u64;
             while let Some(ev) = rx.blocking_recv() {
+                let mut boundary = is_boundary(&ev);
                 write_line(&mut out, &ev)?;
                 written += 1;
                 while let Ok(ev) = rx.try_recv() {
+                    boundary |= is_boundary(&ev);
                     write_line(&mut out, &ev)?;
                     written += 1;
                 }
                 out.flush()?;
+                if sync_at_step_ends && boundary {
+                    out.get_ref().sync_data()?;
+                }
             }
             out.flush()?;
             out.get_ref().sync_data()?;
             Ok(written)
         });
-        Ok(Self {
+        Self {
             handle,
             path: path.to_owned(),
-        })
+        }
     }
 
     /// Waits until every event has been written (call after [`EventBus::close`]); returns the
@@ -539,6 +561,15 @@ impl JsonlStore {
             ))),
         }
     }
+}
+
+/// Whether an event ends a step or the run (where a durable event file is synced).
+fn is_boundary(ev: &Event) -> bool {
+    ev.kind.step_status().is_some()
+        || matches!(
+            ev.kind,
+            EventKind::RunCompleted { .. } | EventKind::RunCancelled { .. }
+        )
 }
 
 fn write_line(out: &mut impl Write, ev: &Event) -> std::io::Result<()> {
