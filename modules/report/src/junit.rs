@@ -23,6 +23,12 @@ pub fn render(r: &ExecutionReport) -> String {
     let mut steps = TestSuite::new("nuvira");
     steps.add_property(Property::new("report_id", r.report_id.as_str()));
     steps.add_property(Property::new("goal", r.goal.as_str()));
+    if let Some(u) = &r.usage {
+        steps.add_property(Property::new("model_usage", u.describe()));
+    }
+    if let Some(b) = &r.budget_exceeded {
+        steps.add_property(Property::new("budget_exceeded", b.as_str()));
+    }
     for s in &r.steps {
         let status = match s.status {
             StepStatus::Succeeded => TestCaseStatus::success(),
@@ -51,6 +57,9 @@ pub fn render(r: &ExecutionReport) -> String {
         case.set_classname(format!("nuvira.{}", s.module));
         if let Some(d) = s.duration_ms {
             case.set_time(Duration::from_millis(d));
+        }
+        if let Some(u) = &s.usage {
+            case.add_property(Property::new("model_usage", u.describe()));
         }
         steps.add_test_case(case);
     }

@@ -95,6 +95,23 @@ pub fn to_value(report: &ExecutionReport) -> Value {
     if !notifications.is_empty() {
         invocation["toolExecutionNotifications"] = Value::Array(notifications);
     }
+    let mut properties = json!({
+        "reportId": report.report_id,
+        "goal": report.goal,
+        "summary": report.summary,
+    });
+    if let Some(u) = &report.usage {
+        properties["modelUsage"] = json!(u);
+        let steps: serde_json::Map<String, Value> = report
+            .steps
+            .iter()
+            .filter_map(|s| Some((s.id.clone(), json!(s.usage.as_ref()?))))
+            .collect();
+        properties["stepModelUsage"] = Value::Object(steps);
+    }
+    if let Some(b) = &report.budget_exceeded {
+        properties["budgetExceeded"] = json!(b);
+    }
     json!({
         "$schema": SCHEMA_URI,
         "version": "2.1.0",
@@ -115,11 +132,7 @@ pub fn to_value(report: &ExecutionReport) -> Value {
             },
             "invocations": [invocation],
             "results": results,
-            "properties": {
-                "reportId": report.report_id,
-                "goal": report.goal,
-                "summary": report.summary,
-            },
+            "properties": properties,
         }]
     })
 }
