@@ -7,6 +7,7 @@ mod cli_inspect;
 mod cli_output;
 mod cli_report;
 mod cli_run;
+mod cli_runs;
 mod cli_test;
 mod cli_validate;
 mod scheduler;

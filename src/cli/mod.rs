@@ -6,12 +6,16 @@ use std::process::ExitCode;
 
 mod apply;
 mod graph;
+mod history;
 mod inflight;
 mod inspect;
 mod progress;
+mod replay;
 mod report;
+mod resume;
 mod rollback;
 mod run;
+mod runs;
 mod signal;
 mod test;
 mod validate;
@@ -42,9 +46,15 @@ enum Command {
     /// Find the files relevant to a goal.
     Inspect(inspect::Args),
     /// Run a plan (or a goal) through the whole pipeline.
-    Run(run::Args),
+    Run(Box<run::Args>),
     /// Build a report from a stored event file.
     Report(report::Args),
+    /// The run history: list runs, show a run's report, collect old runs.
+    Runs(runs::Args),
+    /// Resume a recorded run: only what did not finish (or whose inputs changed) runs again.
+    Resume(resume::Args),
+    /// Re-execute a recorded run with its recorded model answers, offline; report divergences.
+    Replay(replay::Args),
 }
 
 /// Parses the command line, runs the command and returns its exit code.
@@ -70,8 +80,11 @@ pub fn main() -> ExitCode {
         Command::Rollback(a) => rollback::execute(a),
         Command::Test(a) => test::execute(a),
         Command::Inspect(a) => inspect::execute(a),
-        Command::Run(a) => run::execute(a),
+        Command::Run(a) => run::execute(*a),
         Command::Report(a) => report::execute(a),
+        Command::Runs(a) => runs::execute(a),
+        Command::Resume(a) => resume::execute(a),
+        Command::Replay(a) => replay::execute(a),
     };
     ExitCode::from(code)
 }
