@@ -774,3 +774,74 @@ fn the_planners_model_call_is_recorded_under_no_step_and_counted() {
     let events = std::fs::read_to_string(dir.join("events.jsonl")).unwrap();
     assert!(events.contains("\"llm:response\""));
 }
+
+/// Resuming a finished run reuses every step, test steps included; `--rerun-tests` runs them
+/// again, and so does a changed file they could read.
+#[test]
+fn test_steps_with_unchanged_inputs_are_not_rerun_unless_asked() {
+    let s = Setup::new();
+    let repo = s.path("repo");
+    let count = s.path("count");
+    let plan = format!(
+        r#"goal: "count"
+steps:
+  - id: fix
+    module: edit
+    config: {{ edits: [ {{ strategy: search-replace, path: src/lib.rs, search: "{{ 1 }}", replace: "{{ 10 }}" }} ] }}
+  - id: tally
+    module: execute
+    depends_on: [fix]
+    config: {{ command: "echo ran >> {}", sandbox: local }}
+"#,
+        count.display()
+    );
+    std::fs::write(s.path("count.yaml"), plan).unwrap();
+    let out = s
+        .nuvira()
+        .arg("run")
+        .arg(s.path("count.yaml"))
+        .arg("--repo")
+        .arg(&repo)
+        .arg("-q")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (id, _) = only_run(&repo);
+    let runs = |extra: &[&str]| {
+        let out = s
+            .nuvira()
+            .args(["resume", &id, "-q", "--repo"])
+            .arg(&repo)
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        std::fs::read_to_string(&count).unwrap().lines().count()
+    };
+    assert_eq!(
+        runs(&[]),
+        1,
+        "unchanged inputs: the command did not run again"
+    );
+    assert_eq!(
+        std::fs::read_to_string(repo.join("src/lib.rs")).unwrap(),
+        "pub fn a() -> u32 { 10 }\npub fn b() -> u32 { 2 }\n",
+        "the edit was not applied twice"
+    );
+    assert_eq!(runs(&["--rerun-tests"]), 2);
+    std::fs::write(repo.join("README"), "a file the command could read\n").unwrap();
+    assert_eq!(
+        runs(&[]),
+        3,
+        "a new file in the workspace changes its inputs"
+    );
+    assert_eq!(runs(&[]), 3);
+}

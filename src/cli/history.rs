@@ -46,13 +46,7 @@ pub(crate) fn planner_log(
         max_tokens: args.max_tokens,
         max_cost_usd: args.max_cost,
     };
-    Arc::new(CallLog::new(
-        None,
-        held,
-        config,
-        budget,
-        settings.cancel.clone(),
-    ))
+    Arc::new(CallLog::new(None, held, config, budget, settings.cancel.clone()).buffering())
 }
 
 /// Starts recording run `run_id` of `plan` on `bus` (a resumed run reopens its folder).

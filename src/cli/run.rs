@@ -1,7 +1,13 @@
 //! `nuvira run PLAN | --goal TEXT [--repo DIR] [--planner template] [--model ..]
 //! [--sandbox auto|local|docker] [--image IMAGE] [--allow-host-exec] [--allow-mount]
 //! [--max-parallel N] [--dry-run] [--events FILE]
-//! [--format text|json|markdown|github] [--report FORMAT=PATH]... [--scratch] [--wait]`.
+//! [--format text|json|markdown|github] [--report FORMAT=PATH]... [--scratch] [--wait]
+//! [--resume RUN [--rerun-tests]] [--max-tokens N] [--max-cost USD] [--no-history]
+//! [--keep-runs N] [--keep-days D]`.
+//!
+//! Every run is recorded in `.nuvira/runs/<run-id>/` (see [`super::history`] and
+//! docs/runs.md); `--max-tokens` / `--max-cost` stop it with exit 1 when its model calls use
+//! more.
 //!
 //! The whole pipeline: load (or plan) and validate, run every step on the scheduler with the
 //! built-in modules, follow progress on stderr, print the report on stdout, write report files.

@@ -146,7 +146,7 @@ fn list(store: &RunStore, json: bool) -> u8 {
         out.push_str(&format!(
             "{:<24}  {:<15}  {:<19}  {:>8}  {:>8}  {:>9}  {}\n",
             super::esc(&m.id),
-            run.status(),
+            super::esc(run.status()),
             utc(m.started_ms),
             duration,
             tokens,

@@ -406,6 +406,8 @@ pub struct CallLog {
     /// Records kept in memory while there is no folder yet (the planner's calls, made before
     /// the run folder exists).
     pending: Mutex<Vec<CallRecord>>,
+    /// Whether records are kept in `pending` while there is no folder.
+    buffer: bool,
 }
 
 #[derive(Default)]
@@ -447,7 +449,16 @@ impl CallLog {
             state: Mutex::new(LogState::default()),
             recorded: None,
             pending: Mutex::new(Vec::new()),
+            buffer: false,
         }
+    }
+
+    /// Builder-style: without a folder, keeps the records in memory for [`adopt`](Self::adopt)
+    /// (the planner's log; a run without history keeps none).
+    #[must_use]
+    pub fn buffering(mut self) -> Self {
+        self.buffer = true;
+        self
     }
 
     /// The records of a log that had no folder (see [`CallLog::new`] with `None`), in call
@@ -545,6 +556,9 @@ impl CallLog {
 
     fn write(&self, rec: &CallRecord) {
         let Some(dir) = &self.dir else {
+            if !self.buffer {
+                return;
+            }
             self.pending
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)

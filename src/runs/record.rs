@@ -282,7 +282,7 @@ pub fn file_hash(root: &Path, rel: &str) -> String {
 
 /// The workspace's files as a sandbox copy holds them (what `git` would not ignore, build
 /// folders left out), workspace-relative.
-fn workspace_files(root: &Path) -> Vec<String> {
+pub(crate) fn workspace_files(root: &Path) -> Vec<String> {
     let options = nuvira_workspace::WalkOptions {
         include_ignored: false,
         skip_build_dirs: true,

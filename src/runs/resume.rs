@@ -147,6 +147,17 @@ impl Prior {
                 return None;
             }
         }
+        // A test or a command may read any file: one that appeared since changes its inputs.
+        if matches!(step.module.as_str(), "test" | "execute") {
+            let mut now = crate::runs::record::workspace_files(&self.root);
+            now.sort();
+            let mut then: Vec<&str> = fp.files.iter().map(|(p, _)| p.as_str()).collect();
+            then.sort_unstable();
+            then.dedup();
+            if now.iter().map(String::as_str).ne(then.iter().copied()) {
+                return None;
+            }
+        }
         for kind in &prior.events {
             ctx.emit(kind.clone());
         }
