@@ -27,7 +27,7 @@ pub use nuvira_engine::{
     Engine, EngineBuilder, EventBus, MaxParallel, ModuleRegistry, Problem, ProblemKind, RunOptions,
     RunSettings, RunSummary, StepOutcome, ValidatedPlan, ValidationErrors,
 };
-pub use nuvira_engine::{engine, events, exit, graph, registry, scheduler, validate};
+pub use nuvira_engine::{engine, events, exit, graph, hooks, registry, scheduler, validate};
 /// Plan files (`load_file`, `parse_str`) and the planners, so an embedder needs no extra
 /// dependency to load a plan.
 #[cfg(feature = "plan")]
@@ -45,5 +45,7 @@ pub mod cli;
 pub mod defaults;
 #[cfg(feature = "defaults")]
 pub mod model_plan;
+#[cfg(feature = "defaults")]
+pub mod runs;
 #[cfg(feature = "defaults")]
 pub mod scratch;

@@ -12,6 +12,7 @@ mod cli_output;
 mod cli_projects;
 mod cli_report;
 mod cli_run;
+mod cli_runs;
 mod cli_test;
 mod cli_validate;
 mod example_workflow;

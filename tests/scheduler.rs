@@ -1240,4 +1240,114 @@ fn max_parallel_parses_its_names_and_numbers_and_rejects_zero() {
     assert!(err.contains("`0`") && err.contains("unbounded"), "{err}");
     assert_eq!(MaxParallel::default(), MaxParallel::Cpus);
     assert_eq!(MaxParallel::Unbounded.get(), usize::MAX);
+/// The resume hook: a step for which `prior_outcome` has an output is not run (its module is
+/// never called) and succeeds with that output, which its dependents see; the others run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prior_outcome_replaces_running_the_step_and_feeds_its_dependents() {
+    struct Reuse;
+    impl nuvira::hooks::StepHooks for Reuse {
+        fn prior_outcome(&self, step: &PlanStep, ctx: &StepContext) -> Option<StepOutput> {
+            if step.id != "a" {
+                return None;
+            }
+            ctx.emit(EventKind::Custom {
+                name: "replayed".into(),
+                data: json!(null),
+            });
+            Some(StepOutput::Value(json!("recorded")))
+        }
+    }
+    let m = Arc::new(Scripted::default());
+    let steps = vec![step("a", &[], "ok"), step("b", &["a"], "ok")];
+    let bus = EventBus::with_history("r", true);
+    let settings = RunSettings {
+        hooks: Some(Arc::new(Reuse)),
+        ..RunSettings::default()
+    };
+    let summary = within(engine(&m, 2).run(plan(steps), bus.clone(), settings))
+        .await
+        .unwrap();
+    assert_eq!(summary.status, RunStatus::Succeeded);
+    let started: Vec<String> = m
+        .log()
+        .iter()
+        .filter_map(|mark| match mark {
+            Mark::Start(id) => Some(id.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(started, ["b"], "only b's module ran");
+    let a = summary.step("a").unwrap();
+    assert_eq!(
+        a.output.as_deref(),
+        Some(&StepOutput::Value(json!("recorded")))
+    );
+    let names: Vec<String> = bus
+        .history()
+        .iter()
+        .filter(|e| e.step_id.as_deref() == Some("a"))
+        .map(|e| e.kind.name().to_owned())
+        .collect();
+    assert_eq!(
+        names,
+        ["step:ready", "step:started", "custom", "step:succeeded"]
+    );
+}
+
+/// The model hook: each attempt of each step gets the model the hook gives for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn step_llm_scopes_the_model_to_the_step_and_attempt() {
+    struct Named(String);
+    #[async_trait]
+    impl nuvira_api::LlmClient for Named {
+        fn model(&self) -> &str {
+            &self.0
+        }
+        async fn complete(
+            &self,
+            _: &nuvira_api::LlmRequest,
+        ) -> Result<nuvira_api::LlmResponse, nuvira_api::LlmError> {
+            Err(nuvira_api::LlmError::Timeout)
+        }
+    }
+    struct Scope;
+    impl nuvira::hooks::StepHooks for Scope {
+        fn step_llm(
+            &self,
+            _llm: &Arc<dyn nuvira_api::LlmClient>,
+            step_id: &str,
+            attempt: u32,
+        ) -> Option<Arc<dyn nuvira_api::LlmClient>> {
+            Some(Arc::new(Named(format!("{step_id}#{attempt}"))))
+        }
+    }
+    struct Report;
+    #[async_trait]
+    impl Module for Report {
+        fn name(&self) -> &str {
+            "model"
+        }
+        async fn run(&self, _: &PlanStep, ctx: &StepContext) -> Result<StepOutput, ModuleError> {
+            let name = ctx.llm().map(|l| l.model().to_owned()).unwrap_or_default();
+            Ok(StepOutput::Value(json!(name)))
+        }
+    }
+    let engine = Engine::builder()
+        .module(Arc::new(Report))
+        .llm(Arc::new(Named("run".into())))
+        .build();
+    let steps = vec![PlanStep::new("x", "model"), PlanStep::new("y", "model")];
+    let settings = RunSettings {
+        hooks: Some(Arc::new(Scope)),
+        ..RunSettings::default()
+    };
+    let summary = within(engine.run(plan(steps), EventBus::new("r"), settings))
+        .await
+        .unwrap();
+    for id in ["x", "y"] {
+        assert_eq!(
+            summary.step(id).unwrap().output.as_deref(),
+            Some(&StepOutput::Value(json!(format!("{id}#1"))))
+        );
+    }
 }

@@ -11,14 +11,18 @@ mod completions;
 pub(crate) mod conventions;
 mod git_run;
 mod graph;
+mod history;
 mod inflight;
 mod inspect;
 mod pr;
 mod progress;
+mod replay;
 mod report;
+mod resume;
 mod review;
 mod rollback;
 mod run;
+mod runs;
 mod schema;
 mod signal;
 mod test;
@@ -54,7 +58,7 @@ enum Command {
     /// Find the files relevant to a goal.
     Inspect(inspect::Args),
     /// Run a plan (or a goal) through the whole pipeline.
-    Run(run::Args),
+    Run(Box<run::Args>),
     /// Build a report from a stored event file.
     Report(report::Args),
     /// List or clean the sandboxes' warm build caches.
@@ -72,6 +76,12 @@ enum Command {
     Completions(completions::Args),
     /// Print the manual page (roff), or write one page per command into a folder.
     Man(completions::ManArgs),
+    /// The run history: list runs, show a run's report, collect old runs.
+    Runs(runs::Args),
+    /// Resume a recorded run: only what did not finish (or whose inputs changed) runs again.
+    Resume(resume::Args),
+    /// Re-execute a recorded run with its recorded model answers, offline; report divergences.
+    Replay(replay::Args),
 }
 
 /// The whole command line definition (for completions and the manual page).
@@ -114,7 +124,7 @@ pub fn main() -> ExitCode {
         Command::Rollback(a) => rollback::execute(a),
         Command::Test(a) => test::execute(a),
         Command::Inspect(a) => inspect::execute(a),
-        Command::Run(a) => run::execute(a),
+        Command::Run(a) => run::execute(*a),
         Command::Report(a) => report::execute(a),
         Command::Cache(a) => cache::execute(a),
         Command::PrBody(a) => pr::execute_body(a),
@@ -123,6 +133,9 @@ pub fn main() -> ExitCode {
         Command::Schema(a) => schema::execute(a),
         Command::Completions(a) => completions::execute(a),
         Command::Man(a) => completions::execute_man(a),
+        Command::Runs(a) => runs::execute(a),
+        Command::Resume(a) => resume::execute(a),
+        Command::Replay(a) => replay::execute(a),
     };
     if conventions::stdout_failed() {
         return ExitCode::from(code.max(crate::exit::ENVIRONMENT));

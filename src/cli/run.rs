@@ -2,7 +2,13 @@
 //! [--sandbox auto|local|bwrap|docker] [--image IMAGE] [--allow-host-exec] [--allow-mount]
 //! [--max-parallel N] [--dry-run] [--events FILE] [--allow-dirty] [--branch NAME [--base REF]]
 //! [--commit [--sign] [--author "Name <email>"]]
-//! [--format text|json|markdown|github] [--report FORMAT=PATH]... [--scratch] [--wait]`.
+//! [--format text|json|markdown|github] [--report FORMAT=PATH]... [--scratch] [--wait]
+//! [--resume RUN [--rerun-tests]] [--max-tokens N] [--max-cost USD] [--no-history]
+//! [--keep-runs N] [--keep-days D]`.
+//!
+//! Every run is recorded in `.nuvira/runs/<run-id>/` (see [`super::history`] and
+//! docs/runs.md); `--max-tokens` / `--max-cost` stop it with exit 1 when its model calls use
+//! more.
 //!
 //! The whole pipeline: load (or plan) and validate, run every step on the scheduler with the
 //! built-in modules, follow progress on stderr, print the report on stdout, write report files.
@@ -40,10 +46,10 @@ use std::sync::Arc;
 pub struct Args {
     /// The plan file (.yaml, .yml, .json or .toml; `-` reads standard input). Give this or
     /// --goal.
-    #[arg(required_unless_present = "goal", conflicts_with = "goal")]
+    #[arg(required_unless_present_any = ["goal", "resume"], conflicts_with_all = ["goal", "resume"])]
     pub plan: Option<PathBuf>,
     /// Plan the run from a goal in words instead of a file.
-    #[arg(long, value_name = "TEXT")]
+    #[arg(long, value_name = "TEXT", conflicts_with = "resume")]
     pub goal: Option<String>,
     /// The repository to work on.
     #[arg(long, value_name = "DIR", default_value = ".")]
@@ -118,6 +124,75 @@ pub struct Args {
     /// Git: --allow-dirty, --branch, --base, --commit, --sign, --author.
     #[command(flatten)]
     pub git: super::git_run::GitArgs,
+    /// Resume run RUN of the history (`nuvira resume RUN`): only steps that did not succeed, or
+    /// whose inputs changed, run again.
+    #[arg(long, value_name = "RUN")]
+    pub resume: Option<String>,
+    /// With --resume: rerun test and execute steps even when their inputs are unchanged.
+    #[arg(long, requires = "resume")]
+    pub rerun_tests: bool,
+    /// Stop the run (exit 1) once its model calls used more than N tokens (input + output).
+    #[arg(long, value_name = "N")]
+    pub max_tokens: Option<u64>,
+    /// Stop the run (exit 1) once its model calls cost more than USD (prices from
+    /// `.nuvira/config.toml`; calls to models without a price count 0).
+    #[arg(long, value_name = "USD")]
+    pub max_cost: Option<f64>,
+    /// Keep no run folder in `.nuvira/runs` for this run (also NUVIRA_HISTORY=0).
+    #[arg(long)]
+    pub no_history: bool,
+    /// Keep at most N runs in the history (default 100, or `[runs] keep` in the config).
+    #[arg(long, value_name = "N")]
+    pub keep_runs: Option<usize>,
+    /// Remove runs older than D days from the history (default 30, or `[runs] keep_days`).
+    #[arg(long, value_name = "D")]
+    pub keep_days: Option<u64>,
+    /// How the run's steps and model calls come from a record (resume, replay); not a flag.
+    #[arg(skip)]
+    pub replay: Option<Replay>,
+}
+
+impl Args {
+    /// The arguments of a run of `repo` with every default (for `resume` and `replay`).
+    pub(crate) fn defaults(repo: PathBuf) -> Self {
+        Self {
+            plan: None,
+            goal: None,
+            repo,
+            planner: PlannerArg::Template,
+            model: None,
+            sandbox: None,
+            image: None,
+            allow_host_exec: false,
+            allow_mount: false,
+            max_parallel: None,
+            dry_run: false,
+            events: None,
+            format: None,
+            reports: Vec::new(),
+            scratch: false,
+            step_timeout: None,
+            quiet: false,
+            wait: false,
+            resume: None,
+            rerun_tests: false,
+            max_tokens: None,
+            max_cost: None,
+            no_history: false,
+            keep_runs: None,
+            keep_days: None,
+            replay: None,
+        }
+    }
+}
+
+/// `nuvira replay`: re-execute run `of` with its recorded model answers.
+#[derive(Debug, Clone)]
+pub struct Replay {
+    /// The recorded run's folder.
+    pub from: crate::runs::StoredRun,
+    /// Record a divergence and go on with the recorded answer.
+    pub continue_on_divergence: bool,
 }
 
 /// Planners for `--goal`.
@@ -172,7 +247,7 @@ fn parse_duration(s: &str) -> Result<std::time::Duration, nuvira_api::duration::
     nuvira_api::duration::parse(s)
 }
 
-fn new_run_id() -> String {
+pub(crate) fn new_run_id() -> String {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
@@ -203,11 +278,11 @@ impl Fail {
         }
     }
 
-    fn invalid(message: impl Into<String>) -> Self {
+    pub(crate) fn invalid(message: impl Into<String>) -> Self {
         Self::new(exit::INVALID, "invalid-input", message)
     }
 
-    fn environment(message: impl Into<String>) -> Self {
+    pub(crate) fn environment(message: impl Into<String>) -> Self {
         Self::new(exit::ENVIRONMENT, "environment", message)
     }
 }
@@ -324,6 +399,18 @@ fn steps_needing_a_model(plan: &ExecutionPlan) -> Vec<String> {
 }
 
 async fn run(args: Args) -> Result<u8, Fail> {
+    // A resumed run: the stored run, and its plan instead of planning again.
+    let resumed = match &args.resume {
+        Some(id) => Some(
+            crate::runs::RunStore::open(&args.repo)
+                .and_then(|s| s.get(id))
+                .map_err(|e| Fail::invalid(format!("cannot resume: {e}")))?,
+        ),
+        None => None,
+    };
+    let recorded_from = resumed
+        .clone()
+        .or(args.replay.as_ref().map(|r| r.from.clone()));
     // The repository, and the report targets.
     super::check_repo(&args.repo)
         .map_err(|e| Fail::new(exit::INVALID, "repository", e.to_string()))?;
@@ -354,14 +441,34 @@ async fn run(args: Args) -> Result<u8, Fail> {
         args.repo.clone()
     };
 
-    // The model, when one is configured.
-    let llm = model_client(args.model.as_deref())?;
+    // The model, when one is configured (a replay has none: recorded answers only).
+    let llm = match &args.replay {
+        Some(r) => Some(super::replay::offline_model(&r.from)),
+        None => model_client(args.model.as_deref())?,
+    };
 
     // The plan.
     // Planning happens before the run's event bus exists; its events are held and replayed
     // onto the bus, with their own times, before the run starts.
     let held = Arc::new(HeldEvents::default());
+    let settings = crate::RunSettings {
+        dry_run: args.dry_run,
+        ..Default::default()
+    };
+    // The planner's model calls are recorded too, under no step (before the run folder
+    // exists, they are kept and written into it once it does).
+    let planner_log = super::history::planner_log(&repo, &args, held.clone(), &settings);
     let (mut plan, loaded) = match (&args.plan, &args.goal) {
+        _ if recorded_from.is_some() => {
+            let from = recorded_from.as_ref().map(crate::runs::StoredRun::plan);
+            match from {
+                Some(Ok(p)) => (p, None),
+                Some(Err(e)) => {
+                    return Err(Fail::invalid(format!("cannot use the recorded run: {e}")));
+                }
+                None => return Err(Fail::invalid("no recorded run")),
+            }
+        }
         (Some(path), _) => match super::conventions::load_plan(path) {
             Ok(l) => (l.plan.clone(), Some(l)),
             Err(e) => {
@@ -383,7 +490,13 @@ async fn run(args: Args) -> Result<u8, Fail> {
             }
         },
         (None, Some(goal)) => (
-            plan_from_goal(goal, args.planner, llm.clone(), held.clone()).await?,
+            plan_from_goal(
+                goal,
+                args.planner,
+                llm.as_ref().map(|l| planner_log.client(l.clone(), None, 1)),
+                held.clone(),
+            )
+            .await?,
             None,
         ),
         (None, None) => return Err(Fail::invalid("give a plan file or --goal TEXT")),
@@ -391,7 +504,7 @@ async fn run(args: Args) -> Result<u8, Fail> {
     apply_overrides(&mut plan, &args);
     // Inspect ranks the branch's changed files higher and skips generated ones.
     super::git_run::hint_inspect(&mut plan, &repo, args.git.base.as_deref());
-    if args.plan.is_none() && matches!(args.planner, PlannerArg::Llm) {
+    if args.plan.is_none() && recorded_from.is_none() && matches!(args.planner, PlannerArg::Llm) {
         plan = narrow_model_plan(plan, &args).await;
     }
 
@@ -510,11 +623,17 @@ async fn run(args: Args) -> Result<u8, Fail> {
             ),
         }
     }
-    let run_id = new_run_id();
+    let run_id = match &resumed {
+        Some(r) => r.meta.id.clone(),
+        None => new_run_id(),
+    };
     // A run killed after its edits is named, and this run marked as going on until it ends.
     let _marker = match &ws {
         Some(ws) => {
-            super::inflight::report_interrupted(ws, &repo);
+            // A resumed run is the interrupted one: no warning about it.
+            if resumed.is_none() {
+                super::inflight::report_interrupted(ws, &repo);
+            }
             (!args.dry_run).then(|| super::inflight::Marker::record(ws, &run_id))
         }
         None => None,
@@ -524,6 +643,19 @@ async fn run(args: Args) -> Result<u8, Fail> {
 
     // Events and their consumers.
     let bus = crate::EventBus::new(run_id.as_str());
+    let mut history = match &ws {
+        Some(ws) => super::history::start(
+            ws,
+            &args,
+            &run_id,
+            &plan,
+            resumed.as_ref(),
+            &bus,
+            &settings,
+            &planner_log,
+        )?,
+        None => super::history::History::default(),
+    };
     let store = match &args.events {
         Some(path) if super::conventions::is_stdio(path) => {
             Some(crate::events::JsonlStore::spawn_stdout(&bus))
@@ -560,10 +692,8 @@ async fn run(args: Args) -> Result<u8, Fail> {
     held.replay(&bus);
 
     // Run, with Ctrl-C, SIGTERM and SIGHUP as cancellation.
-    let settings = crate::RunSettings {
-        dry_run: args.dry_run,
-        ..Default::default()
-    };
+    let mut settings = settings;
+    settings.hooks = history.hooks();
     let interrupt = super::signal::Interrupt::listen(settings.cancel.clone());
     let summary = engine.run_validated(validated, bus.clone(), settings).await;
     let signalled = interrupt.code();
@@ -630,6 +760,7 @@ async fn run(args: Args) -> Result<u8, Fail> {
             return Ok(exit::FAILED.max(summary.exit_code()));
         }
     };
+    let budget_stop = history.exceeded();
 
     // Paths relative to the checkout (`GITHUB_WORKSPACE`, else the git top level), so that
     // annotations and SARIF name `sub/src/x.rs` for `--repo sub` in a monorepo.
@@ -672,6 +803,7 @@ async fn run(args: Args) -> Result<u8, Fail> {
         );
     }
     let mut code = match signalled {
+        _ if budget_stop.is_some() => exit::FAILED,
         Some(signal_code) if summary.status == RunStatus::Cancelled => signal_code,
         _ => summary.exit_code(),
     };
@@ -691,6 +823,15 @@ async fn run(args: Args) -> Result<u8, Fail> {
             eprintln!("--commit: the run did not succeed, so nothing was committed");
         }
     }
+    if let Some(why) = &budget_stop
+        && args.replay.is_none()
+    {
+        eprintln!("the run was stopped: {why}");
+    }
+    code = history
+        .finish(&report, summary.status, code, &run_id)
+        .await
+        .max(code);
     // What is left behind, and how to undo it.
     // The journal, not the report, knows whether any of the run's writes are still in place
     // (a recovery policy may have rolled them back already).
@@ -908,7 +1049,11 @@ pub(crate) fn model_client(
                 if let Some(m) = model {
                     scripted = scripted.with_model(m);
                 }
-                Ok(Some(Arc::new(scripted)))
+                // Tests of resumed runs: the script's entries for finished steps are skipped.
+                if std::env::var("NUVIRA_SCRIPTED_LLM_SKIP").is_ok_and(|v| v == "1") {
+                    scripted = scripted.skipping_unmatched(true);
+                }
+                Ok(Some(super::history::log_scripted(Arc::new(scripted))))
             }
             Err(e) => Err(Fail::invalid(format!(
                 "failed to load the scripted model (NUVIRA_SCRIPTED_LLM={}): {e}",

@@ -21,6 +21,7 @@ mod limits;
 mod model_plans;
 mod nested_git;
 mod oom;
+mod runs;
 mod signals;
 mod special_files;
 mod support;

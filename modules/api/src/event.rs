@@ -379,6 +379,42 @@ pub enum EventKind {
         path: Option<String>,
     },
 
+    // ---- model calls ----
+    /// A model request is about to be sent. Carries hashes, never a key or the prompt's text
+    /// (the full, redacted request is in the run folder's `calls/`).
+    #[serde(rename = "llm:request")]
+    LlmRequest {
+        /// The call's number in the run, from 1 (its record is `calls/<call>.json`).
+        call: u64,
+        /// The step's attempt, from 1.
+        attempt: u32,
+        /// `provider:model` of the client asked.
+        model: String,
+        /// Hashes of what was sent (`sha256:<hex>`).
+        hashes: Box<crate::llm::RequestHashes>,
+    },
+    /// A model request ended (answered or failed).
+    #[serde(rename = "llm:response")]
+    LlmResponse {
+        /// The call's number in the run (as in its `llm:request`).
+        call: u64,
+        /// The model that answered (`provider:model`), empty when none did.
+        model: String,
+        /// Tokens used.
+        usage: crate::TokenUsage,
+        /// What the call cost in US dollars, when the model's price is known.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cost_usd: Option<f64>,
+        /// How long the call took, retries included.
+        latency_ms: u64,
+        /// Retries the client made (when it says).
+        #[serde(default)]
+        retries: u32,
+        /// Why it failed, when it did.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
+
     /// An event of a third-party module.
     #[serde(rename = "custom")]
     Custom {
@@ -428,6 +464,8 @@ impl EventKind {
         "verify:check",
         "verify:completed",
         "report:generated",
+        "llm:request",
+        "llm:response",
         "custom",
     ];
 
@@ -472,6 +510,8 @@ impl EventKind {
             Self::VerifyCheck { .. } => "verify:check",
             Self::VerifyCompleted { .. } => "verify:completed",
             Self::ReportGenerated { .. } => "report:generated",
+            Self::LlmRequest { .. } => "llm:request",
+            Self::LlmResponse { .. } => "llm:response",
             Self::Custom { .. } => "custom",
         }
     }

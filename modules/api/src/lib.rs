@@ -87,7 +87,10 @@ pub use edit::{
 };
 pub use event::{Event, EventKind, EventSink, NullSink, now_ms};
 pub use inspect::{Artifact, InspectionResult, InspectionStats, Symbol};
-pub use llm::{ChatMessage, LlmClient, LlmError, LlmRequest, LlmResponse, Role, TokenUsage};
+pub use llm::{
+    ChatMessage, ContextSource, LlmClient, LlmError, LlmRequest, LlmResponse, RequestHashes, Role,
+    TokenUsage,
+};
 pub use module::{
     CancelSignal, ErrorCategory, Failure, Module, ModuleError, ModuleKind, NeverCancelled,
     StepContext, StepInputs, StepOutput, WriteSet,
@@ -97,7 +100,7 @@ pub use repair::{
     Classification, RecoveryDecision, RecoveryPolicy, RepairAttempt, RepairBudget, RepairInput,
     RepairOutcome, RepairResult, RepairStrategy,
 };
-pub use report::{ExecutionReport, RunStatus, StepRecord, StepStatus};
+pub use report::{ExecutionReport, ModelUsage, RunStatus, StepRecord, StepStatus};
 pub use syntax::{SyntaxChecker, SyntaxDiagnostic, SyntaxReport};
 pub use test::{
     CommandOutput, NetworkMode, ResourceLimits, Sandbox, SandboxError, SandboxInfo, SandboxOutcome,

@@ -102,6 +102,51 @@ impl LlmRequest {
     }
 }
 
+/// The hashes a model call is recorded and compared by (each `sha256:<hex>` of the exact
+/// text): the system prompt, the other messages, the JSON schema, the request parameters, and
+/// each context source (an `<untrusted-data source="...">` block of a message, usually a file).
+/// Replay compares them one by one to name what differed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
+#[non_exhaustive]
+pub struct RequestHashes {
+    /// The whole request (messages, schema, parameters).
+    pub request: String,
+    /// The system messages.
+    pub system: String,
+    /// The user and assistant messages.
+    pub messages: String,
+    /// The JSON schema with its name, when one was asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema: Option<String>,
+    /// `max_tokens`, `temperature` and `model` as sent.
+    pub params: String,
+    /// The context sources found in the messages, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub context: Vec<ContextSource>,
+}
+
+/// One context source of a request: a block of repository text (see [`RequestHashes`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
+#[non_exhaustive]
+pub struct ContextSource {
+    /// The block's `source` (a workspace-relative path, a command, `previous-attempt`).
+    pub source: String,
+    /// `sha256:<hex>` of the block's text.
+    pub hash: String,
+}
+
+impl ContextSource {
+    /// A source with its hash.
+    pub fn new(source: impl Into<String>, hash: impl Into<String>) -> Self {
+        Self {
+            source: source.into(),
+            hash: hash.into(),
+        }
+    }
+}
+
 /// Tokens used by a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]

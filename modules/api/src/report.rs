@@ -93,6 +93,76 @@ pub struct StepRecord {
     /// warnings, security warnings, the step's own failure.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub findings: Vec<Finding>,
+    /// The model calls the step made (none: `None`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<ModelUsage>,
+}
+
+/// Model calls and what they used: per step and per run in a report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
+#[non_exhaustive]
+pub struct ModelUsage {
+    /// Calls made.
+    pub calls: u64,
+    /// Prompt tokens.
+    pub input_tokens: u64,
+    /// Answer tokens.
+    pub output_tokens: u64,
+    /// The cost in US dollars of the calls whose model has a price (`None`: no call had one,
+    /// so only tokens are known).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
+    /// Calls whose model has no price, so they are not in `cost_usd`.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub unpriced_calls: u64,
+}
+
+impl ModelUsage {
+    /// Adds one call's tokens and cost (`None`: its model has no price).
+    pub fn add(&mut self, usage: crate::TokenUsage, cost_usd: Option<f64>) {
+        self.calls += 1;
+        self.input_tokens += usage.input_tokens;
+        self.output_tokens += usage.output_tokens;
+        match cost_usd {
+            Some(c) => self.cost_usd = Some(self.cost_usd.unwrap_or(0.0) + c),
+            None => self.unpriced_calls += 1,
+        }
+    }
+
+    /// Input and output tokens together.
+    pub fn total_tokens(&self) -> u64 {
+        self.input_tokens + self.output_tokens
+    }
+
+    /// One line: `3 model calls, 1200 tokens (1000 in, 200 out), $0.0042`.
+    pub fn describe(&self) -> String {
+        let cost = match self.cost_usd {
+            Some(c) if self.unpriced_calls > 0 => {
+                format!(
+                    ", ${c:.4} (+{} call(s) without a price)",
+                    self.unpriced_calls
+                )
+            }
+            Some(c) => format!(", ${c:.4}"),
+            None => String::new(),
+        };
+        format!(
+            "{} model call(s), {} tokens ({} in, {} out){cost}",
+            self.calls,
+            self.total_tokens(),
+            self.input_tokens,
+            self.output_tokens
+        )
+    }
+}
+
+#[expect(
+    clippy::trivially_copy_pass_by_ref,
+    reason = "serde's skip_serializing_if passes a reference"
+)]
+fn is_zero_u64(n: &u64) -> bool {
+    *n == 0
 }
 
 #[expect(
@@ -130,6 +200,7 @@ impl StepRecord {
             verification: None,
             repair_attempts: 0,
             findings: Vec::new(),
+            usage: None,
         }
     }
 }
@@ -177,6 +248,12 @@ pub struct ExecutionReport {
     /// building the report: each once, in order of first appearance.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unknown_event_types: Vec<String>,
+    /// Every model call of the run (planning included); `None` when there was none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<ModelUsage>,
+    /// Why the run was stopped early by a budget (`--max-tokens`, `--max-cost`), if it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_exceeded: Option<String>,
 }
 
 impl ExecutionReport {

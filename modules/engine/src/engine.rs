@@ -115,7 +115,7 @@ impl std::str::FromStr for MaxParallel {
 }
 
 /// Per-run settings that are not part of the engine.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct RunSettings {
     /// Triggers cancellation.
     pub cancel: CancellationToken,
@@ -125,6 +125,20 @@ pub struct RunSettings {
     pub max_parallel: Option<usize>,
     /// Overrides the engine's parallelism, and `max_parallel` too.
     pub parallelism: Option<MaxParallel>,
+    /// Resume and model-call hooks for this run ([`crate::hooks`]).
+    pub hooks: Option<Arc<dyn crate::hooks::StepHooks>>,
+}
+
+impl std::fmt::Debug for RunSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunSettings")
+            .field("cancel", &self.cancel)
+            .field("dry_run", &self.dry_run)
+            .field("max_parallel", &self.max_parallel)
+            .field("parallelism", &self.parallelism)
+            .field("hooks", &self.hooks.is_some())
+            .finish()
+    }
 }
 
 /// Builds an [`Engine`].
@@ -333,6 +347,7 @@ impl Engine {
         opts.cancel = settings.cancel;
         opts.llm.clone_from(&self.llm);
         opts.recovery.clone_from(&self.recovery);
+        opts.hooks = settings.hooks;
         if opts.recovery.is_some() {
             opts.registry = Some(self.registry.clone());
         }

@@ -502,7 +502,7 @@ impl JsonlStore {
             std::fs::create_dir_all(parent)?;
         }
         let file = std::fs::File::create(path)?;
-        Ok(Self::spawn_with(bus, path, Sink::File(file)))
+        Ok(Self::spawn_with(bus, path, Sink::File(file), false))
     }
 
     /// Starts writing events to standard output (`nuvira run --events -`), the same lines as
@@ -511,23 +511,48 @@ impl JsonlStore {
     /// # Panics
     /// Outside a tokio runtime, like `tokio::task::spawn_blocking`.
     pub fn spawn_stdout(bus: &EventBus) -> Self {
-        Self::spawn_with(bus, Path::new("<stdout>"), Sink::Stdout)
+        Self::spawn_with(bus, Path::new("<stdout>"), Sink::Stdout, false)
     }
 
-    fn spawn_with(bus: &EventBus, path: &Path, sink: Sink) -> Self {
+    /// Like [`spawn`](Self::spawn), into a file the caller opened (a run folder's
+    /// `events.jsonl`), and with `sync_at_step_ends` also durable at step boundaries: after a
+    /// burst that holds a step's end (`step:succeeded`, `step:failed`, `step:skipped`) or the
+    /// run's, the file is `fsync`ed before the next event is read, so a crash loses no finished
+    /// step's record.
+    ///
+    /// # Panics
+    /// Outside a tokio runtime, like `tokio::task::spawn_blocking`.
+    pub fn spawn_file(
+        bus: &EventBus,
+        file: std::fs::File,
+        path: &Path,
+        sync_at_step_ends: bool,
+    ) -> Self {
+        Self::spawn_with(bus, path, Sink::File(file), sync_at_step_ends)
+    }
+
+    fn spawn_with(bus: &EventBus, path: &Path, sink: Sink, sync_at_step_ends: bool) -> Self {
         let mut rx = bus.subscribe();
         let handle = tokio::task::spawn_blocking(move || {
             let mut written = 0u64;
             let result = match sink {
                 Sink::File(file) => {
                     let mut out = std::io::BufWriter::new(file);
-                    drain(&mut rx, &mut out, &mut written)
-                        .and_then(|()| out.flush())
-                        .and_then(|()| out.get_ref().sync_data())
+                    drain(&mut rx, &mut out, &mut written, |out, boundary| {
+                        if sync_at_step_ends && boundary {
+                            out.get_ref().sync_data()
+                        } else {
+                            Ok(())
+                        }
+                    })
+                    .and_then(|()| out.flush())
+                    .and_then(|()| out.get_ref().sync_data())
                 }
                 Sink::Stdout => {
                     let mut out = std::io::BufWriter::new(std::io::stdout());
-                    match drain(&mut rx, &mut out, &mut written).and_then(|()| out.flush()) {
+                    match drain(&mut rx, &mut out, &mut written, |_, _| Ok(()))
+                        .and_then(|()| out.flush())
+                    {
                         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
                         other => other,
                     }
@@ -564,20 +589,24 @@ enum Sink {
 }
 
 /// Writes every event of `rx` until the bus closes, flushing when the channel is momentarily
-/// empty.
-fn drain(
+/// empty; `after_burst` runs after each flush, told whether the burst ended a step or the run.
+fn drain<W: Write>(
     rx: &mut tokio::sync::mpsc::UnboundedReceiver<Arc<Event>>,
-    out: &mut impl Write,
+    out: &mut W,
     written: &mut u64,
+    mut after_burst: impl FnMut(&mut W, bool) -> std::io::Result<()>,
 ) -> std::io::Result<()> {
     while let Some(ev) = rx.blocking_recv() {
+        let mut boundary = is_boundary(&ev);
         write_line(out, &ev)?;
         *written += 1;
         while let Ok(ev) = rx.try_recv() {
+            boundary |= is_boundary(&ev);
             write_line(out, &ev)?;
             *written += 1;
         }
         out.flush()?;
+        after_burst(out, boundary)?;
     }
     Ok(())
 }
@@ -586,6 +615,15 @@ fn drain(
 /// first key). Readers ignore the key, so files written before it existed read the same; it
 /// changes only when an existing field changes meaning (new event types and fields do not).
 pub const EVENTS_SCHEMA_VERSION: u32 = 1;
+
+/// Whether an event ends a step or the run (where a durable event file is synced).
+fn is_boundary(ev: &Event) -> bool {
+    ev.kind.step_status().is_some()
+        || matches!(
+            ev.kind,
+            EventKind::RunCompleted { .. } | EventKind::RunCancelled { .. }
+        )
+}
 
 fn write_line(out: &mut impl Write, ev: &Event) -> std::io::Result<()> {
     let json = serde_json::to_vec(ev).map_err(std::io::Error::other)?;

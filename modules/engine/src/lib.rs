@@ -11,6 +11,7 @@
 //! - [`registry`] maps the `module:` names of a plan to [`nuvira_api::Module`]s;
 //! - [`events`] stamps, stores and fans out the events modules emit;
 //! - [`engine`] ties them together: [`Engine`] is a registry plus run defaults;
+//! - [`hooks`] lets a caller reuse recorded step outputs (resume) and scope the model per step;
 //! - [`graph`] renders a validated plan (DOT, Mermaid, JSON);
 //! - [`exit`] holds the process exit codes every `nuvira` command shares.
 //!
@@ -47,6 +48,7 @@ pub mod engine;
 pub mod events;
 pub mod exit;
 pub mod graph;
+pub mod hooks;
 pub mod registry;
 pub mod scheduler;
 pub mod validate;

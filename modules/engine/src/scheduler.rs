@@ -75,6 +75,8 @@ pub struct RunOptions {
     pub recovery: Option<Arc<dyn RecoveryPolicy>>,
     /// Modules for steps a recovery policy adds at run time (split-task).
     pub registry: Option<crate::registry::ModuleRegistry>,
+    /// Resume and model-call hooks ([`crate::hooks`]); `None` changes nothing.
+    pub hooks: Option<Arc<dyn crate::hooks::StepHooks>>,
 }
 
 impl RunOptions {
@@ -90,6 +92,7 @@ impl RunOptions {
             llm: None,
             recovery: None,
             registry: None,
+            hooks: None,
         }
     }
 }
@@ -1031,6 +1034,12 @@ async fn run_step(shared: Arc<Shared>, idx: usize) -> Done {
         return done(idx, Ok(()), 0, started, None);
     }
     let ctx = step_context(&shared, idx, 1, None);
+    if let Some(hooks) = &shared.opts.hooks
+        && let Some(output) = hooks.prior_outcome(shared.step(idx), &ctx)
+    {
+        shared.outputs.set(idx, output);
+        return done(idx, Ok(()), 1, started, None);
+    }
     // The result is consumed inside this match, so only the boxed recovery future (a pointer)
     // is alive across the next await: the step future stays small.
     let recovery = match run_once(&shared, idx, shared.step(idx), &ctx).await {
@@ -1070,11 +1079,19 @@ fn step_context(
         .timeout
         .or(shared.opts.default_timeout)
         .map(|t| Instant::now() + t);
-    StepContextBuilder::in_scope(shared.clone(), idx)
+    let ctx = StepContextBuilder::in_scope(shared.clone(), idx)
         .deadline(deadline)
         .attempt(attempt)
         .feedback(feedback)
-        .build()
+        .build();
+    // A model scoped to the step's attempt, when a hook asks for one.
+    match (&shared.opts.hooks, &shared.opts.llm) {
+        (Some(hooks), Some(llm)) => match hooks.step_llm(llm, &shared.plan.ids[idx], attempt) {
+            Some(scoped) => ctx.with_llm(Some(scoped)),
+            None => ctx,
+        },
+        _ => ctx,
+    }
 }
 
 /// A module's future, as `async_trait` boxes it.

@@ -305,6 +305,7 @@ pub struct ScriptedLlm {
     source: String,
     entries: Vec<ScriptEntry>,
     progress: Mutex<Progress>,
+    skip_unmatched: bool,
 }
 
 impl ScriptedLlm {
@@ -315,7 +316,17 @@ impl ScriptedLlm {
             source: "the script".into(),
             entries,
             progress: Mutex::new(Progress::default()),
+            skip_unmatched: false,
         }
+    }
+
+    /// Builder-style: an entry whose `match` does not fit the request is skipped (consumed),
+    /// and the next one tried, instead of failing the request. For a process that picks up a
+    /// script in the middle (a resumed run, whose finished steps make no calls).
+    #[must_use]
+    pub fn skipping_unmatched(mut self, skip: bool) -> Self {
+        self.skip_unmatched = skip;
+        self
     }
 
     /// Builder-style: the model name reported (`provider:model`).
@@ -444,7 +455,18 @@ impl LlmClient for ScriptedLlm {
             let mut p = self.progress();
             p.seen.push(request.clone());
             let n = p.seen.len();
-            let index = p.next;
+            let mut index = p.next;
+            if self.skip_unmatched {
+                while let Some(e) = self.entries.get(index) {
+                    if e.matcher.mismatch(request).is_none() {
+                        break;
+                    }
+                    index += 1;
+                }
+                if index < self.entries.len() {
+                    p.next = index;
+                }
+            }
             let Some(entry) = self.entries.get(index) else {
                 return Err(LlmError::Config(format!(
                     "model script {} ran out: request {n} came after its last entry ({} entries)",

@@ -46,6 +46,10 @@ pub struct ReportBuilder {
     live_cases: HashMap<usize, Vec<nuvira_api::TestCase>>,
 }
 
+/// The `custom` event a run emits when `--max-tokens` or `--max-cost` stops it: its
+/// `data.reason` becomes [`ExecutionReport::budget_exceeded`].
+pub const BUDGET_EVENT: &str = "run:budget-exceeded";
+
 /// The message the scheduler gives a step it stopped because the run was cancelled (category
 /// `unknown` before `cancelled` existed, no evidence and no output).
 const CANCELLED_MESSAGE: &str = "cancelled while running";
@@ -291,6 +295,27 @@ impl ReportBuilder {
                     let rec = &mut self.report.steps[i];
                     rec.repair_attempts = rec.repair_attempts.max(*attempt);
                 }
+            }
+            EventKind::LlmResponse {
+                usage, cost_usd, ..
+            } => {
+                self.report
+                    .usage
+                    .get_or_insert_with(Default::default)
+                    .add(*usage, *cost_usd);
+                if let Some(i) = self.scoped(event) {
+                    self.report.steps[i]
+                        .usage
+                        .get_or_insert_with(Default::default)
+                        .add(*usage, *cost_usd);
+                }
+            }
+            EventKind::Custom { name, data } if name == BUDGET_EVENT => {
+                let reason = data
+                    .get("reason")
+                    .and_then(serde_json::Value::as_str)
+                    .unwrap_or("the run's budget was exceeded");
+                self.report.budget_exceeded = Some(reason.to_owned());
             }
             EventKind::RecoverBudgetExhausted {
                 attempts,

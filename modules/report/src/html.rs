@@ -55,6 +55,27 @@ pub fn render(r: &ExecutionReport) -> String {
     if let Some(reason) = &r.cancel_reason {
         let _ = writeln!(o, "<p class=\"note\">Cancelled: {}</p>", esc(reason));
     }
+    if let Some(reason) = &r.budget_exceeded {
+        let _ = writeln!(o, "<p class=\"note\">Stopped: {}</p>", esc(reason));
+    }
+    if let Some(u) = &r.usage {
+        let _ = writeln!(o, "<p class=\"usage\">Model: {}</p>", esc(&u.describe()));
+        let per_step: Vec<String> = r
+            .steps
+            .iter()
+            .filter_map(|s| {
+                let u = s.usage.as_ref()?;
+                Some(format!(
+                    "<li><code>{}</code>: {}</li>",
+                    esc(&s.id),
+                    esc(&u.describe())
+                ))
+            })
+            .collect();
+        if !per_step.is_empty() {
+            let _ = writeln!(o, "<ul class=\"usage\">{}</ul>", per_step.concat());
+        }
+    }
     let c = &r.counts;
     let _ = writeln!(
         o,

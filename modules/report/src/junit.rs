@@ -81,6 +81,12 @@ pub fn render(r: &ExecutionReport) -> String {
     let mut steps = TestSuite::new("nuvira");
     steps.add_property(Property::new("report_id", xml(&r.report_id)));
     steps.add_property(Property::new("goal", xml(&r.goal)));
+    if let Some(u) = &r.usage {
+        steps.add_property(Property::new("model_usage", xml(&u.describe())));
+    }
+    if let Some(b) = &r.budget_exceeded {
+        steps.add_property(Property::new("budget_exceeded", xml(b)));
+    }
     let mut steps_time = 0;
     for s in r.steps.iter().filter(|s| !is_test_step(s)) {
         let status = match s.status {
@@ -111,6 +117,9 @@ pub fn render(r: &ExecutionReport) -> String {
         if let Some(d) = s.duration_ms {
             case.set_time(Duration::from_millis(d));
             steps_time += d;
+        }
+        if let Some(u) = &s.usage {
+            case.add_property(Property::new("model_usage", u.describe()));
         }
         steps.add_test_case(case);
     }

@@ -59,8 +59,8 @@ pub mod test_result;
 pub mod text;
 
 pub use builder::{
-    DEFAULT_MAX_EVENTS_BYTES, EventReader, MAX_EVENT_LINE_BYTES, MAX_EVENTS_BYTES_ENV,
-    ReportBuilder, read_jsonl, read_jsonl_file,
+    BUDGET_EVENT, DEFAULT_MAX_EVENTS_BYTES, EventReader, MAX_EVENT_LINE_BYTES,
+    MAX_EVENTS_BYTES_ENV, ReportBuilder, read_jsonl, read_jsonl_file,
 };
 pub use clean::{checkout_prefix, checkout_root, mask_secrets, rebase_paths};
 pub use module::{REPORT_MODULE, ReportModule, write_reports};
@@ -296,7 +296,7 @@ pub(crate) fn stable_hash(parts: &[&str]) -> String {
 }
 
 /// Formats milliseconds as `1.2s`, `340ms`, `2m05s`.
-pub(crate) fn human_ms(ms: u64) -> String {
+pub fn human_ms(ms: u64) -> String {
     if ms < 1_000 {
         format!("{ms}ms")
     } else if ms < 60_000 {

@@ -41,6 +41,18 @@ pub fn render_blocks(r: &ExecutionReport) -> Vec<String> {
     if let Some(reason) = &r.cancel_reason {
         let _ = writeln!(head, "**Cancelled:** {}\n", inline(reason));
     }
+    if let Some(reason) = &r.budget_exceeded {
+        let _ = writeln!(head, "**Stopped:** {}\n", inline(reason));
+    }
+    if let Some(u) = &r.usage {
+        let _ = writeln!(head, "**Model:** {}\n", inline(&u.describe()));
+        for s in r.steps.iter() {
+            if let Some(u) = &s.usage {
+                let _ = writeln!(head, "- `{}`: {}", code_safe(&s.id), inline(&u.describe()));
+            }
+        }
+        head.push('\n');
+    }
     head.push_str("| step | module | status | time | result |\n|---|---|---|---|---|\n");
     for s in &r.steps {
         let result = crate::step_result(s);

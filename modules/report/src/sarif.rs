@@ -275,6 +275,23 @@ pub fn to_value_with(report: &ExecutionReport, options: &Options) -> Value {
     if !notifications.is_empty() {
         invocation["toolExecutionNotifications"] = Value::Array(notifications);
     }
+    let mut properties = json!({
+        "reportId": report.report_id,
+        "goal": report.goal,
+        "summary": report.summary,
+    });
+    if let Some(u) = &report.usage {
+        properties["modelUsage"] = json!(u);
+        let steps: serde_json::Map<String, Value> = report
+            .steps
+            .iter()
+            .filter_map(|s| Some((s.id.clone(), json!(s.usage.as_ref()?))))
+            .collect();
+        properties["stepModelUsage"] = Value::Object(steps);
+    }
+    if let Some(b) = &report.budget_exceeded {
+        properties["budgetExceeded"] = json!(b);
+    }
     let mut driver = json!({
         "name": "nuvira",
         "semanticVersion": env!("CARGO_PKG_VERSION"),
@@ -291,11 +308,7 @@ pub fn to_value_with(report: &ExecutionReport, options: &Options) -> Value {
         },
         "invocations": [invocation],
         "results": results,
-        "properties": {
-            "reportId": report.report_id,
-            "goal": report.goal,
-            "summary": report.summary,
-        },
+        "properties": properties,
     });
     // GitHub reads `category/run`: everything before the last `/` is the category.
     if let Some(category) = options.category.as_deref().filter(|c| !c.trim().is_empty()) {

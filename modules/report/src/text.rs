@@ -26,7 +26,13 @@ pub fn render(r: &ExecutionReport) -> String {
     if let Some(reason) = &r.cancel_reason {
         let _ = writeln!(o, "cancelled: {}", esc(reason));
     }
+    if let Some(reason) = &r.budget_exceeded {
+        let _ = writeln!(o, "stopped: {}", esc(reason));
+    }
     let _ = writeln!(o, "{}", esc(&r.summary));
+    if let Some(u) = &r.usage {
+        let _ = writeln!(o, "model: {}", u.describe());
+    }
     let _ = writeln!(o, "duration: {}\n", human_ms(r.duration_ms));
     let w = r
         .steps
@@ -50,6 +56,14 @@ pub fn render(r: &ExecutionReport) -> String {
             s.duration_ms.map(human_ms).unwrap_or_default(),
             esc(first_line(&result))
         );
+    }
+    if r.steps.iter().any(|s| s.usage.is_some()) {
+        o.push_str("\nmodel usage by step:\n");
+        for s in r.steps.iter().filter(|s| s.usage.is_some()) {
+            if let Some(u) = &s.usage {
+                let _ = writeln!(o, "  {:<w$}  {}", esc(&s.id), u.describe());
+            }
+        }
     }
     let findings: Vec<_> = r.findings().collect();
     if !findings.is_empty() {

@@ -668,6 +668,50 @@ impl Journal {
         run_id: &str,
         on_changed: OnChanged,
     ) -> Result<Vec<RolledBack>, JournalError> {
+        self.rollback_matching(run_id, None, on_changed)
+    }
+
+    /// [`Journal::rollback_run_with`] for the transactions of one step of the run only (a
+    /// resumed run undoes the batch of a step that wrote but was not recorded as finished,
+    /// before running it again, so that no batch is applied twice).
+    ///
+    /// # Errors
+    /// As [`Journal::rollback_run_with`].
+    pub fn rollback_step_with(
+        &self,
+        run_id: &str,
+        step_id: &str,
+        on_changed: OnChanged,
+    ) -> Result<Vec<RolledBack>, JournalError> {
+        self.rollback_matching(run_id, Some(step_id), on_changed)
+    }
+
+    /// The steps of run `run_id` that have a committed transaction not rolled back, in the
+    /// order of their first such transaction.
+    ///
+    /// # Errors
+    /// When the journal cannot be read.
+    pub fn committed_steps(&self, run_id: &str) -> Result<Vec<String>, JournalError> {
+        let mut out: Vec<String> = Vec::new();
+        for (_, m) in self.transactions()? {
+            let Some(m) = m else { continue };
+            if m.run_id == run_id
+                && m.state == TxnState::Committed
+                && let Some(step) = m.step_id
+                && !out.contains(&step)
+            {
+                out.push(step);
+            }
+        }
+        Ok(out)
+    }
+
+    fn rollback_matching(
+        &self,
+        run_id: &str,
+        step_id: Option<&str>,
+        on_changed: OnChanged,
+    ) -> Result<Vec<RolledBack>, JournalError> {
         let _guard = lock();
         let Some(_repo) = self.repo_lock()? else {
             return Ok(Vec::new());
@@ -678,6 +722,7 @@ impl Journal {
             .rev()
             .filter_map(|(dir, m)| m.map(|m| (dir, m)))
             .filter(|(_, m)| m.run_id == run_id && m.state != TxnState::RolledBack)
+            .filter(|(_, m)| step_id.is_none_or(|s| m.step_id.as_deref() == Some(s)))
             .collect();
         if let Some((_, m)) = txns
             .iter()

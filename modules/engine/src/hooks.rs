@@ -1,0 +1,50 @@
+//! Step hooks: the two places where a caller may step into the scheduler's handling of one
+//! step, for durable runs (`nuvira::runs`): resuming a run without repeating finished steps,
+//! and recording each model call under the step and attempt that made it.
+//!
+//! Both are optional ([`RunOptions::hooks`](crate::RunOptions::hooks), `None` by default) and
+//! cost nothing when unset: the scheduler checks one `Option` per step.
+
+use nuvira_api::{LlmClient, PlanStep, StepContext, StepOutput};
+use std::sync::Arc;
+
+/// Hooks the scheduler consults for each step (see the module docs). Every method has a default
+/// that changes nothing, so an implementation overrides only what it needs.
+///
+/// ```
+/// use nuvira_engine::hooks::StepHooks;
+/// use nuvira_api::{PlanStep, StepContext, StepOutput};
+///
+/// /// Reuses a recorded output for step `cached`.
+/// struct Cached;
+/// impl StepHooks for Cached {
+///     fn prior_outcome(&self, step: &PlanStep, _ctx: &StepContext) -> Option<StepOutput> {
+///         (step.id == "cached").then(|| StepOutput::Value(serde_json::json!("from before")))
+///     }
+/// }
+/// let ctx = StepContext::standalone(".");
+/// assert!(Cached.prior_outcome(&PlanStep::new("cached", "m"), &ctx).is_some());
+/// assert!(Cached.prior_outcome(&PlanStep::new("other", "m"), &ctx).is_none());
+/// ```
+pub trait StepHooks: Send + Sync {
+    /// Before step `step` first runs (after `step:started`): an output recorded earlier to use
+    /// instead of running it. `Some` makes the step succeed with that output at once, without
+    /// calling its module; the hook may emit, through `ctx`, the events the step emitted when
+    /// it ran. The default runs every step.
+    fn prior_outcome(&self, step: &PlanStep, ctx: &StepContext) -> Option<StepOutput> {
+        let _ = (step, ctx);
+        None
+    }
+
+    /// The model attempt `attempt` of step `step_id` uses, in place of the run's `llm`
+    /// (e.g. `llm` wrapped to record each call under the step). The default keeps `llm`.
+    fn step_llm(
+        &self,
+        llm: &Arc<dyn LlmClient>,
+        step_id: &str,
+        attempt: u32,
+    ) -> Option<Arc<dyn LlmClient>> {
+        let _ = (llm, step_id, attempt);
+        None
+    }
+}

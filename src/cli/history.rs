@@ -1,0 +1,308 @@
+//! The run history side of `nuvira run` (and `resume`, `replay`): the run folder
+//! `.nuvira/runs/<run-id>/` is written while the run goes on (see `nuvira::runs` and
+//! docs/runs.md), the model calls are recorded, budgets are enforced, and at the end the
+//! report is stored and old runs are collected by the retention policy.
+
+use super::run::{Args, Fail};
+use crate::runs::calls::{Budget, CallLog, Config, Recorded};
+use crate::runs::record::RunRecorder;
+use crate::runs::resume::{Prior, RunHooks};
+use crate::runs::{Retention, RunStore, StoredRun};
+use nuvira_api::{ExecutionPlan, ExecutionReport, RunStatus};
+use nuvira_edit::nuvira_workspace::{Journal, OnChanged, Workspace};
+use std::sync::Arc;
+
+/// What a run records.
+#[derive(Default)]
+pub(crate) struct History {
+    recorder: Option<RunRecorder>,
+    events: Option<crate::events::JsonlStore>,
+    steps: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
+    calls: Option<Arc<CallLog>>,
+    prior: Option<Prior>,
+    ws: Option<Workspace>,
+    retention: Retention,
+    replay: Option<super::run::Replay>,
+}
+
+/// Whether runs are recorded: not with `--no-history` or `NUVIRA_HISTORY=0`.
+fn enabled(args: &Args) -> bool {
+    !args.no_history && std::env::var(crate::runs::HISTORY_ENV).map_or(true, |v| v.trim() != "0")
+}
+
+/// The model-call log of the planner (`--planner llm`), before the run's bus and folder exist:
+/// events go to `held`, records stay in memory until [`start`] adopts them.
+pub(crate) fn planner_log(
+    repo: &std::path::Path,
+    args: &Args,
+    held: Arc<dyn nuvira_api::EventSink>,
+    settings: &crate::RunSettings,
+) -> Arc<CallLog> {
+    let config = Workspace::open(repo)
+        .ok()
+        .and_then(|ws| Config::load(&ws).ok())
+        .unwrap_or_default();
+    let budget = Budget {
+        max_tokens: args.max_tokens,
+        max_cost_usd: args.max_cost,
+    };
+    Arc::new(CallLog::new(None, held, config, budget, settings.cancel.clone()).buffering())
+}
+
+/// Starts recording run `run_id` of `plan` on `bus` (a resumed run reopens its folder).
+#[expect(clippy::too_many_arguments, reason = "the run's parts, passed once")]
+pub(crate) fn start(
+    ws: &Workspace,
+    args: &Args,
+    run_id: &str,
+    plan: &ExecutionPlan,
+    resumed: Option<&StoredRun>,
+    bus: &crate::EventBus,
+    settings: &crate::RunSettings,
+    planner: &CallLog,
+) -> Result<History, Fail> {
+    let config = match Config::load(ws) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("warning: {e}; using the default settings");
+            Config::default()
+        }
+    };
+    let mut retention = Retention::from_config(&config);
+    if let Some(n) = args.keep_runs {
+        retention.keep_runs = (n > 0).then_some(n);
+    }
+    if let Some(d) = args.keep_days {
+        retention.keep_days = (d > 0).then_some(d);
+    }
+    let budget = Budget {
+        max_tokens: args.max_tokens,
+        max_cost_usd: args.max_cost,
+    };
+    let mut h = History {
+        ws: Some(ws.clone()),
+        retention,
+        replay: args.replay.clone(),
+        ..History::default()
+    };
+    if enabled(args) || resumed.is_some() || args.replay.is_some() {
+        let rec = match resumed {
+            Some(run) => RunRecorder::reopen(ws, run),
+            None => RunRecorder::create(ws, run_id, plan, args.dry_run),
+        };
+        match rec {
+            Ok(rec) => {
+                if let Some(r) = &args.replay {
+                    rec.set_replay_of(&r.from.meta.id);
+                }
+                match rec.events_file() {
+                    Ok((file, path)) => {
+                        h.events = Some(crate::events::JsonlStore::spawn_file(
+                            bus, file, &path, true,
+                        ));
+                    }
+                    Err(e) => eprintln!("warning: {e}; the run's events are not recorded"),
+                }
+                match rec.steps_log(bus) {
+                    Ok(handle) => h.steps = Some(handle),
+                    Err(e) => eprintln!("warning: {e}; the run cannot be resumed"),
+                }
+                h.recorder = Some(rec);
+            }
+            Err(e) => eprintln!("warning: {e}; this run is not recorded in the history"),
+        }
+    }
+    let dir = h.recorder.as_ref().map(RunRecorder::calls_dir);
+    let mut log = CallLog::new(
+        dir,
+        Arc::new(bus.clone()),
+        config,
+        budget,
+        settings.cancel.clone(),
+    );
+    if let Some(run) = resumed {
+        let n = run.meta.resumes + 1;
+        let events = run.dir.join(format!("events.{n}.jsonl"));
+        let steps = run.dir.join(format!("steps.{n}.jsonl"));
+        let mut prior = Prior::load(ws.root(), &events, &steps);
+        prior.rerun_tests = args.rerun_tests;
+        undo_unfinished_batches(ws, &run.meta.id, &prior)?;
+        h.prior = Some(prior);
+        match Recorded::from_dir(&run.calls_dir()) {
+            Ok(recorded) => {
+                let next = recorded.last_call() + 1;
+                log = log.with_recorded(recorded).numbered_from(next);
+            }
+            Err(e) => eprintln!("warning: {e}; model calls are made again"),
+        }
+    }
+    if let Some(r) = &args.replay {
+        match Recorded::from_dir(&r.from.calls_dir()) {
+            Ok(mut recorded) => {
+                recorded.strict = true;
+                recorded.continue_on_divergence = r.continue_on_divergence;
+                log = log.with_recorded(recorded);
+            }
+            Err(e) => return Err(Fail::invalid(format!("cannot replay: {e}"))),
+        }
+    }
+    log.adopt(planner);
+    h.calls = Some(Arc::new(log));
+    Ok(h)
+}
+
+/// A resumed run's steps that wrote a batch but were not recorded as finished: their batches
+/// are undone (the journal knows them) before they run again, so no batch is applied twice.
+fn undo_unfinished_batches(ws: &Workspace, run_id: &str, prior: &Prior) -> Result<(), Fail> {
+    let journal = Journal::new(ws);
+    let finished = prior.finished();
+    let steps = journal.committed_steps(run_id).unwrap_or_default();
+    for step in steps.iter().filter(|s| !finished.contains(&s.as_str())) {
+        match journal.rollback_step_with(run_id, step, OnChanged::Refuse) {
+            Ok(done) => {
+                let n: usize = done.iter().map(|r| r.paths.len()).sum();
+                eprintln!(
+                    "resume: undid the {n} file change(s) of step `{}`, which had not finished; it runs again",
+                    super::esc(step)
+                );
+            }
+            Err(e) => {
+                return Err(Fail::environment(format!(
+                    "cannot resume: step `{}` wrote files and did not finish, and they cannot be undone: {e}",
+                    super::esc(step)
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+impl History {
+    /// The engine hooks: model calls recorded per step attempt; on resume, prior outcomes.
+    pub(crate) fn hooks(&mut self) -> Option<Arc<dyn crate::hooks::StepHooks>> {
+        let hooks = RunHooks {
+            calls: self.calls.clone(),
+            prior: self.prior.take(),
+        };
+        Some(Arc::new(hooks))
+    }
+
+    /// Why the run was stopped early: a budget was exceeded, or a replay diverged.
+    pub(crate) fn exceeded(&self) -> Option<String> {
+        let calls = self.calls.as_ref()?;
+        calls.exceeded().or_else(|| {
+            let first = calls.divergences().into_iter().next()?;
+            (self
+                .replay
+                .as_ref()
+                .is_some_and(|r| !r.continue_on_divergence))
+            .then(|| format!("the replay diverged at {first}"))
+        })
+    }
+
+    /// After the bus closed: waits for the writers, stores the report and the final
+    /// `run.json`, collects old runs. For a replay, compares with the recorded report and says
+    /// what diverged. Returns the exit code the history adds (1 for a replay that diverged).
+    pub(crate) async fn finish(
+        self,
+        report: &ExecutionReport,
+        status: RunStatus,
+        code: u8,
+        run_id: &str,
+    ) -> u8 {
+        if let Some(store) = self.events
+            && let Err(e) = store.finish().await
+        {
+            eprintln!("warning: failed to record the run's events: {e}");
+        }
+        if let Some(steps) = self.steps {
+            match steps.await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => eprintln!("warning: failed to record the run's steps: {e}"),
+                Err(e) => eprintln!("warning: failed to record the run's steps: {e}"),
+            }
+        }
+        let exceeded = self.calls.as_ref().and_then(|c| c.exceeded());
+        let status = match (exceeded, status) {
+            (Some(_), _) => "budget-exceeded",
+            (None, RunStatus::Succeeded) => "succeeded",
+            (None, RunStatus::Failed) => "failed",
+            (None, RunStatus::Cancelled) => "cancelled",
+        };
+        if let Some(rec) = &self.recorder
+            && let Err(e) = rec.finish(report, status, code)
+        {
+            eprintln!("warning: {e}");
+        }
+        let mut extra = crate::exit::SUCCESS;
+        if let Some(r) = &self.replay {
+            extra = super::replay::conclude(r, report, self.calls.as_deref());
+        }
+        if let Some(ws) = &self.ws
+            && self.recorder.is_some()
+        {
+            match RunStore::of(ws).and_then(|s| s.gc(self.retention, &[run_id], false)) {
+                Ok(_) => {}
+                Err(e) => eprintln!("warning: failed to collect old runs: {e}"),
+            }
+        }
+        extra
+    }
+}
+
+/// `NUVIRA_SCRIPTED_LLM_LOG=FILE` (tests): every request the scripted model answers is appended
+/// to FILE as one JSON line (`{"pid", "schema", "last_user_sha256"}`), so a test can tell which
+/// calls reached the model across processes (a resumed run must not call it again for a
+/// finished step).
+pub(crate) const SCRIPTED_LOG_ENV: &str = "NUVIRA_SCRIPTED_LLM_LOG";
+
+/// Wraps the scripted model with the call log of [`SCRIPTED_LOG_ENV`], when it is set.
+pub(crate) fn log_scripted(
+    client: Arc<dyn nuvira_api::LlmClient>,
+) -> Arc<dyn nuvira_api::LlmClient> {
+    match std::env::var_os(SCRIPTED_LOG_ENV).filter(|v| !v.is_empty()) {
+        Some(path) => Arc::new(ScriptedLog {
+            inner: client,
+            path: path.into(),
+        }),
+        None => client,
+    }
+}
+
+struct ScriptedLog {
+    inner: Arc<dyn nuvira_api::LlmClient>,
+    path: std::path::PathBuf,
+}
+
+#[nuvira_api::async_trait]
+impl nuvira_api::LlmClient for ScriptedLog {
+    fn model(&self) -> &str {
+        self.inner.model()
+    }
+    async fn complete(
+        &self,
+        request: &nuvira_api::LlmRequest,
+    ) -> Result<nuvira_api::LlmResponse, nuvira_api::LlmError> {
+        use std::io::Write;
+        let last_user = request
+            .messages
+            .iter()
+            .rev()
+            .find(|m| m.role == nuvira_api::Role::User)
+            .map(|m| m.content.as_str())
+            .unwrap_or_default();
+        let line = serde_json::json!({
+            "pid": std::process::id(),
+            "schema": request.json_schema.as_ref().map(|(n, _)| n.clone()),
+            "last_user_sha256": crate::runs::hash_bytes(last_user.as_bytes()),
+        });
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.path)
+        {
+            let _ = writeln!(f, "{line}");
+        }
+        self.inner.complete(request).await
+    }
+}

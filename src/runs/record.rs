@@ -1,0 +1,460 @@
+//! Writing a run folder: [`RunRecorder`] makes `.nuvira/runs/<run-id>/` with `run.json` and
+//! `plan.json`, streams `events.jsonl` (through the engine's JSONL writer, synced at step
+//! boundaries), keeps the steps' operation records in `steps.jsonl` ([`spawn_steps_log`]), and
+//! at the end writes `report.json` and the final `run.json`.
+
+use crate::runs::{
+    EVENTS_FILE, FORMAT_VERSION, META_FILE, PLAN_FILE, REPORT_FILE, RUNS_DIR, RunMeta, RunsError,
+    STEPS_FILE, hash_bytes,
+};
+use nuvira_api::{Event, EventKind, ExecutionPlan, ExecutionReport, StepOutput};
+use nuvira_workspace::{Workspace, atomic_write};
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+
+/// The run folder of a run going on.
+#[derive(Debug)]
+pub struct RunRecorder {
+    dir: PathBuf,
+    root: PathBuf,
+    meta: Mutex<RunMeta>,
+}
+
+fn write_err(path: &Path) -> impl FnOnce(std::io::Error) -> RunsError + '_ {
+    move |source| RunsError::Write {
+        path: path.to_owned(),
+        source,
+    }
+}
+
+impl RunRecorder {
+    /// Creates `.nuvira/runs/<run_id>/` (private, never through a symlink) with `run.json`
+    /// (status `running`) and `plan.json`.
+    ///
+    /// # Errors
+    /// [`RunsError::BadId`] for a bad id, [`RunsError::Workspace`] when `.nuvira/runs` is a
+    /// symlink or cannot be made, [`RunsError::Write`] when a file cannot be written.
+    pub fn create(
+        ws: &Workspace,
+        run_id: &str,
+        plan: &ExecutionPlan,
+        dry_run: bool,
+    ) -> Result<Self, RunsError> {
+        if !crate::runs::is_run_id(run_id) {
+            return Err(RunsError::BadId(run_id.to_owned()));
+        }
+        let dir = ws
+            .state_folder(&[RUNS_DIR, run_id], true)?
+            .ok_or_else(|| RunsError::NotFound(run_id.to_owned()))?;
+        let meta = RunMeta {
+            format: FORMAT_VERSION,
+            id: run_id.to_owned(),
+            goal: plan.goal.clone(),
+            status: "running".into(),
+            started_ms: nuvira_api::now_ms(),
+            pid: std::process::id(),
+            dry_run,
+            steps: plan.steps.len(),
+            ..RunMeta::default()
+        };
+        let rec = Self {
+            dir,
+            root: ws.root().to_owned(),
+            meta: Mutex::new(meta),
+        };
+        let plan_path = rec.dir.join(PLAN_FILE);
+        let bytes = serde_json::to_vec_pretty(plan).map_err(|e| RunsError::Write {
+            path: plan_path.clone(),
+            source: std::io::Error::other(e),
+        })?;
+        atomic_write(&plan_path, &bytes, Some(0o600)).map_err(write_err(&plan_path))?;
+        rec.write_meta()?;
+        Ok(rec)
+    }
+
+    /// Reopens the folder of an earlier run to resume it: `run.json` goes back to `running`
+    /// (with this process and one more resume), and the earlier `events.jsonl` and
+    /// `steps.jsonl` are kept as `events.<n>.jsonl` / `steps.<n>.jsonl` (`n` = resumes so far).
+    ///
+    /// # Errors
+    /// As [`create`](Self::create).
+    pub fn reopen(ws: &Workspace, run: &crate::runs::StoredRun) -> Result<Self, RunsError> {
+        let mut meta = run.meta.clone();
+        meta.resumes += 1;
+        meta.status = "running".into();
+        meta.pid = std::process::id();
+        meta.ended_ms = None;
+        meta.duration_ms = None;
+        meta.exit_code = None;
+        let rec = Self {
+            dir: run.dir.clone(),
+            root: ws.root().to_owned(),
+            meta: Mutex::new(meta.clone()),
+        };
+        for (file, stem) in [(EVENTS_FILE, "events"), (STEPS_FILE, "steps")] {
+            let from = rec.dir.join(file);
+            if std::fs::symlink_metadata(&from).is_ok_and(|m| m.is_file()) {
+                let to = rec.dir.join(format!("{stem}.{}.jsonl", meta.resumes));
+                std::fs::rename(&from, &to).map_err(write_err(&from))?;
+            }
+        }
+        let report = rec.dir.join(REPORT_FILE);
+        if std::fs::symlink_metadata(&report).is_ok_and(|m| m.is_file()) {
+            let _ = std::fs::remove_file(&report);
+        }
+        rec.write_meta()?;
+        Ok(rec)
+    }
+
+    /// The run folder.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// `calls/` of the run folder.
+    pub fn calls_dir(&self) -> PathBuf {
+        self.dir.join(crate::runs::CALLS_DIR)
+    }
+
+    /// Creates `events.jsonl` (new; a file or link already there is an error).
+    ///
+    /// # Errors
+    /// [`RunsError::Write`].
+    pub fn events_file(&self) -> Result<(std::fs::File, PathBuf), RunsError> {
+        let path = self.dir.join(EVENTS_FILE);
+        let file = create_new(&path)?;
+        Ok((file, path))
+    }
+
+    /// Starts the writer of `steps.jsonl` for `bus` (see [`spawn_steps_log`]).
+    ///
+    /// # Errors
+    /// [`RunsError::Write`] when the file cannot be created.
+    pub fn steps_log(
+        &self,
+        bus: &nuvira_engine::EventBus,
+    ) -> Result<tokio::task::JoinHandle<std::io::Result<()>>, RunsError> {
+        let path = self.dir.join(STEPS_FILE);
+        let file = create_new(&path)?;
+        Ok(spawn_steps_log(bus, file, self.root.clone()))
+    }
+
+    fn write_meta(&self) -> Result<(), RunsError> {
+        let meta = self
+            .meta
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let path = self.dir.join(META_FILE);
+        let bytes = serde_json::to_vec_pretty(&meta).map_err(|e| RunsError::Write {
+            path: path.clone(),
+            source: std::io::Error::other(e),
+        })?;
+        atomic_write(&path, &bytes, Some(0o600)).map_err(write_err(&path))
+    }
+
+    /// Writes `report.json` and the final `run.json` (`status`, exit code, duration, usage).
+    ///
+    /// # Errors
+    /// [`RunsError::Write`].
+    pub fn finish(
+        &self,
+        report: &ExecutionReport,
+        status: &str,
+        exit_code: u8,
+    ) -> Result<(), RunsError> {
+        let path = self.dir.join(REPORT_FILE);
+        let bytes = serde_json::to_vec_pretty(report).map_err(|e| RunsError::Write {
+            path: path.clone(),
+            source: std::io::Error::other(e),
+        })?;
+        atomic_write(&path, &bytes, Some(0o600)).map_err(write_err(&path))?;
+        {
+            let mut m = self.meta.lock().unwrap_or_else(PoisonError::into_inner);
+            let now = nuvira_api::now_ms();
+            m.status = status.to_owned();
+            m.ended_ms = Some(now);
+            m.duration_ms = Some(now.saturating_sub(m.started_ms));
+            m.exit_code = Some(exit_code);
+            m.usage.clone_from(&report.usage);
+            if m.goal.is_empty() {
+                m.goal.clone_from(&report.goal);
+            }
+        }
+        self.write_meta()
+    }
+
+    /// Marks the run as a replay of `of`.
+    pub fn set_replay_of(&self, of: &str) {
+        self.meta
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .replay_of = Some(of.to_owned());
+        let _ = self.write_meta();
+    }
+}
+
+fn create_new(path: &Path) -> Result<std::fs::File, RunsError> {
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.mode(0o600);
+    }
+    opts.open(path).map_err(write_err(path))
+}
+
+/// One line of `steps.jsonl`: a step's lifecycle (`planned` → `running` → `succeeded` /
+/// `failed` / `skipped`), with its input fingerprint on `running` and at the end.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[non_exhaustive]
+pub struct OpRecord {
+    /// The step.
+    pub step: String,
+    /// `planned`, `running`, `succeeded`, `failed` or `skipped`.
+    pub state: String,
+    /// When (ms since the Unix epoch).
+    pub at: u64,
+    /// The attempt (`running` and the end).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempt: Option<u32>,
+    /// What the step's result depends on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fingerprint: Option<Fingerprint>,
+}
+
+/// A step's input fingerprint: its definition, its dependencies' outputs, and the files it read
+/// (or wrote), each `sha256:<hex>`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[non_exhaustive]
+pub struct Fingerprint {
+    /// The step as planned (JSON).
+    pub definition: String,
+    /// The outputs of its direct dependencies, in `depends_on` order.
+    pub upstream: String,
+    /// The files it read or wrote, with their content hash when the step ended (`missing`:
+    /// there was none). Empty on `running` records.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<(String, String)>,
+}
+
+/// The hash of a step's definition.
+pub fn definition_hash(step: &nuvira_api::PlanStep) -> String {
+    hash_bytes(&serde_json::to_vec(step).unwrap_or_default())
+}
+
+/// The hash of a step's dependencies' outputs (`None` for one without output yet).
+pub fn upstream_hash<'a>(outputs: impl IntoIterator<Item = Option<&'a StepOutput>>) -> String {
+    let values: Vec<serde_json::Value> = outputs
+        .into_iter()
+        .map(|o| {
+            o.map_or(serde_json::Value::Null, |o| {
+                serde_json::to_value(o).unwrap_or_default()
+            })
+        })
+        .collect();
+    hash_bytes(&serde_json::to_vec(&values).unwrap_or_default())
+}
+
+/// The content hash of a workspace file (`missing` when there is no plain file), never through
+/// a symlink at its last component, and only for a relative path without `..`.
+pub fn file_hash(root: &Path, rel: &str) -> String {
+    let p = Path::new(rel);
+    if p.is_absolute()
+        || p.components()
+            .any(|c| !matches!(c, std::path::Component::Normal(_)))
+    {
+        return "invalid".into();
+    }
+    let path = root.join(p);
+    match std::fs::symlink_metadata(&path) {
+        Ok(m) if m.is_file() => match std::fs::read(&path) {
+            Ok(bytes) => hash_bytes(&bytes),
+            Err(_) => "unreadable".into(),
+        },
+        _ => "missing".into(),
+    }
+}
+
+/// The workspace's files as a sandbox copy holds them (what `git` would not ignore, build
+/// folders left out), workspace-relative.
+pub(crate) fn workspace_files(root: &Path) -> Vec<String> {
+    let options = nuvira_workspace::WalkOptions {
+        include_ignored: false,
+        skip_build_dirs: true,
+    };
+    nuvira_workspace::walk(root, options)
+        .map(|entries| {
+            entries
+                .into_iter()
+                .filter(|e| e.kind == nuvira_workspace::EntryKind::File)
+                .filter_map(|e| e.rel.to_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Writes `steps.jsonl` from the events of `bus`, on a blocking thread until the bus closes:
+/// `planned` for every step at `run:started`, `running` at `step:started`, and the end with the
+/// fingerprint (definition, dependencies' outputs, and the hashes of the files the step's
+/// events name: edits written, files inspected, model context files). Synced after each end.
+///
+/// # Panics
+/// Outside a tokio runtime.
+pub fn spawn_steps_log(
+    bus: &nuvira_engine::EventBus,
+    file: std::fs::File,
+    root: PathBuf,
+) -> tokio::task::JoinHandle<std::io::Result<()>> {
+    let mut rx = bus.subscribe();
+    tokio::task::spawn_blocking(move || {
+        let mut out = std::io::BufWriter::new(file);
+        let mut log = StepsLog {
+            root,
+            ..StepsLog::default()
+        };
+        while let Some(ev) = rx.blocking_recv() {
+            let mut end = log.fold(&ev, &mut out)?;
+            while let Ok(ev) = rx.try_recv() {
+                end |= log.fold(&ev, &mut out)?;
+            }
+            out.flush()?;
+            if end {
+                out.get_ref().sync_data()?;
+            }
+        }
+        out.flush()?;
+        out.get_ref().sync_data()
+    })
+}
+
+#[derive(Default)]
+struct StepsLog {
+    root: PathBuf,
+    plan: Option<Arc<ExecutionPlan>>,
+    outputs: HashMap<String, Arc<StepOutput>>,
+    files: HashMap<String, Vec<String>>,
+}
+
+impl StepsLog {
+    fn step(&self, id: &str) -> Option<&nuvira_api::PlanStep> {
+        self.plan.as_ref()?.steps.iter().find(|s| s.id == id)
+    }
+
+    fn fingerprint(&self, id: &str, with_files: bool) -> Option<Fingerprint> {
+        let step = self.step(id)?;
+        let upstream = upstream_hash(
+            step.depends_on
+                .iter()
+                .map(|d| self.outputs.get(d).map(|o| &**o)),
+        );
+        let files = if with_files {
+            let mut names = self.files.get(id).cloned().unwrap_or_default();
+            // A test or a command may read any file of the workspace (what a sandbox copy holds).
+            if matches!(step.module.as_str(), "test" | "execute") {
+                names.extend(workspace_files(&self.root));
+            }
+            names.sort();
+            names.dedup();
+            names
+                .into_iter()
+                .map(|n| {
+                    let h = file_hash(&self.root, &n);
+                    (n, h)
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        Some(Fingerprint {
+            definition: definition_hash(step),
+            upstream,
+            files,
+        })
+    }
+
+    /// Folds one event; `true` when it ended a step or the run.
+    fn fold(&mut self, ev: &Event, out: &mut impl Write) -> std::io::Result<bool> {
+        let step = ev.step_id.as_deref().unwrap_or_default().to_owned();
+        let mut rec = OpRecord {
+            step: step.clone(),
+            at: ev.ts,
+            ..OpRecord::default()
+        };
+        match &ev.kind {
+            EventKind::RunStarted { plan, .. } => {
+                self.plan = Some(plan.clone());
+                for s in &plan.steps {
+                    let r = OpRecord {
+                        step: s.id.clone(),
+                        state: "planned".into(),
+                        at: ev.ts,
+                        ..OpRecord::default()
+                    };
+                    line(out, &r)?;
+                }
+                return Ok(false);
+            }
+            EventKind::StepStarted { attempt, .. } => {
+                rec.state = "running".into();
+                rec.attempt = Some(*attempt);
+                rec.fingerprint = self.fingerprint(&step, false);
+            }
+            EventKind::EditWritten { path, .. } => {
+                self.files.entry(step).or_default().push(path.clone());
+                return Ok(false);
+            }
+            EventKind::InspectFileFound { path, .. } => {
+                self.files.entry(step).or_default().push(path.clone());
+                return Ok(false);
+            }
+            EventKind::LlmRequest { hashes, .. } => {
+                let names = hashes
+                    .context
+                    .iter()
+                    .filter(|c| file_hash(&self.root, &c.source) != "invalid")
+                    .filter(|c| self.root.join(&c.source).is_file())
+                    .map(|c| c.source.clone());
+                self.files.entry(step).or_default().extend(names);
+                return Ok(false);
+            }
+            EventKind::StepSucceeded { output, .. } => {
+                self.outputs.insert(step.clone(), output.clone());
+                rec.state = "succeeded".into();
+                rec.fingerprint = self.fingerprint(&step, true);
+            }
+            EventKind::StepFailed { .. } => {
+                rec.state = "failed".into();
+                rec.fingerprint = self.fingerprint(&step, true);
+            }
+            EventKind::StepSkipped { .. } => rec.state = "skipped".into(),
+            EventKind::RunCompleted { .. } => return Ok(true),
+            _ => return Ok(false),
+        }
+        if step.is_empty() {
+            return Ok(false);
+        }
+        line(out, &rec)?;
+        Ok(rec.state != "running")
+    }
+}
+
+fn line(out: &mut impl Write, rec: &OpRecord) -> std::io::Result<()> {
+    serde_json::to_writer(&mut *out, rec).map_err(std::io::Error::other)?;
+    out.write_all(b"\n")
+}
+
+/// Reads a `steps.jsonl` (a torn last line, from a crash, is ignored).
+pub fn read_steps(path: &Path) -> Vec<OpRecord> {
+    let Ok(bytes) = crate::runs::read_capped(path) else {
+        return Vec::new();
+    };
+    String::from_utf8_lossy(&bytes)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}

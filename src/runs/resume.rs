@@ -1,0 +1,177 @@
+//! Resume and the engine hooks of a recorded run.
+//!
+//! [`RunHooks`] is what `nuvira run` hands the engine ([`StepHooks`]): every step attempt's
+//! model is wrapped by the run's [`CallLog`](crate::runs::calls::CallLog), and a resumed run
+//! reuses, through [`Prior`], the recorded outcome of each step that succeeded before and whose
+//! input fingerprint is unchanged: its definition, its dependencies' outputs (as the resumed
+//! run has them), and every file it read or wrote still holding what the run last left there.
+//! A reused step's module is not called (no model call, no edit applied again); its recorded
+//! events are emitted again so the report is the one an uninterrupted run gives.
+
+use crate::hooks::StepHooks;
+use crate::runs::calls::CallLog;
+use crate::runs::record::{OpRecord, definition_hash, file_hash, read_steps, upstream_hash};
+use nuvira_api::{Event, EventKind, LlmClient, PlanStep, StepContext, StepOutput};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// The hooks of a recorded run: model calls recorded per step attempt, and on resume the
+/// recorded outcomes of finished steps.
+#[derive(Debug, Default)]
+pub struct RunHooks {
+    /// The run's model-call log.
+    pub calls: Option<Arc<CallLog>>,
+    /// What an earlier attempt of the run finished (resume).
+    pub prior: Option<Prior>,
+}
+
+impl StepHooks for RunHooks {
+    fn prior_outcome(&self, step: &PlanStep, ctx: &StepContext) -> Option<StepOutput> {
+        self.prior.as_ref()?.outcome(step, ctx)
+    }
+
+    fn step_llm(
+        &self,
+        llm: &Arc<dyn LlmClient>,
+        step_id: &str,
+        attempt: u32,
+    ) -> Option<Arc<dyn LlmClient>> {
+        Some(
+            self.calls
+                .as_ref()?
+                .client(llm.clone(), Some(step_id), attempt),
+        )
+    }
+}
+
+/// The finished steps of an earlier attempt of a run.
+#[derive(Debug, Default)]
+pub struct Prior {
+    root: PathBuf,
+    steps: HashMap<String, PriorStep>,
+    /// Each file's content hash as the run last left it.
+    latest: HashMap<String, String>,
+    /// Rerun test and execute steps even when their inputs are unchanged.
+    pub rerun_tests: bool,
+}
+
+#[derive(Debug)]
+struct PriorStep {
+    output: Arc<StepOutput>,
+    events: Vec<EventKind>,
+    record: OpRecord,
+}
+
+impl Prior {
+    /// Reads what the earlier attempt recorded: its events file and its steps file.
+    pub fn load(root: &Path, events: &Path, steps: &Path) -> Self {
+        let records = read_steps(steps);
+        let mut ended: HashMap<String, OpRecord> = HashMap::new();
+        let mut latest = HashMap::new();
+        for r in records {
+            if let Some(fp) = &r.fingerprint
+                && r.state != "running"
+            {
+                for (path, hash) in &fp.files {
+                    latest.insert(path.clone(), hash.clone());
+                }
+            }
+            if r.state == "succeeded" {
+                ended.insert(r.step.clone(), r);
+            } else if r.state != "planned" {
+                ended.remove(&r.step);
+            }
+        }
+        let mut live: HashMap<String, Vec<EventKind>> = HashMap::new();
+        let mut steps_out = HashMap::new();
+        for ev in read_events(events) {
+            let Some(step) = ev.step_id.as_deref().map(str::to_owned) else {
+                continue;
+            };
+            match ev.kind {
+                EventKind::StepStarted { .. } | EventKind::StepRetrying { .. } => {
+                    live.entry(step).or_default();
+                }
+                EventKind::StepReady
+                | EventKind::StepFailed { .. }
+                | EventKind::StepSkipped { .. } => {
+                    live.remove(&step);
+                }
+                EventKind::StepSucceeded { output, .. } => {
+                    let events = live.remove(&step).unwrap_or_default();
+                    if let Some(record) = ended.get(&step) {
+                        steps_out.insert(
+                            step,
+                            PriorStep {
+                                output,
+                                events,
+                                record: record.clone(),
+                            },
+                        );
+                    }
+                }
+                kind => live.entry(step).or_default().push(kind),
+            }
+        }
+        Self {
+            root: root.to_owned(),
+            steps: steps_out,
+            latest,
+            rerun_tests: false,
+        }
+    }
+
+    /// The steps whose recorded outcome may be reused (fingerprints are checked when they run).
+    pub fn finished(&self) -> Vec<&str> {
+        self.steps.keys().map(String::as_str).collect()
+    }
+
+    fn outcome(&self, step: &PlanStep, ctx: &StepContext) -> Option<StepOutput> {
+        let prior = self.steps.get(&step.id)?;
+        let fp = prior.record.fingerprint.as_ref()?;
+        if self.rerun_tests && matches!(step.module.as_str(), "test" | "execute") {
+            return None;
+        }
+        if definition_hash(step) != fp.definition {
+            return None;
+        }
+        let deps: Vec<Option<Arc<StepOutput>>> =
+            step.depends_on.iter().map(|d| ctx.dependency(d)).collect();
+        if upstream_hash(deps.iter().map(Option::as_deref)) != fp.upstream {
+            return None;
+        }
+        for (path, _) in &fp.files {
+            let now = file_hash(&self.root, path);
+            if self.latest.get(path) != Some(&now) {
+                return None;
+            }
+        }
+        // A test or a command may read any file: one that appeared since changes its inputs.
+        if matches!(step.module.as_str(), "test" | "execute") {
+            let mut now = crate::runs::record::workspace_files(&self.root);
+            now.sort();
+            let mut then: Vec<&str> = fp.files.iter().map(|(p, _)| p.as_str()).collect();
+            then.sort_unstable();
+            then.dedup();
+            if now.iter().map(String::as_str).ne(then.iter().copied()) {
+                return None;
+            }
+        }
+        for kind in &prior.events {
+            ctx.emit(kind.clone());
+        }
+        Some(StepOutput::clone(&prior.output))
+    }
+}
+
+/// Every event of a JSONL file that parses (a torn last line is left out).
+fn read_events(path: &Path) -> Vec<Event> {
+    let Ok(bytes) = crate::runs::read_capped(path) else {
+        return Vec::new();
+    };
+    String::from_utf8_lossy(&bytes)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
