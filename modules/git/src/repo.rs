@@ -39,7 +39,7 @@ pub struct CommitOptions {
     /// `Name <email>` for the author; default: `user.name`/`user.email` from git config.
     pub author: Option<String>,
     /// Sign with the user's signing configuration (`gpg.format`, `user.signingkey`), through
-    /// `git commit-tree -S`.
+    /// `git commit-tree -S`. `commit.gpgsign = true` in git config signs too.
     pub sign: bool,
 }
 
@@ -300,7 +300,14 @@ impl Repo {
         let committer = committer.unwrap_or_else(|| author.clone());
         let branch = self.current_branch();
         let parents: Vec<&git2::Commit<'_>> = parent.iter().collect();
-        let sha = if options.sign {
+        // `commit.gpgsign` asks for signed commits as `--sign` does.
+        let sign = options.sign
+            || self
+                .repo
+                .config()
+                .and_then(|c| c.get_bool("commit.gpgsign"))
+                .unwrap_or(false);
+        let sha = if sign {
             let sha = self.commit_tree_signed(tree_id, parent.as_ref(), &author, message)?;
             self.move_head(sha, parent.as_ref().map(git2::Commit::id), message)?;
             sha
