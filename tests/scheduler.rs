@@ -1240,6 +1240,8 @@ fn max_parallel_parses_its_names_and_numbers_and_rejects_zero() {
     assert!(err.contains("`0`") && err.contains("unbounded"), "{err}");
     assert_eq!(MaxParallel::default(), MaxParallel::Cpus);
     assert_eq!(MaxParallel::Unbounded.get(), usize::MAX);
+}
+
 /// The resume hook: a step for which `prior_outcome` has an output is not run (its module is
 /// never called) and succeeds with that output, which its dependents see; the others run.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

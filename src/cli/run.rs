@@ -182,6 +182,13 @@ impl Args {
             keep_runs: None,
             keep_days: None,
             replay: None,
+            // A resumed or replayed run goes on from the tree the recorded run left, which
+            // that run's own edits made dirty.
+            git: super::git_run::GitArgs {
+                allow_dirty: true,
+                ..Default::default()
+            },
+            sarif_category: None,
         }
     }
 }

@@ -39,7 +39,7 @@ pub struct CommitOptions {
     /// `Name <email>` for the author; default: `user.name`/`user.email` from git config.
     pub author: Option<String>,
     /// Sign with the user's signing configuration (`gpg.format`, `user.signingkey`), through
-    /// `git commit-tree -S`.
+    /// `git commit-tree -S`. `commit.gpgsign = true` in git config signs too.
     pub sign: bool,
 }
 
@@ -300,7 +300,14 @@ impl Repo {
         let committer = committer.unwrap_or_else(|| author.clone());
         let branch = self.current_branch();
         let parents: Vec<&git2::Commit<'_>> = parent.iter().collect();
-        let sha = if options.sign {
+        // `commit.gpgsign` asks for signed commits as `--sign` does.
+        let sign = options.sign
+            || self
+                .repo
+                .config()
+                .and_then(|c| c.get_bool("commit.gpgsign"))
+                .unwrap_or(false);
+        let sha = if sign {
             let sha = self.commit_tree_signed(tree_id, parent.as_ref(), &author, message)?;
             self.move_head(sha, parent.as_ref().map(git2::Commit::id), message)?;
             sha
@@ -471,136 +478,172 @@ impl Repo {
         }
     }
 
+    /// The trees of the merge base of `base` and of `HEAD`.
+    fn base_and_head_trees(
+        &self,
+        base: &str,
+    ) -> Result<(git2::Tree<'_>, git2::Tree<'_>), GitError> {
+        let mb = self.merge_base(base)?;
+        let old = self
+            .peel_commit(&mb)?
+            .tree()
+            .map_err(git_err("read a tree"))?;
+        let new = self
+            .peel_commit("HEAD")?
+            .tree()
+            .map_err(git_err("read a tree"))?;
+        Ok((old, new))
+    }
+
+    /// The entries that differ between two trees, by path, in path order. A subtree whose id
+    /// is the same on both sides is skipped unread, so the cost follows the change, not the
+    /// repository (libgit2's tree-to-tree diff walks every entry).
+    fn tree_changes(
+        &self,
+        old: Option<&git2::Tree<'_>>,
+        new: Option<&git2::Tree<'_>>,
+        prefix: &str,
+        out: &mut Vec<Change>,
+    ) -> Result<(), GitError> {
+        let entries = |t: Option<&git2::Tree<'_>>| -> BTreeMap<Vec<u8>, (Oid, i32)> {
+            t.map(|t| {
+                t.iter()
+                    .map(|e| (e.name_bytes().to_vec(), (e.id(), e.filemode())))
+                    .collect()
+            })
+            .unwrap_or_default()
+        };
+        let (a, b) = (entries(old), entries(new));
+        let names: BTreeSet<&Vec<u8>> = a.keys().chain(b.keys()).collect();
+        for name in names {
+            let (x, y) = (a.get(name).copied(), b.get(name).copied());
+            if x == y {
+                continue;
+            }
+            let path = format!("{prefix}{}", String::from_utf8_lossy(name));
+            let is_tree = |e: Option<(Oid, i32)>| e.is_some_and(|(_, m)| m == 0o040_000);
+            let tree_of = |e: Option<(Oid, i32)>| -> Result<Option<git2::Tree<'_>>, GitError> {
+                match e {
+                    Some((id, 0o040_000)) => self
+                        .repo
+                        .find_tree(id)
+                        .map(Some)
+                        .map_err(git_err(format!("read the tree `{path}`"))),
+                    _ => Ok(None),
+                }
+            };
+            if is_tree(x) || is_tree(y) {
+                let (tx, ty) = (tree_of(x)?, tree_of(y)?);
+                self.tree_changes(tx.as_ref(), ty.as_ref(), &format!("{path}/"), out)?;
+            }
+            let blob = |e: Option<(Oid, i32)>| e.filter(|(_, m)| *m != 0o040_000);
+            let (bx, by) = (blob(x), blob(y));
+            if bx.is_some() || by.is_some() {
+                out.push(Change {
+                    path,
+                    old: bx,
+                    new: by,
+                });
+            }
+        }
+        Ok(())
+    }
+
     /// The files changed from the merge base of `base` and `HEAD` to `HEAD` (what
-    /// `git diff --name-only base...HEAD` lists, without submodules), with the lines each
-    /// added. Generated files are included; filter them with [`Repo::generated`].
+    /// `git diff --name-only base...HEAD` lists, without submodules; a rename is a deletion and
+    /// an addition), with the lines each added. Generated files are included; filter them with
+    /// [`Repo::generated`]. Subtrees the branch did not touch are never read.
     ///
     /// # Errors
     /// As [`Repo::merge_base`], and [`GitError::Git`] when the diff cannot be computed.
     pub fn changed_since(&self, base: &str) -> Result<Vec<ChangedFile>, GitError> {
-        let mb = self.merge_base(base)?;
-        let old = self
-            .peel_commit(&mb)?
-            .tree()
-            .map_err(git_err("read a tree"))?;
-        let new = self
-            .peel_commit("HEAD")?
-            .tree()
-            .map_err(git_err("read a tree"))?;
-        let mut opts = DiffOptions::new();
-        opts.context_lines(3).ignore_submodules(false);
-        let mut diff = self
-            .repo
-            .diff_tree_to_tree(Some(&old), Some(&new), Some(&mut opts))
-            .map_err(git_err(format!("diff `{base}`...HEAD")))?;
-        let mut find = git2::DiffFindOptions::new();
-        find.renames(true);
-        let _ = diff.find_similar(Some(&mut find));
-        let mut files: BTreeMap<String, ChangedFile> = BTreeMap::new();
-        diff.print(git2::DiffFormat::Patch, |delta, _hunk, line| {
-            let deleted = delta.status() == git2::Delta::Deleted;
-            let file = if deleted {
-                delta.old_file()
-            } else {
-                delta.new_file()
-            };
-            if file.mode() == git2::FileMode::Commit {
-                return true; // a submodule's new commit: no file to check here
-            }
-            let Some(path) = file.path().map(|p| p.to_string_lossy().replace('\\', "/")) else {
-                return true;
-            };
-            let entry = files.entry(path.clone()).or_insert_with(|| ChangedFile {
-                path,
-                deleted,
-                ..ChangedFile::default()
-            });
-            let content = String::from_utf8_lossy(line.content());
-            match line.origin() {
-                '+' => {
-                    entry.additions += 1;
-                    if let Some(n) = line.new_lineno() {
-                        entry.added_lines.insert(n);
-                    }
-                    entry.diff.push('+');
-                }
-                '-' => {
-                    entry.deletions += 1;
-                    entry.diff.push('-');
-                }
-                ' ' => entry.diff.push(' '),
-                _ => {} // file and hunk headers carry their own text
-            }
-            entry.diff.push_str(&content);
-            true
-        })
-        .map_err(git_err(format!("diff `{base}`...HEAD")))?;
-        // Every delta, in the diff's (path) order: a binary file, a mode change or an empty
-        // file has no lines, so the callback above may never have seen it.
+        let (old, new) = self.base_and_head_trees(base)?;
+        let mut changes = Vec::new();
+        self.tree_changes(Some(&old), Some(&new), "", &mut changes)?;
         let mut out = Vec::new();
-        for delta in diff.deltas() {
-            let deleted = delta.status() == git2::Delta::Deleted;
-            let file = if deleted {
-                delta.old_file()
-            } else {
-                delta.new_file()
-            };
-            if file.mode() == git2::FileMode::Commit {
-                continue;
+        for c in changes {
+            let submodule = |e: Option<(Oid, i32)>| e.is_some_and(|(_, m)| m == 0o160_000);
+            if submodule(c.old) || submodule(c.new) {
+                continue; // a submodule's new commit: no file to check here
             }
-            let Some(path) = file.path().map(|p| p.to_string_lossy().replace('\\', "/")) else {
-                continue;
+            let find = |e: Option<(Oid, i32)>| -> Result<Option<git2::Blob<'_>>, GitError> {
+                e.map(|(id, _)| {
+                    self.repo
+                        .find_blob(id)
+                        .map_err(git_err(format!("read `{}`", c.path)))
+                })
+                .transpose()
             };
-            let mut entry = files.remove(&path).unwrap_or_else(|| ChangedFile {
-                path,
-                deleted,
+            let (ob, nb) = (find(c.old)?, find(c.new)?);
+            let mut opts = DiffOptions::new();
+            opts.context_lines(3);
+            let path = Path::new(&c.path);
+            let patch = git2::Patch::from_buffers(
+                ob.as_ref().map_or(&[][..], git2::Blob::content),
+                Some(path),
+                nb.as_ref().map_or(&[][..], git2::Blob::content),
+                Some(path),
+                Some(&mut opts),
+            )
+            .map_err(git_err(format!("diff `{}`", c.path)))?;
+            let mut file = ChangedFile {
+                path: c.path.clone(),
+                deleted: c.new.is_none(),
+                binary: patch.delta().flags().is_binary(),
                 ..ChangedFile::default()
-            });
-            entry.binary = delta.flags().is_binary();
-            out.push(entry);
+            };
+            let mut patch = patch;
+            patch
+                .print(&mut |_delta, _hunk, line| {
+                    let content = String::from_utf8_lossy(line.content());
+                    match line.origin() {
+                        '+' => {
+                            file.additions += 1;
+                            if let Some(n) = line.new_lineno() {
+                                file.added_lines.insert(n);
+                            }
+                            file.diff.push('+');
+                        }
+                        '-' => {
+                            file.deletions += 1;
+                            file.diff.push('-');
+                        }
+                        ' ' => file.diff.push(' '),
+                        _ => {} // file and hunk headers carry their own text
+                    }
+                    file.diff.push_str(&content);
+                    true
+                })
+                .map_err(git_err(format!("diff `{}`", c.path)))?;
+            out.push(file);
         }
         Ok(out)
     }
 
-    /// The names only of [`Repo::changed_since`]: what `git diff --name-only base...HEAD`
-    /// prints, without reading the diffs' lines.
+    /// The names only of [`Repo::changed_since`] (submodules included): what
+    /// `git diff --name-only base...HEAD` prints, without reading any file.
     ///
     /// # Errors
     /// As [`Repo::changed_since`].
     pub fn changed_names(&self, base: &str) -> Result<Vec<String>, GitError> {
-        let mb = self.merge_base(base)?;
-        let old = self
-            .peel_commit(&mb)?
-            .tree()
-            .map_err(git_err("read a tree"))?;
-        let new = self
-            .peel_commit("HEAD")?
-            .tree()
-            .map_err(git_err("read a tree"))?;
-        let diff = self
-            .repo
-            .diff_tree_to_tree(Some(&old), Some(&new), None)
-            .map_err(git_err(format!("diff `{base}`...HEAD")))?;
-        let mut out: Vec<String> = diff
-            .deltas()
-            .filter_map(|d| {
-                let f = if d.status() == git2::Delta::Deleted {
-                    d.old_file()
-                } else {
-                    d.new_file()
-                };
-                f.path().map(|p| p.to_string_lossy().replace('\\', "/"))
-            })
-            .collect();
+        let (old, new) = self.base_and_head_trees(base)?;
+        let mut changes = Vec::new();
+        self.tree_changes(Some(&old), Some(&new), "", &mut changes)?;
+        let mut out: Vec<String> = changes.into_iter().map(|c| c.path).collect();
         out.sort();
         out.dedup();
         Ok(out)
     }
 
     /// The paths among `paths` that `.gitattributes` marks generated: `linguist-generated`
-    /// set (or `true`), or `-diff` (`diff` unset). Sorted.
+    /// set (or `true`), or `-diff` (`diff` unset). Sorted. When no `.gitattributes` can apply
+    /// to them (none in the working tree on their folders' path, no `.git/info/attributes`),
+    /// nothing is looked up: libgit2 would load the whole index for the first lookup.
     pub fn generated(&self, paths: &[String]) -> Vec<String> {
         let flags = git2::AttrCheckFlags::FILE_THEN_INDEX;
+        if !self.attributes_may_apply(paths) {
+            return Vec::new();
+        }
         let mut out: Vec<String> = paths
             .iter()
             .filter(|p| {
@@ -619,6 +662,27 @@ impl Repo {
             .collect();
         out.sort();
         out
+    }
+
+    /// Whether a `.gitattributes` in the working tree on the folders of `paths` (or
+    /// `.git/info/attributes`) exists: a check proportional to the paths, not the repository.
+    fn attributes_may_apply(&self, paths: &[String]) -> bool {
+        if self.repo.path().join("info").join("attributes").is_file() {
+            return true;
+        }
+        let mut folders = BTreeSet::new();
+        for p in paths {
+            let mut dir = Path::new(p.as_str()).parent();
+            while let Some(d) = dir {
+                if !folders.insert(d.to_owned()) {
+                    break;
+                }
+                dir = d.parent();
+            }
+        }
+        folders
+            .iter()
+            .any(|d| self.root.join(d).join(".gitattributes").is_file())
     }
 
     /// Every path in the index, `/`-separated.
@@ -677,6 +741,14 @@ impl Repo {
     pub fn remote_url(&self, name: &str) -> Option<String> {
         self.repo.find_remote(name).ok()?.url().map(str::to_owned)
     }
+}
+
+/// One path whose blob differs between two trees: `(id, mode)` on each side, `None` where it
+/// is absent.
+struct Change {
+    path: String,
+    old: Option<(Oid, i32)>,
+    new: Option<(Oid, i32)>,
 }
 
 /// Rejects a path that is absolute, climbs with `..`, or goes through `.git`/`.nuvira`.

@@ -526,6 +526,7 @@ fn sign_uses_the_users_ssh_signing_config() {
         String::from_utf8_lossy(&out.stderr)
     );
     git(&dir, &["config", "gpg.format", "ssh"]);
+    // `commit.gpgsign` alone asks for a signature too (the second commit below).
     git(
         &dir,
         &[
