@@ -4,6 +4,7 @@
 mod agent;
 mod cli_apply;
 mod cli_inspect;
+mod cli_mcp;
 mod cli_output;
 mod cli_report;
 mod cli_run;

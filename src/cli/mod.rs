@@ -8,6 +8,7 @@ mod apply;
 mod graph;
 mod inflight;
 mod inspect;
+mod mcp;
 mod progress;
 mod report;
 mod rollback;
@@ -45,6 +46,8 @@ enum Command {
     Run(run::Args),
     /// Build a report from a stored event file.
     Report(report::Args),
+    /// Serve Nuvira's tools over the Model Context Protocol (stdio, or --http).
+    Mcp(mcp::Args),
 }
 
 /// Parses the command line, runs the command and returns its exit code.
@@ -72,6 +75,7 @@ pub fn main() -> ExitCode {
         Command::Inspect(a) => inspect::execute(a),
         Command::Run(a) => run::execute(a),
         Command::Report(a) => report::execute(a),
+        Command::Mcp(a) => mcp::execute(a),
     };
     ExitCode::from(code)
 }
