@@ -10,5 +10,6 @@ mod cli_report;
 mod cli_run;
 mod cli_test;
 mod cli_validate;
+mod mcp_client;
 mod scheduler;
 mod validate;

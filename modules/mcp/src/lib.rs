@@ -13,9 +13,11 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod client;
 pub mod policy;
 pub mod server;
 
+pub use client::McpModule;
 pub use policy::{PolicyError, SandboxChoice, SandboxPolicy};
 pub use server::{NuviraServer, PlanHost, PlanSource, RunContext, ServerOptions, ToolError};
 
