@@ -12,6 +12,7 @@
 //! | `docker` | the Docker sandbox | nuvira-sandbox (bollard) |
 //! | `llm` | model clients, the model planner and the recover stage ([`agent`]) | nuvira-llm, nuvira-recover |
 //! | `rust`, `typescript`, `python`, `javascript` | one tree-sitter grammar each | nuvira-syntax |
+//! | `mcp` | the `mcp` module and the server of `nuvira mcp` | nuvira-mcp |
 //! | `petgraph` | `ValidatedPlan::to_petgraph` | nuvira-engine |
 //! | `cli` | the `nuvira` binary | clap, indicatif |
 //!
