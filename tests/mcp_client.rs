@@ -315,3 +315,68 @@ fn validate_names_an_undeclared_server_and_check_mcp_an_unknown_tool() {
     );
     assert!(!err.contains("step `ok`"), "{err}");
 }
+
+#[test]
+fn the_model_planner_is_shown_the_servers_tools_and_its_mcp_step_runs() {
+    if !mcp_python_ready() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let servers = dir.path().join("servers.yaml");
+    std::fs::write(
+        &servers,
+        format!(
+            "mcp_servers:\n  bad: {{ command: python3, args: [\"{}\"] }}\n",
+            script("bad_server.py")
+        ),
+    )
+    .unwrap();
+    // The scripted model answers only when the prompt lists the server's `echo` tool.
+    let plan = serde_json::json!({"goal": "say hi", "steps": [
+        {"id": "call", "module": "mcp", "config": {"server": "bad", "tool": "echo", "arguments": {"message": "planned"}}},
+        {"id": "report", "module": "report", "depends_on": ["call"]}
+    ]});
+    let transcript = dir.path().join("model.yaml");
+    std::fs::write(
+        &transcript,
+        format!(
+            "- match: {{ schema: execution_plan, last_user_contains: 'Returns the message.' }}\n  response: {{ json: {plan} }}\n"
+        ),
+    )
+    .unwrap();
+    let repo = dir.path().join("repo");
+    std::fs::create_dir(&repo).unwrap();
+    let out = assert_cmd::Command::cargo_bin("nuvira")
+        .unwrap()
+        .args([
+            "run",
+            "--goal",
+            "say hi",
+            "--planner",
+            "llm",
+            "--format",
+            "json",
+            "--repo",
+        ])
+        .arg(&repo)
+        .arg("--mcp-servers")
+        .arg(&servers)
+        .env("NUVIRA_SCRIPTED_LLM", &transcript)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}\n{stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_str(&stdout).unwrap();
+    let call = report["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["id"] == "call")
+        .unwrap_or_else(|| panic!("{report}"));
+    assert_eq!(call["status"], "succeeded", "{report}");
+}

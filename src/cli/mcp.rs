@@ -435,3 +435,34 @@ async fn run_plan(source: &PlanSource, ctx: RunContext) -> Result<Value, ToolErr
         "report": serde_json::to_value(&report).unwrap_or(Value::Null),
     }))
 }
+
+/// `nuvira run --mcp-servers FILE`: the servers of FILE (`mcp_servers:`) and their tools, for
+/// the model planner. Each server is started to list its tools, then stopped.
+///
+/// # Errors
+/// The message for `error: ` when the file or a server cannot be read.
+pub(crate) async fn planner_tools(path: &Path) -> Result<nuvira_plan::McpTools, String> {
+    // The plan loader reads it: YAML, JSON or TOML by extension, errors with lines.
+    let loaded = nuvira_plan::load_file(path).map_err(|e| e.to_string())?;
+    let servers = &loaded.plan.mcp_servers;
+    if servers.is_empty() {
+        return Err(format!(
+            "{}: no `mcp_servers:` map; write `mcp_servers: {{ NAME: {{ command: PROGRAM, args: [...] }} }}`",
+            path.display()
+        ));
+    }
+    let mut out = nuvira_plan::McpTools::default();
+    for (name, spec) in servers {
+        let parsed = nuvira_mcp::client::ServerSpec::parse(spec, &format!("mcp_servers.{name}"))?;
+        for t in nuvira_mcp::client::list_tools(&parsed, name).await? {
+            out.tools.push(nuvira_plan::McpToolHint {
+                server: t.server,
+                name: t.name,
+                description: t.description,
+                input_schema: t.input_schema,
+            });
+        }
+        out.servers.insert(name.clone(), spec.clone());
+    }
+    Ok(out)
+}

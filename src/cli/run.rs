@@ -90,6 +90,10 @@ pub struct Args {
     /// failing (exit 3).
     #[arg(long)]
     pub wait: bool,
+    /// MCP servers a model's plan (--planner llm) may call: a YAML or JSON file with an
+    /// `mcp_servers:` map; the model is shown their tools (see docs/mcp.md).
+    #[arg(long, value_name = "FILE")]
+    pub mcp_servers: Option<PathBuf>,
 }
 
 /// Planners for `--goal`.
@@ -345,7 +349,14 @@ async fn run(args: Args) -> Result<u8, Fail> {
             }
         },
         (None, Some(goal)) => (
-            plan_from_goal(goal, args.planner, llm.clone(), held.clone()).await?,
+            plan_from_goal(
+                goal,
+                args.planner,
+                llm.clone(),
+                held.clone(),
+                args.mcp_servers.as_deref(),
+            )
+            .await?,
             None,
         ),
         (None, None) => return Err(Fail::invalid("give a plan file or --goal TEXT")),
@@ -853,6 +864,7 @@ async fn plan_from_goal(
     planner: PlannerArg,
     llm: Option<Arc<dyn nuvira_api::LlmClient>>,
     events: Arc<HeldEvents>,
+    mcp_servers: Option<&Path>,
 ) -> Result<ExecutionPlan, Fail> {
     match planner {
         PlannerArg::Template => nuvira_plan::TemplatePlanner::new()
@@ -869,7 +881,13 @@ async fn plan_from_goal(
             let engine = Arc::new(
                 crate::agent::configure(crate::defaults::engine(), Some(&llm), None).build(),
             );
-            let planner = crate::agent::llm_planner(llm, engine, events);
+            let mut planner = crate::agent::llm_planner(llm, engine, events);
+            if let Some(path) = mcp_servers {
+                let tools = super::mcp::planner_tools(path)
+                    .await
+                    .map_err(Fail::invalid)?;
+                planner = planner.with_mcp_tools(tools);
+            }
             planner.plan(&PlanRequest::new(goal)).await.map_err(|e| {
                 let message = format!("failed to plan: {e}");
                 match e {
