@@ -383,6 +383,24 @@ fn mcp_malformed_requests_get_errors_and_the_server_keeps_serving() {
 }
 
 #[test]
+fn mcp_python_client_works_over_streamable_http_on_loopback() {
+    if !mcp_python_ready() {
+        return;
+    }
+    let repo = project();
+    let out = python(repo.path(), "http", &[]);
+    assert!(
+        out["url"]
+            .as_str()
+            .unwrap()
+            .starts_with("http://127.0.0.1:"),
+        "{out}"
+    );
+    assert_eq!(out["tools"], json!(TOOLS));
+    assert_eq!(out["preview_valid"], true);
+}
+
+#[test]
 fn mcp_http_refuses_a_non_loopback_address_without_allow_remote() {
     let repo = project();
     let out = Command::new(nuvira_bin())

@@ -98,8 +98,39 @@ async def scenario(session, name, args):
     raise SystemExit(f"unknown scenario {name}")
 
 
+async def over_http(nuvira, repo):
+    """`nuvira mcp --http 127.0.0.1:0`: the address comes on stderr; list the tools and
+    preview an edit over streamable HTTP."""
+    import subprocess
+
+    from mcp.client.streamable_http import streamable_http_client
+
+    proc = subprocess.Popen(
+        [nuvira, "mcp", "--repo", repo, "--sandbox", "local", "--http", "127.0.0.1:0"],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        line = proc.stderr.readline()
+        url = line.strip().rsplit(" ", 1)[-1]
+        assert url.startswith("http://127.0.0.1:"), line
+        async with streamable_http_client(url) as (read, write, *_):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                tools = sorted(t.name for t in (await session.list_tools()).tools)
+                edit = {"strategy": "search-replace", "path": "src/lib.py", "search": "return 1", "replace": "return 9"}
+                preview = structured(await session.call_tool("preview_edits", {"edits": [edit]}))
+        return {"url": url, "tools": tools, "preview_valid": preview["valid"]}
+    finally:
+        proc.terminate()
+        proc.wait()
+
+
 async def main():
     nuvira, repo, name, *args = sys.argv[1:]
+    if name == "http":
+        print(json.dumps(await over_http(nuvira, repo)))
+        return
     extra = []
     if name == "refuse-local":
         extra = ["--sandbox", "docker"]
