@@ -88,6 +88,19 @@ ALLOWED = {
         "inspection walks the user's files with the one walker",
     ("nuvira-sandbox", "nuvira-workspace", "normal"):
         "a sandbox copies the files the one walker yields",
+    # nuvira-mcp (issue 15): the MCP server's tools call the library code the CLI calls.
+    ("nuvira-mcp", "nuvira-edit", "normal"):
+        "preview_edits and apply_edits run the edit module's Editor, as `nuvira apply` does",
+    ("nuvira-mcp", "nuvira-workspace", "normal"):
+        "apply_edits holds the repository lock; rollback undoes journal transactions",
+    ("nuvira-mcp", "nuvira-runner", "normal"):
+        "run_tests runs the test module; the sandbox policy checks configs with its parser",
+    ("nuvira-mcp", "nuvira-sandbox", "normal"):
+        "run_tests removes stale sandboxes before it runs, as `nuvira test` does",
+    ("nuvira-mcp", "nuvira-inspect", "normal"):
+        "the inspect tool is `nuvira inspect`",
+    ("nuvira-mcp", "nuvira-report", "normal"):
+        "the report tool and the report resources render event files",
 }
 
 

@@ -8,6 +8,7 @@
 //! | `execute` | nuvira-runner | runs a command in a sandbox |
 //! | `verify` | nuvira-verify | syntax, tests, security, goal alignment and lint checks |
 //! | `report` | nuvira-report | writes the run's report files |
+//! | `mcp` | nuvira-mcp (feature `mcp`) | calls a tool of an MCP server |
 
 use crate::engine::EngineBuilder;
 use crate::registry::ModuleRegistry;
@@ -23,6 +24,8 @@ pub fn modules() -> Vec<Arc<dyn Module>> {
         Arc::new(nuvira_runner::ExecuteModule::new()),
         Arc::new(nuvira_verify::VerifyModule::default()),
         Arc::new(nuvira_report::ReportModule),
+        #[cfg(feature = "mcp")]
+        Arc::new(nuvira_mcp::McpModule::new()),
     ]
 }
 

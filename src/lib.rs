@@ -13,6 +13,7 @@
 //! | `llm` | model clients, the model planner and the recover stage ([`agent`]) | nuvira-llm, nuvira-recover |
 //! | `rust`, `typescript`, `python`, `javascript` | one tree-sitter grammar each | nuvira-syntax |
 //! | `git` | branches, commits of a run's files, review diffs, the GitHub REST client ([`git`]) | nuvira-git (libgit2) |
+//! | `mcp` | the `mcp` module and the server of `nuvira mcp` | nuvira-mcp |
 //! | `petgraph` | `ValidatedPlan::to_petgraph` | nuvira-engine |
 //! | `cli` | the `nuvira` binary | clap, indicatif |
 //!

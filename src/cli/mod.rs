@@ -14,6 +14,7 @@ mod graph;
 mod history;
 mod inflight;
 mod inspect;
+mod mcp;
 mod pr;
 mod progress;
 mod replay;
@@ -82,6 +83,8 @@ enum Command {
     Resume(resume::Args),
     /// Re-execute a recorded run with its recorded model answers, offline; report divergences.
     Replay(replay::Args),
+    /// Serve Nuvira's tools over the Model Context Protocol (stdio, or --http).
+    Mcp(mcp::Args),
 }
 
 /// The whole command line definition (for completions and the manual page).
@@ -136,6 +139,7 @@ pub fn main() -> ExitCode {
         Command::Runs(a) => runs::execute(a),
         Command::Resume(a) => resume::execute(a),
         Command::Replay(a) => replay::execute(a),
+        Command::Mcp(a) => mcp::execute(a),
     };
     if conventions::stdout_failed() {
         return ExitCode::from(code.max(crate::exit::ENVIRONMENT));

@@ -147,6 +147,10 @@ pub struct Args {
     /// Remove runs older than D days from the history (default 30, or `[runs] keep_days`).
     #[arg(long, value_name = "D")]
     pub keep_days: Option<u64>,
+    /// MCP servers a model's plan (--planner llm) may call: a YAML or JSON file with an
+    /// `mcp_servers:` map; the model is shown their tools (see docs/mcp.md).
+    #[arg(long, value_name = "FILE")]
+    pub mcp_servers: Option<PathBuf>,
     /// How the run's steps and model calls come from a record (resume, replay); not a flag.
     #[arg(skip)]
     pub replay: Option<Replay>,
@@ -189,6 +193,7 @@ impl Args {
                 ..Default::default()
             },
             sarif_category: None,
+            mcp_servers: None,
         }
     }
 }
@@ -502,6 +507,7 @@ async fn run(args: Args) -> Result<u8, Fail> {
                 args.planner,
                 llm.as_ref().map(|l| planner_log.client(l.clone(), None, 1)),
                 held.clone(),
+                args.mcp_servers.as_deref(),
             )
             .await?,
             None,
@@ -1131,6 +1137,7 @@ async fn plan_from_goal(
     planner: PlannerArg,
     llm: Option<Arc<dyn nuvira_api::LlmClient>>,
     events: Arc<HeldEvents>,
+    mcp_servers: Option<&Path>,
 ) -> Result<ExecutionPlan, Fail> {
     match planner {
         PlannerArg::Template => nuvira_plan::TemplatePlanner::new()
@@ -1147,7 +1154,13 @@ async fn plan_from_goal(
             let engine = Arc::new(
                 crate::agent::configure(crate::defaults::engine(), Some(&llm), None).build(),
             );
-            let planner = crate::agent::llm_planner(llm, engine, events);
+            let mut planner = crate::agent::llm_planner(llm, engine, events);
+            if let Some(path) = mcp_servers {
+                let tools = super::mcp::planner_tools(path)
+                    .await
+                    .map_err(Fail::invalid)?;
+                planner = planner.with_mcp_tools(tools);
+            }
             planner.plan(&PlanRequest::new(goal)).await.map_err(|e| {
                 let message = format!("failed to plan: {e}");
                 match e {

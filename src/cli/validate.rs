@@ -18,6 +18,10 @@ pub struct Args {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
+    /// Also start the plan's MCP servers (`mcp_servers:`), list their tools and check that
+    /// every `mcp` step's tool exists.
+    #[arg(long)]
+    pub check_mcp: bool,
 }
 
 /// Output formats of `nuvira validate`.
@@ -52,7 +56,17 @@ pub(crate) fn check(path: &std::path::Path) -> Result<crate::ValidatedPlan, (usi
     // The registry `nuvira run` uses: built-ins wrapped by the recover stage, so
     // `config.recover` is checked the same way.
     let registry = crate::agent::registry();
-    crate::validate::validate(&loaded.plan, Some(&registry)).map_err(|errs| {
+    let mcp = mcp_problems(&loaded.plan, nuvira_mcp::client::check_plan(&loaded.plan));
+    let validated = crate::validate::validate(&loaded.plan, Some(&registry));
+    let validated = match (validated, mcp.is_empty()) {
+        (Ok(v), true) => Ok(v),
+        (Ok(_), false) => Err(crate::ValidationErrors { problems: mcp }),
+        (Err(mut errs), _) => {
+            errs.problems.extend(mcp);
+            Err(errs)
+        }
+    };
+    validated.map_err(|errs| {
         let problems = errs
             .problems
             .into_iter()
@@ -91,9 +105,58 @@ pub(crate) fn line_of(loaded: &nuvira_plan::LoadedPlan, p: &Problem) -> Option<u
     }
 }
 
+/// The problems of a plan's MCP servers and steps, as validation problems.
+pub(crate) fn mcp_problems(
+    plan: &nuvira_api::ExecutionPlan,
+    found: Vec<nuvira_mcp::client::McpProblem>,
+) -> Vec<Problem> {
+    found
+        .into_iter()
+        .map(|(step, message)| Problem {
+            kind: ProblemKind::InvalidConfig,
+            step_index: step
+                .as_ref()
+                .and_then(|id| plan.steps.iter().position(|s| &s.id == id)),
+            steps: step.into_iter().collect(),
+            message,
+            line: None,
+            column: None,
+        })
+        .collect()
+}
+
+/// `--check-mcp`: starts the servers and checks the steps' tools; the problems, located.
+fn check_servers(path: &std::path::Path) -> Vec<Problem> {
+    let Ok(loaded) = nuvira_plan::load_file(path) else {
+        return Vec::new();
+    };
+    let found = match super::runtime() {
+        Ok(rt) => {
+            rt.block_on(nuvira_mcp::client::check_servers(&loaded.plan))
+                .1
+        }
+        Err(e) => vec![(None, format!("failed to start the async runtime: {e}"))],
+    };
+    mcp_problems(&loaded.plan, found)
+        .into_iter()
+        .map(|mut p| {
+            p.line = line_of(&loaded, &p).or_else(|| loaded.line_of_key("mcp_servers"));
+            p
+        })
+        .collect()
+}
+
 /// Runs the command.
 pub fn execute(args: Args) -> u8 {
-    let result = check(&args.plan);
+    let mut result = check(&args.plan);
+    if args.check_mcp
+        && let Ok(plan) = &result
+    {
+        let problems = check_servers(&args.plan);
+        if !problems.is_empty() {
+            result = Err((plan.plan.steps.len(), problems));
+        }
+    }
     match (args.format, result) {
         (Format::Text, Ok(plan)) => {
             let name = if super::conventions::is_stdio(&args.plan) {

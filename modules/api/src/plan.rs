@@ -50,6 +50,15 @@ pub struct ExecutionPlan {
         skip_serializing_if = "Option::is_none"
     )]
     pub suggested_provider: Option<String>,
+    /// MCP servers the plan's `mcp` steps call, by name: `{command, args, env}` (started on
+    /// stdio) or `{url}` (streamable HTTP). Declared once, shared by the steps; the `mcp`
+    /// module (nuvira-mcp) reads them.
+    #[serde(
+        default,
+        alias = "mcpServers",
+        skip_serializing_if = "std::collections::BTreeMap::is_empty"
+    )]
+    pub mcp_servers: std::collections::BTreeMap<String, serde_json::Value>,
 }
 
 impl ExecutionPlan {

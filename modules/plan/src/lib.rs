@@ -29,7 +29,7 @@ pub use file::{FilePlanner, LoadError, LoadedPlan, PlanFormat, load_file, parse_
 pub use limits::{
     DEFAULT_MAX_INPUT_BYTES, MAX_INPUT_BYTES_ENV, MAX_NESTING_DEPTH, check_depth, max_input_bytes,
 };
-#[cfg(feature = "llm")]
-pub use llm::LlmPlanner;
 pub use llm::{EXECUTION_PLAN, PlanValidator, check_plan, plan_schema};
+#[cfg(feature = "llm")]
+pub use llm::{LlmPlanner, McpToolHint, McpTools};
 pub use template::TemplatePlanner;

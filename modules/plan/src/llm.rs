@@ -148,7 +148,37 @@ pub struct LlmPlanner {
     llm: Arc<dyn LlmClient>,
     events: Arc<dyn EventSink>,
     validator: Option<PlanValidator>,
+    mcp: Option<Arc<McpTools>>,
 }
+
+#[cfg(feature = "llm")]
+/// The MCP servers a model's plan may call and their tools ([`LlmPlanner::with_mcp_tools`]).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct McpTools {
+    /// The servers, as a plan's `mcp_servers:` declares them: they become the plan's servers,
+    /// whatever servers the model's answer names (a model cannot start a program of its own).
+    pub servers: std::collections::BTreeMap<String, Value>,
+    /// Their tools.
+    pub tools: Vec<McpToolHint>,
+}
+
+#[cfg(feature = "llm")]
+/// One tool of an MCP server, as the model is shown it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct McpToolHint {
+    /// The server's name in `mcp_servers:`.
+    pub server: String,
+    /// The tool's name.
+    pub name: String,
+    /// What the server says it does (untrusted text).
+    pub description: String,
+    /// The tool's input schema.
+    pub input_schema: Value,
+}
+
+#[cfg(feature = "llm")]
+/// The most bytes of tool descriptions and schemas put in a planning prompt.
+const MCP_TOOLS_PROMPT_BYTES: usize = 32 * 1024;
 
 #[cfg(feature = "llm")]
 impl std::fmt::Debug for LlmPlanner {
@@ -168,7 +198,17 @@ impl LlmPlanner {
             llm,
             events: Arc::new(NullSink),
             validator: None,
+            mcp: None,
         }
+    }
+
+    /// Builder-style: the MCP tools the model may plan `mcp` steps for. Their names,
+    /// descriptions and input schemas go into the prompt as untrusted data (at most 32 KiB),
+    /// and the planned plan gets `tools.servers` as its `mcp_servers`.
+    #[must_use]
+    pub fn with_mcp_tools(mut self, tools: McpTools) -> Self {
+        self.mcp = Some(Arc::new(tools));
+        self
     }
 
     /// Builder-style: where `plan:*` events go.
@@ -185,8 +225,29 @@ impl LlmPlanner {
         self
     }
 
-    fn messages(request: &PlanRequest) -> Vec<ChatMessage> {
+    fn messages(&self, request: &PlanRequest) -> Vec<ChatMessage> {
         let mut user = format!("Goal: {}\n", request.goal);
+        if let Some(mcp) = self.mcp.as_deref().filter(|m| !m.tools.is_empty()) {
+            let mut listed = String::new();
+            for t in &mcp.tools {
+                let line = serde_json::json!({
+                    "server": t.server, "tool": t.name,
+                    "description": t.description, "input_schema": t.input_schema,
+                })
+                .to_string();
+                if listed.len() + line.len() > MCP_TOOLS_PROMPT_BYTES {
+                    listed.push_str("(more tools left out)\n");
+                    break;
+                }
+                listed.push_str(&line);
+                listed.push('\n');
+            }
+            user.push_str(
+                "\nModule `mcp` calls a tool of an MCP server: config {\"server\": name, \"tool\": name, \"arguments\": {...}} (arguments follow the tool's input_schema); its result is the step's output. The servers and tools available:\n",
+            );
+            user.push_str(&nuvira_llm::guard::untrusted("mcp-tools", &listed));
+            user.push('\n');
+        }
         if let Some(tree) = &request.file_tree {
             user.push_str("\nThe repository's files:\n");
             user.push_str(&nuvira_llm::guard::untrusted("file-tree", tree));
@@ -245,7 +306,7 @@ impl Planner for LlmPlanner {
                 planner: "llm".into(),
             },
         );
-        let mut messages = Self::messages(request);
+        let mut messages = self.messages(request);
         let mut problems = Vec::new();
         for round in 0..2 {
             let req = LlmRequest::new(messages.clone()).with_schema(EXECUTION_PLAN, plan_schema());
@@ -266,6 +327,12 @@ impl Planner for LlmPlanner {
                     if plan.goal.trim().is_empty() {
                         plan.goal.clone_from(&request.goal);
                     }
+                    // The servers are the caller's, never the model's.
+                    plan.mcp_servers = self
+                        .mcp
+                        .as_ref()
+                        .map(|m| m.servers.clone())
+                        .unwrap_or_default();
                     for s in &plan.steps {
                         self.events.emit(
                             Some(&s.id),

@@ -16,10 +16,12 @@ const TOP_KEYS: &[&str] = &[
     "steps",
     "estimated_complexity",
     "suggested_provider",
+    "mcp_servers",
 ];
 const TOP_ALIASES: &[(&str, &str)] = &[
     ("estimated_complexity", "estimatedComplexity"),
     ("suggested_provider", "suggestedProvider"),
+    ("mcp_servers", "mcpServers"),
 ];
 const STEP_KEYS: &[&str] = &[
     "id",
@@ -67,6 +69,7 @@ pub(crate) fn check(value: &Value, index: &PlanIndex, yaml: bool) -> Vec<Found> 
         let bad = match canonical(key, TOP_KEYS, TOP_ALIASES) {
             Some("goal" | "suggested_provider") => !is_string(v, yaml, true),
             Some("outputs") => !(v.is_null() || is_string_list(v, yaml)),
+            Some("mcp_servers") => !(v.is_null() || v.is_object()),
             Some("estimated_complexity") => {
                 !(v.is_null()
                     || v.as_str()
@@ -78,6 +81,7 @@ pub(crate) fn check(value: &Value, index: &PlanIndex, yaml: bool) -> Vec<Found> 
             let expected = match canonical(key, TOP_KEYS, TOP_ALIASES) {
                 Some("outputs") => "a list of step ids",
                 Some("estimated_complexity") => "one of `simple`, `moderate`, `complex`",
+                Some("mcp_servers") => "a mapping of server names to `{command, args}` or `{url}`",
                 _ => "a string",
             };
             out.push((

@@ -48,6 +48,7 @@ impl TemplatePlanner {
                 PlanStep::new("report", "report").depends_on(["verify"]),
             ],
             estimated_complexity: Some(Complexity::Moderate),
+            mcp_servers: Default::default(),
             suggested_provider: None,
         }
     }

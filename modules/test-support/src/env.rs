@@ -27,6 +27,9 @@ pub enum Requirement {
     Bwrap,
     /// Writable cgroups for the local sandbox's limits (`NUVIRA_REQUIRE_CGROUPS`).
     Cgroups,
+    /// The MCP SDKs and servers the MCP tests talk to (`NUVIRA_REQUIRE_MCP`): the Python `mcp`
+    /// package, and the npm packages in `$NUVIRA_MCP_NPM_DIR/node_modules`.
+    Mcp,
 }
 
 impl Requirement {
@@ -41,6 +44,7 @@ impl Requirement {
             Self::Go => "NUVIRA_REQUIRE_GO",
             Self::Bwrap => "NUVIRA_REQUIRE_BWRAP",
             Self::Cgroups => "NUVIRA_REQUIRE_CGROUPS",
+            Self::Mcp => "NUVIRA_REQUIRE_MCP",
         }
     }
 
@@ -56,6 +60,8 @@ impl Requirement {
             Self::Bwrap => "apt-get install -y bubblewrap, and allow it to create namespaces",
             Self::Cgroups => {
                 "run as root with cgroup v1 memory and pids hierarchies, or with cgroup v2 delegated or systemd"
+            Self::Mcp => {
+                "python3 -m pip install mcp mcp-server-git; npm install --prefix DIR @modelcontextprotocol/sdk @modelcontextprotocol/server-everything @modelcontextprotocol/server-filesystem and set NUVIRA_MCP_NPM_DIR=DIR (.ci/run does both)"
             }
         }
     }
@@ -89,6 +95,52 @@ pub fn require<T, E: Display>(what: Requirement, found: Result<T, E>) -> Option<
             None
         }
     }
+}
+
+/// Whether the Python MCP SDK (`import mcp`) is installed (see [`require`]).
+///
+/// # Panics
+/// Without it when `NUVIRA_REQUIRE_MCP=1`.
+pub fn mcp_python_ready() -> bool {
+    let ok = std::process::Command::new("python3")
+        .args(["-c", "import mcp"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    require(
+        Requirement::Mcp,
+        if ok {
+            Ok(())
+        } else {
+            Err("the Python MCP SDK (`mcp`) is not installed")
+        },
+    )
+    .is_some()
+}
+
+/// The folder whose `node_modules` holds the npm MCP packages (`$NUVIRA_MCP_NPM_DIR`), when
+/// it has `package` (e.g. `@modelcontextprotocol/sdk`) and `node` runs (see [`require`]).
+///
+/// # Panics
+/// Without them when `NUVIRA_REQUIRE_MCP=1`.
+pub fn mcp_npm_dir(package: &str) -> Option<PathBuf> {
+    let found = match std::env::var_os("NUVIRA_MCP_NPM_DIR") {
+        None => Err("NUVIRA_MCP_NPM_DIR is not set".to_owned()),
+        Some(dir) => {
+            let dir = PathBuf::from(dir);
+            let node = std::process::Command::new("node")
+                .arg("--version")
+                .output()
+                .is_ok_and(|o| o.status.success());
+            if !node {
+                Err("node is not installed".to_owned())
+            } else if dir.join("node_modules").join(package).is_dir() {
+                Ok(dir)
+            } else {
+                Err(format!("{} has no node_modules/{package}", dir.display()))
+            }
+        }
+    };
+    require(Requirement::Mcp, found)
 }
 
 /// Whether pytest can run here (see [`require`]).

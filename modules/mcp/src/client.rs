@@ -1,0 +1,584 @@
+//! The `mcp` module: a plan step that calls a tool of another MCP server.
+//!
+//! ```yaml
+//! mcp_servers:
+//!   everything: { command: npx, args: ["-y", "@modelcontextprotocol/server-everything"] }
+//!   local: { url: "http://127.0.0.1:8931/mcp" }
+//! steps:
+//!   - id: echo
+//!     module: mcp
+//!     config: { server: everything, tool: echo, arguments: { message: hi }, timeout: 30s }
+//! ```
+//!
+//! Servers are declared once per plan (`mcp_servers:`, or inline as `server: {command: ...}`)
+//! and started on first use; the steps of a run share one session per server, and the server
+//! process is killed when the run's engine goes away, when a call times out or is cancelled
+//! (a server that does not answer is not trusted with the next call).
+//!
+//! What a server returns is untrusted data, like a repository's text: its text is capped
+//! (`max_output`, default [`DEFAULT_MAX_OUTPUT`] bytes), stripped of terminal control
+//! characters and wrapped by the injection guard ([`nuvira_api::llm::guard::untrusted`]) before
+//! it becomes the step's output `{"server", "tool", "text", "structured", "truncated"}`.
+//!
+//! HTTP servers must be on loopback, or on a host listed in `NUVIRA_MCP_ALLOWED_HOSTS`
+//! (comma-separated), which the user sets: a plan cannot widen it.
+
+use async_trait::async_trait;
+use nuvira_api::{
+    ConfigError, ErrorCategory, ExecutionPlan, Module, ModuleError, PlanStep, StepContext,
+    StepOutput,
+};
+use rmcp::model::{CallToolRequestParams, CallToolResult, ContentBlock, Tool};
+use rmcp::service::RunningService;
+use rmcp::{RoleClient, ServiceExt};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::Mutex;
+
+/// The most text a step keeps from a tool's result unless `max_output` says otherwise.
+pub const DEFAULT_MAX_OUTPUT: usize = 256 * 1024;
+/// The largest `max_output` a step may set.
+pub const MAX_OUTPUT_LIMIT: usize = 4 * 1024 * 1024;
+/// How long a call may take unless the step's `timeout` says otherwise.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a server may take to start and answer `initialize`.
+pub const START_TIMEOUT: Duration = Duration::from_secs(60);
+/// The variable listing the hosts (beyond loopback) HTTP servers may be on.
+pub const ALLOWED_HOSTS_ENV: &str = "NUVIRA_MCP_ALLOWED_HOSTS";
+
+/// How to reach a server: a command to start (stdio), or a streamable HTTP URL.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerSpec {
+    /// The program to start; it speaks MCP on its stdin and stdout.
+    #[serde(default)]
+    pub command: Option<String>,
+    /// Its arguments.
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Extra environment.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// A streamable HTTP endpoint instead of a command.
+    #[serde(default)]
+    pub url: Option<String>,
+}
+
+impl ServerSpec {
+    /// Parses and checks a spec (`what` names it in messages).
+    ///
+    /// # Errors
+    /// A message saying what is wrong and what to write.
+    pub fn parse(value: &Value, what: &str) -> Result<Self, String> {
+        let spec: Self = serde_json::from_value(value.clone()).map_err(|e| {
+            format!("{what}: {e}; write `{{command: PROGRAM, args: [...], env: {{...}}}}` or `{{url: http://127.0.0.1:PORT/mcp}}`")
+        })?;
+        match (&spec.command, &spec.url) {
+            (Some(c), None) if !c.trim().is_empty() => Ok(spec),
+            (None, Some(url)) => {
+                check_url(url).map_err(|e| format!("{what}: {e}"))?;
+                Ok(spec)
+            }
+            (Some(_), Some(_)) => Err(format!("{what}: give `command` or `url`, not both")),
+            _ => Err(format!(
+                "{what}: no `command` (a program speaking MCP on stdio) or `url` (streamable HTTP)"
+            )),
+        }
+    }
+}
+
+/// Checks that an HTTP server URL is on loopback or an allowed host.
+///
+/// # Errors
+/// What is wrong with the URL.
+pub fn check_url(url: &str) -> Result<(), String> {
+    let rest = url
+        .strip_prefix("http://")
+        .or_else(|| url.strip_prefix("https://"))
+        .ok_or_else(|| format!("`{url}` is not an http:// or https:// URL"))?;
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let authority = authority.rsplit('@').next().unwrap_or_default();
+    let host = if let Some(v6) = authority.strip_prefix('[') {
+        v6.split(']').next().unwrap_or_default().to_owned()
+    } else {
+        authority.split(':').next().unwrap_or_default().to_owned()
+    };
+    let host = host.to_ascii_lowercase();
+    let loopback = host == "localhost"
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    let allowed = std::env::var(ALLOWED_HOSTS_ENV).unwrap_or_default();
+    if loopback
+        || allowed
+            .split(',')
+            .map(str::trim)
+            .any(|h| !h.is_empty() && h.eq_ignore_ascii_case(&host))
+    {
+        Ok(())
+    } else {
+        Err(format!(
+            "the MCP server host `{host}` is not allowed: only loopback (127.0.0.1, ::1, localhost) unless the user lists it in {ALLOWED_HOSTS_ENV}"
+        ))
+    }
+}
+
+/// A step's config.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StepConfig {
+    server: Value,
+    tool: String,
+    #[serde(default)]
+    arguments: Option<Map<String, Value>>,
+    #[serde(default, with = "nuvira_api::duration::serde_opt")]
+    timeout: Option<Duration>,
+    #[serde(default)]
+    max_output: Option<usize>,
+}
+
+fn step_config(step: &PlanStep) -> Result<StepConfig, ConfigError> {
+    let c: StepConfig = step.config_as().map_err(|e| {
+        e.map_message(|m| format!("config: {m}; an mcp step needs `server` and `tool`"))
+    })?;
+    if c.tool.trim().is_empty() {
+        return Err(ConfigError::new(&step.id, "config.tool: the tool name is empty").at("tool"));
+    }
+    match &c.server {
+        Value::String(name) if !name.trim().is_empty() => {}
+        Value::Object(_) => {
+            ServerSpec::parse(&c.server, "config.server")
+                .map_err(|m| ConfigError::new(&step.id, m).at("server"))?;
+        }
+        _ => {
+            return Err(ConfigError::new(
+                &step.id,
+                "config.server: name a server of `mcp_servers:`, or give `{command: ...}` or `{url: ...}`",
+            )
+            .at("server"));
+        }
+    }
+    if let Some(n) = c.max_output
+        && (n == 0 || n > MAX_OUTPUT_LIMIT)
+    {
+        return Err(ConfigError::new(
+            &step.id,
+            format!("config.max_output: {n} bytes; give 1 to {MAX_OUTPUT_LIMIT}"),
+        )
+        .at("max_output"));
+    }
+    if c.timeout.is_some_and(|t| t.is_zero()) {
+        return Err(ConfigError::new(&step.id, nuvira_api::duration::ZERO_TIMEOUT).at("timeout"));
+    }
+    Ok(c)
+}
+
+/// The servers of `plan` (`mcp_servers:`), parsed.
+///
+/// # Errors
+/// One message per server whose spec is wrong.
+pub fn plan_servers(plan: &ExecutionPlan) -> Result<BTreeMap<String, ServerSpec>, Vec<String>> {
+    let mut out = BTreeMap::new();
+    let mut errors = Vec::new();
+    for (name, v) in &plan.mcp_servers {
+        match ServerSpec::parse(v, &format!("mcp_servers.{name}")) {
+            Ok(s) => {
+                out.insert(name.clone(), s);
+            }
+            Err(e) => errors.push(e),
+        }
+    }
+    if errors.is_empty() {
+        Ok(out)
+    } else {
+        Err(errors)
+    }
+}
+
+/// A problem of a plan's MCP steps: the step (if any) and the message.
+pub type McpProblem = (Option<String>, String);
+
+/// Checks without starting anything that every `mcp` step names a declared server and that
+/// every declared server's spec is valid.
+pub fn check_plan(plan: &ExecutionPlan) -> Vec<McpProblem> {
+    let mut out: Vec<McpProblem> = match plan_servers(plan) {
+        Ok(_) => Vec::new(),
+        Err(errors) => errors.into_iter().map(|e| (None, e)).collect(),
+    };
+    for step in plan.steps.iter().filter(|s| s.module == "mcp") {
+        if let Some(Value::String(name)) = step.config.get("server")
+            && !plan.mcp_servers.contains_key(name)
+        {
+            let known: Vec<&str> = plan.mcp_servers.keys().map(String::as_str).collect();
+            out.push((
+                Some(step.id.clone()),
+                format!(
+                    "step `{}` (mcp): server `{name}` is not declared in `mcp_servers:`{}",
+                    step.id,
+                    if known.is_empty() {
+                        " (the plan declares none)".to_owned()
+                    } else {
+                        format!(" (declared: {})", known.join(", "))
+                    }
+                ),
+            ));
+        }
+    }
+    out
+}
+
+/// A running session with a server.
+type Session = RunningService<RoleClient, ()>;
+
+/// Starts a server and completes `initialize`.
+///
+/// # Errors
+/// Why it did not start.
+pub async fn connect(spec: &ServerSpec, name: &str) -> Result<Session, String> {
+    let start = async {
+        if let Some(url) = &spec.url {
+            let _ = url;
+            return Err(format!(
+                "MCP server `{name}`: HTTP servers are not supported by this build yet; start the server with `command:`"
+            ));
+        }
+        let program = spec.command.clone().unwrap_or_default();
+        let mut cmd = tokio::process::Command::new(&program);
+        cmd.args(&spec.args).envs(&spec.env).kill_on_drop(true);
+        let (transport, _stderr) = rmcp::transport::TokioChildProcess::builder(cmd)
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .map_err(|e| format!("failed to start MCP server `{name}` (`{program}`): {e}"))?;
+        ().serve(transport)
+            .await
+            .map_err(|e| format!("MCP server `{name}` did not complete `initialize`: {e}"))
+    };
+    match tokio::time::timeout(START_TIMEOUT, start).await {
+        Ok(r) => r,
+        Err(_) => Err(format!(
+            "MCP server `{name}` did not answer `initialize` within {}s",
+            START_TIMEOUT.as_secs()
+        )),
+    }
+}
+
+/// A tool as the planner sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolInfo {
+    /// The server's name in `mcp_servers:`.
+    pub server: String,
+    /// The tool.
+    pub name: String,
+    /// What it does (the server's words, untrusted).
+    pub description: String,
+    /// Its input schema.
+    pub input_schema: Value,
+}
+
+impl ToolInfo {
+    fn from_tool(server: &str, t: &Tool) -> Self {
+        Self {
+            server: server.to_owned(),
+            name: t.name.to_string(),
+            description: t.description.as_deref().unwrap_or_default().to_owned(),
+            input_schema: Value::Object((*t.input_schema).clone()),
+        }
+    }
+}
+
+/// Starts every server of the plan, lists their tools and checks that each `mcp` step's tool
+/// exists (`nuvira validate --check-mcp`). The servers are stopped before it returns.
+pub async fn check_servers(plan: &ExecutionPlan) -> (Vec<ToolInfo>, Vec<McpProblem>) {
+    let mut problems = check_plan(plan);
+    let Ok(servers) = plan_servers(plan) else {
+        return (Vec::new(), problems);
+    };
+    let mut tools = Vec::new();
+    let mut by_server: HashMap<String, Vec<String>> = HashMap::new();
+    for (name, spec) in &servers {
+        match list_tools(spec, name).await {
+            Ok(list) => {
+                by_server.insert(name.clone(), list.iter().map(|t| t.name.clone()).collect());
+                tools.extend(list);
+            }
+            Err(e) => problems.push((None, e)),
+        }
+    }
+    for step in plan.steps.iter().filter(|s| s.module == "mcp") {
+        let (Some(Value::String(server)), Some(Value::String(tool))) =
+            (step.config.get("server"), step.config.get("tool"))
+        else {
+            continue;
+        };
+        if let Some(names) = by_server.get(server)
+            && !names.contains(tool)
+        {
+            problems.push((
+                Some(step.id.clone()),
+                format!(
+                    "step `{}` (mcp): server `{server}` has no tool `{tool}` (it has: {})",
+                    step.id,
+                    names.join(", ")
+                ),
+            ));
+        }
+    }
+    (tools, problems)
+}
+
+/// The tools of one server.
+///
+/// # Errors
+/// Why the server could not be asked.
+pub async fn list_tools(spec: &ServerSpec, name: &str) -> Result<Vec<ToolInfo>, String> {
+    let session = connect(spec, name).await?;
+    let listed = tokio::time::timeout(DEFAULT_TIMEOUT, session.list_all_tools()).await;
+    let _ = session.cancel().await;
+    match listed {
+        Ok(Ok(tools)) => Ok(tools.iter().map(|t| ToolInfo::from_tool(name, t)).collect()),
+        Ok(Err(e)) => Err(format!("MCP server `{name}` did not list its tools: {e}")),
+        Err(_) => Err(format!(
+            "MCP server `{name}` did not list its tools within {}s",
+            DEFAULT_TIMEOUT.as_secs()
+        )),
+    }
+}
+
+/// The `mcp` module. One per engine: the sessions it starts live as long as it (or until the
+/// next run starts), and each server process is killed with them.
+#[derive(Default)]
+pub struct McpModule {
+    sessions: Mutex<HashMap<String, Arc<Session>>>,
+}
+
+impl McpModule {
+    /// A module with no sessions yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    async fn session(
+        &self,
+        run_id: &str,
+        name: &str,
+        spec: &ServerSpec,
+    ) -> Result<(String, Arc<Session>), String> {
+        let key = format!(
+            "{run_id}\u{0}{name}\u{0}{}",
+            serde_json::to_string(
+                &json!({"c": spec.command, "a": spec.args, "e": spec.env, "u": spec.url})
+            )
+            .unwrap_or_default()
+        );
+        let mut sessions = self.sessions.lock().await;
+        // A new run: the servers of earlier runs are stopped.
+        let prefix = format!("{run_id}\u{0}");
+        sessions.retain(|k, _| k.starts_with(&prefix));
+        if let Some(s) = sessions.get(&key)
+            && !s.is_closed()
+        {
+            return Ok((key, s.clone()));
+        }
+        let session = Arc::new(connect(spec, name).await?);
+        sessions.insert(key.clone(), session.clone());
+        Ok((key, session))
+    }
+
+    async fn forget(&self, key: &str) {
+        let removed = self.sessions.lock().await.remove(key);
+        if let Some(s) = removed {
+            // The last reference closes the transport and kills the process.
+            if let Ok(s) = Arc::try_unwrap(s) {
+                let _ = s.cancel().await;
+            }
+        }
+    }
+}
+
+/// The text blocks of a result, joined.
+fn text_of(result: &CallToolResult) -> String {
+    result
+        .content
+        .iter()
+        .filter_map(|c| match c {
+            ContentBlock::Text(t) => Some(t.text.as_str()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// `text` cut to at most `max` bytes on a character boundary, and whether it was cut.
+fn cap(text: &str, max: usize) -> (String, bool) {
+    if text.len() <= max {
+        return (text.to_owned(), false);
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    (
+        format!(
+            "{}\n[... {} more bytes cut: the step keeps at most {max} (config.max_output)]",
+            &text[..end],
+            text.len() - end
+        ),
+        true,
+    )
+}
+
+/// The step's output from a tool result: text capped, escaped and guarded; structured
+/// content kept only when it fits the cap.
+pub fn output_of(server: &str, tool: &str, result: &CallToolResult, max: usize) -> Value {
+    let (text, mut truncated) = cap(&text_of(result), max);
+    let text = nuvira_api::text::escape_control_keep_lines(&text).into_owned();
+    let structured = match &result.structured_content {
+        Some(v) if serde_json::to_string(v).map_or(usize::MAX, |s| s.len()) <= max => v.clone(),
+        Some(_) => {
+            truncated = true;
+            Value::Null
+        }
+        None => Value::Null,
+    };
+    json!({
+        "server": server,
+        "tool": tool,
+        "is_error": result.is_error.unwrap_or(false),
+        "text": nuvira_api::llm::guard::untrusted(&format!("mcp:{server}/{tool}"), &text),
+        "structured": structured,
+        "truncated": truncated,
+    })
+}
+
+#[async_trait]
+impl Module for McpModule {
+    fn name(&self) -> &str {
+        "mcp"
+    }
+
+    fn validate(&self, step: &PlanStep) -> Result<(), ConfigError> {
+        step_config(step).map(|_| ())
+    }
+
+    async fn run(&self, step: &PlanStep, ctx: &StepContext) -> Result<StepOutput, ModuleError> {
+        let config = step_config(step).map_err(|e| ModuleError::invalid_config(e.to_string()))?;
+        let (name, spec) =
+            match &config.server {
+                Value::String(name) => {
+                    let declared = ctx.plan().and_then(|p| p.mcp_servers.get(name)).ok_or_else(|| {
+                    ModuleError::invalid_config(format!(
+                        "step `{}` (mcp): server `{name}` is not declared in `mcp_servers:`",
+                        step.id
+                    ))
+                })?;
+                    let spec = ServerSpec::parse(declared, &format!("mcp_servers.{name}"))
+                        .map_err(ModuleError::invalid_config)?;
+                    (name.clone(), spec)
+                }
+                inline => (
+                    "inline".to_owned(),
+                    ServerSpec::parse(inline, "config.server")
+                        .map_err(ModuleError::invalid_config)?,
+                ),
+            };
+        if ctx.dry_run() {
+            return Ok(StepOutput::Value(json!({
+                "server": name, "tool": config.tool, "dry_run": true,
+                "text": "", "structured": null, "truncated": false,
+            })));
+        }
+        let cancel = ctx.cancel().clone();
+        let (key, session) = tokio::select! {
+            r = self.session(ctx.run_id(), &name, &spec) => r.map_err(|m| {
+                ModuleError::fatal(ErrorCategory::EnvironmentUnavailable, m)
+            })?,
+            () = cancel.cancelled() => return Err(ModuleError::Cancelled),
+        };
+        let mut params = CallToolRequestParams::new(config.tool.clone());
+        if let Some(args) = config.arguments.clone() {
+            params = params.with_arguments(args);
+        }
+        let timeout = config.timeout.unwrap_or(DEFAULT_TIMEOUT);
+        let call = session.call_tool(params);
+        let outcome = tokio::select! {
+            r = tokio::time::timeout(timeout, call) => r,
+            () = cancel.cancelled() => {
+                drop(session);
+                self.forget(&key).await;
+                return Err(ModuleError::Cancelled);
+            }
+        };
+        drop(session);
+        let tool = &config.tool;
+        let result = match outcome {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => {
+                // A server that broke the session (it crashed, or spoke nonsense) is started
+                // afresh by the next call.
+                self.forget(&key).await;
+                return Err(ModuleError::recoverable(
+                    ErrorCategory::EnvironmentUnavailable,
+                    format!(
+                        "MCP server `{name}` failed during the call to `{tool}`: {}",
+                        nuvira_api::text::escape_control(&e.to_string())
+                    ),
+                ));
+            }
+            Err(_) => {
+                self.forget(&key).await;
+                return Err(ModuleError::recoverable(
+                    ErrorCategory::Timeout,
+                    format!(
+                        "MCP server `{name}` did not answer the call to `{tool}` within {}s; the server was stopped (raise `timeout` in the step's config if the tool is slow)",
+                        timeout.as_secs_f64()
+                    ),
+                ));
+            }
+        };
+        let output = output_of(
+            &name,
+            tool,
+            &result,
+            config.max_output.unwrap_or(DEFAULT_MAX_OUTPUT),
+        );
+        if result.is_error == Some(true) {
+            let (text, _) = cap(&text_of(&result), 2000);
+            let mut failure = nuvira_api::Failure::new(
+                ErrorCategory::Unknown,
+                format!(
+                    "MCP tool `{tool}` of server `{name}` returned an error: {}",
+                    nuvira_api::text::escape_control_keep_lines(&text)
+                ),
+            );
+            failure.output = Some(Box::new(StepOutput::Value(output)));
+            return Err(ModuleError::Recoverable(failure));
+        }
+        Ok(StepOutput::Value(output))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn http_servers_must_be_on_loopback_unless_the_user_allows_the_host() {
+        assert!(check_url("http://127.0.0.1:8080/mcp").is_ok());
+        assert!(check_url("http://[::1]:8080/mcp").is_ok());
+        assert!(check_url("http://localhost/mcp").is_ok());
+        assert!(check_url("http://example.com/mcp").is_err());
+        // The user part of a URL does not make a host loopback.
+        assert!(check_url("http://127.0.0.1@evil.example/mcp").is_err());
+        assert!(check_url("ftp://127.0.0.1/").is_err());
+    }
+
+    #[test]
+    fn a_huge_text_is_capped_on_a_character_boundary() {
+        let (t, cut) = cap(&"é".repeat(100), 11);
+        assert!(cut);
+        assert!(t.starts_with("ééééé\n[... "), "{t}");
+    }
+}
