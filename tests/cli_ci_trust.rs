@@ -208,7 +208,8 @@ fn annotated_file(root: &Path, repo: &Path, workspace: Option<&Path>) -> String 
         .arg(&plan)
         .arg("--repo")
         .arg(repo)
-        .args(["--format", "github"])
+        // The test's git repository is dirty by design (nothing is committed).
+        .args(["--format", "github", "--allow-dirty"])
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();

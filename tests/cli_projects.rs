@@ -331,12 +331,10 @@ fn a_unittest_only_project_runs_with_unittest() {
     assert_eq!(counts_of(&v), own);
 }
 
-// Today both sandboxes break this crate, which is the point of issue 12's limits part (the
-// sandbox engineer's branch): the local sandbox's RLIMIT_DATA makes the thread stacks fail to
-// allocate ("memory allocation of 6144 bytes failed") and the run hangs to its timeout, and
-// Docker's default pids limit fails `thread::spawn` (EAGAIN). Un-ignore when that lands.
+// Before issue 12's limits both sandboxes broke this crate: the local sandbox's RLIMIT_DATA made
+// the thread stacks fail to allocate ("memory allocation of 6144 bytes failed") and the run hung
+// to its timeout, and Docker's old pids limit of 256 failed `thread::spawn` (EAGAIN).
 #[test]
-#[ignore = "needs issue 12's sandbox limits (no RLIMIT_DATA locally, a pids limit that fits 500 threads in Docker)"]
 fn a_crate_whose_tests_spawn_hundreds_of_threads() {
     let (tmp, dir) = fresh("thread-crate");
     let target = tmp.path().join("in-place-target");

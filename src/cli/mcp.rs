@@ -64,6 +64,11 @@ impl Args {
                 super::test::SandboxArg::Auto => SandboxChoice::Auto,
                 super::test::SandboxArg::Local => SandboxChoice::Local,
                 super::test::SandboxArg::Docker => SandboxChoice::Docker,
+                super::test::SandboxArg::Bwrap => {
+                    return Err(
+                        "--sandbox bwrap is not available to MCP clients yet: start `nuvira mcp` with --sandbox docker, auto or local".into(),
+                    );
+                }
             },
             image: self.image.clone(),
             mounts: self.mounts.clone(),

@@ -389,8 +389,7 @@ fn review_plan(
         goal: goal.to_owned(),
         outputs: None,
         steps,
-        estimated_complexity: None,
-        suggested_provider: None,
+        ..ExecutionPlan::default()
     }
 }
 

@@ -9,7 +9,7 @@
 //!   `PYTHONPYCACHEPREFIX`, which makes Python look for every module's bytecode there, the
 //!   installed packages' too, and compile all of them where bytecode is not written), the
 //!   npm/yarn/pnpm/bun caches and store
-//!   (`npm_config_cache`, `YARN_CACHE_FOLDER`, `npm_config_store_dir`, `BUN_INSTALL_CACHE_DIR`),
+//!   (`npm_config_cache`, `YARN_CACHE_FOLDER`, `BUN_INSTALL_CACHE_DIR`; not pnpm's store),
 //!   the Go build cache (`GOCACHE`). [`env_for`] gives the variables for a folder;
 //! - one **workspace entry** ([`CacheKind::Workspace`]): the persistent copy of the workspace
 //!   that [`crate::sync`] brings up to date (local), or the manifest of what the Docker
@@ -173,7 +173,9 @@ pub fn env_for(kind: CacheKind, dir: &Path) -> BTreeMap<String, String> {
         CacheKind::Node => vec![
             ("npm_config_cache", at("npm")),
             ("YARN_CACHE_FOLDER", at("yarn")),
-            ("npm_config_store_dir", at("pnpm-store")),
+            // Not pnpm's store (`npm_config_store_dir`): a `node_modules` pnpm installed links
+            // into the store it was installed from, and pnpm pointed at another one recreates
+            // `node_modules`, which needs the network the sandbox does not have.
             ("BUN_INSTALL_CACHE_DIR", at("bun")),
         ],
         CacheKind::Go => vec![("GOCACHE", at("go-build"))],

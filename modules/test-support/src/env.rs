@@ -60,6 +60,7 @@ impl Requirement {
             Self::Bwrap => "apt-get install -y bubblewrap, and allow it to create namespaces",
             Self::Cgroups => {
                 "run as root with cgroup v1 memory and pids hierarchies, or with cgroup v2 delegated or systemd"
+            }
             Self::Mcp => {
                 "python3 -m pip install mcp mcp-server-git; npm install --prefix DIR @modelcontextprotocol/sdk @modelcontextprotocol/server-everything @modelcontextprotocol/server-filesystem and set NUVIRA_MCP_NPM_DIR=DIR (.ci/run does both)"
             }
