@@ -2,7 +2,7 @@
 //! as `calls/<n>.json` in the run folder, with `llm:request` / `llm:response` events on the bus;
 //! prices, token and cost budgets.
 //!
-//! [`RecordingLlm`] wraps the run's model client for one step attempt (the engine's
+//! `RecordingLlm` wraps the run's model client for one step attempt (the engine's
 //! [`StepHooks::step_llm`](crate::hooks::StepHooks::step_llm)). Events carry hashes and counts
 //! only, never a key nor the prompt's text; the record file holds the full request and answer,
 //! redacted by `nuvira-secrets`.

@@ -1,7 +1,7 @@
 //! Resume and the engine hooks of a recorded run.
 //!
 //! [`RunHooks`] is what `nuvira run` hands the engine ([`StepHooks`]): every step attempt's
-//! model is wrapped by the run's [`CallLog`](crate::runs::calls::CallLog), and a resumed run
+//! model is wrapped by the run's [`CallLog`], and a resumed run
 //! reuses, through [`Prior`], the recorded outcome of each step that succeeded before and whose
 //! input fingerprint is unchanged: its definition, its dependencies' outputs (as the resumed
 //! run has them), and every file it read or wrote still holding what the run last left there.
