@@ -153,6 +153,11 @@ fn normalized(mut v: Value) -> Value {
                     "started_ms",
                     "duration_ms",
                     "summary",
+                    // How the sandbox got there: the cache key names the repository, the
+                    // workspace copy says fresh or synced.
+                    "container_id",
+                    "cache_key",
+                    "workspace_copy",
                 ] {
                     m.remove(k);
                 }

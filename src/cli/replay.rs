@@ -90,7 +90,7 @@ impl LlmClient for Offline {
 }
 
 /// The report without what differs between two executions of the same run: ids, times,
-/// durations.
+/// durations, and how the sandbox got there (its container, cache key and workspace copy).
 pub fn normalized(report: &ExecutionReport) -> serde_json::Value {
     let mut v = serde_json::to_value(report).unwrap_or_default();
     strip(&mut v);
@@ -107,6 +107,9 @@ fn strip(v: &mut serde_json::Value) {
         "latency_ms",
         "ts",
         "summary",
+        "container_id",
+        "cache_key",
+        "workspace_copy",
     ];
     match v {
         serde_json::Value::Object(map) => {
