@@ -315,8 +315,9 @@ mod tests {
     fn limits_network_mounts_and_images_cannot_grow() {
         let p = SandboxPolicy::default();
         for bad in [
-            json!({"memory": "2g"}),
-            json!({"cpus": 4}),
+            // Over the defaults (4 GiB, every core of the machine, 4096 processes).
+            json!({"memory": "64g"}),
+            json!({"cpus": 4096}),
             json!({"pids": 10000}),
             json!({"timeout": "1h"}),
             json!({"network": "host"}),
