@@ -206,7 +206,13 @@ fn cli_goal_with_the_llm_planner_and_a_scripted_model_fixes_the_repo() {
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    // The events last: a CI log keeps the end of a long message.
+    let events_text = std::fs::read_to_string(&events).unwrap_or_default();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{stderr}\nevents:\n{events_text}"
+    );
     assert!(stdout.contains("run succeeded"), "{stdout}");
     let lib = std::fs::read_to_string(dir.path().join("src/lib.rs")).unwrap();
     assert!(lib.contains("(fahrenheit - 32.0) * 5.0 / 9.0"), "{lib}");

@@ -207,9 +207,17 @@ impl DockerSandbox {
         let (workspace, include_ignored) = (request.workspace.clone(), request.include_ignored);
         let cache =
             crate::docker_cache::prepare(&self.docker, request, self.cache_root.as_ref()).await?;
+        let mut newer = None;
         let (entries, special) = match cache.as_ref().and_then(|c| c.workspace.as_ref()) {
-            // The workspace volume: only what changed is uploaded.
-            Some(ws) => (ws.upload.clone(), ws.special.clone()),
+            // The workspace volume: only what changed is uploaded, each changed file with an
+            // mtime past every earlier build's start (see `WorkspaceTar::newer`).
+            Some(ws) => {
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs());
+                newer = Some((now + 1, ws.changed.clone()));
+                (ws.upload.clone(), ws.special.clone())
+            }
             None => tokio::task::spawn_blocking(move || {
                 crate::workspace_entries_noting_special(&workspace, include_ignored)
             })
@@ -219,6 +227,7 @@ impl DockerSandbox {
         let tar = WorkspaceTar {
             root: request.workspace.clone(),
             entries,
+            newer,
         };
 
         let mut body = self.container_body(request, &image)?;
@@ -763,6 +772,11 @@ fn container_name() -> String {
 struct WorkspaceTar {
     root: std::path::PathBuf,
     entries: Vec<std::path::PathBuf>,
+    /// `(t, files)`: each of `files` (the changed ones) is packed with an mtime of at least `t`
+    /// seconds. A tar's mtimes are whole seconds, so a file edited in the second a build in
+    /// the volume started would otherwise look older than that build, and cargo would keep
+    /// it (see [`crate::sync`]'s *Build tools that trust mtimes*).
+    newer: Option<(u64, std::collections::BTreeSet<std::path::PathBuf>)>,
 }
 
 /// Bytes handed to the engine per chunk.
@@ -805,6 +819,21 @@ impl WorkspaceTar {
         builder.follow_symlinks(false);
         for rel in &self.entries {
             let full = self.root.join(rel);
+            if let Some((floor, files)) = &self.newer
+                && files.contains(rel)
+            {
+                let meta = std::fs::symlink_metadata(&full).map_err(|e| fail(&full, e))?;
+                if meta.is_file() {
+                    let file = std::fs::File::open(&full).map_err(|e| fail(&full, e))?;
+                    let mut header = tar::Header::new_gnu();
+                    header.set_metadata_in_mode(&meta, tar::HeaderMode::Complete);
+                    header.set_mtime(header.mtime().unwrap_or(0).max(*floor));
+                    builder
+                        .append_data(&mut header, rel, file)
+                        .map_err(|e| fail(&full, e))?;
+                    continue;
+                }
+            }
             builder
                 .append_path_with_name(&full, rel)
                 .map_err(|e| fail(&full, e))?;
@@ -879,6 +908,7 @@ mod tests {
         let tar = WorkspaceTar {
             root: root.to_path_buf(),
             entries: crate::workspace_entries(root, include_ignored).unwrap(),
+            newer: None,
         };
         let mut buf = Vec::new();
         tar.pack(&mut buf).unwrap();

@@ -46,6 +46,8 @@ pub(crate) struct DockerCache {
 pub(crate) struct WorkspaceVolume {
     /// The entries to upload (workspace-relative, parents first).
     pub(crate) upload: Vec<PathBuf>,
+    /// The entries new or changed since the volume's last upload (a subset of `upload`).
+    pub(crate) changed: std::collections::BTreeSet<PathBuf>,
     /// The special files left out.
     pub(crate) special: Vec<String>,
     /// What [`crate::SandboxInfo::workspace_copy`] says.
@@ -193,6 +195,7 @@ pub(crate) async fn prepare(
             ensure_volume(docker, &name, labels(&run, ws.key())).await?
         };
         let _ = ws.mark_volume();
+        let changed = delta.upload.iter().cloned().collect();
         let (upload, note) = if fresh {
             let n = delta.all.len();
             (
@@ -218,6 +221,7 @@ pub(crate) async fn prepare(
         volumes.insert(ws.key().to_owned(), name);
         workspace = Some(WorkspaceVolume {
             upload,
+            changed,
             special: crate::special_names(&delta.special),
             note,
             manifest: delta.manifest,

@@ -24,6 +24,18 @@
 //! to be a real folder, so a symbolic link the last run put in place of a folder is removed,
 //! never followed.
 //!
+//! # Build tools that trust mtimes
+//! cargo (and Python's bytecode, make...) decide what to rebuild by comparing mtimes: a source
+//! is stale when its mtime is *later* than the moment the last build started. A file copied
+//! again gets the current time as its mtime, but on a file system with coarse timestamps (one
+//! second on some, one clock tick on others) a file written in the same tick as the last build
+//! started has the *same* mtime, and cargo would keep the old build: the run would test code
+//! that is no longer there. So every sync first reads the file system's clock (the mtime of a
+//! file it writes beside the manifest), and a file it copies whose mtime is not later than that
+//! clock gets an mtime just past it (one unit of the clock's apparent resolution: a second when
+//! the clock reads whole seconds). Every build of an earlier run started before the sync, so
+//! each copied file is newer than all of them.
+//!
 //! [`plan_delta`] is the same comparison against a manifest only, for the Docker sandbox, which
 //! keeps the workspace in a volume and uploads just the changed entries.
 
@@ -329,6 +341,7 @@ pub fn sync_tree(
 ) -> Result<SyncReport, SyncError> {
     let (entries, special) = nuvira_workspace::walk::walk_noting_special(src, options)?;
     let old = Manifest::load(manifest_path);
+    let floor = fs_clock(manifest_path)?;
     // Removed first: a failed sync must not leave a manifest that vouches for the copy.
     let _ = std::fs::remove_file(manifest_path);
     let wanted: BTreeMap<&Path, EntryKind> =
@@ -464,7 +477,7 @@ pub fn sync_tree(
                         r
                     }
                     None => {
-                        let r = copy_file(&s, &d, &sm)?;
+                        let r = copy_file(&s, &d, &sm, floor)?;
                         report.copied.push(entry.rel.clone());
                         r
                     }
@@ -477,9 +490,48 @@ pub fn sync_tree(
     Ok(report)
 }
 
+/// The file system's clock: the mtime (ns since the epoch) of a file written now beside
+/// `manifest_path` (see [Build tools that trust mtimes](self#build-tools-that-trust-mtimes)).
+fn fs_clock(manifest_path: &Path) -> Result<i128, SyncError> {
+    let mut name = manifest_path.as_os_str().to_owned();
+    name.push(".clock");
+    let path = PathBuf::from(name);
+    let _ = std::fs::remove_file(&path);
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(&path)
+        .map_err(io_err("create", &path))?;
+    (&file).write_all(b"0").map_err(io_err("write", &path))?;
+    let m = file.metadata().map_err(io_err("inspect", &path))?;
+    Ok(mtime_ns(&m))
+}
+
+/// The smallest step past `clock` that a file system whose clock reads `clock` can store: a
+/// second when the clock has no sub-second part, else the last non-zero decimal digit's unit.
+fn past(clock: i128) -> i128 {
+    let nanos = clock.rem_euclid(1_000_000_000);
+    if nanos == 0 {
+        return clock + 1_000_000_000;
+    }
+    let mut unit = 1i128;
+    while (nanos / unit) % 10 == 0 {
+        unit *= 10;
+    }
+    clock + unit
+}
+
+fn system_time(ns: i128) -> std::time::SystemTime {
+    let secs = u64::try_from(ns.div_euclid(1_000_000_000)).unwrap_or(0);
+    let nanos = u32::try_from(ns.rem_euclid(1_000_000_000)).unwrap_or(0);
+    std::time::UNIX_EPOCH + std::time::Duration::new(secs, nanos)
+}
+
 /// Copies a file to a new file at `d` (whatever was there removed first), hashing it, with
-/// the source's permissions; the record of what was written.
-fn copy_file(s: &Path, d: &Path, sm: &std::fs::Metadata) -> Result<Record, SyncError> {
+/// the source's permissions and an mtime later than `floor` (the file system's clock at the
+/// start of the sync); the record of what was written.
+fn copy_file(s: &Path, d: &Path, sm: &std::fs::Metadata, floor: i128) -> Result<Record, SyncError> {
     remove_any(d)?;
     let mut from = open_regular(s).map_err(io_err("read", s))?;
     let mode = sm.permissions().mode() & 0o7777;
@@ -504,6 +556,11 @@ fn copy_file(s: &Path, d: &Path, sm: &std::fs::Metadata) -> Result<Record, SyncE
     }
     to.set_permissions(std::fs::Permissions::from_mode(mode))
         .map_err(io_err("set permissions", d))?;
+    let written = to.metadata().map_err(io_err("inspect", d))?;
+    if mtime_ns(&written) <= floor {
+        to.set_times(std::fs::FileTimes::new().set_modified(system_time(past(floor))))
+            .map_err(io_err("set the mtime of", d))?;
+    }
     let dm = to.metadata().map_err(io_err("inspect", d))?;
     Ok(Record {
         kind: b'f',
@@ -638,5 +695,14 @@ mod tests {
         assert_eq!(Manifest::load(&p), m);
         std::fs::write(&p, "garbage").unwrap();
         assert!(Manifest::load(&p).is_empty());
+    }
+
+    #[test]
+    fn past_steps_by_the_clocks_apparent_resolution() {
+        const S: i128 = 1_000_000_000;
+        assert_eq!(past(7 * S), 8 * S);
+        assert_eq!(past(7 * S + 120_000_000), 7 * S + 130_000_000);
+        assert_eq!(past(7 * S + 633_221_202), 7 * S + 633_221_203);
+        assert_eq!(past(-S), 0);
     }
 }

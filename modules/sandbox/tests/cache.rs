@@ -137,6 +137,38 @@ fn a_touched_file_with_the_same_content_is_hashed_and_not_rewritten() {
     );
 }
 
+/// mtime in nanoseconds.
+fn mtime_of(p: &Path) -> i128 {
+    let m = std::fs::metadata(p).unwrap();
+    i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec())
+}
+
+#[test]
+fn a_copied_file_is_newer_than_anything_written_before_the_sync_began() {
+    // cargo keeps a build whose sources are not newer than the moment it started. A build's
+    // last stamp written just before the sync must be older than every file the sync copies,
+    // even when both land in one tick of the file system's clock: looped, since a tick is a
+    // few milliseconds here and a sync of one changed file takes less.
+    let s = Synced::new();
+    s.sync();
+    let stamp = s.area.path().join("invoked.timestamp");
+    for i in 0..300 {
+        write(s.src.path(), "a.txt", &format!("version {i}"));
+        std::fs::write(&stamp, "").unwrap();
+        let r = s.sync();
+        assert_eq!(r.copied, vec![PathBuf::from("a.txt")], "{r:?}");
+        let (built, copied) = (mtime_of(&stamp), mtime_of(&s.dst().join("a.txt")));
+        assert!(
+            copied > built,
+            "iteration {i}: the copy ({copied}) is not newer than the build stamp ({built})"
+        );
+        assert_eq!(
+            std::fs::read_to_string(s.dst().join("a.txt")).unwrap(),
+            format!("version {i}")
+        );
+    }
+}
+
 #[test]
 fn a_run_that_rewrote_a_copied_file_keeping_its_size_and_mtime_is_undone() {
     let s = Synced::new();
@@ -466,11 +498,23 @@ mod docker {
             Some("uploaded: 0 changed, 3 unchanged")
         );
         write(a.path(), "src/lib.rs", "// changed");
-        let changed = sandbox
-            .run(&run(a.path(), "a"), &NeverCancelled)
-            .await
-            .unwrap();
+        let mut changed = run(a.path(), "a");
+        // mark-a stands for the last build's start (touched by the run before): a changed
+        // file must be newer, or cargo would keep that build. A tar holds whole seconds.
+        changed.command = vec![
+            "sh".into(),
+            "-c".into(),
+            "stat -c %Y src/lib.rs /nuvira-cache/cargo/mark-a; cat src/lib.rs".into(),
+        ];
+        let changed = sandbox.run(&changed, &NeverCancelled).await.unwrap();
         assert!(changed.stdout.ends_with("// changed"), "{}", changed.stdout);
+        let secs: Vec<u64> = changed
+            .stdout
+            .lines()
+            .take(2)
+            .map(|l| l.trim().parse().unwrap())
+            .collect();
+        assert!(secs[0] > secs[1], "{}", changed.stdout);
         assert_eq!(
             changed.info.workspace_copy.as_deref(),
             Some("uploaded: 1 changed, 2 unchanged")
