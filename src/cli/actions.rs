@@ -73,6 +73,13 @@ pub(crate) fn json_for_stdout(text: &str) -> Cow<'_, str> {
     report_for_stdout(text, nuvira_report::Format::Json)
 }
 
+/// A JSON document for standard output: `schema_version` first
+/// ([`with_schema_version`](crate::cli::conventions::with_schema_version)), then made safe
+/// for a runner's log ([`json_for_stdout`]).
+pub(crate) fn json_stdout(text: &str) -> String {
+    json_for_stdout(&crate::cli::conventions::with_schema_version(text)).into_owned()
+}
+
 /// A rendered report for standard output: as it is, or in Actions mode made safe for the
 /// runner's log in a way that keeps the format ([`nuvira_report::github::for_log`]).
 pub(crate) fn report_for_stdout(text: &str, format: nuvira_report::Format) -> Cow<'_, str> {

@@ -279,10 +279,7 @@ fn describe(e: &LoadError) -> String {
 
 fn print_json<T: serde::Serialize>(value: &T) {
     match serde_json::to_string_pretty(value) {
-        Ok(s) => println!(
-            "{}",
-            crate::cli::actions::json_for_stdout(&super::conventions::with_schema_version(&s))
-        ),
+        Ok(s) => println!("{}", crate::cli::actions::json_stdout(&s)),
         Err(e) => eprintln!("error: serialize the output: {e}"),
     }
 }

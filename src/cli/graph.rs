@@ -33,10 +33,19 @@ pub enum Format {
 pub fn execute(args: Args) -> u8 {
     match super::validate::check(&args.plan) {
         Ok(plan) => {
+            // Step ids and descriptions come from the plan: made safe for a runner's log.
             let text = match args.format {
-                Format::Dot => crate::graph::to_dot(&plan),
-                Format::Mermaid => crate::graph::to_mermaid(&plan),
-                Format::Json => super::conventions::with_schema_version(&format!(
+                Format::Dot => crate::cli::actions::report_for_stdout(
+                    &crate::graph::to_dot(&plan),
+                    nuvira_report::Format::Text,
+                )
+                .into_owned(),
+                Format::Mermaid => crate::cli::actions::report_for_stdout(
+                    &crate::graph::to_mermaid(&plan),
+                    nuvira_report::Format::Text,
+                )
+                .into_owned(),
+                Format::Json => crate::cli::actions::json_stdout(&format!(
                     "{:#}\n",
                     crate::graph::to_json(&plan)
                 )),

@@ -174,7 +174,7 @@ pub fn execute(args: Args) -> u8 {
         (Format::Json, Ok(plan)) => {
             println!(
                 "{}",
-                super::conventions::with_schema_version(
+                crate::cli::actions::json_stdout(
                     &json!({ "valid": true, "steps": plan.plan.steps.len(), "errors": [] })
                         .to_string()
                 )
@@ -198,9 +198,9 @@ pub fn execute(args: Args) -> u8 {
                 .collect();
             println!(
                 "{}",
-                crate::cli::actions::json_for_stdout(&super::conventions::with_schema_version(
+                crate::cli::actions::json_stdout(
                     &json!({ "valid": false, "steps": steps, "errors": errors }).to_string()
-                ))
+                )
             );
             crate::exit::INVALID
         }
