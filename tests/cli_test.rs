@@ -352,6 +352,47 @@ fn docker_runs_the_cargo_project_with_the_host_toolchain() {
 }
 
 #[test]
+fn docker_host_image_hides_the_hosts_secrets_behind_empty_files() {
+    if !docker_ready() {
+        return;
+    }
+    // A cargo home of its own (on PATH, so it is mounted) with a registry token in it.
+    let cargo_home = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(cargo_home.path().join("bin")).unwrap();
+    let creds = cargo_home.path().join("credentials.toml");
+    std::fs::write(&creds, "[registry]\ntoken = \"SECRET-TOKEN\"\n").unwrap();
+    std::fs::write(cargo_home.path().join("config.toml"), "# kept\n").unwrap();
+    let repo = tempfile::tempdir().unwrap();
+    let path = format!(
+        "{}:{}",
+        cargo_home.path().join("bin").display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let script = format!(
+        "cat {creds} /etc/shadow /etc/gshadow 2>&1; echo; wc -c < {config}; echo done",
+        creds = creds.display(),
+        config = cargo_home.path().join("config.toml").display()
+    );
+    let out = nuvira()
+        .env("CARGO_HOME", cargo_home.path())
+        .env("PATH", path)
+        .args(["test", "--sandbox", "docker", "--format", "json"])
+        .args(["--command", &script, "--repo"])
+        .arg(repo.path())
+        .output()
+        .unwrap();
+    let v = json_of(&out);
+    let output = v.to_string();
+    assert!(output.contains("done"), "{output}");
+    assert!(!output.contains("SECRET-TOKEN"), "{output}");
+    if std::fs::read_to_string("/etc/shadow").is_ok_and(|s| s.contains("root:")) {
+        assert!(!output.contains("root:"), "{output}");
+    }
+    // What is not a secret is still there.
+    assert!(output.contains('7'), "{output}");
+}
+
+#[test]
 fn ctrl_c_exits_130_and_kills_the_command() {
     if !pytest_ready() {
         return;

@@ -220,6 +220,15 @@ pub fn parse_mount(text: &str) -> Result<Mount, ParseError> {
     })
 }
 
+/// Files of the host that [`host_toolchain`] hides from a container behind `/dev/null`.
+pub const SECRET_FILES: &[&str] = &[
+    "/etc/shadow",
+    "/etc/shadow-",
+    "/etc/gshadow",
+    "/etc/gshadow-",
+    "/etc/security/opasswd",
+];
+
 /// The read-only mounts and environment that make [`DEFAULT_IMAGE`] (`nuvira-host`, an empty
 /// image) run this machine's toolchains: `/usr`, `/lib`, `/lib64`, `/bin`, `/sbin`, `/etc`, and
 /// every folder on `PATH` outside them (for a folder under `$HOME`, the top folder below
@@ -229,7 +238,9 @@ pub fn parse_mount(text: &str) -> Result<Mount, ParseError> {
 /// sets `CARGO_NET_OFFLINE=true` when the container has no network.)
 ///
 /// Only folders that exist are mounted; symlinked ones (`/bin` on merged-`/usr` systems) are
-/// resolved first.
+/// resolved first. Secrets inside them are covered by `/dev/null` (read-only, after the
+/// folder's mount): [`SECRET_FILES`], the SSH host keys, and cargo's `credentials.toml` /
+/// `credentials` in `$CARGO_HOME` (default `~/.cargo`).
 pub fn host_toolchain() -> (Vec<Mount>, BTreeMap<String, String>) {
     let home = std::env::var_os("HOME").map(PathBuf::from);
     let mut roots: Vec<PathBuf> = ["/usr", "/lib", "/lib64", "/bin", "/sbin", "/etc"]
@@ -275,6 +286,34 @@ pub fn host_toolchain() -> (Vec<Mount>, BTreeMap<String, String>) {
             container: root.to_string_lossy().into_owned(),
             read_only: true,
         });
+    }
+
+    // Secrets inside the mounted folders are hidden behind an empty file: test output is
+    // printed in reports and pull-request annotations, so what the tests can read can leak.
+    let cargo_home = std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| home.as_ref().map(|h| h.join(".cargo")));
+    let mut secrets: Vec<PathBuf> = SECRET_FILES.iter().map(PathBuf::from).collect();
+    if let Ok(rd) = std::fs::read_dir("/etc/ssh") {
+        secrets.extend(rd.flatten().map(|e| e.path()).filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("ssh_host_") && n.ends_with("_key"))
+        }));
+    }
+    if let Some(cargo) = &cargo_home {
+        secrets.extend(["credentials.toml", "credentials"].map(|n| cargo.join(n)));
+    }
+    for secret in secrets {
+        let is_file = std::fs::symlink_metadata(&secret).is_ok_and(|m| m.is_file());
+        let covered = mounts.iter().any(|m| secret.starts_with(&m.container));
+        if is_file && covered {
+            mounts.push(Mount {
+                host: PathBuf::from("/dev/null"),
+                container: secret.to_string_lossy().into_owned(),
+                read_only: true,
+            });
+        }
     }
 
     let mut env = BTreeMap::new();
