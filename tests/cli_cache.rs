@@ -228,12 +228,20 @@ fn cache_list_shows_entries_and_clean_removes_folders_and_volumes() {
         .args(["cache", "clean"])
         .output()
         .unwrap();
-    assert_eq!(clean.status.code(), Some(0));
-    assert!(volumes_of(&key_b).is_empty());
     assert_eq!(
-        std::fs::read_dir(cache.path().join("sandbox"))
-            .unwrap()
-            .count(),
-        0
+        clean.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&clean.stdout)
+    );
+    assert!(volumes_of(&key_b).is_empty());
+    let left: Vec<String> = std::fs::read_dir(cache.path().join("sandbox"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        left.is_empty(),
+        "{left:?}\n{}",
+        String::from_utf8_lossy(&clean.stdout)
     );
 }

@@ -311,6 +311,7 @@ async fn clean_entries(
                 "key": e.key, "project": e.meta.project, "toolchain": e.meta.kind,
             })).collect::<Vec<_>>(),
             "in_use": removal.in_use,
+            "failed": removal.failed.iter().map(|(k, why)| json!({ "key": k, "error": why })).collect::<Vec<_>>(),
             "removed_volumes": removed_volumes.as_ref().ok(),
             "docker": removed_volumes.as_ref().err(),
         });
@@ -330,6 +331,13 @@ async fn clean_entries(
                 esc(k)
             ));
         }
+        for (k, why) in &removal.failed {
+            out.push_str(&format!(
+                "could not remove {}: {}; check its permissions and run `nuvira cache clean` again\n",
+                esc(k),
+                esc(why)
+            ));
+        }
         match &removed_volumes {
             Ok(v) => {
                 for name in v {
@@ -338,12 +346,16 @@ async fn clean_entries(
             }
             Err(e) => out.push_str(&format!("docker volumes not removed: {}\n", esc(e))),
         }
-        if removal.removed.is_empty() && removal.in_use.is_empty() && doomed.is_empty() {
+        if removal.removed.is_empty()
+            && removal.in_use.is_empty()
+            && removal.failed.is_empty()
+            && doomed.is_empty()
+        {
             out.push_str("nothing to clean\n");
         }
         crate::cli::print_stdout(&out);
     }
-    if !removal.in_use.is_empty() {
+    if !removal.in_use.is_empty() || !removal.failed.is_empty() {
         code = exit::ENVIRONMENT;
     }
     if let Err(e) = &removed_volumes

@@ -375,6 +375,8 @@ pub struct Removal {
     pub removed: Vec<EntryInfo>,
     /// The entries left because a run is using them.
     pub in_use: Vec<String>,
+    /// The entries that could not be removed: `(key, why)`.
+    pub failed: Vec<(String, String)>,
 }
 
 fn now_secs() -> u64 {
@@ -492,24 +494,45 @@ impl CacheRoot {
     /// [`Removal::in_use`]). Docker volumes are the caller's (see `volume` in [`EntryMeta`]).
     pub fn remove(&self, entries: &[EntryInfo]) -> Removal {
         let mut out = Removal::default();
+        self.sweep_doomed();
         for e in entries {
-            match try_lock(&e.dir, FlockArg::LockExclusiveNonblock) {
+            let removed = match try_lock(&e.dir, FlockArg::LockExclusiveNonblock) {
                 Ok(Some(lock)) => {
-                    if remove_entry_dir(&e.dir).is_ok() {
-                        out.removed.push(e.clone());
-                    }
+                    let r = remove_entry_dir(&e.dir);
                     drop(lock);
+                    r
                 }
-                Ok(None) => out.in_use.push(e.key.clone()),
+                Ok(None) => {
+                    out.in_use.push(e.key.clone());
+                    continue;
+                }
                 // A half-made entry without a lock file: nothing can be using it.
-                Err(_) => {
-                    if remove_entry_dir(&e.dir).is_ok() {
-                        out.removed.push(e.clone());
-                    }
-                }
+                Err(_) => remove_entry_dir(&e.dir),
+            };
+            match removed {
+                Ok(()) => out.removed.push(e.clone()),
+                Err(err) => out.failed.push((e.key.clone(), err.to_string())),
             }
         }
         out
+    }
+
+    /// Removes what an earlier removal renamed away (`.removing-*`) but could not delete.
+    fn sweep_doomed(&self) {
+        let Ok(rd) = std::fs::read_dir(&self.dir) else {
+            return;
+        };
+        for entry in rd.flatten() {
+            let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+            if is_dir
+                && entry
+                    .file_name()
+                    .as_encoded_bytes()
+                    .starts_with(b".removing-")
+            {
+                let _ = remove_doomed(&entry.path());
+            }
+        }
     }
 
     /// Removes entries whose project folder no longer exists, then the least recently used
@@ -535,6 +558,7 @@ impl CacheRoot {
             }
             removal.removed.extend(r.removed);
             removal.in_use.extend(r.in_use);
+            removal.failed.extend(r.failed);
         }
         Ok(removal)
     }
@@ -904,8 +928,22 @@ fn remove_entry_dir(dir: &Path) -> io::Result<()> {
         std::process::id()
     ));
     std::fs::rename(dir, &doomed)?;
-    make_writable(&doomed);
-    std::fs::remove_dir_all(&doomed)
+    remove_doomed(&doomed)
+}
+
+/// Deletes a folder renamed away for removal, trying again when something changed below it
+/// during the walk.
+fn remove_doomed(doomed: &Path) -> io::Result<()> {
+    let mut last = Ok(());
+    for _ in 0..3 {
+        make_writable(doomed);
+        match std::fs::remove_dir_all(doomed) {
+            Ok(()) => return Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => last = Err(e),
+        }
+    }
+    last
 }
 
 /// Tools leave read-only folders (Go's module cache, `chmod -w` in a test): give the owner
@@ -1144,5 +1182,27 @@ mod tests {
         let r = root.remove(&root.list().unwrap());
         assert_eq!(r.removed.len(), 2);
         assert!(root.list().unwrap().is_empty());
+    }
+
+    #[test]
+    fn what_an_interrupted_removal_left_is_deleted_by_the_next_one() {
+        let base = tempfile::tempdir().unwrap();
+        let root = CacheRoot::at(base.path(), 1 << 30);
+        root.ensure().unwrap();
+        let doomed = root.dir().join(".removing-p-0123456789abcdef-cargo-1");
+        std::fs::create_dir_all(doomed.join("data/deep")).unwrap();
+        std::fs::write(doomed.join("data/deep/f"), "x").unwrap();
+        // Not writable: the sweep makes it so first.
+        std::fs::set_permissions(
+            doomed.join("data"),
+            std::os::unix::fs::PermissionsExt::from_mode(0o500),
+        )
+        .unwrap();
+        let other = root.dir().join("removing-not-ours");
+        std::fs::create_dir(&other).unwrap();
+        let r = root.remove(&[]);
+        assert!(r.failed.is_empty(), "{r:?}");
+        assert!(!doomed.exists());
+        assert!(other.exists(), "only `.removing-*` folders are swept");
     }
 }
