@@ -8,8 +8,9 @@
 //!   (`CARGO_TARGET_DIR`), pip/uv caches (`PIP_CACHE_DIR`, `UV_CACHE_DIR`; not
 //!   `PYTHONPYCACHEPREFIX`, which makes Python look for every module's bytecode there, the
 //!   installed packages' too, and compile all of them where bytecode is not written), the
-//!   npm/yarn/pnpm/bun caches and store
-//!   (`npm_config_cache`, `YARN_CACHE_FOLDER`, `BUN_INSTALL_CACHE_DIR`; not pnpm's store),
+//!   npm/yarn/bun caches
+//!   (`npm_config_cache`, `YARN_CACHE_FOLDER`, `BUN_INSTALL_CACHE_DIR`; pnpm's store is the one
+//!   the project's `node_modules` records, see [`crate::pnpm`]),
 //!   the Go build cache (`GOCACHE`). [`env_for`] gives the variables for a folder;
 //! - one **workspace entry** ([`CacheKind::Workspace`]): the persistent copy of the workspace
 //!   that [`crate::sync`] brings up to date (local), or the manifest of what the Docker
@@ -173,9 +174,8 @@ pub fn env_for(kind: CacheKind, dir: &Path) -> BTreeMap<String, String> {
         CacheKind::Node => vec![
             ("npm_config_cache", at("npm")),
             ("YARN_CACHE_FOLDER", at("yarn")),
-            // Not pnpm's store (`npm_config_store_dir`): a `node_modules` pnpm installed links
-            // into the store it was installed from, and pnpm pointed at another one recreates
-            // `node_modules`, which needs the network the sandbox does not have.
+            // Not pnpm's store: a `node_modules` pnpm installed is tied to the store it was
+            // installed from, which every sandbox points pnpm at (crate::pnpm).
             ("BUN_INSTALL_CACHE_DIR", at("bun")),
         ],
         CacheKind::Go => vec![("GOCACHE", at("go-build"))],
