@@ -711,3 +711,26 @@ mod docker {
         rm_volumes(&key_b);
     }
 }
+
+// The same rule for every sandbox (Docker opens its entries through RunCache::open too): a run
+// without the workspace entry gets the download caches but no cargo target dir.
+#[test]
+fn a_run_without_the_workspace_entry_gets_no_cargo_entry() {
+    use nuvira_sandbox::cache::RunCache;
+    let base = tempfile::tempdir().unwrap();
+    let root = CacheRoot::at(base.path(), u64::MAX);
+    let p = cargo_project();
+    write(p.path(), "requirements.txt", "");
+    let req = cached(p.path(), "cargo test");
+    let first = RunCache::open(&root, &req).unwrap();
+    assert!(first.workspace().is_some());
+    let kinds = |c: &RunCache| c.toolchains().iter().map(|l| l.kind()).collect::<Vec<_>>();
+    assert_eq!(kinds(&first), [CacheKind::Cargo, CacheKind::Python]);
+    let second = RunCache::open(&root, &req).unwrap();
+    assert!(second.workspace().is_none());
+    assert_eq!(kinds(&second), [CacheKind::Python]);
+    assert!(!second.env().contains_key("CARGO_TARGET_DIR"));
+    drop((first, second));
+    let third = RunCache::open(&root, &req).unwrap();
+    assert!(third.env().contains_key("CARGO_TARGET_DIR"));
+}
