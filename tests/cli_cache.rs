@@ -245,3 +245,46 @@ fn cache_list_shows_entries_and_clean_removes_folders_and_volumes() {
         String::from_utf8_lossy(&clean.stdout)
     );
 }
+
+#[test]
+fn run_no_cache_turns_the_caches_off_for_every_test_and_execute_step() {
+    let cache = tempfile::tempdir().unwrap();
+    let p = project();
+    let plan = p.path().join("plan.yaml");
+    std::fs::write(
+        &plan,
+        "goal: print the target dir\nsteps:\n  - id: test\n    module: test\n    config: { sandbox: local, command: 'echo \"[$CARGO_TARGET_DIR]\"' }\n  - id: exec\n    module: execute\n    depends_on: [test]\n    config: { sandbox: local, command: 'echo \"[$CARGO_TARGET_DIR]\"' }\n",
+    )
+    .unwrap();
+    let run = |extra: &[&str]| {
+        let out = nuvira(cache.path())
+            .args(["run", "--quiet", "--no-history", "--format", "json"])
+            .args(extra)
+            .arg(&plan)
+            .arg("--repo")
+            .arg(p.path())
+            .env_remove("CARGO_TARGET_DIR")
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let cold = run(&["--no-cache"]);
+    assert!(!cache.path().join("sandbox").exists(), "{cold}");
+    // Without the flag the same plan uses the caches: the check above is meaningful.
+    let warm = run(&[]);
+    let entries: Vec<String> = std::fs::read_dir(cache.path().join("sandbox"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        entries.iter().any(|e| e.ends_with("-cargo")),
+        "{entries:?}\n{warm}"
+    );
+}

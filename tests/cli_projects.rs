@@ -1,6 +1,7 @@
 //! `nuvira test` on the real projects of `tests/projects/` (issue 12): for each, the counts
-//! Nuvira reports equal the runner's own summary run in place, in the local sandbox and in
-//! Docker (`nuvira-host`, which runs this machine's toolchains through read-only mounts).
+//! Nuvira reports equal the runner's own summary run in place, in the local sandbox, in
+//! bubblewrap and in Docker (`nuvira-host`, which runs this machine's toolchains through
+//! read-only mounts).
 //!
 //! Each test works on a fresh copy of its project in a temporary folder, so nothing the runs
 //! write (caches, `target/`, a virtualenv) lands in the repository.
@@ -55,6 +56,16 @@ fn docker_ready() -> bool {
         } else {
             Err("no Docker engine with the nuvira-host image answers")
         },
+    )
+    .is_some()
+}
+
+/// Whether the bubblewrap sandbox works here (skipped with a note otherwise, a failure under
+/// NUVIRA_REQUIRE_BWRAP=1).
+fn bwrap_ready() -> bool {
+    require(
+        Requirement::Bwrap,
+        nuvira_sandbox::BwrapSandbox::check().map_err(|e| format!("the bwrap sandbox: {e}")),
     )
     .is_some()
 }
@@ -181,13 +192,18 @@ fn vitest_summary(out: &Output) -> Counts {
     (n("passed"), n("failed"), n("skipped"))
 }
 
-/// Runs `nuvira test` in the local sandbox and (when Docker is up) in Docker, and checks the
-/// counts against `expected` (the runner's own summary); returns the local run's JSON and
-/// stderr.
+/// Runs `nuvira test` in the local sandbox, in bubblewrap (when it works here) and in Docker
+/// (when it is up), and checks the counts against `expected` (the runner's own summary);
+/// returns the local run's JSON and stderr.
 fn check_everywhere(dir: &Path, expected: Counts, extra: &[&str]) -> (Value, String) {
     let (local, stderr) = nuvira_test(dir, "local", extra);
     assert_eq!(counts_of(&local), expected, "local: {local}\n{stderr}");
     assert_eq!(local["sandbox"]["kind"], "local");
+    if bwrap_ready() {
+        let (bwrap, stderr) = nuvira_test(dir, "bwrap", extra);
+        assert_eq!(counts_of(&bwrap), expected, "bwrap: {bwrap}\n{stderr}");
+        assert_eq!(bwrap["sandbox"]["kind"], "bwrap");
+    }
     if docker_ready() {
         let mut args = vec!["--memory", "2g", "--cpus", "2"];
         args.extend_from_slice(extra);

@@ -4,7 +4,7 @@
 //! [--commit [--sign] [--author "Name <email>"]]
 //! [--format text|json|markdown|github] [--report FORMAT=PATH]... [--scratch] [--wait]
 //! [--resume RUN [--rerun-tests]] [--max-tokens N] [--max-cost USD] [--no-history]
-//! [--keep-runs N] [--keep-days D]`.
+//! [--keep-runs N] [--keep-days D] [--no-cache]`.
 //!
 //! Every run is recorded in `.nuvira/runs/<run-id>/` (see [`super::history`] and
 //! docs/runs.md); `--max-tokens` / `--max-cost` stop it with exit 1 when its model calls use
@@ -141,6 +141,10 @@ pub struct Args {
     /// Keep no run folder in `.nuvira/runs` for this run (also NUVIRA_HISTORY=0).
     #[arg(long)]
     pub no_history: bool,
+    /// Run every test and execute step cold: without the project's warm build caches and its
+    /// persistent workspace copy (as `cache: false` on each; see docs/sandbox.md).
+    #[arg(long)]
+    pub no_cache: bool,
     /// Keep at most N runs in the history (default 100, or `[runs] keep` in the config).
     #[arg(long, value_name = "N")]
     pub keep_runs: Option<usize>,
@@ -183,6 +187,7 @@ impl Args {
             max_tokens: None,
             max_cost: None,
             no_history: false,
+            no_cache: false,
             keep_runs: None,
             keep_days: None,
             replay: None,
@@ -896,9 +901,10 @@ fn write_report(path: &Path, text: &str) -> std::io::Result<()> {
 
 use super::print_stdout;
 
-/// Points test and execute steps at the sandbox and image given on the command line.
+/// Points test and execute steps at the sandbox and image given on the command line, and
+/// turns their caches off for `--no-cache`.
 fn apply_overrides(plan: &mut ExecutionPlan, args: &Args) {
-    if args.sandbox.is_none() && args.image.is_none() {
+    if args.sandbox.is_none() && args.image.is_none() && !args.no_cache {
         return;
     }
     for step in &mut plan.steps {
@@ -920,6 +926,9 @@ fn apply_overrides(plan: &mut ExecutionPlan, args: &Args) {
             }
             if let Some(image) = &args.image {
                 obj.insert("image".into(), Value::from(image.clone()));
+            }
+            if args.no_cache {
+                obj.insert("cache".into(), Value::from(false));
             }
         }
     }

@@ -106,10 +106,7 @@ impl SandboxConfig {
         req.env.clone_from(&self.env);
         req.read_only_root = self.read_only_root;
         req.include_ignored = self.include_ignored;
-        // Not for pnpm: its `node_modules` is tied to the store path it was installed from, and
-        // on the cached workspace (a volume, its own filesystem) pnpm picks another store and
-        // reinstalls, which needs the network the sandbox does not have.
-        req.cache = !self.no_cache && req.command.first().map(String::as_str) != Some("pnpm");
+        req.cache = !self.no_cache;
         req
     }
 }

@@ -7,7 +7,12 @@
 //!   only what programs need to run ([`ETC_FILES`]: users and groups, the dynamic linker's cache,
 //!   `alternatives`, certificates, time zone), never `shadow`, `ssh/` or other secrets;
 //! - the workspace copy **read-write**, at the copy's own path (so absolute paths in the output
-//!   point where the local sandbox would put them), the request's mounts, and the cache folders
+//!   point where the local sandbox would put them; with
+//!   [`SandboxRequest::cache`](nuvira_api::SandboxRequest::cache), the project's synced
+//!   persistent copy, as the local sandbox), the run's warm cache entries read-write at their
+//!   paths ([`crate::cache::RunCache::binds`], the tools pointed at them by
+//!   [`crate::cache::RunCache::env`], released by [`crate::cache::RunCache::finish`]), pnpm's
+//!   recorded store read-only ([`crate::pnpm`]), the request's mounts, and the cache folders
 //!   its `env` points tools at ([`CACHE_VARS`]: `CARGO_TARGET_DIR`, `PIP_CACHE_DIR`, ...);
 //! - a private `/tmp` and a private, empty `$HOME` (tmpfs, gone with the run), `/dev` with only
 //!   the harmless devices, a `/proc` of its own;
@@ -79,6 +84,17 @@ pub const CACHE_VARS: &[&str] = &[
 /// How to get bubblewrap working, appended to "unavailable" messages.
 pub const BWRAP_HINT: &str = "install it with `apt-get install bubblewrap`; where it cannot create namespaces, allow unprivileged user namespaces (`sysctl kernel.unprivileged_userns_clone=1`; on Ubuntu 24.04 also `sysctl kernel.apparmor_restrict_unprivileged_userns=0`), or use --sandbox docker or local";
 
+/// Folders a run binds besides the copy, the toolchain and the request's mounts: the warm
+/// cache entries it holds (read-write, at the same paths; [`crate::cache::RunCache::binds`])
+/// and pnpm's store (read-only; [`crate::pnpm`]).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ExtraBinds {
+    /// Bound read-write at the same path.
+    pub(crate) read_write: Vec<PathBuf>,
+    /// `(host, at)`: bound read-only.
+    pub(crate) read_only: Vec<(PathBuf, PathBuf)>,
+}
+
 /// The `bwrap` program, known to work on this machine (from [`BwrapSandbox::check`]).
 #[derive(Debug)]
 pub struct Bwrap {
@@ -92,6 +108,7 @@ impl Bwrap {
         request: &SandboxRequest,
         copy: &Path,
         workdir: &Path,
+        extra: &ExtraBinds,
         command: Vec<String>,
     ) -> Result<Vec<String>, SandboxError> {
         let mut a: Vec<String> = vec![self.program.to_string_lossy().into_owned()];
@@ -148,6 +165,13 @@ impl Bwrap {
             let flag = if m.read_only { "--ro-bind" } else { "--bind" };
             push(&[flag, &m.host.to_string_lossy(), &m.container]);
         }
+        for (host, at) in &extra.read_only {
+            push(&["--ro-bind", &host.to_string_lossy(), &at.to_string_lossy()]);
+        }
+        for dir in &extra.read_write {
+            let dir = dir.to_string_lossy();
+            push(&["--bind", &dir, &dir]);
+        }
         for var in CACHE_VARS {
             if let Some(dir) = request.env.get(*var).map(Path::new)
                 && dir.is_absolute()
@@ -189,6 +213,14 @@ impl BwrapSandbox {
         Ok(Self {
             inner: LocalSandbox::new().confined(bwrap),
         })
+    }
+
+    /// Keeps the warm caches of requests that ask for them under `root` (see
+    /// [`LocalSandbox::with_cache_root`]).
+    #[must_use]
+    pub fn with_cache_root(mut self, root: crate::cache::CacheRoot) -> Self {
+        self.inner = self.inner.with_cache_root(root);
+        self
     }
 
     /// Whether bubblewrap is installed and can create its namespaces on this machine (probed

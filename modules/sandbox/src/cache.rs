@@ -8,8 +8,9 @@
 //!   (`CARGO_TARGET_DIR`), pip/uv caches (`PIP_CACHE_DIR`, `UV_CACHE_DIR`; not
 //!   `PYTHONPYCACHEPREFIX`, which makes Python look for every module's bytecode there, the
 //!   installed packages' too, and compile all of them where bytecode is not written), the
-//!   npm/yarn/pnpm/bun caches and store
-//!   (`npm_config_cache`, `YARN_CACHE_FOLDER`, `BUN_INSTALL_CACHE_DIR`; not pnpm's store),
+//!   npm/yarn/bun caches
+//!   (`npm_config_cache`, `YARN_CACHE_FOLDER`, `BUN_INSTALL_CACHE_DIR`; pnpm's store is the one
+//!   the project's `node_modules` records, see [`crate::pnpm`]),
 //!   the Go build cache (`GOCACHE`). [`env_for`] gives the variables for a folder;
 //! - one **workspace entry** ([`CacheKind::Workspace`]): the persistent copy of the workspace
 //!   that [`crate::sync`] brings up to date (local), or the manifest of what the Docker
@@ -36,7 +37,12 @@
 //! atomically). Eviction and `nuvira cache clean` take the lock **exclusively** and without
 //! waiting, so an entry in use is never deleted (it is left and said so). The workspace entry
 //! is taken exclusively by a run: a second run of the same project at the same time makes a
-//! fresh temporary copy instead (and still shares the toolchain caches), so both succeed.
+//! fresh temporary copy instead, so both succeed. That run shares the download caches (pip,
+//! npm, Go's build cache: all checked by content) but **not the cargo target dir**: cargo
+//! judges a build fresh when the sources are not newer than it, by mtime and by paths relative
+//! to the package, so two source trees sharing one target dir take each other's builds (the
+//! run on the persistent copy, synced before an edit, would run the build the fresh copy made
+//! of the edited sources). The run on the fresh copy builds cold in its own copy.
 //! Locks rather than copy-on-use because a target dir is gigabytes: copying it would cost more
 //! than the build it saves.
 //!
@@ -173,9 +179,8 @@ pub fn env_for(kind: CacheKind, dir: &Path) -> BTreeMap<String, String> {
         CacheKind::Node => vec![
             ("npm_config_cache", at("npm")),
             ("YARN_CACHE_FOLDER", at("yarn")),
-            // Not pnpm's store (`npm_config_store_dir`): a `node_modules` pnpm installed links
-            // into the store it was installed from, and pnpm pointed at another one recreates
-            // `node_modules`, which needs the network the sandbox does not have.
+            // Not pnpm's store: a `node_modules` pnpm installed is tied to the store it was
+            // installed from, which every sandbox points pnpm at (crate::pnpm).
             ("BUN_INSTALL_CACHE_DIR", at("bun")),
         ],
         CacheKind::Go => vec![("GOCACHE", at("go-build"))],
@@ -702,13 +707,18 @@ impl RunCache {
         request: &nuvira_api::SandboxRequest,
     ) -> Result<Self, CacheError> {
         let (project, project_key) = project_key(&request.workspace)?;
+        let workspace = root.open_entry(&project, &project_key, CacheKind::Workspace, true)?;
         let mut toolchains = Vec::new();
         for kind in toolchains_for(&project, &request.dir, &request.command) {
+            // A run on a fresh copy builds cold: the target dir is the persistent copy's (see
+            // the module docs, "Concurrency").
+            if kind == CacheKind::Cargo && workspace.is_none() {
+                continue;
+            }
             if let Some(lease) = root.open_entry(&project, &project_key, kind, false)? {
                 toolchains.push(lease);
             }
         }
-        let workspace = root.open_entry(&project, &project_key, CacheKind::Workspace, true)?;
         Ok(Self {
             root: root.clone(),
             project,

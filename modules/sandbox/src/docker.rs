@@ -523,6 +523,23 @@ impl DockerSandbox {
                 env.insert("CARGO_NET_OFFLINE".into(), "true".into());
             }
         }
+        // pnpm's recorded store, so that pnpm keeps the uploaded node_modules (crate::pnpm):
+        // pointed at, and bound read-only at its path where it exists on this machine.
+        if let Some(store) =
+            crate::pnpm::recorded_store(&request.workspace, &check_dir(&request.dir)?)
+        {
+            env.extend(store.env());
+            let at = store.store_dir.to_string_lossy().into_owned();
+            if let Some(host) = store.host
+                && !mounts.iter().any(|m| m.container == at)
+            {
+                mounts.push(nuvira_api::test::Mount {
+                    host,
+                    container: at,
+                    read_only: true,
+                });
+            }
+        }
         env.extend(request.env.clone());
 
         let mut docker_mounts = Vec::with_capacity(mounts.len());

@@ -30,6 +30,7 @@ pub mod docker;
 pub mod docker_cache;
 pub mod limits;
 pub mod local;
+pub mod pnpm;
 #[cfg(feature = "docker")]
 pub mod remote;
 pub mod sync;

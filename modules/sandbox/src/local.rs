@@ -138,7 +138,10 @@ impl LocalSandbox {
         info.workspace_copy = prepared.note;
         on_created(&info);
 
-        let workdir = copy.path().join(check_dir(&request.dir)?);
+        let rel_dir = check_dir(&request.dir)?;
+        let workdir = copy.path().join(&rel_dir);
+        // pnpm's recorded store, so that pnpm keeps the copied node_modules (crate::pnpm).
+        let pnpm_store = crate::pnpm::recorded_store(&request.workspace, &rel_dir);
         // Resolve the program first, so that a missing one is the same clear error with or
         // without the prlimit wrapper.
         if !program.contains('/') {
@@ -158,7 +161,18 @@ impl LocalSandbox {
         // not mount /sys/fs/cgroup), then the rlimits.
         let mut argv = request.command.clone();
         if let Some(bwrap) = &self.bwrap {
-            argv = bwrap.wrap(request, copy.path(), &workdir, argv)?;
+            let mut extra = crate::bwrap::ExtraBinds::default();
+            if let Some(cache) = &cache {
+                extra.read_write = cache.binds();
+            }
+            if let Some(store) = &pnpm_store
+                && let Some(host) = &store.host
+            {
+                extra
+                    .read_only
+                    .push((host.clone(), store.store_dir.clone()));
+            }
+            argv = bwrap.wrap(request, copy.path(), &workdir, &extra, argv)?;
         }
         let cgroup = crate::limits::RunCgroup::create(crate::limits::detect(), &request.limits);
         argv = cgroup.wrap(argv);
@@ -182,6 +196,9 @@ impl LocalSandbox {
         if let Some(cache) = &cache {
             // The request's own variables win: a plan that sets CARGO_TARGET_DIR keeps it.
             cmd.envs(cache.env());
+        }
+        if let Some(store) = &pnpm_store {
+            cmd.envs(store.env());
         }
         cmd.current_dir(&workdir)
             .envs(&request.env)

@@ -178,3 +178,64 @@ async fn bwrap_binds_the_cache_folders_the_requests_env_points_tools_at() {
         "warm\n"
     );
 }
+
+/// Writes `dir/node_modules/.modules.yaml` recording `store` as pnpm's store.
+fn record_pnpm_store(dir: &Path, store: &Path) {
+    std::fs::create_dir_all(dir.join("node_modules")).unwrap();
+    std::fs::write(dir.join("package.json"), "{}").unwrap();
+    std::fs::write(
+        dir.join("node_modules/.modules.yaml"),
+        format!(
+            "{{\"layoutVersion\": 5, \"storeDir\": \"{}\"}}",
+            store.display()
+        ),
+    )
+    .unwrap();
+}
+
+#[tokio::test]
+async fn bwrap_binds_pnpms_recorded_store_read_only_and_no_other_folder_the_repo_names() {
+    let Some(sandbox) = bwrap() else { return };
+    let ws = tempfile::tempdir().unwrap();
+    let outside = home_dir();
+    let store = outside.path().join("pnpm/store/v11");
+    std::fs::create_dir_all(store.join("files")).unwrap();
+    std::fs::write(store.join("files/pkg"), "from the store").unwrap();
+    // A folder of secrets whose name looks like a store version, but no pnpm store.
+    let secret = outside.path().join("secret/v1");
+    std::fs::create_dir_all(&secret).unwrap();
+    std::fs::write(secret.join("key"), "SECRET").unwrap();
+    record_pnpm_store(ws.path(), &store);
+    record_pnpm_store(&ws.path().join("pkg"), &secret);
+
+    let s = store.display();
+    let out = sandbox
+        .run(
+            &sh(
+                ws.path(),
+                &format!(
+                    "echo \"store=$pnpm_config_store_dir npm=$npm_config_store_dir\"; cat {s}/files/pkg; echo; echo x > {s}/files/new && echo WROTE"
+                ),
+            ),
+            &NeverCancelled,
+        )
+        .await
+        .unwrap();
+    let parent = store.parent().unwrap().display().to_string();
+    assert!(
+        out.stdout.contains(&format!("store={parent} npm={parent}")),
+        "{out:?}"
+    );
+    assert!(out.stdout.contains("from the store"), "{out:?}");
+    assert!(!out.stdout.contains("WROTE"), "{out:?}");
+    assert!(!store.join("files/new").exists());
+
+    let mut nested = sh(
+        ws.path(),
+        &format!("cat {}/key || echo UNSEEN", secret.display()),
+    );
+    nested.dir = PathBuf::from("pkg");
+    let out = sandbox.run(&nested, &NeverCancelled).await.unwrap();
+    assert!(!out.stdout.contains("SECRET"), "{out:?}");
+    assert!(out.stdout.contains("UNSEEN"), "{out:?}");
+}

@@ -417,6 +417,188 @@ async fn without_cache_a_run_gets_a_fresh_copy_and_no_cache_env() {
     assert!(!base.path().join("sandbox").exists());
 }
 
+/// A binary crate printing `VERSION=<version>`.
+fn versioned_bin(dir: &Path, version: u32) {
+    write(
+        dir,
+        "Cargo.toml",
+        "[package]\nname = \"p\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+    );
+    write(
+        dir,
+        "src/main.rs",
+        &format!("fn main() {{\n    println!(\"VERSION={version}\");\n}}\n"),
+    );
+}
+
+// Before the fix, a run that did not get the project's persistent copy (another run held it)
+// still shared the cargo target dir: cargo judges freshness by mtimes, so the run on the
+// persistent copy (older sources, synced before the edit) took the build the other run had
+// just made of the edited sources, and printed VERSION=2.
+#[tokio::test]
+async fn overlapping_runs_of_edited_sources_each_run_their_own_build() {
+    let base = tempfile::tempdir().unwrap();
+    let sandbox = LocalSandbox::new().with_cache_root(CacheRoot::at(base.path(), u64::MAX));
+    let p = tempfile::tempdir().unwrap();
+    versioned_bin(p.path(), 1);
+    let marks = tempfile::tempdir().unwrap();
+    let synced = marks.path().join("synced");
+    let status = std::process::Command::new("mkfifo")
+        .arg(&synced)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let go = marks.path().join("go");
+    // One: on the persistent copy (synced with VERSION=1); says so through the FIFO, then
+    // builds and runs only once two has built the edited sources.
+    let one = cached(
+        p.path(),
+        &format!(
+            "echo synced > {}; while [ ! -e {} ]; do :; done; cargo run -q --offline",
+            synced.display(),
+            go.display()
+        ),
+    );
+    let mut first = {
+        let sandbox = sandbox.clone();
+        tokio::spawn(async move { sandbox.run(&one, &NeverCancelled).await })
+    };
+    let fifo = synced.clone();
+    let said = tokio::select! {
+        said = tokio::task::spawn_blocking(move || std::fs::read_to_string(fifo)) => said,
+        ended = &mut first => panic!("the first run ended before it said it was synced: {ended:?}"),
+    };
+    assert_eq!(said.unwrap().unwrap(), "synced\n");
+    // The edit, then two: a fresh copy of VERSION=2, built and run first.
+    versioned_bin(p.path(), 2);
+    let two = cached(
+        p.path(),
+        &format!("cargo run -q --offline; touch {}", go.display()),
+    );
+    let second = sandbox.run(&two, &NeverCancelled).await.unwrap();
+    let first = first.await.unwrap().unwrap();
+    assert_eq!(second.stdout.trim(), "VERSION=2", "{second:?}");
+    assert!(
+        second
+            .info
+            .workspace_copy
+            .as_deref()
+            .is_some_and(|n| n.contains("in use by another run")),
+        "{second:?}"
+    );
+    assert_eq!(first.stdout.trim(), "VERSION=1", "{first:?}");
+    assert!(
+        first
+            .info
+            .workspace_copy
+            .as_deref()
+            .is_some_and(|n| n.starts_with("synced")),
+        "{first:?}"
+    );
+    // The next run, on the persistent copy again, runs the edited sources with the warm target.
+    let third = sandbox
+        .run(&cached(p.path(), "cargo run -q --offline"), &NeverCancelled)
+        .await
+        .unwrap();
+    assert_eq!(third.stdout.trim(), "VERSION=2", "{third:?}");
+}
+
+mod bwrap {
+    use super::*;
+    use crate::common::bwrap;
+
+    #[tokio::test]
+    async fn bwrap_never_gives_project_b_the_cache_of_project_a() {
+        let Some(sandbox) = bwrap() else { return };
+        let base = tempfile::tempdir().unwrap();
+        let sandbox = sandbox.with_cache_root(CacheRoot::at(base.path(), u64::MAX));
+        let (a, b) = (cargo_project(), cargo_project());
+        let script = "echo \"$CARGO_TARGET_DIR\"; ls \"$CARGO_TARGET_DIR\" 2>/dev/null; mkdir -p \"$CARGO_TARGET_DIR\" && touch \"$CARGO_TARGET_DIR/mark-$MARK\"";
+        let run = |p: &Path, mark: &str| {
+            let mut r = cached(p, script);
+            r.env.insert("MARK".into(), mark.into());
+            r
+        };
+        let out_a = sandbox
+            .run(&run(a.path(), "a"), &NeverCancelled)
+            .await
+            .unwrap();
+        let out_b = sandbox
+            .run(&run(b.path(), "b"), &NeverCancelled)
+            .await
+            .unwrap();
+        assert_eq!((out_a.exit_code, out_b.exit_code), (Some(0), Some(0)));
+        let dir_a = PathBuf::from(out_a.stdout.lines().next().unwrap());
+        let dir_b = PathBuf::from(out_b.stdout.lines().next().unwrap());
+        assert_ne!(dir_a, dir_b);
+        assert!(dir_a.starts_with(base.path()), "{}", dir_a.display());
+        // The marks reached the entries on this machine: the entries are bound, not a tmpfs.
+        assert!(dir_a.join("mark-a").is_file() && dir_b.join("mark-b").is_file());
+        assert!(!dir_b.join("mark-a").exists() && !dir_a.join("mark-b").exists());
+        assert_eq!(out_b.stdout.lines().count(), 1, "{}", out_b.stdout);
+        assert_ne!(out_a.info.cache_key, out_b.info.cache_key);
+        let again = sandbox
+            .run(&run(a.path(), "a"), &NeverCancelled)
+            .await
+            .unwrap();
+        let listed: Vec<&str> = again.stdout.lines().skip(1).collect();
+        assert_eq!(listed, ["mark-a"], "{}", again.stdout);
+    }
+
+    #[tokio::test]
+    async fn a_second_bwrap_run_of_a_cargo_project_is_warm_on_the_synced_copy() {
+        let Some(sandbox) = bwrap() else { return };
+        let base = tempfile::tempdir().unwrap();
+        let sandbox = sandbox.with_cache_root(CacheRoot::at(base.path(), u64::MAX));
+        let p = tempfile::tempdir().unwrap();
+        versioned_bin(p.path(), 1);
+        let build = cached(p.path(), "cargo run --offline 2>&1; pwd");
+        let first = sandbox.run(&build, &NeverCancelled).await.unwrap();
+        assert_eq!(first.exit_code, Some(0), "{first:?}");
+        assert!(first.stdout.contains("Compiling p v0.1.0"), "{first:?}");
+        assert!(first.stdout.contains("VERSION=1"), "{first:?}");
+        let (_, key) = project_key(p.path()).unwrap();
+        let entry = base.path().join("sandbox").join(format!("{key}-cargo"));
+        assert!(entry.join("data/target").is_dir(), "{first:?}");
+        // The copy is the persistent one, synced.
+        assert!(
+            first
+                .info
+                .workspace_copy
+                .as_deref()
+                .is_some_and(|n| n.starts_with("synced")),
+            "{first:?}"
+        );
+        assert!(
+            first
+                .stdout
+                .trim_end()
+                .trim_end_matches('/')
+                .ends_with(&format!("{key}-workspace/data")),
+            "{first:?}"
+        );
+        let second = sandbox.run(&build, &NeverCancelled).await.unwrap();
+        assert!(second.stdout.contains("VERSION=1"), "{second:?}");
+        assert!(!second.stdout.contains("Compiling p"), "{second:?}");
+        assert!(
+            second
+                .info
+                .workspace_copy
+                .as_deref()
+                .is_some_and(|n| n.starts_with("synced")),
+            "{second:?}"
+        );
+        // An edit is built.
+        versioned_bin(p.path(), 2);
+        let third = sandbox.run(&build, &NeverCancelled).await.unwrap();
+        assert!(third.stdout.contains("VERSION=2"), "{third:?}");
+        // The runs released their entries.
+        let root = CacheRoot::at(base.path(), u64::MAX);
+        let removal = root.remove(&root.list().unwrap());
+        assert!(removal.in_use.is_empty(), "{removal:?}");
+    }
+}
+
 mod docker {
     use super::*;
     use crate::common::docker;
@@ -528,4 +710,27 @@ mod docker {
         rm_volumes(&key_a);
         rm_volumes(&key_b);
     }
+}
+
+// The same rule for every sandbox (Docker opens its entries through RunCache::open too): a run
+// without the workspace entry gets the download caches but no cargo target dir.
+#[test]
+fn a_run_without_the_workspace_entry_gets_no_cargo_entry() {
+    use nuvira_sandbox::cache::RunCache;
+    let base = tempfile::tempdir().unwrap();
+    let root = CacheRoot::at(base.path(), u64::MAX);
+    let p = cargo_project();
+    write(p.path(), "requirements.txt", "");
+    let req = cached(p.path(), "cargo test");
+    let first = RunCache::open(&root, &req).unwrap();
+    assert!(first.workspace().is_some());
+    let kinds = |c: &RunCache| c.toolchains().iter().map(|l| l.kind()).collect::<Vec<_>>();
+    assert_eq!(kinds(&first), [CacheKind::Cargo, CacheKind::Python]);
+    let second = RunCache::open(&root, &req).unwrap();
+    assert!(second.workspace().is_none());
+    assert_eq!(kinds(&second), [CacheKind::Python]);
+    assert!(!second.env().contains_key("CARGO_TARGET_DIR"));
+    drop((first, second));
+    let third = RunCache::open(&root, &req).unwrap();
+    assert!(third.env().contains_key("CARGO_TARGET_DIR"));
 }
