@@ -663,3 +663,41 @@ fn run_refuses_a_step_naming_an_undeclared_server_before_starting_any() {
     );
     assert!(!started.exists(), "no server was started");
 }
+
+#[test]
+fn nuvira_mcp_with_sandbox_bwrap_runs_a_clients_tests_in_bubblewrap_and_refuses_local() {
+    let ready = nuvira_test_support::env::require(
+        nuvira_test_support::env::Requirement::Bwrap,
+        nuvira_sandbox::BwrapSandbox::check().map(|_| ()),
+    );
+    if ready.is_none() {
+        return;
+    }
+    let repo = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    // The mcp module drives `nuvira mcp --sandbox bwrap` over stdio.
+    let plan = format!(
+        r#"goal: g
+outputs: sinks
+mcp_servers:
+  nuvira: {{ command: "{}", args: [mcp, --sandbox, bwrap, --repo, "{}"] }}
+steps:
+  - {{ id: tests, module: mcp, config: {{ server: nuvira, tool: run_tests, arguments: {{ command: "echo inside" }} }} }}
+  - {{ id: wider, module: mcp, depends_on: [tests], config: {{ server: nuvira, tool: run_tests, arguments: {{ command: "true", sandbox: local }} }} }}
+"#,
+        assert_cmd::cargo::cargo_bin("nuvira").display(),
+        repo.path().display()
+    );
+    let summary = run(dir.path(), &plan);
+    let tests = value_of(&summary, "tests");
+    assert_eq!(tests["structured"]["success"], true, "{tests}");
+    assert_eq!(
+        tests["structured"]["result"]["sandbox"]["kind"], "bwrap",
+        "{tests}"
+    );
+    let e = error_of(&summary, "wider");
+    assert!(
+        e.contains("`sandbox: local` is wider than this server allows (it was started with --sandbox bwrap)"),
+        "{e}"
+    );
+}

@@ -11,8 +11,9 @@
 //! ```
 //!
 //! Servers are declared once per plan (`mcp_servers:`, or inline as `server: {command: ...}`)
-//! and started on first use; the steps of a run share one session per server, and the server
-//! process is killed when the run's engine goes away, when a call times out or is cancelled
+//! and started on first use; the steps of a run share one session per server, and a command's
+//! server runs in a process group of its own, killed (with whatever the server started) when
+//! the run's engine goes away, when the next run starts, when a call times out or is cancelled
 //! (a server that does not answer is not trusted with the next call).
 //!
 //! What a server returns is untrusted data, like a repository's text: its text is capped
@@ -452,7 +453,7 @@ pub async fn list_tools(spec: &ServerSpec, name: &str) -> Result<Vec<ToolInfo>, 
 }
 
 /// The `mcp` module. One per engine: the sessions it starts live as long as it (or until the
-/// next run starts), and each server process is killed with them.
+/// next run starts), and each server's process group is killed with them.
 #[derive(Default)]
 pub struct McpModule {
     sessions: Mutex<HashMap<String, Arc<Connection>>>,
