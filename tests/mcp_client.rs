@@ -461,14 +461,59 @@ fn start_until(cmd: &mut std::process::Command, ready: &str) -> (Server, String)
 
 /// `bad_server.py` on streamable HTTP; its URL.
 fn bad_http_server() -> (Server, String) {
+    bad_http_server_with(&[])
+}
+
+/// `bad_server.py` on streamable HTTP with extra environment; its URL.
+fn bad_http_server_with(env: &[(&str, &Path)]) -> (Server, String) {
     let port = free_port();
-    let (server, _) = start_until(
-        std::process::Command::new("python3")
-            .arg(script("bad_server.py"))
-            .env("BAD_SERVER_HTTP_PORT", port.to_string()),
-        "Uvicorn running on",
-    );
+    let mut cmd = std::process::Command::new("python3");
+    cmd.arg(script("bad_server.py"))
+        .env("BAD_SERVER_HTTP_PORT", port.to_string());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let (server, _) = start_until(&mut cmd, "Uvicorn running on");
     (server, format!("http://127.0.0.1:{port}/mcp"))
+}
+
+#[test]
+fn cancelling_a_run_cancels_its_http_call() {
+    if !mcp_python_ready() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let called = dir.path().join("called");
+    let (_server, url) = bad_http_server_with(&[("BAD_SERVER_HANG_FILE", &called)]);
+    let plan = format!(
+        "goal: g\nmcp_servers:\n  bad: {{ url: \"{url}\" }}\nsteps:\n  - {{ id: stuck, module: mcp, config: {{ server: bad, tool: hang, timeout: 10m }} }}\n"
+    );
+    let loaded =
+        nuvira::plan::parse_str(&plan, nuvira::plan::PlanFormat::Yaml, "plan.yaml").unwrap();
+    let engine = nuvira::defaults::engine().workspace(dir.path()).build();
+    let settings = nuvira::RunSettings::default();
+    let cancel = settings.cancel.clone();
+    // Cancels once the server is inside the call (it says so in `called`).
+    let watcher = std::thread::spawn(move || {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while !called.exists() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the call never reached the server"
+            );
+            std::thread::yield_now();
+        }
+        cancel.cancel();
+    });
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let summary = rt
+        .block_on(engine.run(loaded.plan, nuvira::EventBus::new("mcp-test"), settings))
+        .unwrap();
+    watcher.join().unwrap();
+    let outcome = summary.step("stuck").unwrap();
+    assert_eq!(outcome.status, StepStatus::Failed, "{outcome:?}");
+    let e = outcome.error.as_ref().unwrap();
+    assert!(matches!(e, nuvira::api::ModuleError::Cancelled), "{e:?}");
 }
 
 #[test]

@@ -36,6 +36,10 @@ def crash() -> str:
 @server.tool()
 async def hang() -> str:
     """Never answers."""
+    started = os.environ.get("BAD_SERVER_HANG_FILE")
+    if started:
+        with open(started, "a") as f:
+            f.write("hang called\n")
     await anyio.sleep_forever()
     return "unreachable"
 
