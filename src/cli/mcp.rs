@@ -1,4 +1,4 @@
-//! `nuvira mcp [--repo DIR] [--http 127.0.0.1:PORT] [--sandbox auto|local|docker] ...`: Nuvira
+//! `nuvira mcp [--repo DIR] [--http 127.0.0.1:PORT] [--sandbox auto|local|bwrap|docker] ...`: Nuvira
 //! as an MCP server (see `docs/mcp.md` and [`nuvira_mcp::server`]).
 //!
 //! The repository and the sandbox flags are fixed here, at start: a client works inside the
@@ -30,8 +30,9 @@ pub struct Args {
     /// repository and runs its tests).
     #[arg(long, requires = "http")]
     pub allow_remote: bool,
-    /// The widest sandbox clients get for tests and commands: docker refuses a client's
-    /// `local`; local allows every sandbox.
+    /// The widest sandbox clients get for tests and commands (local, then auto, bwrap,
+    /// docker): docker refuses a client's `local`, bwrap its `local` and `auto`; local
+    /// allows every sandbox.
     #[arg(long, value_enum, default_value_t = super::test::SandboxArg::Auto)]
     pub sandbox: super::test::SandboxArg,
     /// The Docker image of tests and commands (clients cannot choose another).
@@ -64,11 +65,7 @@ impl Args {
                 super::test::SandboxArg::Auto => SandboxChoice::Auto,
                 super::test::SandboxArg::Local => SandboxChoice::Local,
                 super::test::SandboxArg::Docker => SandboxChoice::Docker,
-                super::test::SandboxArg::Bwrap => {
-                    return Err(
-                        "--sandbox bwrap is not available to MCP clients yet: start `nuvira mcp` with --sandbox docker, auto or local".into(),
-                    );
-                }
+                super::test::SandboxArg::Bwrap => SandboxChoice::Bwrap,
             },
             image: self.image.clone(),
             mounts: self.mounts.clone(),
@@ -298,11 +295,12 @@ async fn side_sandbox(
     let kind = match policy.sandbox {
         SandboxChoice::Local => return Ok(None),
         SandboxChoice::Auto => SandboxKind::Auto,
+        SandboxChoice::Bwrap => SandboxKind::Bwrap,
         SandboxChoice::Docker => SandboxKind::Docker,
     };
     match nuvira_sandbox::select(kind, policy.image.as_deref()).await {
         Ok(sel) => Ok(Some(Arc::new(sel.sandbox))),
-        Err(nuvira_api::SandboxError::Unavailable(msg)) if kind == SandboxKind::Docker => Err(
+        Err(nuvira_api::SandboxError::Unavailable(msg)) if kind != SandboxKind::Auto => Err(
             ToolError::new("environment", format!("{msg}; nothing was run")),
         ),
         Err(_) => Ok(None),

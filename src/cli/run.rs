@@ -551,7 +551,18 @@ async fn run(args: Args) -> Result<u8, Fail> {
         builder = builder.replace_module(stage.wrap(Arc::new(edit)));
     }
     let engine = builder.build();
-    let validated = match engine.validate(&plan) {
+    // `mcp` steps name declared servers on allowed hosts (as `nuvira validate` checks),
+    // before any server starts.
+    let mcp = super::validate::mcp_problems(&plan, nuvira_mcp::client::check_plan(&plan));
+    let validated = match (engine.validate(&plan), mcp.is_empty()) {
+        (Ok(v), true) => Ok(v),
+        (Ok(_), false) => Err(crate::ValidationErrors { problems: mcp }),
+        (Err(mut errs), _) => {
+            errs.problems.extend(mcp);
+            Err(errs)
+        }
+    };
+    let validated = match validated {
         Ok(v) => Arc::new(v),
         Err(errs) => {
             let name = args

@@ -11,8 +11,9 @@
 //! ```
 //!
 //! Servers are declared once per plan (`mcp_servers:`, or inline as `server: {command: ...}`)
-//! and started on first use; the steps of a run share one session per server, and the server
-//! process is killed when the run's engine goes away, when a call times out or is cancelled
+//! and started on first use; the steps of a run share one session per server, and a command's
+//! server runs in a process group of its own, killed (with whatever the server started) when
+//! the run's engine goes away, when the next run starts, when a call times out or is cancelled
 //! (a server that does not answer is not trusted with the next call).
 //!
 //! What a server returns is untrusted data, like a repository's text: its text is capped
@@ -20,8 +21,12 @@
 //! characters and wrapped by the injection guard ([`nuvira_api::llm::guard::untrusted`]) before
 //! it becomes the step's output `{"server", "tool", "text", "structured", "truncated"}`.
 //!
-//! HTTP servers must be on loopback, or on a host listed in `NUVIRA_MCP_ALLOWED_HOSTS`
-//! (comma-separated), which the user sets: a plan cannot widen it.
+//! HTTP servers (`url:`, streamable HTTP, see [`crate::http`]) must be on loopback, or on a
+//! host listed in `NUVIRA_MCP_ALLOWED_HOSTS` (comma-separated), which the user sets: a plan
+//! cannot widen it. The host is checked when the plan is validated and again before the
+//! first request; redirects are not followed and no proxy is used. Timeouts, cancellation,
+//! the output cap and the injection guard are the same as for a command's server; a
+//! cancelled or timed-out call closes the session (`DELETE`), as it kills a command.
 
 use async_trait::async_trait;
 use nuvira_api::{
@@ -203,13 +208,30 @@ pub type McpProblem = (Option<String>, String);
 
 /// Checks without starting anything that every `mcp` step names a declared server and that
 /// every declared server's spec is valid.
+///
+/// A server whose spec is wrong (a URL on a host that is not allowed, say) is reported on
+/// each step that uses it, naming the step; once, without a step, when no step does.
 pub fn check_plan(plan: &ExecutionPlan) -> Vec<McpProblem> {
-    let mut out: Vec<McpProblem> = match plan_servers(plan) {
-        Ok(_) => Vec::new(),
-        Err(errors) => errors.into_iter().map(|e| (None, e)).collect(),
-    };
-    for step in plan.steps.iter().filter(|s| s.module == "mcp") {
-        if let Some(Value::String(name)) = step.config.get("server")
+    let mut out: Vec<McpProblem> = Vec::new();
+    let mcp_steps: Vec<&PlanStep> = plan.steps.iter().filter(|s| s.module == "mcp").collect();
+    for (name, v) in &plan.mcp_servers {
+        let Err(e) = ServerSpec::parse(v, &format!("mcp_servers.{name}")) else {
+            continue;
+        };
+        let users: Vec<&str> = mcp_steps
+            .iter()
+            .filter(|s| step_server_name(s) == Some(name.as_str()))
+            .map(|s| s.id.as_str())
+            .collect();
+        for id in &users {
+            out.push((Some((*id).to_owned()), format!("step `{id}` (mcp): {e}")));
+        }
+        if users.is_empty() {
+            out.push((None, e));
+        }
+    }
+    for step in mcp_steps {
+        if let Some(name) = step_server_name(step)
             && !plan.mcp_servers.contains_key(name)
         {
             let known: Vec<&str> = plan.mcp_servers.keys().map(String::as_str).collect();
@@ -230,31 +252,90 @@ pub fn check_plan(plan: &ExecutionPlan) -> Vec<McpProblem> {
     out
 }
 
+/// The server a step names (`server: NAME`), if it names one.
+fn step_server_name(step: &PlanStep) -> Option<&str> {
+    match step.config.get("server") {
+        Some(Value::String(name)) => Some(name),
+        _ => None,
+    }
+}
+
 /// A running session with a server.
 type Session = RunningService<RoleClient, ()>;
 
-/// Starts a server and completes `initialize`.
+/// The process group of a command's server (its own, see [`connect`]), killed when this
+/// is dropped: the server's children (`npx` starting `node`, a shell script's jobs) go with
+/// it, even those that would outlive it.
+#[derive(Debug)]
+struct ProcessGroup(nix::unistd::Pid);
+
+impl Drop for ProcessGroup {
+    fn drop(&mut self) {
+        // The group is ours while any of its members runs (a process id is not reused while
+        // a group has it); once all are gone this is a harmless ESRCH.
+        let _ = nix::sys::signal::killpg(self.0, nix::sys::signal::Signal::SIGKILL);
+    }
+}
+
+/// A session with a server; for a command's server, also its process group, killed when the
+/// connection is dropped or [closed](Connection::close).
+#[derive(Debug)]
+pub struct Connection {
+    session: Session,
+    group: Option<ProcessGroup>,
+}
+
+impl std::ops::Deref for Connection {
+    type Target = Session;
+    fn deref(&self) -> &Session {
+        &self.session
+    }
+}
+
+impl Connection {
+    /// Ends the session (stdin closed, or the HTTP session deleted), then kills what is left
+    /// of the server's process group.
+    pub async fn close(self) {
+        let Self { session, group } = self;
+        let _ = session.cancel().await;
+        drop(group);
+    }
+}
+
+/// Starts a server and completes `initialize`. A command's server runs in a process group of
+/// its own, killed with the [`Connection`].
 ///
 /// # Errors
 /// Why it did not start.
-pub async fn connect(spec: &ServerSpec, name: &str) -> Result<Session, String> {
+pub async fn connect(spec: &ServerSpec, name: &str) -> Result<Connection, String> {
     let start = async {
         if let Some(url) = &spec.url {
-            let _ = url;
-            return Err(format!(
-                "MCP server `{name}`: HTTP servers are not supported by this build yet; start the server with `command:`"
-            ));
+            let session = connect_http(url, name).await?;
+            return Ok(Connection {
+                session,
+                group: None,
+            });
         }
         let program = spec.command.clone().unwrap_or_default();
         let mut cmd = tokio::process::Command::new(&program);
-        cmd.args(&spec.args).envs(&spec.env).kill_on_drop(true);
+        cmd.args(&spec.args)
+            .envs(&spec.env)
+            .kill_on_drop(true)
+            .process_group(0);
         let (transport, _stderr) = rmcp::transport::TokioChildProcess::builder(cmd)
             .stderr(std::process::Stdio::null())
             .spawn()
             .map_err(|e| format!("failed to start MCP server `{name}` (`{program}`): {e}"))?;
-        ().serve(transport)
+        // Held from here on, so a server that fails `initialize` or times out is killed too.
+        let group = transport
+            .id()
+            .and_then(|id| i32::try_from(id).ok())
+            .map(|id| ProcessGroup(nix::unistd::Pid::from_raw(id)));
+        let session = ()
+            .serve(transport)
             .await
-            .map_err(|e| format!("MCP server `{name}` did not complete `initialize`: {e}"))
+            .map_err(|e| format!("MCP server `{name}` did not complete `initialize`: {e}"))?;
+        Ok(Connection { session, group })
     };
     match tokio::time::timeout(START_TIMEOUT, start).await {
         Ok(r) => r,
@@ -263,6 +344,30 @@ pub async fn connect(spec: &ServerSpec, name: &str) -> Result<Session, String> {
             START_TIMEOUT.as_secs()
         )),
     }
+}
+
+/// Opens a streamable HTTP session with the server at `url` and completes `initialize`. The
+/// host is checked again here (the allowed list is the user's, read now), before anything is
+/// sent.
+async fn connect_http(url: &str, name: &str) -> Result<Session, String> {
+    use rmcp::transport::StreamableHttpClientTransport;
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+    check_url(url).map_err(|e| format!("MCP server `{name}`: {e}"))?;
+    let client = crate::http::HttpClient::new()
+        .map_err(|e| format!("MCP server `{name}`: failed to set up the HTTP client: {e}"))?;
+    let mut config = StreamableHttpClientTransportConfig::with_uri(url);
+    // A server that drops the stream of a call fails the call; it is not waited for to come back.
+    config.retry_config = Arc::new(rmcp::transport::common::client_side_sse::NeverRetry::default());
+    // A session the server forgot is a server that restarted: the step fails rather than
+    // re-running `initialize` behind the plan's back.
+    config.reinit_on_expired_session = false;
+    let transport = StreamableHttpClientTransport::with_client(client, config);
+    ().serve(transport).await.map_err(|e| {
+        format!(
+            "MCP server `{name}` ({url}) did not complete `initialize`: {}",
+            nuvira_api::text::escape_control(&e.to_string())
+        )
+    })
 }
 
 /// A tool as the planner sees it.
@@ -336,7 +441,7 @@ pub async fn check_servers(plan: &ExecutionPlan) -> (Vec<ToolInfo>, Vec<McpProbl
 pub async fn list_tools(spec: &ServerSpec, name: &str) -> Result<Vec<ToolInfo>, String> {
     let session = connect(spec, name).await?;
     let listed = tokio::time::timeout(DEFAULT_TIMEOUT, session.list_all_tools()).await;
-    let _ = session.cancel().await;
+    session.close().await;
     match listed {
         Ok(Ok(tools)) => Ok(tools.iter().map(|t| ToolInfo::from_tool(name, t)).collect()),
         Ok(Err(e)) => Err(format!("MCP server `{name}` did not list its tools: {e}")),
@@ -348,10 +453,10 @@ pub async fn list_tools(spec: &ServerSpec, name: &str) -> Result<Vec<ToolInfo>, 
 }
 
 /// The `mcp` module. One per engine: the sessions it starts live as long as it (or until the
-/// next run starts), and each server process is killed with them.
+/// next run starts), and each server's process group is killed with them.
 #[derive(Default)]
 pub struct McpModule {
-    sessions: Mutex<HashMap<String, Arc<Session>>>,
+    sessions: Mutex<HashMap<String, Arc<Connection>>>,
 }
 
 impl McpModule {
@@ -365,7 +470,7 @@ impl McpModule {
         run_id: &str,
         name: &str,
         spec: &ServerSpec,
-    ) -> Result<(String, Arc<Session>), String> {
+    ) -> Result<(String, Arc<Connection>), String> {
         let key = format!(
             "{run_id}\u{0}{name}\u{0}{}",
             serde_json::to_string(
@@ -390,9 +495,9 @@ impl McpModule {
     async fn forget(&self, key: &str) {
         let removed = self.sessions.lock().await.remove(key);
         if let Some(s) = removed {
-            // The last reference closes the transport and kills the process.
+            // The last reference closes the transport and kills the process group.
             if let Ok(s) = Arc::try_unwrap(s) {
-                let _ = s.cancel().await;
+                s.close().await;
             }
         }
     }
@@ -523,7 +628,12 @@ impl Module for McpModule {
                     ErrorCategory::EnvironmentUnavailable,
                     format!(
                         "MCP server `{name}` failed during the call to `{tool}`: {}",
-                        nuvira_api::text::escape_control(&e.to_string())
+                        match e {
+                            rmcp::ServiceError::TransportClosed =>
+                                "the server closed the connection (or exited) before it answered"
+                                    .to_owned(),
+                            e => nuvira_api::text::escape_control(&e.to_string()).into_owned(),
+                        }
                     ),
                 ));
             }
@@ -570,6 +680,8 @@ mod tests {
         assert!(check_url("http://[::1]:8080/mcp").is_ok());
         assert!(check_url("http://localhost/mcp").is_ok());
         assert!(check_url("http://example.com/mcp").is_err());
+        // 0.0.0.0 reaches local listeners, but it is not loopback: refused unless listed.
+        assert!(check_url("http://0.0.0.0:8080/mcp").is_err());
         // The user part of a URL does not make a host loopback.
         assert!(check_url("http://127.0.0.1@evil.example/mcp").is_err());
         assert!(check_url("ftp://127.0.0.1/").is_err());

@@ -14,6 +14,7 @@
 #![deny(missing_docs)]
 
 pub mod client;
+pub mod http;
 pub mod policy;
 pub mod server;
 

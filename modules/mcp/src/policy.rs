@@ -14,7 +14,7 @@ use std::time::Duration;
 /// `--network` and limit flags.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SandboxPolicy {
-    /// `auto`, `local` or `docker`.
+    /// `auto`, `local`, `bwrap` or `docker`.
     pub sandbox: SandboxChoice,
     /// The Docker image steps use (the server's `--image`), `None` for the default.
     pub image: Option<String>,
@@ -33,13 +33,17 @@ pub struct SandboxPolicy {
 }
 
 /// A sandbox kind, ordered from the widest (`local`: a copy on this machine) to the narrowest
-/// (`docker`).
+/// (`docker`). `auto` is wider than `bwrap`: it may fall back to `local`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum SandboxChoice {
     /// A temporary copy of the repository on this machine.
     Local,
-    /// Docker when an engine answers and the image exists, else local.
+    /// Docker when an engine answers and the image exists, else bubblewrap where it works,
+    /// else local.
     Auto,
+    /// A bubblewrap (`bwrap`) sandbox: namespaces on this machine, no network, the
+    /// repository copy the only writable folder.
+    Bwrap,
     /// A Docker container.
     Docker,
 }
@@ -50,15 +54,17 @@ impl SandboxChoice {
         match self {
             Self::Local => "local",
             Self::Auto => "auto",
+            Self::Bwrap => "bwrap",
             Self::Docker => "docker",
         }
     }
 
-    /// Parses `auto`, `local` or `docker`.
+    /// Parses `auto`, `local`, `bwrap` (or `bubblewrap`) or `docker`.
     pub fn parse(s: &str) -> Option<Self> {
         match s {
             "local" => Some(Self::Local),
             "auto" => Some(Self::Auto),
+            "bwrap" | "bubblewrap" => Some(Self::Bwrap),
             "docker" => Some(Self::Docker),
             _ => None,
         }
@@ -113,7 +119,7 @@ impl SandboxPolicy {
             Some(asked) => match SandboxChoice::parse(asked) {
                 None => {
                     return refuse(format!(
-                        "`sandbox: {asked}` is not a sandbox: use auto, local or docker"
+                        "`sandbox: {asked}` is not a sandbox: use auto, local, bwrap or docker"
                     ));
                 }
                 Some(kind) if kind < self.sandbox => {
@@ -309,6 +315,27 @@ mod tests {
             confine(&p, json!({"sandbox": "docker"})).unwrap()["sandbox"],
             "docker"
         );
+    }
+
+    #[test]
+    fn a_bwrap_server_allows_bwrap_and_docker_but_not_auto_or_local() {
+        let p = SandboxPolicy {
+            sandbox: SandboxChoice::Bwrap,
+            ..SandboxPolicy::default()
+        };
+        let filled = confine(&p, json!({})).unwrap();
+        assert_eq!(filled["sandbox"], "bwrap");
+        assert!(confine(&p, json!({"sandbox": "bubblewrap"})).is_ok());
+        assert!(confine(&p, json!({"sandbox": "docker"})).is_ok());
+        for wider in ["auto", "local"] {
+            let e = confine(&p, json!({ "sandbox": wider })).unwrap_err();
+            assert!(
+                e.0.contains(
+                    "is wider than this server allows (it was started with --sandbox bwrap)"
+                ),
+                "{e}"
+            );
+        }
     }
 
     #[test]

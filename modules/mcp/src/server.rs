@@ -240,7 +240,8 @@ pub struct RunTestsArgs {
     /// A command to run instead of the detected ones (run with `sh -c`).
     #[serde(default)]
     pub command: Option<String>,
-    /// auto, local or docker; never wider than the server's `--sandbox`.
+    /// auto, local, bwrap or docker; never wider than the server's `--sandbox` (local is the
+    /// widest, then auto, bwrap, docker).
     #[serde(default)]
     pub sandbox: Option<String>,
     /// Memory limit, e.g. 256m; at most the server's.
