@@ -136,7 +136,9 @@
     const count = el('small', { id: 'event-count' }, '');
     app.replaceChildren(el('section', { id: 'run', 'data-run': id }, body,
       el('section', { id: 'event-log' }, el('h2', null, 'Events ', count), events)));
-    view = { id, gen, body, events, count, n: 0, source: null, timer: null, loading: false, again: false, ended: false };
+    // The open model call stays open when the run is drawn again.
+    const detail = el('div', { id: 'call-detail' });
+    view = { id, gen, body, events, count, detail, shown: '', n: 0, source: null, timer: null, loading: false, again: false, ended: false };
     load(view).then(() => follow(view));
   }
 
@@ -144,9 +146,16 @@
     if (v.loading) { v.again = true; return; }
     v.loading = true;
     try {
-      const d = await getJSON('/api/runs/' + encodeURIComponent(v.id));
+      const r = await fetch('/api/runs/' + encodeURIComponent(v.id), { headers: { accept: 'application/json' } });
+      const text = await r.text();
       if (v.gen !== generation) return;
-      v.body.replaceChildren(...renderRun(d));
+      let d = null;
+      try { d = JSON.parse(text); } catch (_) { /* shown below */ }
+      if (!r.ok || !d) throw new Error(d && d.error ? d.error : r.status + ' ' + r.statusText);
+      // Drawn again only when something changed.
+      if (text === v.shown) return;
+      v.shown = text;
+      v.body.replaceChildren(...renderRun(d, v.detail));
     } catch (e) {
       if (v.gen === generation) v.body.replaceChildren(el('p', { class: 'error', id: 'run-error' }, 'Cannot show run ', v.id, ': ', e.message));
     } finally {
@@ -214,7 +223,7 @@
     return '';
   }
 
-  function renderRun(d) {
+  function renderRun(d, detail) {
     const run = d.run || {};
     const r = d.report;
     const out = [];
@@ -250,7 +259,7 @@
     out.push(el('section', { id: 'graph' }, el('h2', null, 'Plan graph'), dag(steps, d.layers || [], rows), legend()));
     out.push(el('section', { id: 'timeline' }, el('h2', null, 'Timeline'), timeline(r, steps)));
     out.push(el('section', { id: 'steps' }, el('h2', null, 'Steps'), stepTable(steps, rows)));
-    out.push(callsSection(run.id, d.calls || [], d.calls_error));
+    out.push(callsSection(run.id, d.calls || [], d.calls_error, detail));
     const findings = [];
     for (const s of steps) for (const f of s.findings || []) findings.push([s, f]);
     if (findings.length) out.push(findingsSection(findings, c));
@@ -392,11 +401,10 @@
       ['step', 'module', 'status', 'attempts', 'time', 'tokens', 'result'].map((h) => el('th', null, h)))), body);
   }
 
-  function callsSection(runId, calls, error) {
+  function callsSection(runId, calls, error, detail) {
     const sec = el('section', { id: 'calls' }, el('h2', null, 'Model calls ', el('small', null, calls.length + ' call(s)')));
     if (error) sec.append(el('p', { class: 'error' }, error));
     if (!calls.length) { sec.append(el('p', { class: 'muted' }, 'No model call.')); return sec; }
-    const detail = el('div', { id: 'call-detail' });
     const body = el('tbody', null, calls.map((c) => {
       const note = c.error ? 'failed: ' + firstLine(c.error) : c.in_flight ? 'in flight' : c.from_record ? 'from the record' : '';
       const show = el('button', { type: 'button', class: 'show-call' }, 'show');
