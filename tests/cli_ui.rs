@@ -317,6 +317,9 @@ fn ui_listens_on_127_0_0_1_only_and_answers_only_its_own_host() {
     let r = ui.get_as("/api/runs", &format!("localhost:{}", ui.port), &[]);
     assert_eq!(r.status, 200);
     assert_eq!(r.body.trim(), "[]");
+    // The first run of the repository creates `.nuvira/runs` while the server runs: it shows.
+    let id = s.failing_run();
+    assert_eq!(ui.json("/api/runs")[0]["id"], id.as_str());
 
     let help = Command::new(assert_cmd::cargo::cargo_bin("nuvira"))
         .args(["ui", "--help"])

@@ -51,10 +51,30 @@ const TAIL_POLL: Duration = Duration::from_millis(150);
 /// The most read from `events.jsonl` in one go by the event stream.
 const TAIL_CHUNK: u64 = 1024 * 1024;
 
+/// The run history, opened again for each look: `.nuvira/runs` may appear (the first run) or
+/// change (replaced by a symlink) while the server runs.
+pub(crate) struct History {
+    ws: nuvira_workspace::Workspace,
+}
+
+impl History {
+    fn open(&self) -> Result<RunStore, crate::runs::RunsError> {
+        RunStore::of(&self.ws)
+    }
+
+    fn list(&self) -> Result<Vec<StoredRun>, crate::runs::RunsError> {
+        self.open()?.list()
+    }
+
+    fn get(&self, id: &str) -> Result<StoredRun, crate::runs::RunsError> {
+        self.open()?.get(id)
+    }
+}
+
 /// What every handler shares.
 #[derive(Clone)]
 pub(crate) struct Ui {
-    store: Arc<RunStore>,
+    store: Arc<History>,
     /// The `Host` header values accepted (`127.0.0.1:<port>`, `localhost:<port>`).
     hosts: Arc<[String]>,
 }
@@ -62,7 +82,9 @@ pub(crate) struct Ui {
 /// The router for `store`, served on loopback port `port`.
 pub(crate) fn router(store: RunStore, port: u16) -> Router {
     let ui = Ui {
-        store: Arc::new(store),
+        store: Arc::new(History {
+            ws: store.workspace().clone(),
+        }),
         hosts: vec![format!("127.0.0.1:{port}"), format!("localhost:{port}")].into(),
     };
     Router::new()
@@ -159,7 +181,7 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> 
 
 /// The run `id`, or the error response: 404 for a name that is no run id or no run folder (the
 /// same answer, so that probing learns nothing), 500 for an unreadable `run.json`.
-fn run_of(store: &RunStore, id: &str) -> Result<StoredRun, ApiError> {
+fn run_of(store: &History, id: &str) -> Result<StoredRun, ApiError> {
     use crate::runs::RunsError;
     store.get(id).map_err(|e| match e {
         RunsError::BadId(_) | RunsError::NotFound(_) => error(StatusCode::NOT_FOUND, "no such run"),
@@ -198,7 +220,7 @@ async fn detail(State(ui): State<Ui>, Path(id): Path<String>) -> Result<Response
 }
 
 /// One run as the page shows it.
-fn run_detail(store: &RunStore, id: &str) -> Result<Value, ApiError> {
+fn run_detail(store: &History, id: &str) -> Result<Value, ApiError> {
     let run = run_of(store, id)?;
     let mut out = json!({ "run": super::super::runs::row(&run) });
     match run.report() {
@@ -351,7 +373,7 @@ async fn events(
 
 /// The state of one followed `events.jsonl`.
 struct Tail {
-    store: Arc<RunStore>,
+    store: Arc<History>,
     id: String,
     /// Bytes of the file consumed (complete lines, and the partial line held).
     offset: u64,
@@ -370,15 +392,11 @@ impl Tail {
     fn poll(&mut self) -> bool {
         // Status first, then the file: a run seen over before a read that finds nothing new
         // has written its last line.
-        let status = match self.store.get(&self.id) {
-            Ok(run) => run.status().to_owned(),
-            Err(_) => "gone".to_owned(),
+        let (status, path) = match self.store.get(&self.id) {
+            Ok(run) => (run.status().to_owned(), Some(run.events_path())),
+            Err(_) => ("gone".to_owned(), None),
         };
         let over = status != "running";
-        let path = self
-            .store
-            .dir()
-            .map(|d| d.join(&self.id).join(crate::runs::EVENTS_FILE));
         let new = path.map(|p| self.read(&p)).unwrap_or(false);
         if new {
             return true;
