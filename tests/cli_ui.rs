@@ -317,6 +317,14 @@ fn ui_listens_on_127_0_0_1_only_and_answers_only_its_own_host() {
     let r = ui.get_as("/api/runs", &format!("localhost:{}", ui.port), &[]);
     assert_eq!(r.status, 200);
     assert_eq!(r.body.trim(), "[]");
+    // The port is taken: exit 3, saying what to do.
+    let out = Command::new(assert_cmd::cargo::cargo_bin("nuvira"))
+        .args(["ui", "--port", &ui.port.to_string(), "--repo"])
+        .arg(s.repo())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--port 0"));
     // The first run of the repository creates `.nuvira/runs` while the server runs: it shows.
     let id = s.failing_run();
     assert_eq!(ui.json("/api/runs")[0]["id"], id.as_str());

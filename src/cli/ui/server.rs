@@ -336,16 +336,7 @@ async fn events(
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<u64>().ok())
         .unwrap_or(0);
-    let tail = Tail {
-        store: ui.store.clone(),
-        id,
-        offset,
-        partial: Vec::new(),
-        skipping: false,
-        queue: VecDeque::new(),
-        saw_end: false,
-        done: false,
-    };
+    let tail = Tail::new(ui.store.clone(), id, offset);
     let stream = futures::stream::unfold(tail, |mut t| async move {
         loop {
             if let Some(ev) = t.queue.pop_front() {
@@ -388,7 +379,21 @@ struct Tail {
 }
 
 impl Tail {
-    /// Reads what is new; queues its events (or `end`). Whether anything was queued.
+    fn new(store: Arc<History>, id: String, offset: u64) -> Self {
+        Self {
+            store,
+            id,
+            offset,
+            partial: Vec::new(),
+            skipping: false,
+            queue: VecDeque::new(),
+            saw_end: false,
+            done: false,
+        }
+    }
+
+    /// Reads what is new; queues its events (or `end`). Whether it got anywhere: bytes read,
+    /// or something queued (else the stream waits a moment before looking again).
     fn poll(&mut self) -> bool {
         // Status first, then the file: a run seen over before a read that finds nothing new
         // has written its last line.
@@ -419,7 +424,7 @@ impl Tail {
         false
     }
 
-    /// Reads new complete lines of `path`; whether any event was queued.
+    /// Reads new complete lines of `path`; whether it read anything or queued anything.
     fn read(&mut self, path: &std::path::Path) -> bool {
         let Ok(len) = crate::runs::check_plain_file(path) else {
             return false;
@@ -449,6 +454,7 @@ impl Tail {
         }
         let start = self.offset;
         self.offset += buf.len() as u64;
+        queued |= !buf.is_empty();
         let mut line_start = 0;
         for (i, &b) in buf.iter().enumerate() {
             if b != b'\n' {
@@ -500,4 +506,98 @@ fn event_of(line: &[u8]) -> Option<Event> {
         .event("event")
         .json_data(Value::Object(summary))
         .ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write as _;
+
+    /// A repository with one run marked `running` by this (live) process, and its tail.
+    fn live_run() -> (tempfile::TempDir, std::path::PathBuf, Tail) {
+        let repo = tempfile::tempdir().unwrap();
+        let dir = repo.path().join(".nuvira/runs/run-1-live");
+        std::fs::create_dir_all(&dir).unwrap();
+        let meta = json!({"format": 1, "id": "run-1-live", "goal": "g", "status": "running",
+            "started_ms": 1, "pid": std::process::id(), "steps": 1});
+        std::fs::write(dir.join("run.json"), meta.to_string()).unwrap();
+        let ws = nuvira_workspace::Workspace::open(repo.path()).unwrap();
+        let tail = Tail::new(Arc::new(History { ws }), "run-1-live".into(), 0);
+        (repo, dir, tail)
+    }
+
+    fn append(path: &std::path::Path, bytes: &[u8]) {
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .unwrap();
+        f.write_all(bytes).unwrap();
+    }
+
+    fn drain(t: &mut Tail) -> usize {
+        let n = t.queue.len();
+        t.queue.clear();
+        n
+    }
+
+    #[test]
+    fn tail_sends_whole_lines_only_skips_torn_and_oversized_ones_and_restarts_on_a_new_file() {
+        let (_repo, dir, mut t) = live_run();
+        let events = dir.join(crate::runs::EVENTS_FILE);
+        // No file yet: nothing, and the stream goes on (the run is alive).
+        assert!(!t.poll());
+        assert!(!t.done);
+        append(
+            &events,
+            b"{\"seq\":0,\"type\":\"run:started\"}\n{\"seq\":1,\"ty",
+        );
+        assert!(t.poll());
+        assert_eq!(drain(&mut t), 1, "the second line is not whole yet");
+        append(
+            &events,
+            b"pe\":\"step:started\",\"step_id\":\"a\"}\nnot json\n",
+        );
+        assert!(t.poll());
+        assert_eq!(
+            drain(&mut t),
+            1,
+            "the completed line; the malformed one is skipped"
+        );
+        // A line longer than the cap is dropped, the next one still arrives.
+        let huge = vec![b'x'; usize::try_from(nuvira_report::MAX_EVENT_LINE_BYTES).unwrap() + 10];
+        append(&events, &huge);
+        append(&events, b"\n{\"seq\":2,\"type\":\"step:succeeded\"}\n");
+        let mut got = 0;
+        while t.poll() {
+            got += drain(&mut t);
+        }
+        assert_eq!(got, 1);
+        // A resume moves the stream aside and starts a new, shorter file: `reset`, then it.
+        std::fs::rename(&events, dir.join("events.1.jsonl")).unwrap();
+        append(&events, b"{\"seq\":0,\"type\":\"run:started\"}\n");
+        assert!(t.poll());
+        assert_eq!(drain(&mut t), 2, "reset and the new first line");
+        assert!(!t.done);
+        // The run ends: one more look, then `end`.
+        let meta = json!({"format": 1, "id": "run-1-live", "goal": "g", "status": "succeeded",
+            "started_ms": 1, "pid": 0, "steps": 1});
+        std::fs::write(dir.join("run.json"), meta.to_string()).unwrap();
+        append(&events, b"{\"seq\":1,\"type\":\"run:completed\"}\n");
+        assert!(t.poll());
+        assert_eq!(drain(&mut t), 1, "the last line before the end");
+        assert!(t.poll());
+        assert!(t.done);
+        assert_eq!(drain(&mut t), 1, "end");
+    }
+
+    #[test]
+    fn event_summaries_carry_no_raw_bytes_of_the_file() {
+        let line = br#"{"seq":3,"type":"step:failed","step_id":"a\r\n\u0000b","message":"x\ry","output":{"big":1}}"#;
+        let ev = event_of(line).unwrap();
+        let text = format!("{ev:?}");
+        assert!(!text.contains("big"), "only the summary keys: {text}");
+        assert!(event_of(b"[1,2]").is_none());
+        assert!(event_of(b"{\"seq\":").is_none());
+    }
 }
