@@ -521,6 +521,16 @@ fn ui_refuses_traversal_symlinked_runs_and_bad_ids() {
     assert!(runs.join(&id).join("run.json").is_file());
 }
 
+/// A child process killed if the test ends before it does.
+struct Reaped(Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 // --- headless Chromium over the DevTools protocol --------------------------------------------
 
 /// A headless Chromium driven over `--remote-debugging-pipe` (messages on fds 3 and 4, each
@@ -747,7 +757,8 @@ fn ui_in_headless_chromium_shows_a_failing_step_escapes_a_hostile_run_and_follow
     );
 
     // A run in progress, followed live: its `wait` and `hold` steps each wait for a file the
-    // test creates once the page shows the step running.
+    // test creates once the page shows the step running (30 s at most, so that a failing test
+    // leaves no run behind).
     let (go, go2) = (s.path("go"), s.path("go2"));
     let live_plan = format!(
         r#"goal: "follow me live"
@@ -756,18 +767,18 @@ steps:
   - id: wait
     module: execute
     depends_on: [first]
-    config: {{ command: "while [ ! -f '{go}' ]; do sleep 0.05; done", sandbox: local }}
+    config: {{ command: "for i in $(seq 600); do [ -f '{go}' ] && exit 0; sleep 0.05; done; exit 1", sandbox: local }}
   - id: hold
     module: execute
     depends_on: [wait]
-    config: {{ command: "while [ ! -f '{go2}' ]; do sleep 0.05; done", sandbox: local }}
+    config: {{ command: "for i in $(seq 600); do [ -f '{go2}' ] && exit 0; sleep 0.05; done; exit 1", sandbox: local }}
   - {{ id: last, module: execute, depends_on: [hold], config: {{ command: "true", sandbox: local }} }}
 "#,
         go = go.display(),
         go2 = go2.display()
     );
     std::fs::write(s.path("live.yaml"), live_plan).unwrap();
-    let mut run = s.spawn_run("live.yaml");
+    let mut run = Reaped(s.spawn_run("live.yaml"));
     b.eval("location.hash = '#/'");
     let link = b.wait_for(
         "(() => { const tr = [...document.querySelectorAll('#run-list tr.run.running')].find(t => t.querySelector('td.goal').textContent === 'follow me live'); return tr ? tr.getAttribute('data-run') : null; })()",
@@ -806,5 +817,5 @@ steps:
         after,
         json!({"same": 7, "badge": "succeeded", "finished": true})
     );
-    assert_eq!(run.wait().unwrap().code(), Some(0));
+    assert_eq!(run.0.wait().unwrap().code(), Some(0));
 }
