@@ -15,6 +15,7 @@ mod cli_report;
 mod cli_run;
 mod cli_runs;
 mod cli_test;
+mod cli_ui;
 mod cli_validate;
 mod example_workflow;
 mod mcp_client;

@@ -27,6 +27,7 @@ mod runs;
 mod schema;
 mod signal;
 mod test;
+mod ui;
 mod validate;
 
 /// Run coding work as a validated dependency graph.
@@ -85,6 +86,8 @@ enum Command {
     Replay(replay::Args),
     /// Serve Nuvira's tools over the Model Context Protocol (stdio, or --http).
     Mcp(mcp::Args),
+    /// Browse the run history in a web page on 127.0.0.1 (live for a run in progress).
+    Ui(ui::Args),
 }
 
 /// The whole command line definition (for completions and the manual page).
@@ -140,6 +143,7 @@ pub fn main() -> ExitCode {
         Command::Resume(a) => resume::execute(a),
         Command::Replay(a) => replay::execute(a),
         Command::Mcp(a) => mcp::execute(a),
+        Command::Ui(a) => ui::execute(a),
     };
     if conventions::stdout_failed() {
         return ExitCode::from(code.max(crate::exit::ENVIRONMENT));

@@ -77,7 +77,7 @@ pub fn execute(args: Args) -> u8 {
 }
 
 /// One row of the list, as `--json` prints it.
-fn row(run: &StoredRun) -> serde_json::Value {
+pub(crate) fn row(run: &StoredRun) -> serde_json::Value {
     let m = &run.meta;
     serde_json::json!({
         "id": m.id,
