@@ -16,6 +16,10 @@ use std::path::{Path, PathBuf};
 
 /// Arguments of `nuvira cache`.
 #[derive(Debug, clap::Args)]
+#[command(after_help = super::conventions::after_help(&[
+    ("the cache entries of every project, with sizes and last use", "nuvira cache list"),
+    ("remove this repository's caches and Docker volumes", "nuvira cache clean --repo ."),
+]))]
 pub struct Args {
     #[command(subcommand)]
     action: Action,

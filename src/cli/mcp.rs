@@ -19,6 +19,10 @@ use std::sync::Arc;
 
 /// Arguments of `nuvira mcp`.
 #[derive(Debug, clap::Args)]
+#[command(after_help = super::conventions::after_help(&[
+    ("serve this repository's tools to an agent over stdio", "nuvira mcp --repo ."),
+    ("serve streamable HTTP on loopback, tests in Docker only", "nuvira mcp --repo . --http 127.0.0.1:8765 --sandbox docker"),
+]))]
 pub struct Args {
     /// The repository every tool works in; no path outside it is read or written.
     #[arg(long, value_name = "DIR", default_value = ".")]

@@ -25,6 +25,10 @@ use std::path::{Path, PathBuf};
 
 /// Arguments of `nuvira pr-body`.
 #[derive(Debug, clap::Args)]
+#[command(after_help = super::conventions::after_help(&[
+    ("the description of a recorded run (`nuvira runs` lists them)", "nuvira pr-body run-1764580000-0a1f > body.md"),
+    ("from a stored event file, at most 20000 characters", "nuvira pr-body --events events.jsonl --limit 20000"),
+]))]
 pub struct BodyArgs {
     #[command(flatten)]
     pub run: RunSource,
@@ -56,6 +60,10 @@ pub enum PrCommand {
 
 /// Arguments of `nuvira pr`.
 #[derive(Debug, clap::Args)]
+#[command(after_help = super::conventions::after_help(&[
+    ("open a pull request for a run's branch", "nuvira pr create run-1764580000-0a1f --base main"),
+    ("what the request would say, without GitHub", "nuvira pr-body run-1764580000-0a1f"),
+]))]
 pub struct PrArgs {
     #[command(subcommand)]
     pub command: PrCommand,
@@ -63,6 +71,10 @@ pub struct PrArgs {
 
 /// Arguments of `nuvira pr create`.
 #[derive(Debug, clap::Args)]
+#[command(after_help = super::conventions::after_help(&[
+    ("push the run's branch and open a pull request (GITHUB_TOKEN)", "nuvira pr create run-1764580000-0a1f --base main"),
+    ("a draft with a label, the branch already pushed", "nuvira pr create run-1764580000-0a1f --draft --label nuvira --no-push"),
+]))]
 pub struct CreateArgs {
     #[command(flatten)]
     pub run: RunSource,

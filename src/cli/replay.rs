@@ -17,6 +17,10 @@ use std::sync::Arc;
 
 /// Arguments of `nuvira replay`.
 #[derive(Debug, clap::Args)]
+#[command(after_help = super::conventions::after_help(&[
+    ("re-execute a run offline with its recorded model answers", "nuvira replay run-1764580000-0a1f"),
+    ("list every divergence instead of stopping at the first, as JSON", "nuvira replay run-1764580000-0a1f --continue-on-divergence --format json"),
+]))]
 pub struct Args {
     /// The run: an id of the repository's history, or the path of a run folder.
     #[arg(value_name = "RUN")]

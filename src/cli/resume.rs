@@ -10,6 +10,10 @@ use std::path::PathBuf;
 
 /// Arguments of `nuvira resume`.
 #[derive(Debug, clap::Args)]
+#[command(after_help = super::conventions::after_help(&[
+    ("finish a run that was interrupted (what finished is not repeated)", "nuvira resume run-1764580000-0a1f"),
+    ("resume and run the tests again even where nothing changed", "nuvira resume run-1764580000-0a1f --rerun-tests"),
+]))]
 pub struct Args {
     /// The run to resume (`nuvira runs` lists them).
     #[arg(value_name = "RUN")]

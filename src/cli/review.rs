@@ -33,6 +33,10 @@ use std::sync::Arc;
 
 /// Arguments of `nuvira review`.
 #[derive(Debug, clap::Args)]
+#[command(after_help = super::conventions::after_help(&[
+    ("check the branch's changes since it left main, as GitHub annotations", "nuvira review --base origin/main --format github"),
+    ("syntax and security only, without running the tests", "nuvira review --base main --no-tests"),
+]))]
 pub struct Args {
     /// The branch, tag or commit the pull request merges into (`origin/main`)
     /// [default: GITHUB_EVENT_PATH's pull_request.base.sha].

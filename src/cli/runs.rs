@@ -16,6 +16,10 @@ use std::path::PathBuf;
 /// Arguments of `nuvira runs`.
 #[derive(Debug, clap::Args)]
 #[command(args_conflicts_with_subcommands = true)]
+#[command(after_help = super::conventions::after_help(&[
+    ("the runs of this repository, newest first", "nuvira runs"),
+    ("a run's report, then keep only the 20 newest runs", "nuvira runs show run-1764580000-0a1f && nuvira runs gc --keep 20"),
+]))]
 pub struct Args {
     /// The repository.
     #[arg(long, value_name = "DIR", default_value = ".", global = true)]
