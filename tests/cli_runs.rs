@@ -85,7 +85,9 @@ impl Setup {
             .env_remove("NUVIRA_HISTORY")
             .env_remove("NUVIRA_RUNS_KEEP")
             .env_remove("NUVIRA_RUNS_KEEP_DAYS")
-            .env_remove("NUVIRA_CONFIG");
+            .env_remove("NUVIRA_CONFIG")
+            // The user's configuration folder: the test's own (empty unless it writes one).
+            .env("XDG_CONFIG_HOME", self.path("xdg"));
         c
     }
 
@@ -332,6 +334,8 @@ fn gc_keeps_exactly_what_the_policy_says() {
         .replace("\"succeeded\"", "\"running\"")
         .replace("\"pid\":0", &format!("\"pid\":{}", std::process::id()));
     std::fs::write(live.join("run.json"), meta).unwrap();
+    // The user's own configuration folder (empty until the test writes it).
+    let xdg = tempfile::tempdir().unwrap();
     let gc = |args: &[&str]| {
         let out = Command::cargo_bin("nuvira")
             .unwrap()
@@ -340,6 +344,8 @@ fn gc_keeps_exactly_what_the_policy_says() {
             .args(args)
             .env_remove("NUVIRA_RUNS_KEEP")
             .env_remove("NUVIRA_RUNS_KEEP_DAYS")
+            .env_remove("NUVIRA_CONFIG")
+            .env("XDG_CONFIG_HOME", xdg.path())
             .output()
             .unwrap();
         assert!(
@@ -359,9 +365,20 @@ fn gc_keeps_exactly_what_the_policy_says() {
     // Count: the newest 2 (the live one is kept on top).
     gc(&["--keep", "2"]);
     assert_eq!(ids(&repo), ["run-5", "run-4", "run-live"]);
-    // The config file's policy, when no flag is given.
+    // The repository's own config file (it may have come with the checkout) cannot have
+    // runs deleted: its `keep = 1` is looser than the default and ignored, its `keep_days =
+    // 0` (no age limit) keeps more and is taken.
     std::fs::write(
         repo.join(".nuvira/config.toml"),
+        "[runs]\nkeep = 1\nkeep_days = 0\n",
+    )
+    .unwrap();
+    gc(&[]);
+    assert_eq!(ids(&repo), ["run-5", "run-4", "run-live"]);
+    // The user's config file's policy, when no flag is given.
+    std::fs::create_dir_all(xdg.path().join("nuvira")).unwrap();
+    std::fs::write(
+        xdg.path().join("nuvira/config.toml"),
         "[runs]\nkeep = 1\nkeep_days = 0\n",
     )
     .unwrap();
@@ -453,6 +470,33 @@ fn max_cost_uses_the_configured_price_and_unknown_models_show_tokens_only() {
     let row = &runs_json(&repo2)[0];
     assert_eq!(row["tokens"], 385);
     assert!(row["cost_usd"].is_null());
+    // The user's price stands against a repository that says the model is free: its
+    // `.nuvira/config.toml` may come with the checkout, and must not slip past --max-cost.
+    std::fs::create_dir_all(s.path("xdg/nuvira")).unwrap();
+    std::fs::write(
+        s.path("xdg/nuvira/config.toml"),
+        "[prices.\"scripted:script\"]\ninput_per_mtok = 1000.0\noutput_per_mtok = 1000.0\n",
+    )
+    .unwrap();
+    let repo3 = s.fresh_repo("repo3");
+    std::fs::create_dir_all(repo3.join(".nuvira")).unwrap();
+    std::fs::write(
+        repo3.join(".nuvira/config.toml"),
+        "[prices.\"scripted:script\"]\ninput_per_mtok = 0.0\noutput_per_mtok = 0.0\n",
+    )
+    .unwrap();
+    let out = s.run(&repo3, &["--max-cost", "0.1"]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("the cost budget was exceeded"));
+    assert_eq!(
+        std::fs::read_to_string(repo3.join("src/lib.rs")).unwrap(),
+        LIB
+    );
 }
 
 /// A run SIGKILLed at a random moment, then resumed, ends with the tree and the report of an

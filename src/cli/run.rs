@@ -135,7 +135,8 @@ pub struct Args {
     #[arg(long, value_name = "N")]
     pub max_tokens: Option<u64>,
     /// Stop the run (exit 1) once its model calls cost more than USD (prices from
-    /// `.nuvira/config.toml`; calls to models without a price count 0).
+    /// `~/.config/nuvira/config.toml`, raised by the repository's `.nuvira/config.toml`; calls
+    /// to models without a price count 0).
     #[arg(long, value_name = "USD")]
     pub max_cost: Option<f64>,
     /// Keep no run folder in `.nuvira/runs` for this run (also NUVIRA_HISTORY=0).

@@ -4,7 +4,7 @@
 //!
 //! The list shows, newest first: id, status, started (UTC), duration, tokens, cost and goal.
 //! `show` prints a run's report in any report format. `gc` applies the retention policy (the
-//! flags, else `[runs]` of `.nuvira/config.toml`, else `NUVIRA_RUNS_KEEP[_DAYS]`, else 100
+//! flags, else `[runs]` of the configuration ([`crate::runs::calls::Config::load`]), else `NUVIRA_RUNS_KEEP[_DAYS]`, else 100
 //! runs / 30 days); it only ever removes real run folders inside `.nuvira/runs` and never
 //! follows a symlink. Exit codes: 0, 2 bad arguments or unknown run, 3 the history cannot be
 //! read or changed.

@@ -25,8 +25,9 @@ pub const CONFIG_FILE: &str = "config.toml";
 /// The environment variable naming another configuration file.
 pub const CONFIG_ENV: &str = "NUVIRA_CONFIG";
 
-/// `.nuvira/config.toml` (or `$NUVIRA_CONFIG`): the run history's retention and the price of
-/// each model.
+/// The configuration (`~/.config/nuvira/config.toml`, `.nuvira/config.toml`, or
+/// `$NUVIRA_CONFIG`; see [`Config::load`]): the run history's retention and the price of each
+/// model.
 ///
 /// ```toml
 /// [runs]
@@ -71,28 +72,96 @@ pub struct Price {
 }
 
 impl Config {
-    /// Reads `$NUVIRA_CONFIG`, else `<repo>/.nuvira/config.toml` (never through a symlink);
-    /// no file is the default configuration.
+    /// The configuration of a run in `ws`, from the files the user trusts and the one the
+    /// repository brings:
+    ///
+    /// - `$NUVIRA_CONFIG` when set: that file alone;
+    /// - else the user's own file ([`Config::user_path`]: `$XDG_CONFIG_HOME/nuvira/config.toml`,
+    ///   else `~/.config/nuvira/config.toml`), with `<repo>/.nuvira/config.toml` on top **only
+    ///   where it is stricter** ([`Config::tightened_by`]): `.nuvira/` may have come with a
+    ///   checkout, so a repository may raise a price (a budget stops sooner) or keep more runs,
+    ///   never lower a price (to slip past `--max-cost`) or have runs deleted.
+    ///
+    /// A file is never read through a symlink (an error); no file is the default
+    /// configuration.
     ///
     /// # Errors
-    /// [`RunsError::Read`] when the file is unreadable or not valid configuration.
+    /// [`RunsError::Read`] when a file is unreadable or not valid configuration.
     pub fn load(ws: &nuvira_workspace::Workspace) -> Result<Self, RunsError> {
-        let path = match std::env::var_os(CONFIG_ENV).filter(|v| !v.is_empty()) {
-            Some(p) => PathBuf::from(p),
-            None => match ws.state_folder(&[], false) {
-                Ok(Some(dir)) => dir.join(CONFIG_FILE),
-                _ => return Ok(Self::default()),
-            },
+        if let Some(p) = std::env::var_os(CONFIG_ENV).filter(|v| !v.is_empty()) {
+            return Self::read(&PathBuf::from(p));
+        }
+        let user = match Self::user_path() {
+            Some(p) => Self::read(&p)?,
+            None => Self::default(),
         };
-        if std::fs::symlink_metadata(&path).is_err() {
+        let repo = match ws.state_folder(&[], false) {
+            Ok(Some(dir)) => Self::read(&dir.join(CONFIG_FILE))?,
+            _ => Self::default(),
+        };
+        Ok(user.tightened_by(&repo))
+    }
+
+    /// The user's own configuration file: `$XDG_CONFIG_HOME/nuvira/config.toml` (when
+    /// absolute), else `$HOME/.config/nuvira/config.toml`.
+    pub fn user_path() -> Option<PathBuf> {
+        let base = std::env::var_os("XDG_CONFIG_HOME")
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+            .or_else(|| {
+                std::env::var_os("HOME")
+                    .map(PathBuf::from)
+                    .filter(|p| p.is_absolute())
+                    .map(|h| h.join(".config"))
+            })?;
+        Some(base.join("nuvira").join(CONFIG_FILE))
+    }
+
+    /// Reads one file (a missing one is the default configuration; a symlink is an error).
+    fn read(path: &std::path::Path) -> Result<Self, RunsError> {
+        if std::fs::symlink_metadata(path).is_err() {
             return Ok(Self::default());
         }
-        let bytes = crate::runs::read_capped(&path)?;
+        let bytes = crate::runs::read_capped(path)?;
         let text = String::from_utf8_lossy(&bytes);
         toml::from_str(&text).map_err(|e| RunsError::Read {
-            path,
+            path: path.to_path_buf(),
             reason: e.to_string().trim().replace('\n', " "),
         })
+    }
+
+    /// This (trusted) configuration with `untrusted`'s settings taken only where they are
+    /// stricter: a price per field the higher of the two (a model only `untrusted` prices gets
+    /// its price: costs can only go up), and the retention that keeps more (`0`, no limit,
+    /// keeps the most). What `untrusted` would loosen is ignored.
+    #[must_use]
+    pub fn tightened_by(mut self, untrusted: &Config) -> Self {
+        for (model, theirs) in &untrusted.prices {
+            let price = self.prices.entry(model.clone()).or_insert(*theirs);
+            price.input_per_mtok = price.input_per_mtok.max(theirs.input_per_mtok);
+            price.output_per_mtok = price.output_per_mtok.max(theirs.output_per_mtok);
+        }
+        // `0` is no limit: the most kept.
+        let more = |ours: u64, theirs: u64| {
+            if ours == 0 || theirs == 0 {
+                0
+            } else {
+                ours.max(theirs)
+            }
+        };
+        if let Some(theirs) = untrusted.runs.keep {
+            let ours = self.runs.keep.unwrap_or(crate::runs::DEFAULT_KEEP_RUNS);
+            let kept = more(ours as u64, theirs as u64);
+            self.runs.keep = Some(usize::try_from(kept).unwrap_or(usize::MAX));
+        }
+        if let Some(theirs) = untrusted.runs.keep_days {
+            let ours = self
+                .runs
+                .keep_days
+                .unwrap_or(crate::runs::DEFAULT_KEEP_DAYS);
+            self.runs.keep_days = Some(more(ours, theirs));
+        }
+        self
     }
 
     /// What `usage` costs on `model` (`provider:model`), when the model has a price.
@@ -805,6 +874,31 @@ fn redact_response(resp: &LlmResponse) -> LlmResponse {
 mod tests {
     use super::*;
     use nuvira_api::ChatMessage;
+
+    #[test]
+    fn a_repositorys_config_can_only_tighten_the_users() {
+        let parse = |t: &str| toml::from_str::<Config>(t).unwrap();
+        let user = parse(
+            "[runs]\nkeep = 50\n[prices.\"a:m\"]\ninput_per_mtok = 2.0\noutput_per_mtok = 8.0\n",
+        );
+        let repo = parse(
+            "[runs]\nkeep = 1\nkeep_days = 0\n\
+             [prices.\"a:m\"]\ninput_per_mtok = 0.0\noutput_per_mtok = 9.0\n\
+             [prices.\"b:n\"]\ninput_per_mtok = 1.0\noutput_per_mtok = 1.0\n",
+        );
+        let c = user.tightened_by(&repo);
+        let a = c.prices["a:m"];
+        assert_eq!((a.input_per_mtok, a.output_per_mtok), (2.0, 9.0));
+        assert_eq!(c.prices["b:n"].input_per_mtok, 1.0);
+        // keep 1 would delete runs: the user's 50 stands; keep_days 0 (no limit) keeps more.
+        assert_eq!((c.runs.keep, c.runs.keep_days), (Some(50), Some(0)));
+        // Against the defaults, a larger keep is taken.
+        let c = Config::default().tightened_by(&parse("[runs]\nkeep = 500\nkeep_days = 7\n"));
+        assert_eq!(
+            (c.runs.keep, c.runs.keep_days),
+            (Some(500), Some(crate::runs::DEFAULT_KEEP_DAYS))
+        );
+    }
 
     #[test]
     fn a_changed_context_file_is_named_and_a_changed_prompt_gives_its_hash() {
