@@ -1,5 +1,5 @@
 //! The streamable HTTP client of the `mcp` module: rmcp's own client transport
-//! ([`StreamableHttpClientTransport`]: sessions, SSE streams, resumption, cancellation) over
+//! ([`StreamableHttpClientTransport`](rmcp::transport::StreamableHttpClientTransport): sessions, SSE streams, resumption, cancellation) over
 //! the workspace's `reqwest`.
 //!
 //! Why not rmcp's `transport-streamable-http-client-reqwest` feature: it is built on reqwest
