@@ -1390,3 +1390,19 @@ fn panicked(idx: usize, payload: &(dyn std::any::Any + Send)) -> Done {
         })),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::StepOutcome;
+
+    /// A 10,000-step summary holds one outcome per step: the rare parts (error, skip reason)
+    /// stay boxed so the common outcome is small (it was 144 bytes; issue 17's memory target).
+    #[test]
+    fn a_step_outcome_stays_small() {
+        assert!(
+            std::mem::size_of::<StepOutcome>() <= 72,
+            "{}",
+            std::mem::size_of::<StepOutcome>()
+        );
+    }
+}

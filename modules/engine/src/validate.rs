@@ -898,3 +898,24 @@ fn suggestion<'a>(unknown: &str, known: impl Iterator<Item = &'a str>) -> String
 fn edit_distance(a: &str, b: &str) -> usize {
     strsim::osa_distance(a, b)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Adjacency;
+
+    /// The packed lists give back exactly the per-step lists they were built from, empty
+    /// lists and the last step included.
+    #[test]
+    fn an_adjacency_round_trips_its_lists() {
+        let lists = vec![vec![], vec![0], vec![0, 1], vec![], vec![2]];
+        let adj = Adjacency::from_lists(&lists);
+        assert_eq!(adj.len(), 5);
+        assert_eq!(adj.edges(), 4);
+        assert_eq!(adj.to_lists(), lists);
+        assert_eq!(&adj[2], [0, 1]);
+        assert_eq!(adj.get(4), Some(&[2][..]));
+        assert_eq!(adj.get(5), None);
+        assert_eq!(adj.span(3), 3..3);
+        assert_eq!(adj.iter().len(), 5);
+    }
+}
