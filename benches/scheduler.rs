@@ -183,8 +183,14 @@ fn overhead_in(c: &mut Criterion, group_name: &str, loaded: bool) {
     group.sample_size(20);
     for (name, plan) in graphs {
         let validated = Arc::new(engine.validate(&plan).unwrap_or_else(|e| panic!("{e}")));
-        let children = Arc::new(validated.children.clone());
-        let indeg = Arc::new(validated.parents.iter().map(Vec::len).collect::<Vec<_>>());
+        let children = Arc::new(validated.children().to_lists());
+        let indeg = Arc::new(
+            validated
+                .parents()
+                .iter()
+                .map(<[u32]>::len)
+                .collect::<Vec<_>>(),
+        );
         let n = validated.plan.steps.len();
         let yielding = name.ends_with("-yield");
         group.throughput(Throughput::Elements(n as u64));

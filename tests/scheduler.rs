@@ -806,7 +806,7 @@ async fn cancelling_the_run_stops_a_running_split_sub_step() {
     let big = summary.step("big").unwrap();
     assert_eq!(big.status, StepStatus::Failed);
     assert_eq!(
-        big.error.as_ref().map(ModuleError::category),
+        big.error.as_deref().map(ModuleError::category),
         Some(ErrorCategory::Cancelled)
     );
     assert_eq!(summary.step("after").unwrap().status, StepStatus::Skipped);

@@ -301,7 +301,7 @@ proptest! {
                     let mut reaches = false;
                     while let Some(i) = stack.pop() {
                         if outs.contains(&i) { reaches = true; break; }
-                        if seen.insert(i) { stack.extend(valid.children[i].iter().copied()); }
+                        if seen.insert(i) { stack.extend(valid.children()[i].iter().map(|&c| c as usize)); }
                     }
                     prop_assert!(reaches, "s{start} reaches no output");
                 }

@@ -31,10 +31,10 @@ pub fn to_dot(plan: &ValidatedPlan) -> String {
         ));
     }
     for (i, step) in plan.plan.steps.iter().enumerate() {
-        for &p in &plan.parents[i] {
+        for &p in &plan.parents()[i] {
             out.push_str(&format!(
                 "  \"{}\" -> \"{}\";\n",
-                dot_escape(&plan.plan.steps[p].id),
+                dot_escape(&plan.plan.steps[p as usize].id),
                 dot_escape(&step.id)
             ));
         }
@@ -67,7 +67,7 @@ pub fn to_mermaid(plan: &ValidatedPlan) -> String {
             mermaid_escape(&step.module)
         ));
     }
-    for (i, parents) in plan.parents.iter().enumerate() {
+    for (i, parents) in plan.parents().iter().enumerate() {
         for &p in parents {
             out.push_str(&format!("  s{p} --> s{i}\n"));
         }
@@ -87,12 +87,12 @@ fn mermaid_escape(s: &str) -> String {
 pub fn to_json(plan: &ValidatedPlan) -> serde_json::Value {
     let steps = &plan.plan.steps;
     let edges: Vec<_> = plan
-        .parents
+        .parents()
         .iter()
         .enumerate()
         .flat_map(|(i, ps)| {
             ps.iter()
-                .map(move |&p| json!({ "from": steps[p].id, "to": steps[i].id }))
+                .map(move |&p| json!({ "from": steps[p as usize].id, "to": steps[i].id }))
         })
         .collect();
     json!({

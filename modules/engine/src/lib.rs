@@ -57,4 +57,4 @@ pub use engine::{Engine, EngineBuilder, MaxParallel, ParseMaxParallelError, RunS
 pub use events::EventBus;
 pub use registry::ModuleRegistry;
 pub use scheduler::{RunOptions, RunSummary, StepOutcome, TokenSignal};
-pub use validate::{Problem, ProblemKind, ValidatedPlan, ValidationErrors};
+pub use validate::{Adjacency, Problem, ProblemKind, ValidatedPlan, ValidationErrors};

@@ -117,10 +117,11 @@ pub struct StepOutcome {
     pub status: StepStatus,
     /// Its output (on success; on failure, what the failure carried).
     pub output: Option<Arc<StepOutput>>,
-    /// Its error, if it failed.
-    pub error: Option<ModuleError>,
-    /// Why it was skipped.
-    pub skip_reason: Option<String>,
+    /// Its error, if it failed (boxed: few steps fail, and the box keeps every outcome of a
+    /// 10,000-step summary small; `error.as_ref()` and method calls read it as before).
+    pub error: Option<Box<ModuleError>>,
+    /// Why it was skipped (a boxed `str`: `as_deref()` reads it as before).
+    pub skip_reason: Option<Box<str>>,
     /// Attempts made.
     pub attempts: u32,
     /// Time spent running (all attempts).
@@ -251,23 +252,23 @@ impl Outputs {
     }
 
     fn dependency_of(&self, idx: usize, id: &str) -> Option<Arc<StepOutput>> {
-        self.plan.parents[idx]
+        self.plan.parents()[idx]
             .iter()
-            .find(|&&p| &*self.plan.ids[p] == id)
-            .and_then(|&p| self.get(p))
+            .find(|&&p| &*self.plan.ids[p as usize] == id)
+            .and_then(|&p| self.get(p as usize))
     }
 
     fn upstream_of(&self, idx: usize) -> Vec<(String, Arc<StepOutput>)> {
-        let parents = &self.plan.parents;
+        let parents = self.plan.parents();
         let mut seen = vec![false; parents.len()];
-        let mut stack: Vec<usize> = parents[idx].clone();
+        let mut stack: Vec<usize> = parents[idx].iter().map(|&p| p as usize).collect();
         let mut found = Vec::new();
         while let Some(p) = stack.pop() {
             if std::mem::replace(&mut seen[p], true) {
                 continue;
             }
             found.push(p);
-            stack.extend(parents[p].iter().copied().filter(|&q| !seen[q]));
+            stack.extend(parents[p].iter().map(|&q| q as usize).filter(|&q| !seen[q]));
         }
         found.sort_by_key(|&p| self.plan.topo_rank[p]);
         found
@@ -448,10 +449,6 @@ struct Dispatcher {
     nested: bool,
     /// Unfinished dependencies per step.
     remaining: Vec<u32>,
-    /// Dependents of step `i`: `child_list[child_start[i]..child_start[i + 1]]` (one flat
-    /// array, so the hot loop reads contiguous memory).
-    child_start: Vec<u32>,
-    child_list: Vec<u32>,
     /// Per-step state the hot path touches, compact; `RunSummary` entries are built at the end.
     status: Vec<StepStatus>,
     attempts: Vec<u32>,
@@ -480,8 +477,8 @@ struct Dispatcher {
 #[derive(Default)]
 struct Detail {
     output: Option<Arc<StepOutput>>,
-    error: Option<ModuleError>,
-    skip_reason: Option<String>,
+    error: Option<Box<ModuleError>>,
+    skip_reason: Option<Box<str>>,
 }
 
 /// A count or index that fits the dispatcher's compact arrays (plans are far below 2^32
@@ -493,22 +490,18 @@ fn small(n: usize) -> u32 {
 impl Dispatcher {
     fn new(shared: Arc<Shared>, write_sets: Vec<WriteSet>, bus: EventBus, nested: bool) -> Self {
         let n = shared.plan.ids.len();
-        let remaining = shared.plan.parents.iter().map(|p| small(p.len())).collect();
-        let mut child_start = Vec::with_capacity(n + 1);
-        let mut child_list = Vec::new();
-        child_start.push(0);
-        for children in &shared.plan.children {
-            child_list.extend(children.iter().map(|&c| small(c)));
-            child_start.push(small(child_list.len()));
-        }
+        let remaining = shared
+            .plan
+            .parents()
+            .iter()
+            .map(|p| small(p.len()))
+            .collect();
         Self {
             shared,
             write_sets,
             bus,
             nested,
             remaining,
-            child_start,
-            child_list,
             status: vec![StepStatus::Pending; n],
             attempts: vec![0; n],
             durations: vec![Duration::ZERO; n],
@@ -655,7 +648,18 @@ impl Dispatcher {
 
     /// Every step's outcome, in plan order. Outputs stayed in their cells while the run went
     /// on (a success cost the dispatcher no reference count); the summary gets them now.
+    ///
+    /// The run's own tables (dependency counters, the dependents' lists, write sets, start
+    /// stamps) are freed first: the summary is the run's peak of memory, and they are not
+    /// needed for it.
     fn outcomes(&mut self) -> Vec<StepOutcome> {
+        self.remaining = Vec::new();
+        self.write_sets = Vec::new();
+        self.started_ms = Vec::new();
+        self.ready = VecDeque::new();
+        self.deferred = Vec::new();
+        self.pending = Vec::new();
+        self.to_start = Vec::new();
         let mut steps: Vec<StepOutcome> = (0..self.status.len())
             .map(|i| StepOutcome {
                 id: self.shared.plan.ids[i].clone(),
@@ -686,9 +690,15 @@ impl Dispatcher {
         self.status.iter().filter(|s| **s == status).count()
     }
 
-    /// Dependents of step `idx`.
+    /// Where the dependents of step `idx` lie in [`child`](Self::child)'s numbering (the
+    /// validated plan's packed lists, so the hot loop reads contiguous memory).
     fn children(&self, idx: usize) -> std::ops::Range<usize> {
-        self.child_start[idx] as usize..self.child_start[idx + 1] as usize
+        self.shared.plan.children().span(idx)
+    }
+
+    /// The dependent at position `e` of the packed lists.
+    fn child(&self, e: usize) -> usize {
+        self.shared.plan.children().targets()[e] as usize
     }
 
     fn make_ready(&mut self, i: usize) {
@@ -872,7 +882,7 @@ impl Dispatcher {
     /// wait for become ready.
     fn release_children(&mut self, idx: usize) {
         for e in self.children(idx) {
-            let child = self.child_list[e] as usize;
+            let child = self.child(e);
             self.remaining[child] -= 1;
             if self.remaining[child] == 0 && self.status[child] == StepStatus::Pending {
                 self.make_ready(child);
@@ -900,7 +910,7 @@ impl Dispatcher {
         let recoverable = err.is_recoverable();
         let detail = self.details.entry(idx).or_default();
         detail.output.clone_from(&output);
-        detail.error = Some(err);
+        detail.error = Some(Box::new(err));
         self.publish(
             Some(id.clone()),
             EventKind::StepFailed {
@@ -923,7 +933,7 @@ impl Dispatcher {
         let mut queue: VecDeque<usize> = VecDeque::from([failed]);
         while let Some(i) = queue.pop_front() {
             for e in self.children(i) {
-                let child = self.child_list[e] as usize;
+                let child = self.child(e);
                 if self.status[child] != StepStatus::Pending {
                     continue;
                 }
@@ -937,7 +947,7 @@ impl Dispatcher {
                     format!("dependency `{via}` was skipped because `{root}` failed")
                 };
                 self.status[child] = StepStatus::Skipped;
-                self.details.entry(child).or_default().skip_reason = Some(reason.clone());
+                self.details.entry(child).or_default().skip_reason = Some(reason.as_str().into());
                 self.publish(
                     Some(self.shared.plan.ids[child].clone()),
                     EventKind::StepSkipped {
@@ -979,7 +989,7 @@ impl Dispatcher {
             if self.status[i] == StepStatus::Running {
                 self.in_flight -= 1;
                 self.status[i] = StepStatus::Failed;
-                self.details.entry(i).or_default().error = Some(ModuleError::Cancelled);
+                self.details.entry(i).or_default().error = Some(Box::new(ModuleError::Cancelled));
                 // How long it ran: from its `step:started` stamp (kept while events are observed).
                 let ran_ms = match self.started_ms[i] {
                     0 => 0,
@@ -1354,7 +1364,7 @@ async fn run_split(
         RunStatus::Cancelled => Err(ModuleError::Cancelled),
         RunStatus::Failed => Err(order
             .iter()
-            .find_map(|&i| summary.steps[i].error.clone())
+            .find_map(|&i| summary.steps[i].error.as_deref().cloned())
             .unwrap_or_else(|| invalid("a sub-step failed".into()))),
     }
 }
@@ -1378,5 +1388,21 @@ fn panicked(idx: usize, payload: &(dyn std::any::Any + Send)) -> Done {
             error,
             bypassed: None,
         })),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::StepOutcome;
+
+    /// A 10,000-step summary holds one outcome per step: the rare parts (error, skip reason)
+    /// stay boxed so the common outcome is small (it was 144 bytes; issue 17's memory target).
+    #[test]
+    fn a_step_outcome_stays_small() {
+        assert!(
+            std::mem::size_of::<StepOutcome>() <= 72,
+            "{}",
+            std::mem::size_of::<StepOutcome>()
+        );
     }
 }
