@@ -513,7 +513,7 @@ fn cancelling_a_run_cancels_its_http_call() {
     let outcome = summary.step("stuck").unwrap();
     assert_eq!(outcome.status, StepStatus::Failed, "{outcome:?}");
     let e = outcome.error.as_ref().unwrap();
-    assert!(matches!(e, nuvira::api::ModuleError::Cancelled), "{e:?}");
+    assert!(matches!(&**e, nuvira::api::ModuleError::Cancelled), "{e:?}");
 }
 
 #[test]
