@@ -25,8 +25,8 @@ pub struct RunHooks {
     pub calls: Option<Arc<CallLog>>,
     /// What an earlier attempt of the run finished (resume).
     pub prior: Option<Prior>,
-    /// The run folder's durability: a step whose write set is not read-only waits, before its
-    /// module runs, until every record published before it is durable (see
+    /// The run folder's writer: a step whose write set is not read-only waits, before its
+    /// module runs, until every record published before it is written (see
     /// [`writer`](crate::runs::writer)).
     pub durable: Option<crate::runs::writer::Durable>,
 }
@@ -41,7 +41,7 @@ impl StepHooks for RunHooks {
             return None;
         }
         let durable = self.durable.as_ref()?;
-        Some(Box::pin(durable.wait_all()))
+        Some(Box::pin(durable.wait_written()))
     }
 
     fn prior_outcome(&self, step: &PlanStep, ctx: &StepContext) -> Option<StepOutput> {

@@ -10,12 +10,18 @@
 //!
 //! What resume relies on is kept by [`Durable`]: a step that may change files (its write set
 //! is not read-only) waits, before its module runs, until every event published before it,
-//! with the operation records they make, and `plan.json` and `run.json`, are durable
-//! ([`RunHooks`](crate::runs::resume::RunHooks) asks the scheduler for that through
-//! [`StepHooks::before_run`](crate::hooks::StepHooks::before_run)). So resume never finds a
-//! step's committed edits without the end records of the steps it built on, nor edits of a run
-//! whose folder has no plan, and the file hashes of a step's end record are taken before any
-//! later step can change those files. Read-only steps never wait.
+//! with the operation records they make, has been written to its file (handed to the
+//! operating system, so it outlives the process being killed; `plan.json` and `run.json` are
+//! synced before any event is written) — see
+//! [`wait_written`](Durable::wait_written); [`RunHooks`](crate::runs::resume::RunHooks) asks
+//! the scheduler for it through
+//! [`StepHooks::before_run`](crate::hooks::StepHooks::before_run). So after a kill, resume
+//! never finds a step's committed edits without the end records of the steps it built on, nor
+//! edits of a run whose folder has no plan, and the file hashes of a step's end record are
+//! taken before any later step can change those files. Read-only steps never wait. Waiting
+//! for the sync itself ([`wait_synced`](Durable::wait_synced)) would protect the same order
+//! against a machine crash, at one disk sync per such step; instead resume copes with that
+//! case (docs/runs.md).
 
 use crate::runs::record::{StepsLog, sync_parent, write_files_durably};
 use nuvira_api::Event;
@@ -37,8 +43,11 @@ pub struct Durable {
 
 #[derive(Debug)]
 struct Shared {
-    /// Every event numbered below this is durable in both files (`u64::MAX` once the writer
-    /// stopped, so nobody waits for a writer that is gone).
+    /// Every event numbered below this is written to both files (flushed to the operating
+    /// system; `u64::MAX` once the writer stopped, so nobody waits for a writer that is gone).
+    written: watch::Sender<u64>,
+    /// Every event numbered below this is durable in both files (synced; `u64::MAX` once the
+    /// writer stopped).
     synced: watch::Sender<u64>,
     /// The most any waiter asked for.
     wanted: AtomicU64,
@@ -48,9 +57,21 @@ struct Shared {
 
 impl Durable {
     /// A future that resolves once every event published on the run's bus before this call
+    /// (and the operation records they make) is written to its file, handed to the operating
+    /// system (it survives the process being killed, not a machine crash), or the writer
+    /// stopped. No disk sync is waited for: the writer flushes after every batch.
+    pub fn wait_written(&self) -> impl Future<Output = ()> + Send + 'static {
+        let target = self.bus.len();
+        let mut rx = self.shared.written.subscribe();
+        async move {
+            let _ = rx.wait_for(|s| *s >= target).await;
+        }
+    }
+
+    /// A future that resolves once every event published on the run's bus before this call
     /// (and the operation records they make) is durable, or the writer stopped (it failed, or
     /// the run ended). Waiting wakes the writer, so it resolves after at most one sync.
-    pub fn wait_all(&self) -> impl Future<Output = ()> + Send + 'static {
+    pub fn wait_synced(&self) -> impl Future<Output = ()> + Send + 'static {
         let target = self.bus.len();
         let shared = self.shared.clone();
         async move {
@@ -67,6 +88,11 @@ impl Durable {
     /// How many of the run's events are durable (`u64::MAX` once the writer stopped).
     pub fn synced(&self) -> u64 {
         *self.shared.synced.borrow()
+    }
+
+    /// How many of the run's events are written (`u64::MAX` once the writer stopped).
+    pub fn written(&self) -> u64 {
+        *self.shared.written.borrow()
     }
 }
 
@@ -96,6 +122,7 @@ struct Stopped(Arc<Shared>);
 
 impl Drop for Stopped {
     fn drop(&mut self) {
+        self.0.written.send_replace(u64::MAX);
         self.0.synced.send_replace(u64::MAX);
     }
 }
@@ -114,7 +141,9 @@ impl RunWriter {
     pub(crate) fn spawn(bus: &EventBus, files: Files) -> Self {
         let mut rx = bus.subscribe();
         let (synced, _) = watch::channel(0u64);
+        let (written, _) = watch::channel(0u64);
         let shared = Arc::new(Shared {
+            written,
             synced,
             wanted: AtomicU64::new(0),
             wake: Notify::new(),
@@ -174,6 +203,7 @@ impl RunWriter {
                 }
                 ev_out.flush()?;
                 st_out.flush()?;
+                shared.written.send_replace(written);
                 let wanted = shared.wanted.load(Ordering::Acquire);
                 if written > synced && (boundary || wanted > synced) {
                     sync_both(ev_out.get_ref(), st_out.get_ref())?;
@@ -231,4 +261,97 @@ fn sync_both(a: &File, b: &File) -> std::io::Result<()> {
             .unwrap_or_else(|_| Err(std::io::Error::other("a sync thread panicked")));
         first.and(second)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::runs::record::{RunRecorder, read_steps};
+    use nuvira_api::{
+        ExecutionPlan, Module, ModuleError, PlanStep, RunStatus, StepContext, StepOutput, WriteSet,
+        async_trait,
+    };
+    use std::path::PathBuf;
+    use std::sync::{Arc, Mutex};
+
+    /// Outputs a value large enough that writing its records takes the writer a while.
+    struct Big;
+
+    #[async_trait]
+    impl Module for Big {
+        fn name(&self) -> &str {
+            "big"
+        }
+        fn write_set(&self, _s: &PlanStep) -> WriteSet {
+            WriteSet::ReadOnly
+        }
+        async fn run(&self, _s: &PlanStep, _c: &StepContext) -> Result<StepOutput, ModuleError> {
+            Ok(StepOutput::Value(serde_json::json!("x".repeat(16 << 20))))
+        }
+    }
+
+    /// A writing step that notes, when it starts, the states `steps.jsonl` holds.
+    struct Writer {
+        steps: PathBuf,
+        seen: Mutex<Vec<String>>,
+    }
+
+    #[async_trait]
+    impl Module for Writer {
+        fn name(&self) -> &str {
+            "writer"
+        }
+        fn write_set(&self, _s: &PlanStep) -> WriteSet {
+            WriteSet::Exclusive
+        }
+        async fn run(&self, _s: &PlanStep, _c: &StepContext) -> Result<StepOutput, ModuleError> {
+            let states = read_steps(&self.steps)
+                .into_iter()
+                .map(|r| format!("{}:{}", r.step, r.state));
+            self.seen.lock().unwrap().extend(states);
+            Ok(StepOutput::Empty)
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_writing_step_starts_only_once_the_records_before_it_are_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = nuvira_workspace::Workspace::open(dir.path()).unwrap();
+        let mut w = PlanStep::new("write", "writer");
+        w.depends_on = vec!["big".into()];
+        let plan = ExecutionPlan {
+            goal: "a big output, then a write".into(),
+            steps: vec![PlanStep::new("big", "big"), w],
+            ..ExecutionPlan::default()
+        };
+        let id = "run-durable-test";
+        let rec = RunRecorder::prepare(&ws, id, &plan, false).unwrap();
+        let bus = crate::EventBus::new(id);
+        let writer = rec.start_writer(&bus).unwrap();
+        let module = Arc::new(Writer {
+            steps: rec.dir().join(crate::runs::STEPS_FILE),
+            seen: Mutex::new(Vec::new()),
+        });
+        let engine = crate::Engine::builder()
+            .module(Arc::new(Big))
+            .module(module.clone())
+            .build();
+        let mut settings = crate::RunSettings::default();
+        let hooks = crate::runs::resume::RunHooks {
+            durable: Some(writer.durable()),
+            ..Default::default()
+        };
+        settings.hooks = Some(Arc::new(hooks));
+        let summary = engine.run(plan, bus.clone(), settings).await.unwrap();
+        assert_eq!(summary.status, RunStatus::Succeeded);
+        bus.close();
+        writer.finish().await.unwrap();
+        let seen = module.seen.lock().unwrap().clone();
+        assert!(
+            seen.iter().any(|s| s == "big:succeeded"),
+            "the writing step started before its dependency's end record was written: {seen:?}"
+        );
+        // plan.json and run.json were written by the writer.
+        assert!(rec.dir().join(crate::runs::PLAN_FILE).is_file());
+        assert!(rec.dir().join(crate::runs::META_FILE).is_file());
+    }
 }

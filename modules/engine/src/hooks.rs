@@ -1,7 +1,7 @@
 //! Step hooks: the places where a caller may step into the scheduler's handling of one step,
 //! for durable runs (`nuvira::runs`): resuming a run without repeating finished steps,
 //! recording each model call under the step and attempt that made it, and holding a step that
-//! may change files until what the run recorded before it is durable.
+//! may change files until what the run recorded before it is written.
 //!
 //! Both are optional ([`RunOptions::hooks`](crate::RunOptions::hooks), `None` by default) and
 //! cost nothing when unset: the scheduler checks one `Option` per step.
@@ -57,7 +57,7 @@ pub trait StepHooks: Send + Sync {
     /// Before step `step` runs its module for the first time (not when
     /// [`prior_outcome`](Self::prior_outcome) gave its output): a future the scheduler awaits
     /// first. `writes` is the step's write set, so a hook can hold only the steps that change
-    /// files (a run history waits there until the records of the steps before it are durable,
+    /// files (a run history waits there until the records of the steps before it are written,
     /// so resume never finds a step's edits without the end record of the steps it built on).
     /// Only this step waits; the others go on. The default holds nothing.
     fn before_run(&self, step: &PlanStep, writes: &WriteSet) -> Option<Wait> {
