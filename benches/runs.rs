@@ -1,9 +1,15 @@
 //! The cost of the run history (issue 14), side by side with the same run unrecorded:
 //!
 //! - `recording/noop/*`: the scheduler bench's 1,000 no-op steps (10 layers of 100), with the
-//!   history off (a bare bus) and on (`events.jsonl` fsynced at step boundaries, `steps.jsonl`
-//!   with fingerprints, `run.json` and `plan.json`, as `nuvira run` writes them);
-//! - `recording/sleep_1ms/*`: 1,000 steps of 1 ms (100 layers of 10, 10 at a time), off and on;
+//!   history off (a bare bus), `on` (what `nuvira run` does: one group-commit writer for
+//!   `events.jsonl` and `steps.jsonl`, fsynced at step boundaries, which also writes `run.json`
+//!   and `plan.json`; see `nuvira::runs::writer`), and `on-two-writers` (the way before: the
+//!   engine's JSONL writer and the steps log on two threads, `plan.json` and `run.json`
+//!   written before the run starts, `report.json` and `run.json` one after the other);
+//! - `recording/sleep_1ms/*`: 1,000 steps of 1 ms (100 layers of 10, 10 at a time), the same
+//!   three;
+//! - `recording/sleep_1ms_writes/*`: the same steps declaring a write set, so each one waits
+//!   before it runs until the records before it are durable (what resume relies on);
 //! - `runs_list/1000`: `RunStore::list` over 1,000 stored runs (what `nuvira runs` reads).
 //!
 //! `cargo bench --bench runs`.
@@ -51,6 +57,23 @@ impl Module for Sleep {
     }
 }
 
+/// A 1 ms step that declares it writes a file of its own (so it waits for durability).
+struct SleepWrites;
+
+#[async_trait]
+impl Module for SleepWrites {
+    fn name(&self) -> &str {
+        "sleep-writes"
+    }
+    fn write_set(&self, s: &PlanStep) -> WriteSet {
+        WriteSet::paths([format!("out/{}", s.id)])
+    }
+    async fn run(&self, _s: &PlanStep, _c: &StepContext) -> Result<StepOutput, ModuleError> {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        Ok(StepOutput::Empty)
+    }
+}
+
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -61,34 +84,74 @@ fn runtime() -> tokio::runtime::Runtime {
 
 static RUN: AtomicU64 = AtomicU64::new(0);
 
+#[derive(Clone, Copy, PartialEq)]
+enum Record {
+    Off,
+    On,
+    TwoWriters,
+}
+
 /// One run of `plan`, recorded into `ws`'s history as `nuvira run` records it, or not.
 async fn one_run(
     engine: &Engine,
     plan: &ExecutionPlan,
     ws: &nuvira_workspace::Workspace,
-    record: bool,
+    record: Record,
 ) {
+    use nuvira::runs::record::RunRecorder;
     let id = format!("run-bench-{}", RUN.fetch_add(1, Ordering::Relaxed));
     let bus = EventBus::new(id.as_str());
-    let mut writers = None;
-    if record {
-        let rec = nuvira::runs::record::RunRecorder::create(ws, &id, plan, false).unwrap();
-        let (file, path) = rec.events_file().unwrap();
-        let events = nuvira::events::JsonlStore::spawn_file(&bus, file, &path, true);
-        let steps = rec.steps_log(&bus).unwrap();
-        writers = Some((rec, events, steps));
-    }
+    let mut settings = RunSettings::default();
+    let mut writer = None;
+    let mut two = None;
+    let rec = match record {
+        Record::Off => None,
+        Record::On => {
+            let rec = RunRecorder::prepare(ws, &id, plan, false).unwrap();
+            let w = rec.start_writer(&bus).unwrap();
+            let hooks = nuvira::runs::resume::RunHooks {
+                durable: Some(w.durable()),
+                ..Default::default()
+            };
+            settings.hooks = Some(Arc::new(hooks));
+            writer = Some(w);
+            Some(rec)
+        }
+        Record::TwoWriters => {
+            let rec = RunRecorder::create(ws, &id, plan, false).unwrap();
+            let (file, path) = rec.events_file().unwrap();
+            let events = nuvira::events::JsonlStore::spawn_file(&bus, file, &path, true);
+            let steps = rec.steps_log(&bus).unwrap();
+            two = Some((events, steps));
+            Some(rec)
+        }
+    };
     let summary = engine
-        .run(plan.clone(), bus.clone(), RunSettings::default())
+        .run(plan.clone(), bus.clone(), settings)
         .await
         .unwrap();
     assert_eq!(summary.status, RunStatus::Succeeded);
     bus.close();
-    if let Some((rec, events, steps)) = writers {
+    if let Some(w) = writer {
+        w.finish().await.unwrap();
+    }
+    if let Some((events, steps)) = two {
         events.finish().await.unwrap();
         steps.await.unwrap().unwrap();
+    }
+    if let Some(rec) = rec {
         let report = nuvira_api::ExecutionReport::default();
-        rec.finish(&report, "succeeded", 0).unwrap();
+        if record == Record::TwoWriters {
+            // The way before: report.json, then run.json, each with its own syncs.
+            let bytes = serde_json::to_vec_pretty(&report).unwrap();
+            nuvira_workspace::atomic_write(&rec.dir().join("report.json"), &bytes, Some(0o600))
+                .unwrap();
+            let meta = std::fs::read(rec.dir().join("run.json")).unwrap();
+            nuvira_workspace::atomic_write(&rec.dir().join("run.json"), &meta, Some(0o600))
+                .unwrap();
+        } else {
+            rec.finish(&report, "succeeded", 0).unwrap();
+        }
     }
 }
 
@@ -101,14 +164,20 @@ fn recording(c: &mut Criterion) {
     for (name, module, layers, width, parallel) in [
         ("noop", "noop", 10, 100, 128),
         ("sleep_1ms", "sleep", 100, 10, 10),
+        ("sleep_1ms_writes", "sleep-writes", 100, 10, 10),
     ] {
         let plan = common::layered(layers, width, module, 7);
         let engine = Engine::builder()
             .module(Arc::new(Noop))
             .module(Arc::new(Sleep))
+            .module(Arc::new(SleepWrites))
             .max_parallel(parallel)
             .build();
-        for (variant, record) in [("off", false), ("on", true)] {
+        for (variant, record) in [
+            ("off", Record::Off),
+            ("on", Record::On),
+            ("on-two-writers", Record::TwoWriters),
+        ] {
             group.bench_function(format!("{name}/{variant}"), |b| {
                 b.iter(|| rt.block_on(one_run(&engine, &plan, &ws, record)));
             });

@@ -16,8 +16,7 @@ use std::sync::Arc;
 #[derive(Default)]
 pub(crate) struct History {
     recorder: Option<RunRecorder>,
-    events: Option<crate::events::JsonlStore>,
-    steps: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
+    writer: Option<crate::runs::writer::RunWriter>,
     calls: Option<Arc<CallLog>>,
     prior: Option<Prior>,
     ws: Option<Workspace>,
@@ -88,24 +87,23 @@ pub(crate) fn start(
     if enabled(args) || resumed.is_some() || args.replay.is_some() {
         let rec = match resumed {
             Some(run) => RunRecorder::reopen(ws, run),
-            None => RunRecorder::create(ws, run_id, plan, args.dry_run),
+            None => RunRecorder::prepare(ws, run_id, plan, args.dry_run),
         };
         match rec {
             Ok(rec) => {
                 if let Some(r) = &args.replay {
                     rec.set_replay_of(&r.from.meta.id);
                 }
-                match rec.events_file() {
-                    Ok((file, path)) => {
-                        h.events = Some(crate::events::JsonlStore::spawn_file(
-                            bus, file, &path, true,
-                        ));
+                // One writer for events.jsonl and steps.jsonl, which writes plan.json and
+                // run.json first (see `nuvira::runs::writer`).
+                match rec.start_writer(bus) {
+                    Ok(writer) => h.writer = Some(writer),
+                    Err(e) => {
+                        eprintln!("warning: {e}; the run's events are not recorded");
+                        if let Err(e) = rec.write_pending() {
+                            eprintln!("warning: {e}; the run cannot be resumed");
+                        }
                     }
-                    Err(e) => eprintln!("warning: {e}; the run's events are not recorded"),
-                }
-                match rec.steps_log(bus) {
-                    Ok(handle) => h.steps = Some(handle),
-                    Err(e) => eprintln!("warning: {e}; the run cannot be resumed"),
                 }
                 h.recorder = Some(rec);
             }
@@ -157,7 +155,13 @@ fn undo_unfinished_batches(ws: &Workspace, run_id: &str, prior: &Prior) -> Resul
     let journal = Journal::new(ws);
     let finished = prior.finished();
     let steps = journal.committed_steps(run_id).unwrap_or_default();
-    for step in steps.iter().filter(|s| !finished.contains(&s.as_str())) {
+    // The newest first: a later step's batch may have changed files an earlier one wrote, and
+    // undoing it first gives the earlier one back the files it left.
+    for step in steps
+        .iter()
+        .rev()
+        .filter(|s| !finished.contains(&s.as_str()))
+    {
         match journal.rollback_step_with(run_id, step, OnChanged::Refuse) {
             Ok(done) => {
                 let n: usize = done.iter().map(|r| r.paths.len()).sum();
@@ -183,6 +187,10 @@ impl History {
         let hooks = RunHooks {
             calls: self.calls.clone(),
             prior: self.prior.take(),
+            durable: self
+                .writer
+                .as_ref()
+                .map(crate::runs::writer::RunWriter::durable),
         };
         Some(Arc::new(hooks))
     }
@@ -210,17 +218,10 @@ impl History {
         code: u8,
         run_id: &str,
     ) -> u8 {
-        if let Some(store) = self.events
-            && let Err(e) = store.finish().await
+        if let Some(writer) = self.writer
+            && let Err(e) = writer.finish().await
         {
-            eprintln!("warning: failed to record the run's events: {e}");
-        }
-        if let Some(steps) = self.steps {
-            match steps.await {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => eprintln!("warning: failed to record the run's steps: {e}"),
-                Err(e) => eprintln!("warning: failed to record the run's steps: {e}"),
-            }
+            eprintln!("warning: failed to record the run's events and steps: {e}");
         }
         let exceeded = self.calls.as_ref().and_then(|c| c.exceeded());
         let status = match (exceeded, status) {

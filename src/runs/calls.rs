@@ -221,7 +221,9 @@ pub struct CallRecord {
     /// How long it took.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency_ms: Option<u64>,
-    /// Retries made by the client.
+    /// How often the request was sent again after a failure (a transport's retries of a 429,
+    /// 5xx or broken connection, and each fallback to the next model); 0 for an answer from a
+    /// record.
     #[serde(default)]
     pub retries: u32,
     /// The cost in US dollars, when the model has a price.
@@ -793,15 +795,16 @@ impl LlmClient for RecordingLlm {
             None => None,
         };
         rec.from_record = from_record.is_some();
-        let result = match from_record {
-            Some(r) => Ok(r),
+        let (result, retries) = match from_record {
+            Some(r) => (Ok(r), 0),
             None => {
                 log.state().live_calls += 1;
-                self.inner.complete(request).await
+                complete_counting_retries(&*self.inner, request).await
             }
         };
         let latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         rec.latency_ms = Some(latency_ms);
+        rec.retries = retries;
         match &result {
             Ok(resp) => {
                 let cost = log.config.cost(&resp.model, resp.usage);
@@ -821,7 +824,7 @@ impl LlmClient for RecordingLlm {
                         usage: resp.usage,
                         cost_usd: cost,
                         latency_ms,
-                        retries: 0,
+                        retries,
                         error: None,
                     },
                 );
@@ -839,13 +842,29 @@ impl LlmClient for RecordingLlm {
                         usage: TokenUsage::default(),
                         cost_usd: None,
                         latency_ms,
-                        retries: 0,
+                        retries,
                         error: Some(msg),
                     },
                 );
             }
         }
         result
+    }
+}
+
+/// `inner.complete(request)` and the retries its transport made (see
+/// `nuvira_llm::count_retries`; without the `llm` feature there is no transport that retries).
+async fn complete_counting_retries(
+    inner: &dyn LlmClient,
+    request: &LlmRequest,
+) -> (Result<LlmResponse, LlmError>, u32) {
+    #[cfg(feature = "llm")]
+    {
+        nuvira_llm::count_retries(inner.complete(request)).await
+    }
+    #[cfg(not(feature = "llm"))]
+    {
+        (inner.complete(request).await, 0)
     }
 }
 
@@ -923,6 +942,94 @@ mod tests {
         let c = hash_request(&req("fn a() {}", "other sys"));
         let d = differences(&a, &c).unwrap();
         assert!(d.iter().any(|l| l.contains(&a.system)), "{d:?}");
+    }
+
+    /// A provider on 127.0.0.1 answering each connection with the next of `replies` (OpenAI's
+    /// wire format), one request a connection.
+    #[cfg(feature = "llm")]
+    async fn loopback_provider(replies: Vec<(u16, &'static str)>) -> std::net::SocketAddr {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            for (status, body) in replies {
+                let (mut sock, _) = listener.accept().await.unwrap();
+                let mut got = Vec::new();
+                let mut buf = [0u8; 4096];
+                // Read the head, then the body its content-length announces.
+                loop {
+                    let n = sock.read(&mut buf).await.unwrap();
+                    got.extend_from_slice(&buf[..n]);
+                    let text = String::from_utf8_lossy(&got).to_ascii_lowercase();
+                    if let Some(end) = text.find("\r\n\r\n") {
+                        let len = text
+                            .lines()
+                            .find_map(|l| l.strip_prefix("content-length:"))
+                            .and_then(|v| v.trim().parse::<usize>().ok())
+                            .unwrap_or(0);
+                        if got.len() >= end + 4 + len {
+                            break;
+                        }
+                    }
+                    assert!(n > 0, "the client closed mid-request");
+                }
+                let head = format!(
+                    "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nretry-after-ms: 1\r\nconnection: close\r\n\r\n",
+                    body.len()
+                );
+                sock.write_all(head.as_bytes()).await.unwrap();
+                sock.write_all(body.as_bytes()).await.unwrap();
+                sock.shutdown().await.unwrap();
+            }
+        });
+        addr
+    }
+
+    #[cfg(feature = "llm")]
+    #[tokio::test]
+    async fn a_call_records_the_retries_its_transport_made() {
+        const OK: &str = r#"{"id":"c","object":"chat.completion","created":1,"model":"gpt-4.1","choices":[{"index":0,"message":{"role":"assistant","content":"done"},"finish_reason":"stop"}],"usage":{"prompt_tokens":7,"completion_tokens":3,"total_tokens":10}}"#;
+        const DOWN: &str = r#"{"error":{"message":"overloaded","type":"server_error"}}"#;
+        let addr = loopback_provider(vec![(503, DOWN), (500, DOWN), (200, OK), (200, OK)]).await;
+        let config = nuvira_llm::LlmConfig::new("openai:gpt-4.1")
+            .unwrap()
+            .with_base_url(format!("http://{addr}/v1"))
+            .with_api_key(nuvira_llm::ApiKey::new("sk-test-not-a-key"))
+            .with_retry(
+                nuvira_llm::RetryPolicy::default()
+                    .with_max_attempts(4)
+                    .with_delays(
+                        std::time::Duration::from_millis(1),
+                        std::time::Duration::from_millis(20),
+                    ),
+            );
+        let http: Arc<dyn LlmClient> = Arc::new(nuvira_llm::HttpLlm::new(config).unwrap());
+        let dir = tempfile::tempdir().unwrap();
+        let calls = dir.path().join("calls");
+        let bus = nuvira_engine::EventBus::new("run-retries");
+        let log = Arc::new(CallLog::new(
+            Some(calls.clone()),
+            Arc::new(bus.clone()),
+            Config::default(),
+            Budget::default(),
+            CancellationToken::new(),
+        ));
+        let client = log.client(http, Some("one"), 1);
+        let ask = LlmRequest::new(vec![ChatMessage::user("hi")]);
+        assert_eq!(client.complete(&ask).await.unwrap().text, "done");
+        assert_eq!(client.complete(&ask).await.unwrap().text, "done");
+        let recs = read_calls(&calls).unwrap();
+        let retries: Vec<u32> = recs.iter().map(|r| r.retries).collect();
+        assert_eq!(retries, [2, 0], "a 503 and a 500 were retried; then none");
+        let in_events: Vec<u32> = bus
+            .history()
+            .iter()
+            .filter_map(|e| match &e.kind {
+                EventKind::LlmResponse { retries, .. } => Some(*retries),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(in_events, [2, 0]);
     }
 
     #[test]

@@ -28,6 +28,7 @@
 pub mod calls;
 pub mod record;
 pub mod resume;
+pub mod writer;
 
 use nuvira_api::{ExecutionPlan, ExecutionReport, ModelUsage};
 use nuvira_workspace::{Workspace, WorkspaceError};

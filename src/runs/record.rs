@@ -1,7 +1,8 @@
 //! Writing a run folder: [`RunRecorder`] makes `.nuvira/runs/<run-id>/` with `run.json` and
-//! `plan.json`, streams `events.jsonl` (through the engine's JSONL writer, synced at step
-//! boundaries), keeps the steps' operation records in `steps.jsonl` ([`spawn_steps_log`]), and
-//! at the end writes `report.json` and the final `run.json`.
+//! `plan.json`, streams `events.jsonl` and the steps' operation records in `steps.jsonl`
+//! (one group-commit writer for both, [`RunRecorder::start_writer`], see
+//! [`writer`](crate::runs::writer)), and at the end writes `report.json` and the final
+//! `run.json`.
 
 use crate::runs::{
     EVENTS_FILE, FORMAT_VERSION, META_FILE, PLAN_FILE, REPORT_FILE, RUNS_DIR, RunMeta, RunsError,
@@ -21,6 +22,8 @@ pub struct RunRecorder {
     dir: PathBuf,
     root: PathBuf,
     meta: Mutex<RunMeta>,
+    /// `plan.json` and `run.json` of a [`prepare`](Self::prepare)d run, not written yet.
+    pending: Mutex<Option<Vec<u8>>>,
 }
 
 fn write_err(path: &Path) -> impl FnOnce(std::io::Error) -> RunsError + '_ {
@@ -32,7 +35,7 @@ fn write_err(path: &Path) -> impl FnOnce(std::io::Error) -> RunsError + '_ {
 
 impl RunRecorder {
     /// Creates `.nuvira/runs/<run_id>/` (private, never through a symlink) with `run.json`
-    /// (status `running`) and `plan.json`.
+    /// (status `running`) and `plan.json`, both durable when it returns.
     ///
     /// # Errors
     /// [`RunsError::BadId`] for a bad id, [`RunsError::Workspace`] when `.nuvira/runs` is a
@@ -43,12 +46,45 @@ impl RunRecorder {
         plan: &ExecutionPlan,
         dry_run: bool,
     ) -> Result<Self, RunsError> {
+        let rec = Self::prepare(ws, run_id, plan, dry_run)?;
+        rec.write_pending()?;
+        Ok(rec)
+    }
+
+    /// Like [`create`](Self::create), but `run.json` and `plan.json` are left to the writer
+    /// ([`start_writer`](Self::start_writer) writes them, durably, before the run's first
+    /// event), or to [`write_pending`](Self::write_pending): starting a run waits for no disk.
+    ///
+    /// # Errors
+    /// As [`create`](Self::create), except that nothing is written yet.
+    pub fn prepare(
+        ws: &Workspace,
+        run_id: &str,
+        plan: &ExecutionPlan,
+        dry_run: bool,
+    ) -> Result<Self, RunsError> {
         if !crate::runs::is_run_id(run_id) {
             return Err(RunsError::BadId(run_id.to_owned()));
         }
-        let dir = ws
-            .state_folder(&[RUNS_DIR, run_id], true)?
+        let runs = ws
+            .state_folder(&[RUNS_DIR], true)?
             .ok_or_else(|| RunsError::NotFound(run_id.to_owned()))?;
+        // The run's own folder, made here without a sync of `.nuvira/runs` (that sync comes
+        // with the first files, before anything can depend on the folder).
+        let dir = runs.join(run_id);
+        let mut builder = std::fs::DirBuilder::new();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::DirBuilderExt;
+            builder.mode(0o700);
+        }
+        match builder.create(&dir) {
+            Ok(()) => {}
+            Err(e)
+                if e.kind() == std::io::ErrorKind::AlreadyExists
+                    && crate::runs::is_real_dir(&dir) => {}
+            Err(e) => return Err(write_err(&dir)(e)),
+        }
         let meta = RunMeta {
             format: FORMAT_VERSION,
             id: run_id.to_owned(),
@@ -60,19 +96,70 @@ impl RunRecorder {
             steps: plan.steps.len(),
             ..RunMeta::default()
         };
-        let rec = Self {
+        let plan_path = dir.join(PLAN_FILE);
+        let bytes = serde_json::to_vec_pretty(plan).map_err(|e| RunsError::Write {
+            path: plan_path,
+            source: std::io::Error::other(e),
+        })?;
+        Ok(Self {
             dir,
             root: ws.root().to_owned(),
             meta: Mutex::new(meta),
+            pending: Mutex::new(Some(bytes)),
+        })
+    }
+
+    /// Writes what [`prepare`](Self::prepare) left (`plan.json`, `run.json`), durably; nothing
+    /// when it was written already.
+    ///
+    /// # Errors
+    /// [`RunsError::Write`].
+    pub fn write_pending(&self) -> Result<(), RunsError> {
+        let Some(plan) = self.take_pending() else {
+            return Ok(());
         };
-        let plan_path = rec.dir.join(PLAN_FILE);
-        let bytes = serde_json::to_vec_pretty(plan).map_err(|e| RunsError::Write {
-            path: plan_path.clone(),
-            source: std::io::Error::other(e),
-        })?;
-        atomic_write(&plan_path, &bytes, Some(0o600)).map_err(write_err(&plan_path))?;
-        rec.write_meta()?;
-        Ok(rec)
+        let meta = self.meta_bytes()?;
+        write_files_durably(&self.dir, &[(PLAN_FILE, &plan), (META_FILE, &meta)])
+            .and_then(|()| sync_parent(&self.dir))
+            .map_err(write_err(&self.dir))
+    }
+
+    fn take_pending(&self) -> Option<Vec<u8>> {
+        self.pending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+    }
+
+    /// Creates `events.jsonl` and `steps.jsonl` and starts their one writer for `bus` (see
+    /// [`writer`](crate::runs::writer)); a [`prepare`](Self::prepare)d run's `plan.json` and
+    /// `run.json` are written by it first. Call it before the run publishes its first event.
+    ///
+    /// # Errors
+    /// [`RunsError::Write`] when a file cannot be created (`plan.json` and `run.json` are then
+    /// still pending: [`write_pending`](Self::write_pending)).
+    ///
+    /// # Panics
+    /// Outside a tokio runtime.
+    pub fn start_writer(
+        &self,
+        bus: &nuvira_engine::EventBus,
+    ) -> Result<crate::runs::writer::RunWriter, RunsError> {
+        let events = create_new(&self.dir.join(EVENTS_FILE))?;
+        let steps = create_new(&self.dir.join(STEPS_FILE))?;
+        let meta = self.meta_bytes()?;
+        let initial = match self.take_pending() {
+            Some(plan) => vec![(PLAN_FILE, plan), (META_FILE, meta)],
+            None => Vec::new(),
+        };
+        let files = crate::runs::writer::Files {
+            dir: self.dir.clone(),
+            root: self.root.clone(),
+            events,
+            steps,
+            initial,
+        };
+        Ok(crate::runs::writer::RunWriter::spawn(bus, files))
     }
 
     /// Reopens the folder of an earlier run to resume it: `run.json` goes back to `running`
@@ -93,6 +180,7 @@ impl RunRecorder {
             dir: run.dir.clone(),
             root: ws.root().to_owned(),
             meta: Mutex::new(meta.clone()),
+            pending: Mutex::new(None),
         };
         for (file, stem) in [(EVENTS_FILE, "events"), (STEPS_FILE, "steps")] {
             let from = rec.dir.join(file);
@@ -142,17 +230,21 @@ impl RunRecorder {
         Ok(spawn_steps_log(bus, file, self.root.clone()))
     }
 
-    fn write_meta(&self) -> Result<(), RunsError> {
+    fn meta_bytes(&self) -> Result<Vec<u8>, RunsError> {
         let meta = self
             .meta
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone();
-        let path = self.dir.join(META_FILE);
-        let bytes = serde_json::to_vec_pretty(&meta).map_err(|e| RunsError::Write {
-            path: path.clone(),
+        serde_json::to_vec_pretty(&meta).map_err(|e| RunsError::Write {
+            path: self.dir.join(META_FILE),
             source: std::io::Error::other(e),
-        })?;
+        })
+    }
+
+    fn write_meta(&self) -> Result<(), RunsError> {
+        let path = self.dir.join(META_FILE);
+        let bytes = self.meta_bytes()?;
         atomic_write(&path, &bytes, Some(0o600)).map_err(write_err(&path))
     }
 
@@ -171,7 +263,8 @@ impl RunRecorder {
             path: path.clone(),
             source: std::io::Error::other(e),
         })?;
-        atomic_write(&path, &bytes, Some(0o600)).map_err(write_err(&path))?;
+        // A plan that never got written (no writer was started) goes with them.
+        let plan = self.take_pending();
         {
             let mut m = self.meta.lock().unwrap_or_else(PoisonError::into_inner);
             let now = nuvira_api::now_ms();
@@ -184,17 +277,92 @@ impl RunRecorder {
                 m.goal.clone_from(&report.goal);
             }
         }
-        self.write_meta()
+        let meta = self.meta_bytes()?;
+        let mut files = vec![
+            (REPORT_FILE, bytes.as_slice()),
+            (META_FILE, meta.as_slice()),
+        ];
+        if let Some(plan) = &plan {
+            files.push((PLAN_FILE, plan.as_slice()));
+        }
+        write_files_durably(&self.dir, &files)
+            .and_then(|()| match plan {
+                Some(_) => sync_parent(&self.dir),
+                None => Ok(()),
+            })
+            .map_err(write_err(&path))
     }
 
-    /// Marks the run as a replay of `of`.
+    /// Marks the run as a replay of `of` (written with `run.json`'s next write, at once when
+    /// it was written already).
     pub fn set_replay_of(&self, of: &str) {
         self.meta
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .replay_of = Some(of.to_owned());
-        let _ = self.write_meta();
+        let pending = self
+            .pending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_some();
+        if !pending {
+            let _ = self.write_meta();
+        }
     }
+}
+
+/// Syncs the folder holding `dir` (so that `dir` itself is durable).
+pub(crate) fn sync_parent(dir: &Path) -> std::io::Result<()> {
+    match dir.parent() {
+        Some(p) => nuvira_workspace::sync_dir(p),
+        None => Ok(()),
+    }
+}
+
+/// Writes files of folder `dir` atomically and durably, together: each to a temporary file,
+/// all of them synced at once (in parallel), renamed over, and `dir` synced once. A reader sees
+/// each file's old or new version, never a torn one; when it returns, all are durable. Costs
+/// two sync latencies however many files there are (`atomic_write` one after the other: two
+/// each).
+///
+/// # Errors
+/// Any I/O error (the files already renamed stay).
+pub fn write_files_durably(dir: &Path, files: &[(&str, &[u8])]) -> std::io::Result<()> {
+    let mut temps = Vec::with_capacity(files.len());
+    for (name, bytes) in files {
+        let mut tmp = tempfile::Builder::new()
+            .prefix(&format!(".nuvira-tmp-{}-", std::process::id()))
+            .tempfile_in(dir)?;
+        tmp.write_all(bytes)?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            tmp.as_file()
+                .set_permissions(std::fs::Permissions::from_mode(0o600))?;
+        }
+        temps.push((tmp, *name));
+    }
+    std::thread::scope(|s| {
+        let syncs: Vec<_> = temps
+            .iter()
+            .skip(1)
+            .map(|(t, _)| s.spawn(|| t.as_file().sync_all()))
+            .collect();
+        let mut result = temps
+            .first()
+            .map_or(Ok(()), |(t, _)| t.as_file().sync_all());
+        for h in syncs {
+            let r = h
+                .join()
+                .unwrap_or_else(|_| Err(std::io::Error::other("a sync thread panicked")));
+            result = result.and(r);
+        }
+        result
+    })?;
+    for (tmp, name) in temps {
+        tmp.persist(dir.join(name)).map_err(|e| e.error)?;
+    }
+    nuvira_workspace::sync_dir(dir)
 }
 
 fn create_new(path: &Path) -> Result<std::fs::File, RunsError> {
@@ -313,10 +481,7 @@ pub fn spawn_steps_log(
     let mut rx = bus.subscribe();
     tokio::task::spawn_blocking(move || {
         let mut out = std::io::BufWriter::new(file);
-        let mut log = StepsLog {
-            root,
-            ..StepsLog::default()
-        };
+        let mut log = StepsLog::new(root);
         while let Some(ev) = rx.blocking_recv() {
             let mut end = log.fold(&ev, &mut out)?;
             while let Ok(ev) = rx.try_recv() {
@@ -332,17 +497,29 @@ pub fn spawn_steps_log(
     })
 }
 
+/// Folds a run's events into its operation records (`steps.jsonl`).
 #[derive(Default)]
-struct StepsLog {
+pub(crate) struct StepsLog {
     root: PathBuf,
     plan: Option<Arc<ExecutionPlan>>,
+    /// Step id to its index in `plan` (a lookup per record, so a linear search would make a
+    /// run's records quadratic in its steps).
+    index: HashMap<String, usize>,
     outputs: HashMap<String, Arc<StepOutput>>,
     files: HashMap<String, Vec<String>>,
 }
 
 impl StepsLog {
+    /// A log for the repository at `root`.
+    pub(crate) fn new(root: PathBuf) -> Self {
+        Self {
+            root,
+            ..Self::default()
+        }
+    }
+
     fn step(&self, id: &str) -> Option<&nuvira_api::PlanStep> {
-        self.plan.as_ref()?.steps.iter().find(|s| s.id == id)
+        self.plan.as_ref()?.steps.get(*self.index.get(id)?)
     }
 
     fn fingerprint(&self, id: &str, with_files: bool) -> Option<Fingerprint> {
@@ -378,7 +555,7 @@ impl StepsLog {
     }
 
     /// Folds one event; `true` when it ended a step or the run.
-    fn fold(&mut self, ev: &Event, out: &mut impl Write) -> std::io::Result<bool> {
+    pub(crate) fn fold(&mut self, ev: &Event, out: &mut impl Write) -> std::io::Result<bool> {
         let step = ev.step_id.as_deref().unwrap_or_default().to_owned();
         let mut rec = OpRecord {
             step: step.clone(),
@@ -388,6 +565,9 @@ impl StepsLog {
         match &ev.kind {
             EventKind::RunStarted { plan, .. } => {
                 self.plan = Some(plan.clone());
+                self.index = (plan.steps.iter().enumerate())
+                    .map(|(i, s)| (s.id.clone(), i))
+                    .collect();
                 for s in &plan.steps {
                     let r = OpRecord {
                         step: s.id.clone(),

@@ -16,17 +16,34 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// The hooks of a recorded run: model calls recorded per step attempt, and on resume the
-/// recorded outcomes of finished steps.
+/// The hooks of a recorded run: model calls recorded per step attempt, on resume the
+/// recorded outcomes of finished steps, and a step that may change files held until the
+/// records before it are durable.
 #[derive(Debug, Default)]
 pub struct RunHooks {
     /// The run's model-call log.
     pub calls: Option<Arc<CallLog>>,
     /// What an earlier attempt of the run finished (resume).
     pub prior: Option<Prior>,
+    /// The run folder's writer: a step whose write set is not read-only waits, before its
+    /// module runs, until every record published before it is written (see
+    /// [`writer`](crate::runs::writer)).
+    pub durable: Option<crate::runs::writer::Durable>,
 }
 
 impl StepHooks for RunHooks {
+    fn before_run(
+        &self,
+        _step: &PlanStep,
+        writes: &nuvira_api::WriteSet,
+    ) -> Option<crate::hooks::Wait> {
+        if matches!(writes, nuvira_api::WriteSet::ReadOnly) {
+            return None;
+        }
+        let durable = self.durable.as_ref()?;
+        Some(Box::pin(durable.wait_written()))
+    }
+
     fn prior_outcome(&self, step: &PlanStep, ctx: &StepContext) -> Option<StepOutput> {
         self.prior.as_ref()?.outcome(step, ctx)
     }

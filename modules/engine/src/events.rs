@@ -617,7 +617,7 @@ fn drain<W: Write>(
 pub const EVENTS_SCHEMA_VERSION: u32 = 1;
 
 /// Whether an event ends a step or the run (where a durable event file is synced).
-fn is_boundary(ev: &Event) -> bool {
+pub fn is_boundary(ev: &Event) -> bool {
     ev.kind.step_status().is_some()
         || matches!(
             ev.kind,
@@ -625,7 +625,12 @@ fn is_boundary(ev: &Event) -> bool {
         )
 }
 
-fn write_line(out: &mut impl Write, ev: &Event) -> std::io::Result<()> {
+/// Writes `ev` as one line of a JSONL event file, exactly as [`JsonlStore`] does (with
+/// `schema_version` as its first key), for a writer of its own (the run history's).
+///
+/// # Errors
+/// When `out` fails.
+pub fn write_line(out: &mut impl Write, ev: &Event) -> std::io::Result<()> {
     let json = serde_json::to_vec(ev).map_err(std::io::Error::other)?;
     // An event serializes as a non-empty object: the version goes in as its first key.
     match json.strip_prefix(b"{") {

@@ -1,12 +1,18 @@
-//! Step hooks: the two places where a caller may step into the scheduler's handling of one
-//! step, for durable runs (`nuvira::runs`): resuming a run without repeating finished steps,
-//! and recording each model call under the step and attempt that made it.
+//! Step hooks: the places where a caller may step into the scheduler's handling of one step,
+//! for durable runs (`nuvira::runs`): resuming a run without repeating finished steps,
+//! recording each model call under the step and attempt that made it, and holding a step that
+//! may change files until what the run recorded before it is written.
 //!
 //! Both are optional ([`RunOptions::hooks`](crate::RunOptions::hooks), `None` by default) and
 //! cost nothing when unset: the scheduler checks one `Option` per step.
 
-use nuvira_api::{LlmClient, PlanStep, StepContext, StepOutput};
+use nuvira_api::{LlmClient, PlanStep, StepContext, StepOutput, WriteSet};
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+
+/// What [`StepHooks::before_run`] hands the scheduler to wait for.
+pub type Wait = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
 
 /// Hooks the scheduler consults for each step (see the module docs). Every method has a default
 /// that changes nothing, so an implementation overrides only what it needs.
@@ -45,6 +51,17 @@ pub trait StepHooks: Send + Sync {
         attempt: u32,
     ) -> Option<Arc<dyn LlmClient>> {
         let _ = (llm, step_id, attempt);
+        None
+    }
+
+    /// Before step `step` runs its module for the first time (not when
+    /// [`prior_outcome`](Self::prior_outcome) gave its output): a future the scheduler awaits
+    /// first. `writes` is the step's write set, so a hook can hold only the steps that change
+    /// files (a run history waits there until the records of the steps before it are written,
+    /// so resume never finds a step's edits without the end record of the steps it built on).
+    /// Only this step waits; the others go on. The default holds nothing.
+    fn before_run(&self, step: &PlanStep, writes: &WriteSet) -> Option<Wait> {
+        let _ = (step, writes);
         None
     }
 }

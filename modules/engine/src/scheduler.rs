@@ -1050,6 +1050,9 @@ async fn run_step(shared: Arc<Shared>, idx: usize) -> Done {
         shared.outputs.set(idx, output);
         return done(idx, Ok(()), 1, started, None);
     }
+    if let Some(wait) = before_run(&shared, idx) {
+        wait.await;
+    }
     // The result is consumed inside this match, so only the boxed recovery future (a pointer)
     // is alive across the next await: the step future stays small.
     let recovery = match run_once(&shared, idx, shared.step(idx), &ctx).await {
@@ -1063,6 +1066,13 @@ async fn run_step(shared: Arc<Shared>, idx: usize) -> Done {
         Err(err) => return done(idx, Err(err), 1, started, None),
     };
     recovery.await
+}
+
+/// What the hooks want step `idx` to wait for before its module runs (only asked with hooks).
+fn before_run(shared: &Shared, idx: usize) -> Option<crate::hooks::Wait> {
+    let hooks = shared.opts.hooks.as_ref()?;
+    let step = shared.step(idx);
+    hooks.before_run(step, &shared.modules[idx].write_set(step))
 }
 
 /// [`recover`], boxed: it is rare and large, so the common step future does not carry it.

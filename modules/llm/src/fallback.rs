@@ -137,13 +137,19 @@ impl LlmClient for FallbackClient {
     async fn complete(&self, request: &LlmRequest) -> Result<LlmResponse, LlmError> {
         let mut open = Vec::new();
         let mut last = None;
+        // A model tried after an availability error is the request sent again: a retry.
+        let mut pending_retry = false;
         for m in self.order(request.model.as_deref()) {
+            if std::mem::take(&mut pending_retry) {
+                crate::retry::note_retry();
+            }
             match self.try_member(m, request).await {
                 Ok(r) => return Ok(r),
                 Err(LlmError::CircuitOpen(model)) => open.push(model),
                 Err(e) if is_availability_error(&e) => {
                     tracing::warn!(model = %m.client.model(), error = %e, "model unavailable; trying the next one");
                     last = Some(e);
+                    pending_retry = true;
                 }
                 Err(e) => return Err(e),
             }

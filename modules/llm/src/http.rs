@@ -284,6 +284,7 @@ impl HttpLlm {
                 "model request failed; retrying"
             );
             tokio::time::sleep(wait).await;
+            crate::retry::note_retry();
             attempt += 1;
         }
     }

@@ -56,7 +56,7 @@ pub use config::{
 };
 pub use fallback::FallbackClient;
 pub use http::HttpLlm;
-pub use retry::{RetryPolicy, parse_retry_after};
+pub use retry::{RetryPolicy, count_retries, parse_retry_after};
 pub use scripted::{RecordingLlm, ScriptEntry, ScriptedLlm, UnusedEntries};
 pub use secret::ApiKey;
 

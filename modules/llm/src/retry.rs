@@ -1,7 +1,45 @@
 //! Retries: exponential backoff with full jitter, and `Retry-After` parsing.
 
 use rand::Rng;
+use std::cell::Cell;
+use std::future::Future;
 use std::time::{Duration, SystemTime};
+
+tokio::task_local! {
+    /// The retries counted for the model call [`count_retries`] runs on this task.
+    static RETRIES: Cell<u32>;
+}
+
+/// Runs `call` (one model request through any client of this crate: [`HttpLlm`](crate::HttpLlm),
+/// [`FallbackClient`](crate::FallbackClient), or a wrapper around them) and counts its retries:
+/// each time a transport sent the request again after a failure (429, 408, 5xx, a broken
+/// connection), and each time a fallback client passed it on to its next model after an
+/// availability error. Returns `call`'s output and the count (0 for clients that never retry,
+/// such as the scripted one).
+///
+/// The count is kept in a tokio task-local, so it sees the retries made on the task that
+/// awaits `call` (every client of this crate retries in place); calls on other tasks have
+/// counts of their own.
+///
+/// ```
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// let (out, retries) = nuvira_llm::count_retries(async { 42 }).await;
+/// assert_eq!((out, retries), (42, 0));
+/// # });
+/// ```
+pub async fn count_retries<F: Future>(call: F) -> (F::Output, u32) {
+    RETRIES
+        .scope(Cell::new(0), async move {
+            let out = call.await;
+            (out, RETRIES.with(Cell::get))
+        })
+        .await
+}
+
+/// Counts one retry for the [`count_retries`] around this task's call, if there is one.
+pub(crate) fn note_retry() {
+    let _ = RETRIES.try_with(|n| n.set(n.get().saturating_add(1)));
+}
 
 /// How a transport retries a request that failed with 429, a 5xx status or a broken connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -109,3 +109,29 @@ async fn settings_with_fallback_models_build_a_router_against_a_local_server() {
     assert_eq!(s.body["model"], "qwen2.5-coder");
     assert!(!s.headers.contains_key("authorization"));
 }
+
+#[tokio::test]
+async fn a_fallback_to_the_next_model_counts_as_a_retry() {
+    let primary = Server::start(vec![
+        Reply::status(503, fixture("openai_500.json")),
+        Reply::status(503, fixture("openai_500.json")),
+    ])
+    .await;
+    let backup = Server::start(vec![Reply::ok(fixture("anthropic_text.json"))]).await;
+    let router = FallbackClient::from_http(vec![
+        HttpLlm::new(
+            openai_config(&primary).with_retry(
+                RetryPolicy::default()
+                    .with_max_attempts(2)
+                    .with_delays(Duration::from_millis(1), Duration::from_millis(10)),
+            ),
+        )
+        .unwrap(),
+        HttpLlm::new(anthropic_config(&backup)).unwrap(),
+    ])
+    .unwrap();
+    let (r, retries) = nuvira_llm::count_retries(router.complete(&ask("hi"))).await;
+    assert_eq!(r.unwrap().model, "anthropic:claude-sonnet-4-5-20250929");
+    assert_eq!(primary.requests().len(), 2);
+    assert_eq!(retries, 2, "one retry of the primary, then the backup");
+}

@@ -255,3 +255,33 @@ async fn the_key_is_absent_from_every_error_and_debug_output() {
         assert_no_key(&format!("{e} {e:?}"));
     }
 }
+
+#[tokio::test]
+async fn count_retries_counts_each_request_sent_again_and_none_for_a_first_success() {
+    let server = Server::start(vec![
+        Reply::status(500, fixture("openai_500.json")),
+        Reply::status(429, fixture("openai_429.json")).header("retry-after-ms", "1"),
+        Reply::ok(fixture("openai_chat.json")),
+        Reply::ok(fixture("openai_chat.json")),
+    ])
+    .await;
+    let llm = HttpLlm::new(openai_config(&server)).unwrap();
+    let (r, retries) = nuvira_llm::count_retries(llm.complete(&ask("hi"))).await;
+    r.unwrap();
+    assert_eq!(server.requests().len(), 3);
+    assert_eq!(retries, 2, "a 500 and a 429 were retried");
+    let (r, retries) = nuvira_llm::count_retries(llm.complete(&ask("hi"))).await;
+    r.unwrap();
+    assert_eq!(retries, 0);
+    // A call that fails after its retries still has them counted.
+    let down = Server::start(vec![
+        Reply::status(503, fixture("openai_500.json")),
+        Reply::status(503, fixture("openai_500.json")),
+        Reply::status(503, fixture("openai_500.json")),
+    ])
+    .await;
+    let llm = HttpLlm::new(openai_config(&down)).unwrap();
+    let (r, retries) = nuvira_llm::count_retries(llm.complete(&ask("hi"))).await;
+    assert!(r.is_err());
+    assert_eq!(retries, 2, "three attempts in all");
+}
