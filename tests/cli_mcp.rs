@@ -430,3 +430,55 @@ fn mcp_refuses_a_missing_repository_like_every_command() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn mcp_python_client_reads_the_run_history_as_nuvira_runs_resources_and_nothing_else() {
+    if !mcp_python_ready() {
+        return;
+    }
+    let repo = project();
+    // A recorded run of the inspect + report plan.
+    let run = Command::new(nuvira_bin())
+        .args(["run", "plan.yaml", "-q", "--repo"])
+        .arg(repo.path())
+        .current_dir(repo.path())
+        .env_remove("NUVIRA_HISTORY")
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let ids: Vec<String> = std::fs::read_dir(repo.path().join(".nuvira/runs"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("run-"))
+        .collect();
+    assert_eq!(ids.len(), 1, "{ids:?}");
+    let out = python(repo.path(), "resources", &[]);
+    let uri = format!("nuvira://runs/{}", ids[0]);
+    assert_eq!(out["runs"], json!([uri]), "{out}");
+    let report = &out["reports"][&uri];
+    assert_eq!(report["goal"], "g", "{report}");
+    let steps: Vec<&str> = report["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap())
+        .collect();
+    assert!(
+        steps.contains(&"look") && steps.contains(&"rep"),
+        "{report}"
+    );
+    for (bad, why) in out["refused"].as_object().unwrap() {
+        assert!(why.is_string(), "{bad} was served: {out}");
+    }
+    assert!(
+        out["refused"]["nuvira://runs/../../etc/passwd"]
+            .as_str()
+            .unwrap()
+            .contains("not a run id"),
+        "{out}"
+    );
+}

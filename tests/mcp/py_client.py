@@ -95,6 +95,21 @@ async def scenario(session, name, args):
         bad = structured(await session.call_tool("validate_plan", {"plan_text": "steps:\n  - id: a\n    module: nope\n"}))
         out = await session.call_tool("validate_plan", {"plan": "../outside.yaml"})
         return {"validate": v, "graph": g, "bad": bad, "outside_is_error": out.is_error, "outside_text": text_of(out)}
+    if name == "resources":
+        listed = [str(r.uri) for r in (await session.list_resources()).resources]
+        runs = [u for u in listed if u.startswith("nuvira://runs/")]
+        reports = {}
+        for uri in runs:
+            contents = (await session.read_resource(uri)).contents
+            reports[uri] = json.loads(contents[0].text)
+        refused = {}
+        for uri in ["nuvira://runs/../../etc/passwd", "nuvira://runs/run-1%2F..%2F..", "nuvira://runs/run-nope", "nuvira://elsewhere/x"]:
+            try:
+                await session.read_resource(uri)
+                refused[uri] = None
+            except Exception as e:  # McpError: the server's resource-not-found error
+                refused[uri] = str(e)
+        return {"listed": listed, "runs": runs, "reports": reports, "refused": refused}
     raise SystemExit(f"unknown scenario {name}")
 
 

@@ -977,6 +977,23 @@ fn report_uri(rel: &str) -> String {
     format!("nuvira://reports/{rel}")
 }
 
+/// The run id of a run history event file (`.nuvira/runs/<id>/events.jsonl`), when `rel` is one.
+fn run_of(rel: &str) -> Option<&str> {
+    let id = rel
+        .strip_prefix(".nuvira/runs/")?
+        .strip_suffix("/events.jsonl")?;
+    is_run_id(id).then_some(id)
+}
+
+/// Whether `id` is a run id: `run-` then ASCII letters, digits and `-`, at most 64 bytes (the
+/// rule of `nuvira::runs`).
+fn is_run_id(id: &str) -> bool {
+    id.len() <= 64
+        && id.strip_prefix("run-").is_some_and(|rest| {
+            !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        })
+}
+
 impl NuviraServer {
     /// The event files under `.nuvira/` (JSONL files a run wrote with `--events`, and the run
     /// history's when it exists), relative to the repository.
@@ -1039,6 +1056,18 @@ impl ServerHandler for NuviraServer {
                 r
             })
             .collect();
+        let mut resources = resources;
+        // The run history under its own names: nuvira://runs/<id>.
+        for rel in self.event_files() {
+            if let Some(id) = run_of(&rel) {
+                let mut r = Resource::new(format!("nuvira://runs/{id}"), format!("run {id}"))
+                    .with_description(format!(
+                        "The report (ExecutionReport JSON) of recorded run `{id}`"
+                    ));
+                r.mime_type = Some("application/json".into());
+                resources.push(r);
+            }
+        }
         Ok(ListResourcesResult::with_all_items(resources))
     }
 
@@ -1047,18 +1076,36 @@ impl ServerHandler for NuviraServer {
         request: ReadResourceRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        let Some(rel) = request.uri.strip_prefix("nuvira://reports/") else {
+        let run_file;
+        let rel = if let Some(id) = request.uri.strip_prefix("nuvira://runs/") {
+            if !is_run_id(id) {
+                return Err(ErrorData::resource_not_found(
+                    format!(
+                        "`{}` is not a run id (run ids look like `run-1764580000-0a1f`; list the resources)",
+                        nuvira_api::text::escape_control(id)
+                    ),
+                    None,
+                ));
+            }
+            run_file = format!(".nuvira/runs/{id}/events.jsonl");
+            run_file.as_str()
+        } else if let Some(rel) = request.uri.strip_prefix("nuvira://reports/") {
+            rel
+        } else {
             return Err(ErrorData::resource_not_found(
                 format!(
-                    "no resource `{}`: this server has nuvira://reports/<event file>",
-                    request.uri
+                    "no resource `{}`: this server has nuvira://reports/<event file> and nuvira://runs/<run id>",
+                    nuvira_api::text::escape_control(&request.uri)
                 ),
                 None,
             ));
         };
         if !self.event_files().iter().any(|f| f == rel) {
             return Err(ErrorData::resource_not_found(
-                format!("no event file `{rel}` under .nuvira/ in the repository"),
+                format!(
+                    "no event file `{}` under .nuvira/ in the repository",
+                    nuvira_api::text::escape_control(rel)
+                ),
                 None,
             ));
         }
