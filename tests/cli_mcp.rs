@@ -97,6 +97,23 @@ fn mcp_python_client_lists_every_tool_with_input_and_output_schemas() {
         assert_eq!(out["schemas"][t]["type"], "object", "{t}: {out}");
         assert_eq!(out["output_schemas"][t], true, "{t} has no output schema");
     }
+    // Outputs are typed by the API's own types: the TestResult inside run_tests' result has
+    // its fields (not an untyped object).
+    let tests = &out["output_schema"]["run_tests"];
+    let reference = tests["properties"]["result"]["$ref"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{tests}"));
+    let name = reference.rsplit('/').next().unwrap();
+    let defs = tests
+        .get("$defs")
+        .or_else(|| tests.get("definitions"))
+        .unwrap();
+    for field in ["passed", "failed", "failures", "success"] {
+        assert!(
+            defs[name]["properties"].get(field).is_some(),
+            "{field} missing in {name}: {tests}"
+        );
+    }
     // The schema comes from the argument type: `edits` is required, a typo is refused.
     assert_eq!(out["schemas"]["apply_edits"]["required"], json!(["edits"]));
     assert_eq!(

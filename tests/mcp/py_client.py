@@ -32,6 +32,7 @@ async def scenario(session, name, args):
             "tools": sorted(t.name for t in tools),
             "schemas": {t.name: t.input_schema for t in tools},
             "output_schemas": {t.name: t.output_schema is not None for t in tools},
+            "output_schema": {t.name: t.output_schema for t in tools},
         }
     if name == "edit":
         edit = {"strategy": "search-replace", "path": "src/lib.py", "search": "return 1", "replace": "return 2"}

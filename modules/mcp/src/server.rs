@@ -298,6 +298,7 @@ pub struct GraphOutput {
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct InspectOutput {
     /// Relevant files, most relevant first, with scores and symbols.
+    #[schemars(with = "nuvira_api::InspectionResult")]
     pub result: Value,
 }
 
@@ -307,6 +308,7 @@ pub struct PreviewOutput {
     /// Whether the batch would be applied.
     pub valid: bool,
     /// The `EditPreview`: changes with unified diffs, validation, impact.
+    #[schemars(with = "nuvira_api::EditPreview")]
     pub preview: Value,
     /// Why the batch would be refused (`{"path", "line"?, "reason"}`), empty when valid.
     pub rejections: Vec<Value>,
@@ -320,6 +322,7 @@ pub struct ApplyOutput {
     /// Changes written.
     pub applied_count: u64,
     /// The `EditResult`.
+    #[schemars(with = "nuvira_api::EditResult")]
     pub result: Value,
 }
 
@@ -348,8 +351,10 @@ pub struct TestsOutput {
     /// Skipped tests.
     pub skipped: u64,
     /// Each failure: test name, file, line, message.
+    #[schemars(with = "Vec<nuvira_api::TestFailure>")]
     pub failures: Vec<Value>,
     /// The whole `TestResult` (with its `sandbox` object).
+    #[schemars(with = "nuvira_api::TestResult")]
     pub result: Value,
 }
 
@@ -362,7 +367,8 @@ pub struct RunOutput {
     pub status: String,
     /// The exit code `nuvira run` would have.
     pub exit_code: u64,
-    /// The `ExecutionReport`.
+    /// The `ExecutionReport` (null when the run ended before it had one).
+    #[schemars(with = "Option<nuvira_api::ExecutionReport>")]
     pub report: Value,
 }
 
