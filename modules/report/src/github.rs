@@ -221,12 +221,43 @@ pub fn annotation(f: &Finding, step_id: &str) -> String {
 
 /// A workflow command line `::NAME k=v,k=v::message` (without the trailing newline), the
 /// property values escaped with [`escape_property`] and the message with [`escape_data`].
+/// Control characters other than line breaks and tabs (ESC, BEL, bidirectional overrides...)
+/// are written as visible escapes first ([`nuvira_api::text::escape_control`]): the runner
+/// prints an annotation's file, title and message in the log, so raw they would reach the
+/// reader's terminal.
 pub fn command(name: &str, properties: &[(&str, String)], message: &str) -> String {
     let props: Vec<String> = properties
         .iter()
-        .map(|(k, v)| format!("{k}={}", escape_property(v)))
+        .map(|(k, v)| format!("{k}={}", escape_property(&visible(v))))
         .collect();
-    format!("::{name} {}::{}", props.join(","), escape_data(message))
+    format!(
+        "::{name} {}::{}",
+        props.join(","),
+        escape_data(&visible(message))
+    )
+}
+
+/// `s` with every control character but CR, LF and tab (which [`escape_data`] encodes, so a
+/// file name keeps them and still names the real file) written as a visible escape.
+fn visible(s: &str) -> std::borrow::Cow<'_, str> {
+    let hostile = |c: char| {
+        (c.is_control() && !matches!(c, '\n' | '\r' | '\t'))
+            || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    };
+    if !s.chars().any(hostile) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        if hostile(c) {
+            out.push_str(&nuvira_api::text::escape_control(
+                c.encode_utf8(&mut [0; 4]),
+            ));
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 /// The findings that become annotations: the most severe first, at most [`MAX_ERRORS`] errors
@@ -405,6 +436,22 @@ mod tests {
     fn escaping_matches_the_actions_toolkit() {
         assert_eq!(escape_data("50% done\r\nnext"), "50%25 done%0D%0Anext");
         assert_eq!(escape_property("a:b,c%"), "a%3Ab%2Cc%25");
+        // A file name and message carrying terminal escapes: visible, never raw.
+        let line = command(
+            "error",
+            &[
+                ("file", "src/\x1b[2Jx.rs".into()),
+                ("title", "t\u{202e}".into()),
+            ],
+            "one\x07\ntwo",
+        );
+        let kept = command("error", &[("file", "a\nb.rs".into())], "m");
+        assert_eq!(kept, "::error file=a%0Ab.rs::m");
+        assert!(!line.chars().any(|c| c.is_control()), "{line:?}");
+        assert_eq!(
+            line,
+            "::error file=src/\\x1b[2Jx.rs,title=t\\u{202e}::one\\x07%0Atwo"
+        );
         // `%` first, so an escape sequence in the input survives a round trip.
         assert_eq!(unescape_data(&escape_data("%0A")), "%0A");
     }
