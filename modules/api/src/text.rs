@@ -12,7 +12,7 @@ use std::borrow::Cow;
 
 /// Whether `c` must not reach a terminal raw: C0 and C1 controls, DEL, and the Unicode
 /// bidirectional controls that can reorder what a line appears to say.
-fn is_hostile(c: char) -> bool {
+pub fn is_hostile(c: char) -> bool {
     c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
 

@@ -240,10 +240,7 @@ pub fn command(name: &str, properties: &[(&str, String)], message: &str) -> Stri
 /// `s` with every control character but CR, LF and tab (which [`escape_data`] encodes, so a
 /// file name keeps them and still names the real file) written as a visible escape.
 fn visible(s: &str) -> std::borrow::Cow<'_, str> {
-    let hostile = |c: char| {
-        (c.is_control() && !matches!(c, '\n' | '\r' | '\t'))
-            || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
-    };
+    let hostile = |c: char| nuvira_api::text::is_hostile(c) && !matches!(c, '\n' | '\r' | '\t');
     if !s.chars().any(hostile) {
         return std::borrow::Cow::Borrowed(s);
     }

@@ -498,8 +498,13 @@ impl CacheRoot {
     /// Removes the given entries' folders, except those a run holds (in
     /// [`Removal::in_use`]). Docker volumes are the caller's (see `volume` in [`EntryMeta`]).
     pub fn remove(&self, entries: &[EntryInfo]) -> Removal {
-        let mut out = Removal::default();
         self.sweep_doomed();
+        self.remove_entries(entries)
+    }
+
+    /// [`remove`](Self::remove) without the sweep of `.removing-*` leftovers.
+    fn remove_entries(&self, entries: &[EntryInfo]) -> Removal {
+        let mut out = Removal::default();
         for e in entries {
             let removed = match try_lock(&e.dir, FlockArg::LockExclusiveNonblock) {
                 Ok(Some(lock)) => {
@@ -557,7 +562,7 @@ impl CacheRoot {
             if total <= self.max_bytes {
                 break;
             }
-            let r = self.remove(std::slice::from_ref(entry));
+            let r = self.remove_entries(std::slice::from_ref(entry));
             if !r.removed.is_empty() {
                 total = total.saturating_sub(entry.meta.size);
             }
