@@ -12,6 +12,7 @@ mod cli_mcp;
 mod cli_output;
 mod cli_projects;
 mod cli_report;
+mod cli_resume_changes;
 mod cli_run;
 mod cli_runs;
 mod cli_runs_gc;
