@@ -152,7 +152,7 @@ fn incomplete_reason(live: bool) -> &'static str {
 }
 
 fn list(store: &RunStore, json: bool) -> u8 {
-    let runs = match store.list() {
+    let (runs, incomplete) = match store.list_all() {
         Ok(r) => r,
         Err(e) => {
             eprintln!("error: {e}");
@@ -160,9 +160,7 @@ fn list(store: &RunStore, json: bool) -> u8 {
         }
     };
     // Folders without `run.json`: after the runs (they cannot be shown or resumed).
-    let incomplete: Vec<(Incomplete, bool)> = store
-        .incomplete()
-        .unwrap_or_default()
+    let incomplete: Vec<(Incomplete, bool)> = incomplete
         .into_iter()
         .map(|i| {
             let live = i.live();

@@ -267,14 +267,7 @@ impl RunStore {
     /// # Errors
     /// When `.nuvira/runs` cannot be listed.
     pub fn list(&self) -> Result<Vec<StoredRun>, RunsError> {
-        let mut runs = self.scan_all()?.runs;
-        runs.sort_by(|a, b| {
-            b.meta
-                .started_ms
-                .cmp(&a.meta.started_ms)
-                .then_with(|| b.meta.id.cmp(&a.meta.id))
-        });
-        Ok(runs)
+        Ok(self.list_all()?.0)
     }
 
     /// The run folders without `run.json`, newest first (by their last change): a run killed
@@ -284,13 +277,31 @@ impl RunStore {
     /// # Errors
     /// When `.nuvira/runs` cannot be listed.
     pub fn incomplete(&self) -> Result<Vec<Incomplete>, RunsError> {
-        let mut out = self.scan_all()?.incomplete;
-        out.sort_by(|a, b| {
+        Ok(self.list_all()?.1)
+    }
+
+    /// [`list`](Self::list) and [`incomplete`](Self::incomplete) from one look at the folder.
+    ///
+    /// # Errors
+    /// When `.nuvira/runs` cannot be listed.
+    pub fn list_all(&self) -> Result<(Vec<StoredRun>, Vec<Incomplete>), RunsError> {
+        let Scan {
+            mut runs,
+            mut incomplete,
+            ..
+        } = self.scan_all()?;
+        runs.sort_by(|a, b| {
+            b.meta
+                .started_ms
+                .cmp(&a.meta.started_ms)
+                .then_with(|| b.meta.id.cmp(&a.meta.id))
+        });
+        incomplete.sort_by(|a, b| {
             b.modified_ms
                 .cmp(&a.modified_ms)
                 .then_with(|| b.id.cmp(&a.id))
         });
-        Ok(out)
+        Ok((runs, incomplete))
     }
 
     /// The run `id`.
