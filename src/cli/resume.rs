@@ -15,8 +15,7 @@ use std::path::PathBuf;
 #[derive(Debug, clap::Args)]
 #[command(after_help = super::conventions::after_help(&[
     ("finish a run that was interrupted (what finished is not repeated)", "nuvira resume run-1764580000-0a1f"),
-    ("resume and run the tests again even where nothing changed", "nuvira resume run-1764580000-0a1f --rerun-tests"),
-    ("you edited a file a finished step wrote (resume refused, exit 3): keep your version, rerun what read it", "nuvira resume run-1764580000-0a1f --accept-changes"),
+    ("keep a file you changed after a finished step wrote it (else resume refuses, exit 3)", "nuvira resume run-1764580000-0a1f --accept-changes"),
 ]))]
 pub struct Args {
     /// The run to resume (`nuvira runs` lists them).
