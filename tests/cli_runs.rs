@@ -128,11 +128,16 @@ fn runs_json(repo: &Path) -> Vec<Value> {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // Folders a run killed before its first write left (`incomplete`) are no runs to resume
+    // or compare (tests/cli_runs_gc.rs covers them).
     serde_json::from_slice::<Value>(&out.stdout)
         .unwrap()
         .as_array()
         .unwrap()
-        .clone()
+        .iter()
+        .filter(|r| r["incomplete"] != true)
+        .cloned()
+        .collect()
 }
 
 fn only_run(repo: &Path) -> (String, PathBuf) {

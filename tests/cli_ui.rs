@@ -450,6 +450,133 @@ fn ui_event_stream_sends_every_line_then_ends_and_resumes_from_last_event_id() {
     assert!(rest.contains("event: end"));
 }
 
+/// Appends bytes to a file.
+fn append(path: &Path, bytes: &[u8]) {
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .unwrap();
+    f.write_all(bytes).unwrap();
+}
+
+#[test]
+fn ui_live_refresh_folds_only_the_new_events_into_the_kept_state_and_gives_the_full_rebuilds_report()
+ {
+    let s = Setup::new();
+    let done = s.failing_run();
+    let runs = s.repo().join(".nuvira/runs");
+    let lines: Vec<String> = std::fs::read_to_string(runs.join(&done).join("events.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert!(lines.len() > 10, "{}", lines.len());
+    // A run in progress (this test's pid is alive) whose events.jsonl the test writes as the
+    // run would: the real run's lines, a few at a time.
+    let id = "run-3-live";
+    let dir = runs.join(id);
+    std::fs::create_dir_all(&dir).unwrap();
+    let meta = json!({"format": 1, "id": id, "goal": "g", "status": "running",
+        "started_ms": 1, "pid": std::process::id(), "steps": 3});
+    std::fs::write(dir.join("run.json"), meta.to_string()).unwrap();
+    let events = dir.join("events.jsonl");
+    let ui = Ui::start(&s.repo());
+    let path = format!("/api/runs/{id}");
+    // What `nuvira runs show` would rebuild from the whole file now.
+    let full = || {
+        let run = nuvira::runs::RunStore::open(&s.repo())
+            .unwrap()
+            .get(id)
+            .unwrap();
+        serde_json::to_value(run.report().unwrap()).unwrap()
+    };
+    let half = lines.len() / 2;
+    let head: String = lines[..half].concat();
+    append(&events, head.as_bytes());
+    let d = ui.json(&path);
+    assert_eq!(d["fold"]["events"], half);
+    assert_eq!(d["fold"]["new_events"], half);
+    assert_eq!(d["fold"]["bytes_read"], head.len());
+    assert_eq!(d["fold"]["reused"], false);
+    assert_eq!(d["report"], full());
+
+    // Nothing new: nothing read, nothing folded, the same report.
+    let d = ui.json(&path);
+    assert_eq!(d["fold"]["new_events"], 0);
+    assert_eq!(d["fold"]["bytes_read"], 0);
+    assert_eq!(d["fold"]["reused"], true);
+    assert_eq!(d["report"], full());
+
+    // Model-call records: each parsed once, again only when it changes.
+    let calls = dir.join("calls");
+    std::fs::create_dir(&calls).unwrap();
+    std::fs::copy(
+        runs.join(&done).join("calls/0001.json"),
+        calls.join("0001.json"),
+    )
+    .unwrap();
+    let d = ui.json(&path);
+    assert_eq!(d["fold"]["calls_read"], 1);
+    assert_eq!(d["calls"].as_array().unwrap().len(), 1);
+    std::fs::copy(
+        runs.join(&done).join("calls/0002.json"),
+        calls.join("0002.json"),
+    )
+    .unwrap();
+    let d = ui.json(&path);
+    assert_eq!(d["fold"]["calls_read"], 1, "only the new record is read");
+    assert_eq!(d["calls"].as_array().unwrap().len(), 2);
+    assert_eq!(d["calls"][1]["input_tokens"], 100);
+    let d = ui.json(&path);
+    assert_eq!(d["fold"]["calls_read"], 0);
+    assert_eq!(d["calls"].as_array().unwrap().len(), 2);
+
+    // N new events: N folded, only their bytes read, on top of the kept state.
+    let last = lines.len() - 1;
+    let more: String = lines[half..last].concat();
+    append(&events, more.as_bytes());
+    let d = ui.json(&path);
+    assert_eq!(d["fold"]["new_events"], last - half);
+    assert_eq!(d["fold"]["bytes_read"], more.len());
+    assert_eq!(d["fold"]["events"], last);
+    assert_eq!(d["fold"]["reused"], true);
+    assert_eq!(d["report"], full());
+
+    // A line whose newline is not written yet waits for it.
+    let (torn, rest) = lines[last].split_at(20);
+    append(&events, torn.as_bytes());
+    let d = ui.json(&path);
+    assert_eq!(d["fold"]["new_events"], 0);
+    assert_eq!(d["fold"]["events"], last);
+    append(&events, rest.as_bytes());
+    let d = ui.json(&path);
+    assert_eq!(d["fold"]["new_events"], 1);
+    assert_eq!(d["fold"]["bytes_read"], rest.len());
+    assert_eq!(d["fold"]["events"], lines.len());
+    assert_eq!(d["report"], full());
+    let ops = d["operations"].as_array().unwrap().len();
+    assert_eq!(ops, 0, "no steps.jsonl yet");
+
+    // A resume moves the stream aside and starts a new file: folded again from its start.
+    std::fs::rename(&events, dir.join("events.1.jsonl")).unwrap();
+    append(&events, lines[..3].concat().as_bytes());
+    let d = ui.json(&path);
+    assert_eq!(d["fold"]["reused"], false);
+    assert_eq!(d["fold"]["events"], 3);
+    assert_eq!(d["report"], full());
+
+    // Once the run wrote its report, that is what is served (no state kept for it).
+    std::fs::copy(
+        runs.join(&done).join("report.json"),
+        dir.join("report.json"),
+    )
+    .unwrap();
+    let d = ui.json(&path);
+    assert!(d.get("fold").is_none(), "{d}");
+    assert_eq!(d["report"], full());
+}
+
 #[test]
 fn ui_refuses_traversal_symlinked_runs_and_bad_ids() {
     let s = Setup::new();

@@ -84,6 +84,13 @@ pub(crate) fn start(
         replay: args.replay.clone(),
         ..History::default()
     };
+    // A resumed run: what its earlier attempt finished, its unfinished batches undone, and the
+    // files its finished steps wrote checked against the tree, all before its folder is
+    // reopened (a refusal leaves the run as it was).
+    let mut prior = match resumed {
+        Some(run) => Some(resume_prior(ws, args, run)?),
+        None => None,
+    };
     if enabled(args) || resumed.is_some() || args.replay.is_some() {
         let rec = match resumed {
             Some(run) => RunRecorder::reopen(ws, run),
@@ -119,13 +126,7 @@ pub(crate) fn start(
         settings.cancel.clone(),
     );
     if let Some(run) = resumed {
-        let n = run.meta.resumes + 1;
-        let events = run.dir.join(format!("events.{n}.jsonl"));
-        let steps = run.dir.join(format!("steps.{n}.jsonl"));
-        let mut prior = Prior::load(ws.root(), &events, &steps);
-        prior.rerun_tests = args.rerun_tests;
-        undo_unfinished_batches(ws, &run.meta.id, &prior)?;
-        h.prior = Some(prior);
+        h.prior = prior.take();
         match Recorded::from_dir(&run.calls_dir()) {
             Ok(recorded) => {
                 let next = recorded.last_call() + 1;
@@ -149,9 +150,64 @@ pub(crate) fn start(
     Ok(h)
 }
 
+/// What the earlier attempt of `run` finished ([`Prior`]), after its unfinished batches were
+/// undone; refused (exit 3) when a file a finished step wrote was changed since, unless
+/// `--accept-changes` (then that file is kept, and the steps that read it run again).
+fn resume_prior(ws: &Workspace, args: &Args, run: &StoredRun) -> Result<Prior, Fail> {
+    let mut prior = Prior::load(ws.root(), &run.events_path(), &run.steps_path());
+    prior.rerun_tests = args.rerun_tests;
+    let applied = undo_unfinished_batches(ws, &run.meta.id, &prior)?;
+    let changed = prior.changed_results(&applied);
+    if changed.is_empty() {
+        return Ok(prior);
+    }
+    let list = |c: &crate::runs::resume::ChangedResult| {
+        format!(
+            "`{}` (written by step `{}`; the run left {}, it holds {} now)",
+            super::esc(&c.path),
+            super::esc(&c.step),
+            short_hash(&c.recorded),
+            short_hash(&c.now)
+        )
+    };
+    if args.accept_changes {
+        for c in &changed {
+            eprintln!(
+                "resume: keeping your version of {}: step `{}` is not run again, the steps that read the file are",
+                list(c),
+                super::esc(&c.step)
+            );
+        }
+        prior.accept(&changed);
+        return Ok(prior);
+    }
+    let files: Vec<String> = changed.iter().map(list).collect();
+    let repo = super::apply::rollback_command(ws.root());
+    Err(Fail::environment(format!(
+        "cannot resume run `{}`: {} file(s) changed since the run's finished steps wrote them: {}. Resuming would run the remaining steps on the changed files without their fingerprints knowing. Keep your version with `nuvira resume {} --accept-changes` (the steps that read those files run again; the steps that wrote them are not, so no edit is applied twice), or undo the run's edits with `{repo} --keep-changed` (or `--force` to discard your changes too) and start a new run",
+        super::esc(&run.meta.id),
+        changed.len(),
+        files.join(", "),
+        super::esc(&run.meta.id),
+    )))
+}
+
+/// `sha256:` and the first 12 hex digits of a content hash (`missing` and the like as they are).
+fn short_hash(h: &str) -> String {
+    match h.strip_prefix("sha256:") {
+        Some(hex) => format!("sha256:{}…", hex.get(..12).unwrap_or(hex)),
+        None => h.to_owned(),
+    }
+}
+
 /// A resumed run's steps that wrote a batch but were not recorded as finished: their batches
 /// are undone (the journal knows them) before they run again, so no batch is applied twice.
-fn undo_unfinished_batches(ws: &Workspace, run_id: &str, prior: &Prior) -> Result<(), Fail> {
+/// Returns the finished steps whose batches are still applied.
+fn undo_unfinished_batches(
+    ws: &Workspace,
+    run_id: &str,
+    prior: &Prior,
+) -> Result<Vec<String>, Fail> {
     let journal = Journal::new(ws);
     let finished = prior.finished();
     let steps = journal.committed_steps(run_id).unwrap_or_default();
@@ -178,7 +234,10 @@ fn undo_unfinished_batches(ws: &Workspace, run_id: &str, prior: &Prior) -> Resul
             }
         }
     }
-    Ok(())
+    Ok(steps
+        .into_iter()
+        .filter(|s| finished.contains(&s.as_str()))
+        .collect())
 }
 
 impl History {

@@ -131,6 +131,10 @@ pub struct Args {
     /// With --resume: rerun test and execute steps even when their inputs are unchanged.
     #[arg(long, requires = "resume")]
     pub rerun_tests: bool,
+    /// With --resume: keep the files you changed since the run's finished steps wrote them
+    /// (else resume refuses, exit 3); the steps that read them run again.
+    #[arg(long, requires = "resume")]
+    pub accept_changes: bool,
     /// Stop the run (exit 1) once its model calls used more than N tokens (input + output).
     #[arg(long, value_name = "N")]
     pub max_tokens: Option<u64>,
@@ -185,6 +189,7 @@ impl Args {
             wait: false,
             resume: None,
             rerun_tests: false,
+            accept_changes: false,
             max_tokens: None,
             max_cost: None,
             no_history: false,

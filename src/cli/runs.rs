@@ -1,15 +1,18 @@
 //! `nuvira runs [--repo DIR] [--json]`, `nuvira runs show RUN [--format ...]`,
-//! `nuvira runs gc [--keep N] [--keep-days D] [--dry-run]`: the run history in
-//! `.nuvira/runs/` (see docs/runs.md).
+//! `nuvira runs gc [--keep N] [--keep-days D] [--grace DURATION] [--dry-run]`: the run history
+//! in `.nuvira/runs/` (see docs/runs.md).
 //!
-//! The list shows, newest first: id, status, started (UTC), duration, tokens, cost and goal.
+//! The list shows, newest first: id, status, started (UTC), duration, tokens, cost and goal;
+//! then the folders without `run.json` (a run killed before its first write, or one starting),
+//! as `incomplete`. `gc` also removes those no process holds once they are idle for the grace
+//! period.
 //! `show` prints a run's report in any report format. `gc` applies the retention policy (the
 //! flags, else `[runs]` of the configuration ([`crate::runs::calls::Config::load`]), else `NUVIRA_RUNS_KEEP[_DAYS]`, else 100
 //! runs / 30 days); it only ever removes real run folders inside `.nuvira/runs` and never
 //! follows a symlink. Exit codes: 0, 2 bad arguments or unknown run, 3 the history cannot be
 //! read or changed.
 
-use crate::runs::{Retention, RunStore, StoredRun};
+use crate::runs::{Incomplete, Retention, RunStore, StoredRun};
 use nuvira_report::Format;
 use std::path::PathBuf;
 
@@ -53,6 +56,10 @@ pub enum Sub {
         /// Only say which runs would be removed.
         #[arg(long)]
         dry_run: bool,
+        /// A folder without `run.json` that no process holds is removed once nothing in it
+        /// changed for this long (e.g. `30s`, `10m`; default 5m).
+        #[arg(long, value_name = "DURATION", value_parser = parse_grace)]
+        grace: Option<std::time::Duration>,
     },
 }
 
@@ -76,8 +83,19 @@ pub fn execute(args: Args) -> u8 {
             keep,
             keep_days,
             dry_run,
-        }) => gc(&store, keep, keep_days, dry_run),
+            grace,
+        }) => gc(
+            &store,
+            keep,
+            keep_days,
+            dry_run,
+            grace.unwrap_or(crate::runs::DEFAULT_GRACE),
+        ),
     }
+}
+
+fn parse_grace(s: &str) -> Result<std::time::Duration, nuvira_api::duration::DurationError> {
+    nuvira_api::duration::parse(s)
 }
 
 /// One row of the list, as `--json` prints it.
@@ -97,23 +115,68 @@ pub(crate) fn row(run: &StoredRun) -> serde_json::Value {
         "replay_of": m.replay_of,
         "exit_code": m.exit_code,
         "dir": run.dir.display().to_string(),
+        "incomplete": false,
     })
 }
 
+/// The row of a folder without `run.json`: `status` `incomplete`, `incomplete: true`, `live`
+/// (a process holds the folder: the run is starting), `reason`, and `started_ms` the folder's
+/// last change.
+pub(crate) fn incomplete_row(i: &Incomplete, live: bool) -> serde_json::Value {
+    serde_json::json!({
+        "id": i.id,
+        "goal": "",
+        "status": "incomplete",
+        "started_ms": i.modified_ms,
+        "duration_ms": null,
+        "tokens": null,
+        "cost_usd": null,
+        "model_calls": null,
+        "steps": 0,
+        "resumes": 0,
+        "replay_of": null,
+        "exit_code": null,
+        "dir": i.dir.display().to_string(),
+        "incomplete": true,
+        "live": live,
+        "reason": incomplete_reason(live),
+    })
+}
+
+fn incomplete_reason(live: bool) -> &'static str {
+    if live {
+        "no run.json yet: a run is starting"
+    } else {
+        "no run.json: the run was killed before its first write (`nuvira runs gc` removes it)"
+    }
+}
+
 fn list(store: &RunStore, json: bool) -> u8 {
-    let runs = match store.list() {
+    let (runs, incomplete) = match store.list_all() {
         Ok(r) => r,
         Err(e) => {
             eprintln!("error: {e}");
             return crate::exit::ENVIRONMENT;
         }
     };
+    // Folders without `run.json`: after the runs (they cannot be shown or resumed).
+    let incomplete: Vec<(Incomplete, bool)> = incomplete
+        .into_iter()
+        .map(|i| {
+            let live = i.live();
+            (i, live)
+        })
+        .collect();
     if json {
-        let rows: Vec<_> = runs.iter().map(row).collect();
+        let rows: Vec<_> = runs
+            .iter()
+            .map(row)
+            .chain(incomplete.iter().map(|(i, live)| incomplete_row(i, *live)))
+            .collect();
         super::print_stdout(&format!("{:#}\n", serde_json::Value::Array(rows)));
         return crate::exit::SUCCESS;
     }
-    if runs.is_empty() {
+    if runs.is_empty() && incomplete.is_empty() {
         eprintln!(
             "no runs recorded yet in {}",
             store.workspace().root().display()
@@ -158,6 +221,25 @@ fn list(store: &RunStore, json: bool) -> u8 {
             super::esc(&goal)
         ));
     }
+    for (i, live) in &incomplete {
+        out.push_str(&format!(
+            "{:<24}  {:<15}  {:<19}  {:>8}  {:>8}  {:>9}  ({})\n",
+            super::esc(&i.id),
+            "incomplete",
+            utc(i.modified_ms),
+            "-",
+            "-",
+            "-",
+            incomplete_reason(*live)
+        ));
+    }
+    if !incomplete.is_empty() {
+        out.push_str(&format!(
+            "{} run(s), {} incomplete\n",
+            runs.len(),
+            incomplete.len()
+        ));
+    }
     super::print_stdout(&out);
     crate::exit::SUCCESS
 }
@@ -190,7 +272,13 @@ fn show(store: &RunStore, id: &str, format: Option<&str>) -> u8 {
     }
 }
 
-fn gc(store: &RunStore, keep: Option<usize>, keep_days: Option<u64>, dry_run: bool) -> u8 {
+fn gc(
+    store: &RunStore,
+    keep: Option<usize>,
+    keep_days: Option<u64>,
+    dry_run: bool,
+    grace: std::time::Duration,
+) -> u8 {
     let config = crate::runs::calls::Config::load(store.workspace()).unwrap_or_default();
     let mut policy = Retention::from_config(&config);
     if let Some(n) = keep {
@@ -199,14 +287,28 @@ fn gc(store: &RunStore, keep: Option<usize>, keep_days: Option<u64>, dry_run: bo
     if let Some(d) = keep_days {
         policy.keep_days = (d > 0).then_some(d);
     }
-    match store.gc(policy, &[], dry_run) {
+    match store.gc_with_grace(policy, &[], dry_run, grace) {
         Ok(out) => {
             let verb = if dry_run { "would remove" } else { "removed" };
             for id in &out.removed {
                 eprintln!("{verb} {}", super::esc(id));
             }
+            for id in &out.abandoned {
+                eprintln!(
+                    "{verb} {} (no run.json: killed before its first write)",
+                    super::esc(id)
+                );
+            }
             for (name, why) in &out.ignored {
                 eprintln!("left alone: {} ({})", super::esc(name), super::esc(why));
+            }
+            if !out.abandoned.is_empty() || out.kept_incomplete > 0 {
+                eprintln!(
+                    "{verb} {} abandoned run folder(s), kept {} incomplete one(s) (a live run holds it, or it changed within {})",
+                    out.abandoned.len(),
+                    out.kept_incomplete,
+                    nuvira_api::duration::format(grace)
+                );
             }
             eprintln!("{verb} {} run(s), kept {}", out.removed.len(), out.kept);
             crate::exit::SUCCESS

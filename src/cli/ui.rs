@@ -10,6 +10,7 @@
 //! SIGTERM stopped it, 2 for bad arguments or repository, 3 when the port cannot be listened on
 //! or the history cannot be read.
 
+mod live;
 mod server;
 
 use crate::exit;

@@ -31,7 +31,7 @@ pub mod resume;
 pub mod writer;
 
 use nuvira_api::{ExecutionPlan, ExecutionReport, ModelUsage};
-use nuvira_workspace::{Workspace, WorkspaceError};
+use nuvira_workspace::{FolderLock, Workspace, WorkspaceError, folder_locked};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -64,6 +64,11 @@ pub const KEEP_RUNS_ENV: &str = "NUVIRA_RUNS_KEEP";
 pub const KEEP_DAYS_ENV: &str = "NUVIRA_RUNS_KEEP_DAYS";
 /// The environment variable that turns the history off (`0`).
 pub const HISTORY_ENV: &str = "NUVIRA_HISTORY";
+/// How long a run folder without `run.json` (an [`Incomplete`] one) must have been left
+/// untouched before [`RunStore::gc`] may remove it, when no process holds its lock: a margin
+/// over the moment between a run making its folder and taking the folder's lock (and for a
+/// run of an older Nuvira, which takes none, until it writes `run.json`).
+pub const DEFAULT_GRACE: std::time::Duration = std::time::Duration::from_secs(5 * 60);
 
 /// Whether `name` is a run id: `run-` then letters, digits and `-`, at most 64 bytes. Only such
 /// names become paths under `.nuvira/runs`.
@@ -204,6 +209,12 @@ pub struct GcOutcome {
     pub removed: Vec<String>,
     /// Runs kept.
     pub kept: usize,
+    /// Abandoned run folders removed (or that would be): no `run.json`, no process holding
+    /// the folder's lock, untouched for longer than the grace period (see [`Incomplete`]).
+    pub abandoned: Vec<String>,
+    /// Folders without `run.json` kept: a live process holds them, or they are younger than
+    /// the grace period.
+    pub kept_incomplete: usize,
     /// Entries of `.nuvira/runs` left alone because they are not real run folders (a symlink,
     /// a file, a name that is no run id): `(name, why)`.
     pub ignored: Vec<(String, String)>,
@@ -256,14 +267,41 @@ impl RunStore {
     /// # Errors
     /// When `.nuvira/runs` cannot be listed.
     pub fn list(&self) -> Result<Vec<StoredRun>, RunsError> {
-        let (mut runs, _) = self.scan()?;
+        Ok(self.list_all()?.0)
+    }
+
+    /// The run folders without `run.json`, newest first (by their last change): a run killed
+    /// before its first write, or one that is starting right now ([`Incomplete::live`]).
+    /// [`list`](Self::list) leaves them out; `nuvira runs` shows them as `incomplete`.
+    ///
+    /// # Errors
+    /// When `.nuvira/runs` cannot be listed.
+    pub fn incomplete(&self) -> Result<Vec<Incomplete>, RunsError> {
+        Ok(self.list_all()?.1)
+    }
+
+    /// [`list`](Self::list) and [`incomplete`](Self::incomplete) from one look at the folder.
+    ///
+    /// # Errors
+    /// When `.nuvira/runs` cannot be listed.
+    pub fn list_all(&self) -> Result<(Vec<StoredRun>, Vec<Incomplete>), RunsError> {
+        let Scan {
+            mut runs,
+            mut incomplete,
+            ..
+        } = self.scan_all()?;
         runs.sort_by(|a, b| {
             b.meta
                 .started_ms
                 .cmp(&a.meta.started_ms)
                 .then_with(|| b.meta.id.cmp(&a.meta.id))
         });
-        Ok(runs)
+        incomplete.sort_by(|a, b| {
+            b.modified_ms
+                .cmp(&a.modified_ms)
+                .then_with(|| b.id.cmp(&a.id))
+        });
+        Ok((runs, incomplete))
     }
 
     /// The run `id`.
@@ -286,9 +324,11 @@ impl RunStore {
     }
 
     /// Removes the runs `policy` does not keep (see [`Retention`]), never `protect`ed ones nor
-    /// runs still going on; with `dry_run`, only says which. Only real folders named by a run
-    /// id directly in `.nuvira/runs` are ever removed; a symlink there is ignored (never
-    /// followed, never removed), as is anything else.
+    /// runs still going on, and the abandoned folders ([`Incomplete`]: no `run.json`, no
+    /// process holding the folder's lock, untouched for [`DEFAULT_GRACE`]); with `dry_run`,
+    /// only says which. Only real folders named by a run id directly in `.nuvira/runs` are
+    /// ever removed; a symlink there is ignored (never followed, never removed), as is
+    /// anything else.
     ///
     /// # Errors
     /// When the folder cannot be listed or a run folder cannot be removed.
@@ -298,8 +338,25 @@ impl RunStore {
         protect: &[&str],
         dry_run: bool,
     ) -> Result<GcOutcome, RunsError> {
-        let (runs, ignored) = self.scan()?;
-        let mut runs = runs;
+        self.gc_with_grace(policy, protect, dry_run, DEFAULT_GRACE)
+    }
+
+    /// [`gc`](Self::gc) with another grace period for folders without `run.json`.
+    ///
+    /// # Errors
+    /// As [`gc`](Self::gc).
+    pub fn gc_with_grace(
+        &self,
+        policy: Retention,
+        protect: &[&str],
+        dry_run: bool,
+        grace: std::time::Duration,
+    ) -> Result<GcOutcome, RunsError> {
+        let Scan {
+            mut runs,
+            incomplete,
+            ignored,
+        } = self.scan_all()?;
         runs.sort_by(|a, b| {
             b.meta
                 .started_ms
@@ -317,7 +374,10 @@ impl RunStore {
             let too_old = policy.keep_days.is_some_and(|d| {
                 now.saturating_sub(run.meta.started_ms) > d.saturating_mul(86_400_000)
             });
-            let live = run.status() == "running";
+            // Alive by its pid, or by the folder lock its process holds (a pid reused by
+            // another process keeps a run; a lock never outlives its process).
+            let live = run.status() == "running"
+                || (run.meta.status == "running" && folder_locked(&run.dir).unwrap_or(true));
             if (too_many || too_old) && !live && !protect.contains(&run.meta.id.as_str()) {
                 doomed.push(run);
             } else {
@@ -331,49 +391,139 @@ impl RunStore {
             }
             out.removed.push(run.meta.id.clone());
         }
+        let grace_ms = u64::try_from(grace.as_millis()).unwrap_or(u64::MAX);
+        let mut abandoned: Vec<&Incomplete> = incomplete
+            .iter()
+            .filter(|i| {
+                let idle = now.saturating_sub(i.modified_ms) >= grace_ms;
+                let dead = idle && !protect.contains(&i.id.as_str());
+                if !dead {
+                    out.kept_incomplete += 1;
+                }
+                dead
+            })
+            .collect();
+        abandoned.sort_by(|a, b| a.modified_ms.cmp(&b.modified_ms).then(a.id.cmp(&b.id)));
+        for dead in abandoned {
+            // The lock is taken, and held while the folder goes: a run that made the folder
+            // but was slow to lock it finds the lock taken (its folder is not recorded), and a
+            // run that holds it keeps it.
+            match FolderLock::try_acquire(&dead.dir) {
+                Ok(Some(_held)) => {
+                    // Still no `run.json` now that nobody can be writing one.
+                    if std::fs::symlink_metadata(dead.dir.join(META_FILE)).is_ok() {
+                        out.kept_incomplete += 1;
+                        continue;
+                    }
+                    if !dry_run {
+                        remove_run_dir(&dead.dir)?;
+                    }
+                    out.abandoned.push(dead.id.clone());
+                }
+                Ok(None) => out.kept_incomplete += 1,
+                Err(e) => out.ignored.push((dead.id.clone(), io_reason(&e))),
+            }
+        }
         Ok(out)
     }
 
-    /// Every real run folder with a readable `run.json`, and the entries left alone.
-    fn scan(&self) -> Result<Scan, RunsError> {
+    /// Every real run folder: with a readable `run.json`, without one, and the entries left
+    /// alone.
+    fn scan_all(&self) -> Result<Scan, RunsError> {
         let Some(root) = &self.dir else {
-            return Ok((Vec::new(), Vec::new()));
+            return Ok(Scan::default());
         };
         let entries = std::fs::read_dir(root).map_err(|e| RunsError::Read {
             path: root.clone(),
             reason: crate::runs::io_reason(&e),
         })?;
-        let mut runs = Vec::new();
-        let mut ignored = Vec::new();
+        let mut scan = Scan::default();
         for entry in entries.flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
             if !is_run_id(&name) {
-                ignored.push((name, "not a run id".to_owned()));
+                scan.ignored.push((name, "not a run id".to_owned()));
                 continue;
             }
             // `file_type` does not follow a symlink.
             match entry.file_type() {
                 Ok(t) if t.is_dir() => {}
                 Ok(t) if t.is_symlink() => {
-                    ignored.push((name, "a symlink, never followed".to_owned()));
+                    scan.ignored
+                        .push((name, "a symlink, never followed".to_owned()));
                     continue;
                 }
                 _ => {
-                    ignored.push((name, "not a folder".to_owned()));
+                    scan.ignored.push((name, "not a folder".to_owned()));
                     continue;
                 }
             }
-            match StoredRun::load(entry.path(), &name) {
-                Ok(run) => runs.push(run),
-                Err(e) => ignored.push((name, e.to_string())),
+            let dir = entry.path();
+            match StoredRun::load(dir.clone(), &name) {
+                Ok(run) => scan.runs.push(run),
+                Err(_) if std::fs::symlink_metadata(dir.join(META_FILE)).is_err() => {
+                    scan.incomplete.push(Incomplete::of(dir, name));
+                }
+                Err(e) => scan.ignored.push((name, e.to_string())),
             }
         }
-        Ok((runs, ignored))
+        Ok(scan)
     }
 }
 
-/// Run folders, and the entries left alone with why.
-type Scan = (Vec<StoredRun>, Vec<(String, String)>);
+/// A run folder without `run.json`: a run killed before its first write (between making its
+/// folder and writing `run.json`), or one starting right now. [`RunStore::gc`] removes it
+/// when no process holds the folder's lock ([`live`](Self::live)) and nothing in it changed
+/// for the grace period.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Incomplete {
+    /// The folder's name (a run id).
+    pub id: String,
+    /// `.nuvira/runs/<id>`.
+    pub dir: PathBuf,
+    /// The last change to the folder or an entry in it (ms since the Unix epoch; 0 when
+    /// unknown).
+    pub modified_ms: u64,
+}
+
+impl Incomplete {
+    fn of(dir: PathBuf, id: String) -> Self {
+        let ms = |m: std::fs::Metadata| {
+            m.modified()
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        };
+        let mut modified_ms = std::fs::symlink_metadata(&dir).map_or(0, ms);
+        if let Ok(entries) = std::fs::read_dir(&dir) {
+            for e in entries.flatten() {
+                // `DirEntry::metadata` does not follow a symlink.
+                if let Ok(m) = e.metadata() {
+                    modified_ms = modified_ms.max(ms(m));
+                }
+            }
+        }
+        Self {
+            id,
+            dir,
+            modified_ms,
+        }
+    }
+
+    /// Whether a process holds the folder's lock: a run that is starting (every run holds
+    /// the lock of its folder from the moment it made it until it ends).
+    pub fn live(&self) -> bool {
+        folder_locked(&self.dir).unwrap_or(false)
+    }
+}
+
+/// Run folders with `run.json`, without it, and the entries left alone with why.
+#[derive(Default)]
+struct Scan {
+    runs: Vec<StoredRun>,
+    incomplete: Vec<Incomplete>,
+    ignored: Vec<(String, String)>,
+}
 
 /// Removes a run folder, which must still be a real folder (not a symlink swapped in): std's
 /// `remove_dir_all` never follows a symlink inside it either.

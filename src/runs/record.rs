@@ -24,6 +24,23 @@ pub struct RunRecorder {
     meta: Mutex<RunMeta>,
     /// `plan.json` and `run.json` of a [`prepare`](Self::prepare)d run, not written yet.
     pending: Mutex<Option<Vec<u8>>>,
+    /// The folder's lock, held while the run goes on: it tells `gc` that a folder without
+    /// `run.json` yet belongs to a live run (see [`crate::runs::Incomplete`]).
+    _lock: nuvira_workspace::FolderLock,
+}
+
+/// Takes the lock of run folder `dir` (refused when another process holds it).
+fn lock_run_dir(dir: &Path) -> Result<nuvira_workspace::FolderLock, RunsError> {
+    match nuvira_workspace::FolderLock::try_acquire(dir) {
+        Ok(Some(lock)) => Ok(lock),
+        Ok(None) => Err(RunsError::Write {
+            path: dir.to_owned(),
+            source: std::io::Error::other(
+                "another process holds this run folder (a run or `nuvira runs gc`)",
+            ),
+        }),
+        Err(e) => Err(write_err(dir)(e)),
+    }
 }
 
 fn write_err(path: &Path) -> impl FnOnce(std::io::Error) -> RunsError + '_ {
@@ -85,6 +102,10 @@ impl RunRecorder {
                     && crate::runs::is_real_dir(&dir) => {}
             Err(e) => return Err(write_err(&dir)(e)),
         }
+        // Held from here to the run's end: `gc` never takes the folder of a live run for one
+        // a killed run left without `run.json`.
+        let lock = lock_run_dir(&dir)?;
+        nuvira_workspace::fault_point("run-folder");
         let meta = RunMeta {
             format: FORMAT_VERSION,
             id: run_id.to_owned(),
@@ -106,6 +127,7 @@ impl RunRecorder {
             root: ws.root().to_owned(),
             meta: Mutex::new(meta),
             pending: Mutex::new(Some(bytes)),
+            _lock: lock,
         })
     }
 
@@ -176,11 +198,13 @@ impl RunRecorder {
         meta.ended_ms = None;
         meta.duration_ms = None;
         meta.exit_code = None;
+        let lock = lock_run_dir(&run.dir)?;
         let rec = Self {
             dir: run.dir.clone(),
             root: ws.root().to_owned(),
             meta: Mutex::new(meta.clone()),
             pending: Mutex::new(None),
+            _lock: lock,
         };
         for (file, stem) in [(EVENTS_FILE, "events"), (STEPS_FILE, "steps")] {
             let from = rec.dir.join(file);

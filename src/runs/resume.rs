@@ -71,6 +71,28 @@ pub struct Prior {
     latest: HashMap<String, String>,
     /// Rerun test and execute steps even when their inputs are unchanged.
     pub rerun_tests: bool,
+    /// Files the run's edits wrote that an `edit:rolled-back` event restored since (a
+    /// cancelled run's rollback, a repair's): nuvira, not the user, changed them.
+    rolled_back: std::collections::HashSet<String>,
+    /// The finished steps that wrote files changed since, kept as they are now
+    /// (`--accept-changes`): pinned to their recorded outcome.
+    accepted: std::collections::HashSet<String>,
+}
+
+/// A file a finished step of the run wrote that holds something else now (see
+/// [`Prior::changed_results`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChangedResult {
+    /// The step that wrote it (the last finished one, when several did).
+    pub step: String,
+    /// Every finished step that wrote it, in the journal's order (`step` last).
+    pub writers: Vec<String>,
+    /// The file, workspace-relative.
+    pub path: String,
+    /// Its content hash as the run left it.
+    pub recorded: String,
+    /// Its content hash now (`missing` when it is gone).
+    pub now: String,
 }
 
 #[derive(Debug)]
@@ -102,7 +124,17 @@ impl Prior {
         }
         let mut live: HashMap<String, Vec<EventKind>> = HashMap::new();
         let mut steps_out = HashMap::new();
+        let mut rolled_back = std::collections::HashSet::new();
         for ev in read_events(events) {
+            match &ev.kind {
+                EventKind::EditWritten { path, .. } => {
+                    rolled_back.remove(path);
+                }
+                EventKind::EditRolledBack { paths, .. } => {
+                    rolled_back.extend(paths.iter().cloned());
+                }
+                _ => {}
+            }
             let Some(step) = ev.step_id.as_deref().map(str::to_owned) else {
                 continue;
             };
@@ -136,6 +168,71 @@ impl Prior {
             steps: steps_out,
             latest,
             rerun_tests: false,
+            rolled_back,
+            accepted: std::collections::HashSet::new(),
+        }
+    }
+
+    /// The files that finished steps wrote, whose edits are still in place (`applied`: the
+    /// steps the journal has a committed batch of, not rolled back), and that hold something
+    /// else now than the run left there: the user (or another tool) edited them since.
+    /// Resuming as if nothing happened would run the remaining steps on the edited file
+    /// without a word; `nuvira resume` refuses instead, unless `--accept-changes`
+    /// ([`accept`](Self::accept)). A file the run itself restored since (an
+    /// `edit:rolled-back` event after its last write) is not counted: the step runs again.
+    pub fn changed_results(&self, applied: &[String]) -> Vec<ChangedResult> {
+        let mut out: Vec<ChangedResult> = Vec::new();
+        for step in applied {
+            let Some(prior) = self.steps.get(step) else {
+                continue;
+            };
+            let mut paths: Vec<&str> = prior
+                .events
+                .iter()
+                .filter_map(|k| match k {
+                    EventKind::EditWritten { path, .. } => Some(path.as_str()),
+                    _ => None,
+                })
+                .collect();
+            paths.sort_unstable();
+            paths.dedup();
+            for path in paths {
+                if self.rolled_back.contains(path) {
+                    continue;
+                }
+                let Some(recorded) = self.latest.get(path) else {
+                    continue;
+                };
+                let now = file_hash(&self.root, path);
+                if &now == recorded {
+                    continue;
+                }
+                // One entry per file: the last step (in `applied` order) that wrote it.
+                let mut writers = Vec::new();
+                if let Some(i) = out.iter().position(|c| c.path == path) {
+                    writers = out.remove(i).writers;
+                }
+                writers.push(step.clone());
+                out.push(ChangedResult {
+                    step: step.clone(),
+                    writers,
+                    path: path.to_owned(),
+                    recorded: recorded.clone(),
+                    now,
+                });
+            }
+        }
+        out
+    }
+
+    /// Keeps the files of `changed` as they are now: the steps that wrote them are pinned to
+    /// their recorded outcome (not run again, whatever changed before them: their edits are
+    /// never applied a second time); every other step whose fingerprint names such a file (it
+    /// read it) sees the change and runs again, and so do the steps after it whose inputs
+    /// change with it.
+    pub fn accept(&mut self, changed: &[ChangedResult]) {
+        for c in changed {
+            self.accepted.extend(c.writers.iter().cloned());
         }
     }
 
@@ -153,12 +250,16 @@ impl Prior {
         if definition_hash(step) != fp.definition {
             return None;
         }
+        // A step whose written files the user kept (`--accept-changes`) is pinned: its edit is
+        // in the tree, and running it again (because a step before it that read the file ran
+        // again, say) would apply it a second time.
+        let pinned = self.accepted.contains(&step.id);
         let deps: Vec<Option<Arc<StepOutput>>> =
             step.depends_on.iter().map(|d| ctx.dependency(d)).collect();
-        if upstream_hash(deps.iter().map(Option::as_deref)) != fp.upstream {
+        if !pinned && upstream_hash(deps.iter().map(Option::as_deref)) != fp.upstream {
             return None;
         }
-        for (path, _) in &fp.files {
+        for (path, _) in fp.files.iter().filter(|_| !pinned) {
             let now = file_hash(&self.root, path);
             if self.latest.get(path) != Some(&now) {
                 return None;

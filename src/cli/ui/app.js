@@ -138,13 +138,25 @@
       el('section', { id: 'event-log' }, el('h2', null, 'Events ', count), events)));
     // The open model call stays open when the run is drawn again.
     const detail = el('div', { id: 'call-detail' });
-    view = { id, gen, body, events, count, detail, shown: '', n: 0, source: null, timer: null, loading: false, again: false, ended: false };
+    view = { id, gen, body, events, count, detail, shown: '', n: 0, source: null, timer: null, pending: null, again: false, ended: false };
     load(view).then(() => follow(view));
   }
 
-  async function load(v) {
-    if (v.loading) { v.again = true; return; }
-    v.loading = true;
+  // One read of the run at a time; a read asked for while one goes on runs once after it, and
+  // the promise resolves when the run is drawn as it was when it was asked for.
+  function load(v) {
+    if (v.pending) { v.again = true; return v.pending; }
+    v.pending = (async () => {
+      do {
+        v.again = false;
+        await read(v);
+      } while (v.again && v.gen === generation);
+      v.pending = null;
+    })();
+    return v.pending;
+  }
+
+  async function read(v) {
     try {
       const r = await fetch('/api/runs/' + encodeURIComponent(v.id), { headers: { accept: 'application/json' } });
       const text = await r.text();
@@ -152,15 +164,14 @@
       let d = null;
       try { d = JSON.parse(text); } catch (_) { /* shown below */ }
       if (!r.ok || !d) throw new Error(d && d.error ? d.error : r.status + ' ' + r.statusText);
-      // Drawn again only when something changed.
-      if (text === v.shown) return;
-      v.shown = text;
+      // Drawn again only when something changed (`fold` says what the server's refresh cost,
+      // nothing to draw).
+      const key = JSON.stringify(Object.assign({}, d, { fold: null }));
+      if (key === v.shown) return;
+      v.shown = key;
       v.body.replaceChildren(...renderRun(d, v.detail));
     } catch (e) {
       if (v.gen === generation) v.body.replaceChildren(el('p', { class: 'error', id: 'run-error' }, 'Cannot show run ', v.id, ': ', e.message));
-    } finally {
-      v.loading = false;
-      if (v.again && v.gen === generation) { v.again = false; load(v); }
     }
   }
 
@@ -188,9 +199,12 @@
       try { d = JSON.parse(e.data); } catch (_) { /* keep {} */ }
       src.close();
       v.ended = true;
-      live.textContent = 'run over: ' + (d.status || 'unknown');
-      live.className = 'muted ended';
-      load(v);
+      // Said once the run is drawn as it ended.
+      load(v).then(() => {
+        if (v.gen !== generation) return;
+        live.textContent = 'run over: ' + (d.status || 'unknown');
+        live.className = 'muted ended';
+      });
     });
     src.addEventListener('error', () => {
       if (!v.ended) { live.textContent = 'reconnecting…'; live.className = 'muted'; }

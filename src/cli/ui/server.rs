@@ -7,7 +7,7 @@
 //! | `/` | the page (`index.html`) |
 //! | `/assets/app.js`, `/assets/app.css` | its script and style, embedded in the binary |
 //! | `/api/runs` | the runs, newest first: the rows of `nuvira runs --json` |
-//! | `/api/runs/{id}` | one run: its row, report, DAG layers, model calls, operation records |
+//! | `/api/runs/{id}` | one run: its row, report, DAG layers, model calls, operation records (and `fold`, what a refresh of a run without `report.json` read: see [`super::live`]) |
 //! | `/api/runs/{id}/calls/{n}` | one model-call record in full (redacted as stored) |
 //! | `/api/runs/{id}/events` | server-sent events: each line of `events.jsonl`, then `end` |
 //!
@@ -75,6 +75,9 @@ impl History {
 #[derive(Clone)]
 pub(crate) struct Ui {
     store: Arc<History>,
+    /// The reports of runs without `report.json`, kept up to date from their events' tail
+    /// (see [`super::live`]).
+    live: Arc<std::sync::Mutex<super::live::LiveRuns>>,
     /// The `Host` header values accepted (`127.0.0.1:<port>`, `localhost:<port>`).
     hosts: Arc<[String]>,
 }
@@ -86,6 +89,7 @@ pub(crate) fn router(store: RunStore, port: u16) -> Router {
             ws: store.workspace().clone(),
         }),
         hosts: vec![format!("127.0.0.1:{port}"), format!("localhost:{port}")].into(),
+        live: Arc::default(),
     };
     Router::new()
         .route("/", get(index))
@@ -209,7 +213,8 @@ async fn list(State(ui): State<Ui>) -> Result<Response, ApiError> {
 
 async fn detail(State(ui): State<Ui>, Path(id): Path<String>) -> Result<Response, ApiError> {
     let store = ui.store.clone();
-    match blocking(move || run_detail(&store, &id)).await {
+    let live = ui.live.clone();
+    match blocking(move || run_detail(&store, &live, &id)).await {
         Some(Ok(v)) => Ok(axum::Json(v).into_response()),
         Some(Err(e)) => Err(e),
         None => Err(error(
@@ -219,11 +224,41 @@ async fn detail(State(ui): State<Ui>, Path(id): Path<String>) -> Result<Response
     }
 }
 
-/// One run as the page shows it.
-fn run_detail(store: &History, id: &str) -> Result<Value, ApiError> {
+/// One run as the page shows it. The report of a run without `report.json` (going on, or
+/// killed) comes from the state kept for it, brought up to date with the lines its
+/// `events.jsonl` got since the last look (`fold` says what that cost), not from the whole
+/// file read again.
+fn run_detail(
+    store: &History,
+    live: &std::sync::Mutex<super::live::LiveRuns>,
+    id: &str,
+) -> Result<Value, ApiError> {
     let run = run_of(store, id)?;
     let mut out = json!({ "run": super::super::runs::row(&run) });
-    match run.report() {
+    let mut live = live
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let written = std::fs::symlink_metadata(run.report_path()).is_ok_and(|m| m.is_file());
+    let (report, operations, calls) =
+        if written || crate::runs::check_plain_file(&run.events_path()).is_err() {
+            live.forget(id);
+            (run.report(), None, run.calls())
+        } else {
+            let (report, operations, mut stats) =
+                live.refresh(id, &run.events_path(), &run.steps_path());
+            let calls = live.calls(id, &run.calls_dir(), &mut stats);
+            out["fold"] = json!(stats);
+            (
+                report.map_err(|reason| crate::runs::RunsError::Read {
+                    path: run.events_path(),
+                    reason,
+                }),
+                Some(operations),
+                calls,
+            )
+        };
+    drop(live);
+    match report {
         Ok(report) => {
             let layers: Vec<Vec<&str>> = nuvira_report::html::layers(&report.steps)
                 .into_iter()
@@ -237,7 +272,7 @@ fn run_detail(store: &History, id: &str) -> Result<Value, ApiError> {
             out["report_error"] = json!(e.to_string());
         }
     }
-    match run.calls() {
+    match calls {
         Ok(calls) => {
             let rows: Vec<Value> = calls
                 .iter()
@@ -270,10 +305,12 @@ fn run_detail(store: &History, id: &str) -> Result<Value, ApiError> {
         }
     }
     let steps_path = run.steps_path();
-    out["operations"] = if crate::runs::check_plain_file(&steps_path).is_ok() {
-        json!(crate::runs::record::read_steps(&steps_path))
-    } else {
-        json!([])
+    out["operations"] = match operations {
+        Some(ops) => json!(ops),
+        None if crate::runs::check_plain_file(&steps_path).is_ok() => {
+            json!(crate::runs::record::read_steps(&steps_path))
+        }
+        None => json!([]),
     };
     Ok(out)
 }

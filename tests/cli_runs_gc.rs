@@ -1,0 +1,324 @@
+//! Run folders a run killed before its first write leaves (no `run.json`): `nuvira runs`
+//! shows them as incomplete, `nuvira runs gc` removes them once no process holds their lock
+//! and they are idle for the grace period — never a live run's, never through a symlink,
+//! never outside `.nuvira/runs`. Real processes: a `nuvira run` stopped (by the test build's
+//! `fault-injection` hook) right after it made its folder, then SIGKILLed.
+
+use serde_json::Value;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+fn nuvira() -> Command {
+    let mut c = Command::new(assert_cmd::cargo::cargo_bin("nuvira"));
+    c.env_remove("NUVIRA_MODEL")
+        .env_remove("NUVIRA_HISTORY")
+        .env_remove("NUVIRA_RUNS_KEEP")
+        .env_remove("NUVIRA_RUNS_KEEP_DAYS")
+        .env_remove("NUVIRA_CONFIG")
+        .env_remove("NUVIRA_SCRIPTED_LLM")
+        .env_remove(nuvira_workspace::FAULT_PAUSE_AT_ENV);
+    c
+}
+
+/// A git repository with `src/lib.rs`, and a plan whose one step edits it (no model).
+fn repo(dir: &Path) -> (PathBuf, PathBuf) {
+    let repo = dir.join("repo");
+    std::fs::create_dir_all(repo.join("src")).unwrap();
+    std::fs::write(repo.join("src/lib.rs"), "pub fn a() -> u32 { 1 }\n").unwrap();
+    for args in [
+        &["init", "-q"][..],
+        &["add", "-A"],
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@example.invalid",
+            "commit",
+            "-qm",
+            "init",
+        ],
+    ] {
+        let ok = Command::new("git")
+            .args(args)
+            .current_dir(&repo)
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "git {args:?}");
+    }
+    let plan = dir.join("plan.yaml");
+    std::fs::write(
+        &plan,
+        r#"goal: "a returns 10"
+steps:
+  - id: fix
+    module: edit
+    config: { edits: [ { strategy: search-replace, path: src/lib.rs, search: "{ 1 }", replace: "{ 10 }" } ] }
+"#,
+    )
+    .unwrap();
+    (repo, plan)
+}
+
+fn runs_json(repo: &Path) -> Vec<Value> {
+    let out = nuvira()
+        .args(["runs", "--json", "--repo"])
+        .arg(repo)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    serde_json::from_slice::<Value>(&out.stdout)
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+fn text(out: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// `nuvira runs gc --repo REPO ARGS`: its stderr (it must succeed).
+fn gc(repo: &Path, args: &[&str]) -> String {
+    let out = nuvira()
+        .args(["runs", "gc", "--repo"])
+        .arg(repo)
+        .args(args)
+        .env("XDG_CONFIG_HOME", repo.join(".no-config"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// The entries of `.nuvira/runs`, sorted.
+fn entries(repo: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(repo.join(".nuvira/runs"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+/// Sets a folder's modification time `secs_ago` seconds back.
+fn age(dir: &Path, secs_ago: u64) {
+    let t = std::time::SystemTime::now() - std::time::Duration::from_secs(secs_ago);
+    std::fs::File::open(dir).unwrap().set_modified(t).unwrap();
+}
+
+#[test]
+fn a_run_killed_at_its_very_start_is_listed_as_incomplete_kept_while_live_and_removed_once_dead() {
+    let d = tempfile::tempdir().unwrap();
+    let (repo, plan) = repo(d.path());
+    // A real run, stopped right after it made (and locked) its folder, before any write.
+    let mut child = nuvira()
+        .arg("run")
+        .arg(&plan)
+        .arg("--repo")
+        .arg(&repo)
+        .arg("-q")
+        .env(nuvira_workspace::FAULT_PAUSE_AT_ENV, "run-folder")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    loop {
+        line.clear();
+        assert!(
+            stderr.read_line(&mut line).unwrap() > 0,
+            "the run ended before its pause point"
+        );
+        if line.trim() == "nuvira: paused at run-folder" {
+            break;
+        }
+    }
+    let names = entries(&repo);
+    assert_eq!(names.len(), 1, "{names:?}");
+    let id = names[0].clone();
+    let dir = repo.join(".nuvira/runs").join(&id);
+    assert!(
+        !dir.join("run.json").exists(),
+        "paused before its first write"
+    );
+
+    // While it lives: listed as incomplete and live; gc keeps it even with no grace at all.
+    let rows = runs_json(&repo);
+    assert_eq!(rows.len(), 1, "{rows:#?}");
+    assert_eq!(rows[0]["id"], id.as_str());
+    assert_eq!(rows[0]["status"], "incomplete");
+    assert_eq!(rows[0]["incomplete"], true);
+    assert_eq!(rows[0]["live"], true);
+    let said = gc(&repo, &["--grace", "0s"]);
+    assert!(said.contains("kept 1 incomplete"), "{said}");
+    assert!(dir.is_dir(), "gc removed the folder of a live run");
+
+    // SIGKILL: the folder stays as the killed run left it.
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let rows = runs_json(&repo);
+    assert_eq!(rows[0]["status"], "incomplete");
+    assert_eq!(rows[0]["live"], false);
+    let listed = nuvira()
+        .args(["runs", "--repo"])
+        .arg(&repo)
+        .output()
+        .unwrap();
+    let listed = text(&listed);
+    assert!(
+        listed.contains(&id)
+            && listed.contains("incomplete")
+            && listed.contains("0 run(s), 1 incomplete"),
+        "{listed}"
+    );
+    // Within the grace period (5 minutes by default) it is kept: a run of an older Nuvira
+    // takes no lock and may be about to write it.
+    let said = gc(&repo, &[]);
+    assert!(said.contains("kept 1 incomplete"), "{said}");
+    assert!(dir.is_dir());
+    let said = gc(&repo, &["--grace", "0s", "--dry-run"]);
+    assert!(said.contains(&format!("would remove {id}")), "{said}");
+    assert!(dir.is_dir(), "a dry run removed it");
+    let said = gc(&repo, &["--grace", "0s"]);
+    assert!(said.contains(&format!("removed {id}")), "{said}");
+    assert!(!dir.exists(), "the abandoned folder is still there: {said}");
+    assert!(runs_json(&repo).is_empty());
+
+    // A run after it is recorded as usual (and its own gc does not touch the repository's
+    // other files).
+    let out = nuvira()
+        .arg("run")
+        .arg(&plan)
+        .arg("--repo")
+        .arg(&repo)
+        .arg("-q")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let rows = runs_json(&repo);
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0]["status"], "succeeded");
+    assert_eq!(rows[0]["incomplete"], false);
+}
+
+#[cfg(unix)]
+#[test]
+fn gc_never_follows_a_symlinked_run_folder_nor_removes_a_planted_file_or_anything_outside() {
+    let d = tempfile::tempdir().unwrap();
+    let (repo, _) = repo(d.path());
+    let runs = repo.join(".nuvira/runs");
+    std::fs::create_dir_all(&runs).unwrap();
+    // Outside the history: two folders an attacker would like gone.
+    let victim = d.path().join("victim");
+    let victim2 = d.path().join("victim2");
+    for v in [&victim, &victim2] {
+        std::fs::create_dir_all(v).unwrap();
+        std::fs::write(v.join("keep.txt"), "mine\n").unwrap();
+    }
+    // A run id that is a symlink to a folder without run.json, a planted file named like a
+    // run, a folder that is no run id, and an abandoned folder holding a symlink out.
+    std::os::unix::fs::symlink(&victim, runs.join("run-1-link")).unwrap();
+    std::fs::write(runs.join("run-2-file"), "not a run\n").unwrap();
+    std::fs::create_dir(runs.join("not-a-run")).unwrap();
+    let dead = runs.join("run-3-dead");
+    std::fs::create_dir(&dead).unwrap();
+    std::os::unix::fs::symlink(&victim2, dead.join("escape")).unwrap();
+    std::os::unix::fs::symlink(victim2.join("keep.txt"), dead.join("file-escape")).unwrap();
+    std::fs::write(dead.join("events.jsonl"), "").unwrap();
+    let said = gc(&repo, &["--grace", "0s", "--keep", "0", "--keep-days", "0"]);
+    assert!(said.contains("removed run-3-dead"), "{said}");
+    assert!(
+        said.contains("left alone: run-1-link (a symlink, never followed)"),
+        "{said}"
+    );
+    assert!(
+        said.contains("left alone: run-2-file (not a folder)"),
+        "{said}"
+    );
+    assert_eq!(entries(&repo), ["not-a-run", "run-1-link", "run-2-file"]);
+    for v in [&victim, &victim2] {
+        assert_eq!(
+            std::fs::read_to_string(v.join("keep.txt")).unwrap(),
+            "mine\n",
+            "gc reached outside .nuvira/runs"
+        );
+    }
+    assert!(
+        std::fs::symlink_metadata(runs.join("run-1-link"))
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    // The list shows neither the symlink nor the file as a run.
+    assert!(runs_json(&repo).is_empty());
+}
+
+#[test]
+fn gc_keeps_exactly_what_the_policy_says_with_abandoned_folders_around() {
+    let d = tempfile::tempdir().unwrap();
+    let (repo, _) = repo(d.path());
+    let runs = repo.join(".nuvira/runs");
+    let now = nuvira::api::now_ms();
+    for i in 0..4u64 {
+        let id = format!("run-{i}");
+        let dir = runs.join(&id);
+        std::fs::create_dir_all(&dir).unwrap();
+        let meta = serde_json::json!({
+            "format": 1, "id": id, "goal": "g", "status": "succeeded",
+            "started_ms": now - (4 - i) * 60_000, "pid": 0, "steps": 1
+        });
+        std::fs::write(dir.join("run.json"), meta.to_string()).unwrap();
+    }
+    // An abandoned folder idle for an hour, and a fresh one (within the grace period).
+    let old = runs.join("run-9-old");
+    std::fs::create_dir(&old).unwrap();
+    age(&old, 3600);
+    let young = runs.join("run-9-young");
+    std::fs::create_dir(&young).unwrap();
+    // A run killed between its plan.json and its run.json: incomplete too.
+    let half = runs.join("run-9-half");
+    std::fs::create_dir(&half).unwrap();
+    let plan = half.join("plan.json");
+    std::fs::write(&plan, "{}").unwrap();
+    let hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+    std::fs::File::options()
+        .write(true)
+        .open(&plan)
+        .unwrap()
+        .set_modified(hour_ago)
+        .unwrap();
+    age(&half, 3600);
+    let rows = runs_json(&repo);
+    let incomplete: Vec<&str> = rows
+        .iter()
+        .filter(|r| r["incomplete"] == true)
+        .map(|r| r["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(incomplete.len(), 3, "{rows:#?}");
+    // The complete runs come first, newest first, as before.
+    let complete: Vec<&str> = rows
+        .iter()
+        .take(4)
+        .map(|r| r["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(complete, ["run-3", "run-2", "run-1", "run-0"]);
+    let said = gc(&repo, &["--keep", "2"]);
+    assert!(said.contains("removed 2 run(s), kept 2"), "{said}");
+    assert!(
+        said.contains("removed 2 abandoned run folder(s), kept 1 incomplete"),
+        "{said}"
+    );
+    assert_eq!(entries(&repo), ["run-2", "run-3", "run-9-young"]);
+    // Abandoned folders do not count as runs: --keep 1 keeps one run, the young folder stays.
+    let said = gc(&repo, &["--keep", "1"]);
+    assert!(said.contains("removed 1 run(s), kept 1"), "{said}");
+    assert_eq!(entries(&repo), ["run-3", "run-9-young"]);
+}
