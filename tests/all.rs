@@ -14,6 +14,7 @@ mod cli_projects;
 mod cli_report;
 mod cli_run;
 mod cli_runs;
+mod cli_ssh;
 mod cli_test;
 mod cli_ui;
 mod cli_validate;

@@ -21,3 +21,31 @@ pub fn bwrap() -> Option<nuvira_sandbox::BwrapSandbox> {
         .map_err(|e| format!("the bwrap sandbox is unavailable: {e}"));
     require(Requirement::Bwrap, found)
 }
+
+/// A run on a (remote) engine: the workspace is uploaded, the output and a collected file come
+/// back, the exit code is the command's, and the limits in the result name `host`.
+pub async fn assert_runs_an_uploaded_workspace(sandbox: &DockerSandbox, image: &str, host: &str) {
+    use nuvira_api::{NeverCancelled, Sandbox, SandboxRequest};
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::create_dir(ws.path().join("sub")).unwrap();
+    std::fs::write(ws.path().join("sub/input.txt"), "from the client").unwrap();
+    let mut req = SandboxRequest::new(
+        ws.path(),
+        vec![
+            "sh".into(),
+            "-c".into(),
+            "cat sub/input.txt; echo; echo made > out.txt; exit 3".into(),
+        ],
+    );
+    req.image = Some(image.into());
+    req.collect = vec!["out.txt".into()];
+    let out = sandbox.run(&req, &NeverCancelled).await.unwrap();
+    assert_eq!(out.exit_code, Some(3), "{out:?}");
+    assert_eq!(out.stdout.trim(), "from the client");
+    assert_eq!(out.collected["out.txt"], b"made\n");
+    assert!(
+        out.info.limits.as_deref().unwrap().contains(host),
+        "{:?}",
+        out.info.limits
+    );
+}
