@@ -66,13 +66,9 @@ pub const KEEP_DAYS_ENV: &str = "NUVIRA_RUNS_KEEP_DAYS";
 pub const HISTORY_ENV: &str = "NUVIRA_HISTORY";
 
 /// Whether `name` is a run id: `run-` then letters, digits and `-`, at most 64 bytes. Only such
-/// names become paths under `.nuvira/runs`.
-pub fn is_run_id(name: &str) -> bool {
-    name.starts_with("run-")
-        && name.len() <= 64
-        && name.len() > 4
-        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
-}
+/// names become paths under `.nuvira/runs`. The rule lives in `nuvira-workspace`, which the MCP
+/// server (`nuvira-mcp`) shares.
+pub use nuvira_workspace::is_run_id;
 
 /// Why the run history could not be read or changed.
 #[derive(Debug, thiserror::Error)]

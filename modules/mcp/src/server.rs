@@ -988,16 +988,7 @@ fn run_of(rel: &str) -> Option<&str> {
     let id = rel
         .strip_prefix(".nuvira/runs/")?
         .strip_suffix("/events.jsonl")?;
-    is_run_id(id).then_some(id)
-}
-
-/// Whether `id` is a run id: `run-` then ASCII letters, digits and `-`, at most 64 bytes (the
-/// rule of `nuvira::runs`).
-fn is_run_id(id: &str) -> bool {
-    id.len() <= 64
-        && id.strip_prefix("run-").is_some_and(|rest| {
-            !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
-        })
+    nuvira_workspace::is_run_id(id).then_some(id)
 }
 
 impl NuviraServer {
@@ -1084,7 +1075,7 @@ impl ServerHandler for NuviraServer {
     ) -> Result<ReadResourceResponse, ErrorData> {
         let run_file;
         let rel = if let Some(id) = request.uri.strip_prefix("nuvira://runs/") {
-            if !is_run_id(id) {
+            if !nuvira_workspace::is_run_id(id) {
                 return Err(ErrorData::resource_not_found(
                     format!(
                         "`{}` is not a run id (run ids look like `run-1764580000-0a1f`; list the resources)",
