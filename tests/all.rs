@@ -16,6 +16,7 @@ mod cli_resume_changes;
 mod cli_run;
 mod cli_runs;
 mod cli_runs_gc;
+mod cli_ssh;
 mod cli_test;
 mod cli_ui;
 mod cli_validate;

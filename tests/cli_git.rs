@@ -35,14 +35,21 @@ fn init(dir: &Path) {
     git(dir, &["commit", "-q", "-m", "initial"]);
 }
 
-/// The quickstart example as a git repository with one commit.
-fn quickstart_repo() -> (tempfile::TempDir, PathBuf) {
+/// The quickstart example copied to `repo` in a new temporary folder, not yet a git
+/// repository.
+fn quickstart_copy() -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let repo = dir.path().join("repo");
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/quickstart");
     nuvira::scratch::copy_tree(&src, &repo).unwrap();
     std::fs::write(repo.join(".gitignore"), "target/\n").unwrap();
     std::fs::write(repo.join("notes.txt"), "mine\n").unwrap();
+    (dir, repo)
+}
+
+/// The quickstart example as a git repository with one commit.
+fn quickstart_repo() -> (tempfile::TempDir, PathBuf) {
+    let (dir, repo) = quickstart_copy();
     init(&repo);
     (dir, repo)
 }
@@ -76,6 +83,12 @@ steps:
 
 fn stderr(out: &assert_cmd::assert::Assert) -> String {
     String::from_utf8_lossy(&out.get_output().stderr).to_string()
+}
+
+/// Fails unless the command's stderr contains `says`, printing all of it.
+fn assert_says(out: &assert_cmd::assert::Assert, says: &str) {
+    let err = stderr(out);
+    assert!(err.contains(says), "stderr lacks {says:?}: {err}");
 }
 
 fn stdout(out: &assert_cmd::assert::Assert) -> String {
@@ -156,11 +169,7 @@ fn run_commit_on_a_new_branch_commits_exactly_the_files_the_run_wrote_with_the_r
         .arg(&repo)
         .assert()
         .code(1);
-    assert!(
-        stderr(&rb).contains(&format!("git revert {sha}")),
-        "{}",
-        stderr(&rb)
-    );
+    assert_says(&rb, &format!("git revert {sha}"));
     assert_eq!(
         std::fs::read_to_string(repo.join("src/lib.rs")).unwrap(),
         lib_after
@@ -210,11 +219,7 @@ fn run_commit_on_a_new_branch_commits_exactly_the_files_the_run_wrote_with_the_r
         .arg(&repo)
         .assert()
         .code(2);
-    assert!(
-        stderr(&missing).contains("no run `run-nope`"),
-        "{}",
-        stderr(&missing)
-    );
+    assert_says(&missing, "no run `run-nope`");
 }
 
 #[test]
@@ -277,23 +282,13 @@ fn a_failed_run_never_commits() {
         .arg(&repo)
         .assert()
         .code(1);
-    assert!(
-        stderr(&out).contains("nothing was committed"),
-        "{}",
-        stderr(&out)
-    );
+    assert_says(&out, "nothing was committed");
     assert_eq!(git(&repo, &["rev-parse", "HEAD"]), head);
 }
 
 #[test]
 fn git_flags_outside_a_repository_or_with_a_taken_branch_are_refused_before_the_run() {
-    let dir = tempfile::tempdir().unwrap();
-    let repo = dir.path().join("repo");
-    nuvira::scratch::copy_tree(
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/quickstart"),
-        &repo,
-    )
-    .unwrap();
+    let (dir, repo) = quickstart_copy();
     let before = std::fs::read_to_string(repo.join("src/lib.rs")).unwrap();
     let plan = plan(dir.path(), FIX, false);
     let out = nuvira()
@@ -303,11 +298,7 @@ fn git_flags_outside_a_repository_or_with_a_taken_branch_are_refused_before_the_
         .arg(&repo)
         .assert()
         .code(2);
-    assert!(
-        stderr(&out).contains("need a git repository"),
-        "{}",
-        stderr(&out)
-    );
+    assert_says(&out, "need a git repository");
     init(&repo);
     git(&repo, &["branch", "taken"]);
     let out = nuvira()
@@ -317,11 +308,7 @@ fn git_flags_outside_a_repository_or_with_a_taken_branch_are_refused_before_the_
         .arg(&repo)
         .assert()
         .code(2);
-    assert!(
-        stderr(&out).contains("branch `taken` already exists"),
-        "{}",
-        stderr(&out)
-    );
+    assert_says(&out, "branch `taken` already exists");
     assert_eq!(
         std::fs::read_to_string(repo.join("src/lib.rs")).unwrap(),
         before
@@ -486,11 +473,7 @@ fn review_of_a_clean_branch_passes_and_an_unknown_base_is_refused() {
         .arg(&repo)
         .assert()
         .code(2);
-    assert!(
-        stderr(&out).contains("`nope` is not a known commit"),
-        "{}",
-        stderr(&out)
-    );
+    assert_says(&out, "`nope` is not a known commit");
 }
 
 #[test]
@@ -667,11 +650,7 @@ fn pr_create_pushes_the_branch_and_sends_exactly_the_documented_requests() {
         .assert()
         .code(0);
     assert_eq!(stdout(&out).trim(), "https://github.com/octo/hello/pull/7");
-    assert!(
-        stderr(&out).contains("opened pull request #7 on octo/hello (draft)"),
-        "{}",
-        stderr(&out)
-    );
+    assert_says(&out, "opened pull request #7 on octo/hello (draft)");
     // The push used git and the remote has the branch at HEAD.
     let pushed = std::process::Command::new("git")
         .arg("--git-dir")
@@ -731,11 +710,7 @@ fn pr_create_says_what_github_refused_and_needs_a_token() {
         .env_remove("GITHUB_TOKEN")
         .assert()
         .code(3);
-    assert!(
-        stderr(&no_token).contains("GITHUB_TOKEN is not set"),
-        "{}",
-        stderr(&no_token)
-    );
+    assert_says(&no_token, "GITHUB_TOKEN is not set");
     let (api, seen) = local_github(vec![(
         422,
         serde_json::json!({

@@ -44,6 +44,19 @@ fn error_of(summary: &nuvira::RunSummary, step: &str) -> String {
     outcome.error.as_ref().unwrap().to_string()
 }
 
+/// Fails unless `step` failed with an error that contains `says`.
+fn assert_fails_saying(summary: &nuvira::RunSummary, step: &str, says: &str) {
+    let e = error_of(summary, step);
+    assert!(e.contains(says), "step `{step}`: {e}");
+}
+
+/// Fails unless the text of `step`'s result contains `says`.
+fn assert_says(summary: &nuvira::RunSummary, step: &str, says: &str) {
+    let v = value_of(summary, step);
+    let text = v["text"].as_str().unwrap_or_default();
+    assert!(text.contains(says), "step `{step}`: {v}");
+}
+
 fn bad_server_plan(steps: &str) -> String {
     format!(
         "goal: call tools\nmcp_servers:\n  bad: {{ command: python3, args: [\"{}\"] }}\nsteps:\n{steps}",
@@ -70,12 +83,7 @@ fn an_mcp_steps_tool_result_is_its_output_guarded() {
         one["text"],
         "<untrusted-data source=\"mcp:bad/echo\">\necho: hi\n</untrusted-data>"
     );
-    assert!(
-        value_of(&summary, "two")["text"]
-            .as_str()
-            .unwrap()
-            .contains("echo: again")
-    );
+    assert_says(&summary, "two", "echo: again");
 }
 
 #[test]
@@ -88,10 +96,10 @@ fn an_mcp_server_that_crashes_mid_call_fails_the_step_naming_it() {
         dir.path(),
         &bad_server_plan("  - { id: boom, module: mcp, config: { server: bad, tool: crash } }\n"),
     );
-    let e = error_of(&summary, "boom");
-    assert!(
-        e.contains("MCP server `bad` failed during the call to `crash`"),
-        "{e}"
+    assert_fails_saying(
+        &summary,
+        "boom",
+        "MCP server `bad` failed during the call to `crash`",
     );
 }
 
@@ -108,10 +116,10 @@ fn an_mcp_server_that_never_answers_times_out_and_is_stopped() {
         pids.display()
     );
     let summary = run(dir.path(), &plan);
-    let e = error_of(&summary, "stuck");
-    assert!(
-        e.contains("did not answer the call to `hang` within 2s; the server was stopped"),
-        "{e}"
+    assert_fails_saying(
+        &summary,
+        "stuck",
+        "did not answer the call to `hang` within 2s; the server was stopped",
     );
     // The server process is gone (killed, then reaped by the transport).
     wait_until_gone(&pids, "the server");
@@ -207,8 +215,7 @@ fn an_mcp_tool_error_fails_the_step_with_the_servers_message() {
         dir.path(),
         &bad_server_plan("  - { id: f, module: mcp, config: { server: bad, tool: fail } }\n"),
     );
-    let e = error_of(&summary, "f");
-    assert!(e.contains("the tool failed on purpose"), "{e}");
+    assert_fails_saying(&summary, "f", "the tool failed on purpose");
 }
 
 #[test]
@@ -236,26 +243,9 @@ steps:
         dir.path().join("hello.txt").display(),
     );
     let summary = run(dir.path(), &plan);
-    assert!(
-        value_of(&summary, "sum")["text"]
-            .as_str()
-            .unwrap()
-            .contains("42"),
-        "{}",
-        value_of(&summary, "sum")
-    );
-    assert!(
-        value_of(&summary, "echo")["text"]
-            .as_str()
-            .unwrap()
-            .contains("shared")
-    );
-    assert!(
-        value_of(&summary, "read")["text"]
-            .as_str()
-            .unwrap()
-            .contains("hello from the repo")
-    );
+    assert_says(&summary, "sum", "42");
+    assert_says(&summary, "echo", "shared");
+    assert_says(&summary, "read", "hello from the repo");
 }
 
 #[test]
@@ -600,16 +590,11 @@ fn an_http_server_that_closes_the_connection_mid_call_fails_the_step_naming_it()
         "goal: g\nmcp_servers:\n  bad: {{ url: \"{url}\" }}\nsteps:\n  - {{ id: ok, module: mcp, config: {{ server: bad, tool: echo, arguments: {{ message: first }} }} }}\n  - {{ id: boom, module: mcp, depends_on: [ok], config: {{ server: bad, tool: crash, timeout: 60s }} }}\n"
     );
     let summary = run(dir.path(), &plan);
-    assert!(
-        value_of(&summary, "ok")["text"]
-            .as_str()
-            .unwrap()
-            .contains("echo: first")
-    );
-    let e = error_of(&summary, "boom");
-    assert!(
-        e.contains("MCP server `bad` failed during the call to `crash`: the server closed the connection (or exited) before it answered"),
-        "{e}"
+    assert_says(&summary, "ok", "echo: first");
+    assert_fails_saying(
+        &summary,
+        "boom",
+        "MCP server `bad` failed during the call to `crash`: the server closed the connection (or exited) before it answered",
     );
 }
 
@@ -624,10 +609,10 @@ fn an_http_call_that_never_answers_times_out_and_a_huge_one_is_capped() {
         "goal: g\noutputs: sinks\nmcp_servers:\n  bad: {{ url: \"{url}\" }}\nsteps:\n  - {{ id: big, module: mcp, config: {{ server: bad, tool: huge, arguments: {{ size: 3000000 }}, max_output: 10000 }} }}\n  - {{ id: stuck, module: mcp, depends_on: [big], config: {{ server: bad, tool: hang, timeout: 2s }} }}\n"
     );
     let summary = run(dir.path(), &plan);
-    let e = error_of(&summary, "stuck");
-    assert!(
-        e.contains("did not answer the call to `hang` within 2s; the server was stopped"),
-        "{e}"
+    assert_fails_saying(
+        &summary,
+        "stuck",
+        "did not answer the call to `hang` within 2s; the server was stopped",
     );
     let v = value_of(&summary, "big");
     assert_eq!(v["truncated"], true);
@@ -740,9 +725,9 @@ steps:
         tests["structured"]["result"]["sandbox"]["kind"], "bwrap",
         "{tests}"
     );
-    let e = error_of(&summary, "wider");
-    assert!(
-        e.contains("`sandbox: local` is wider than this server allows (it was started with --sandbox bwrap)"),
-        "{e}"
+    assert_fails_saying(
+        &summary,
+        "wider",
+        "`sandbox: local` is wider than this server allows (it was started with --sandbox bwrap)",
     );
 }

@@ -69,7 +69,7 @@ pub(crate) fn report_interrupted(ws: &Workspace, repo: &Path) {
         let Some(run_id) = entry.file_name().to_str().map(str::to_owned) else {
             continue;
         };
-        if !is_run_id(&run_id) || !entry.file_type().is_ok_and(|t| t.is_file()) {
+        if !crate::runs::is_run_id(&run_id) || !entry.file_type().is_ok_and(|t| t.is_file()) {
             continue;
         }
         let pid = std::fs::read_to_string(entry.path())
@@ -109,13 +109,6 @@ fn make_dir(path: &Path) -> std::io::Result<()> {
     }
 }
 
-/// The ids `nuvira run` makes: `run-<seconds>-<hex>` (letters, digits and `-` only).
-fn is_run_id(name: &str) -> bool {
-    name.starts_with("run-")
-        && name.len() <= 64
-        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
-}
-
 fn is_other_live_process(pid: u32) -> bool {
     pid != 0
         && pid != std::process::id()
@@ -125,7 +118,7 @@ fn is_other_live_process(pid: u32) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::is_run_id;
+    use crate::runs::is_run_id;
 
     #[test]
     fn only_plain_run_ids_are_markers() {

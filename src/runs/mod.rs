@@ -71,13 +71,9 @@ pub const HISTORY_ENV: &str = "NUVIRA_HISTORY";
 pub const DEFAULT_GRACE: std::time::Duration = std::time::Duration::from_secs(5 * 60);
 
 /// Whether `name` is a run id: `run-` then letters, digits and `-`, at most 64 bytes. Only such
-/// names become paths under `.nuvira/runs`.
-pub fn is_run_id(name: &str) -> bool {
-    name.starts_with("run-")
-        && name.len() <= 64
-        && name.len() > 4
-        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
-}
+/// names become paths under `.nuvira/runs`. The rule lives in `nuvira-workspace`, which the MCP
+/// server (`nuvira-mcp`) shares.
+pub use nuvira_workspace::is_run_id;
 
 /// Why the run history could not be read or changed.
 #[derive(Debug, thiserror::Error)]

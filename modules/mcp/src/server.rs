@@ -448,9 +448,9 @@ impl NuviraServer {
             (None, None) => {
                 Err("give `plan` (a plan file in the repository) or `plan_text`".into())
             }
-            (Some(p), None) => policy::confine_path(&self.repo, p, "plan")
-                .map(PlanSource::File)
-                .map_err(|e| e.0),
+            (Some(p), None) => Ok(PlanSource::File(policy::confine_path(
+                &self.repo, p, "plan",
+            )?)),
             (None, Some(text)) => {
                 let format = args.plan_format.clone().unwrap_or_else(|| "yaml".into());
                 if !matches!(format.as_str(), "yaml" | "json" | "toml") {
@@ -480,6 +480,48 @@ impl NuviraServer {
     fn lock(&self, ws: &Workspace) -> Result<RepoLock, String> {
         RepoLock::acquire(ws, "nuvira mcp", LockWait::Fail, |_| {}).map_err(|e| e.to_string())
     }
+
+    /// What every tool that reads files or runs the library's blocking code shares: `job` on
+    /// the blocking pool, its error (or a task that panicked) as the tool's error text,
+    /// `failed to {what}: …` for the latter.
+    async fn blocking<T: Send + 'static>(
+        what: &str,
+        job: impl FnOnce() -> Result<T, String> + Send + 'static,
+    ) -> Result<T, String> {
+        tokio::task::spawn_blocking(job)
+            .await
+            .map_err(|e| format!("failed to {what}: {e}"))?
+    }
+
+    /// [`blocking`](Self::blocking) for the tools that write the repository: tracked, so
+    /// [`drain`](Self::drain) waits for it before the server exits.
+    async fn writing<T: Send + 'static>(
+        &self,
+        what: &str,
+        job: impl FnOnce() -> Result<T, String> + Send + 'static,
+    ) -> Result<T, String> {
+        self.work
+            .track_future(tokio::task::spawn_blocking(job))
+            .await
+            .map_err(|e| format!("failed to {what}: {e}"))?
+    }
+}
+
+impl From<policy::PolicyError> for String {
+    fn from(e: policy::PolicyError) -> Self {
+        e.0
+    }
+}
+
+/// The edits of a batch, or every invalid one in one message.
+fn parse_batch(args: &EditsArgs, editor: &Editor) -> Result<Vec<nuvira_api::EditEntry>, String> {
+    parse_entries(&args.edits, editor).map_err(|problems| {
+        format!(
+            "the batch has {} invalid edit(s):\n  {}",
+            problems.len(),
+            problems.join("\n  ")
+        )
+    })
 }
 
 /// Undoes batches a crash left half-written before a tool touches the workspace.
@@ -505,9 +547,7 @@ impl NuviraServer {
     ) -> Result<Json<ValidateOutput>, String> {
         let source = self.plan_source(&args)?;
         let host = self.host.clone();
-        let v = tokio::task::spawn_blocking(move || host.validate(&source))
-            .await
-            .map_err(|e| format!("failed to validate: {e}"))?;
+        let v = Self::blocking("validate", move || Ok(host.validate(&source))).await?;
         Ok(Json(ValidateOutput {
             valid: v.get("valid").and_then(Value::as_bool).unwrap_or(false),
             steps: v.get("steps").and_then(Value::as_u64).unwrap_or(0),
@@ -537,10 +577,10 @@ impl NuviraServer {
         }
         let host = self.host.clone();
         let f = format.clone();
-        let graph = tokio::task::spawn_blocking(move || host.graph(&source, &f))
-            .await
-            .map_err(|e| format!("failed to render the graph: {e}"))?
-            .map_err(ToolError::into_text)?;
+        let graph = Self::blocking("render the graph", move || {
+            host.graph(&source, &f).map_err(ToolError::into_text)
+        })
+        .await?;
         Ok(Json(GraphOutput { format, graph }))
     }
 
@@ -564,12 +604,11 @@ impl NuviraServer {
             args.max_files
                 .map_or(20, |n| usize::try_from(n).unwrap_or(usize::MAX)),
         );
-        let result = tokio::task::spawn_blocking(move || {
+        let result = Self::blocking("inspect", move || {
             nuvira_inspect::inspect(&repo, &args.goal, &options, &nuvira_inspect::Hooks::none())
+                .map_err(|e| format!("failed to {e}"))
         })
-        .await
-        .map_err(|e| format!("failed to inspect: {e}"))?
-        .map_err(|e| format!("failed to {e}"))?;
+        .await?;
         Ok(Json(InspectOutput {
             result: to_value(&result),
         }))
@@ -585,15 +624,9 @@ impl NuviraServer {
         Parameters(args): Parameters<EditsArgs>,
     ) -> Result<Json<PreviewOutput>, String> {
         let ws = self.workspace()?;
-        tokio::task::spawn_blocking(move || {
+        Self::blocking("preview the edits", move || {
             let editor = Self::editor(&args);
-            let entries = parse_entries(&args.edits, &editor).map_err(|problems| {
-                format!(
-                    "the batch has {} invalid edit(s):\n  {}",
-                    problems.len(),
-                    problems.join("\n  ")
-                )
-            })?;
+            let entries = parse_batch(&args, &editor)?;
             let preview = editor.dry_run(&ws, &entries, &Emit::none());
             let rejections = nuvira_edit::rejection_reasons(&preview);
             Ok(Json(PreviewOutput {
@@ -603,7 +636,6 @@ impl NuviraServer {
             }))
         })
         .await
-        .map_err(|e| format!("failed to preview the edits: {e}"))?
     }
 
     /// Applies an edit batch all-or-nothing.
@@ -617,15 +649,9 @@ impl NuviraServer {
     ) -> Result<Json<ApplyOutput>, String> {
         let ws = self.workspace()?;
         let this = self.clone();
-        let job = tokio::task::spawn_blocking(move || {
+        self.writing("apply the edits", move || {
             let editor = Self::editor(&args);
-            let entries = parse_entries(&args.edits, &editor).map_err(|problems| {
-                format!(
-                    "the batch has {} invalid edit(s):\n  {}",
-                    problems.len(),
-                    problems.join("\n  ")
-                )
-            })?;
+            let entries = parse_batch(&args, &editor)?;
             // One writer per repository, as `nuvira apply` holds it.
             let _lock = this.lock(&ws)?;
             recover(&ws)?;
@@ -654,11 +680,8 @@ impl NuviraServer {
                 }
                 Err(e) => Err(e.to_string()),
             }
-        });
-        self.work
-            .track_future(job)
-            .await
-            .map_err(|e| format!("failed to apply the edits: {e}"))?
+        })
+        .await
     }
 
     /// Undoes a transaction.
@@ -675,7 +698,7 @@ impl NuviraServer {
         }
         let ws = self.workspace()?;
         let this = self.clone();
-        let job = tokio::task::spawn_blocking(move || {
+        self.writing("roll back", move || {
             let on_changed = if args.force {
                 OnChanged::Overwrite
             } else if args.keep_changed {
@@ -749,11 +772,8 @@ impl NuviraServer {
                 )),
                 Err(e) => Err(format!("failed to roll back: {e}")),
             }
-        });
-        self.work
-            .track_future(job)
-            .await
-            .map_err(|e| format!("failed to roll back: {e}"))?
+        })
+        .await
     }
 
     /// Runs the repository's tests in a sandbox.
@@ -782,9 +802,7 @@ impl NuviraServer {
                 config.insert(k.into(), v);
             }
         }
-        self.policy
-            .confine(&mut config, "run_tests")
-            .map_err(|e| e.0)?;
+        self.policy.confine(&mut config, "run_tests")?;
         let config = nuvira_runner::TestConfig::from_value(&Value::Object(config))
             .map_err(|e| e.to_string())?;
         let repo = self.repo.to_path_buf();
@@ -875,11 +893,11 @@ impl NuviraServer {
         &self,
         Parameters(args): Parameters<ReportArgs>,
     ) -> Result<Json<ReportOutput>, String> {
-        let path = policy::confine_path(&self.repo, &args.events, "events").map_err(|e| e.0)?;
+        let path = policy::confine_path(&self.repo, &args.events, "events")?;
         let name = args.format.unwrap_or_else(|| "json".into());
         let format: nuvira_report::Format = name.parse().map_err(|e| format!("failed to {e}"))?;
         let shown = args.events.clone();
-        tokio::task::spawn_blocking(move || {
+        Self::blocking("build the report", move || {
             let report = nuvira_report::read_jsonl_file(&path).map_err(|e| format!("failed to {e}"))?;
             if report.events == 0 && report.unknown_event_types.is_empty() {
                 return Err(format!(
@@ -898,7 +916,6 @@ impl NuviraServer {
             }))
         })
         .await
-        .map_err(|e| format!("failed to build the report: {e}"))?
     }
 }
 
@@ -988,16 +1005,7 @@ fn run_of(rel: &str) -> Option<&str> {
     let id = rel
         .strip_prefix(".nuvira/runs/")?
         .strip_suffix("/events.jsonl")?;
-    is_run_id(id).then_some(id)
-}
-
-/// Whether `id` is a run id: `run-` then ASCII letters, digits and `-`, at most 64 bytes (the
-/// rule of `nuvira::runs`).
-fn is_run_id(id: &str) -> bool {
-    id.len() <= 64
-        && id.strip_prefix("run-").is_some_and(|rest| {
-            !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
-        })
+    nuvira_workspace::is_run_id(id).then_some(id)
 }
 
 impl NuviraServer {
@@ -1084,7 +1092,7 @@ impl ServerHandler for NuviraServer {
     ) -> Result<ReadResourceResponse, ErrorData> {
         let run_file;
         let rel = if let Some(id) = request.uri.strip_prefix("nuvira://runs/") {
-            if !is_run_id(id) {
+            if !nuvira_workspace::is_run_id(id) {
                 return Err(ErrorData::resource_not_found(
                     format!(
                         "`{}` is not a run id (run ids look like `run-1764580000-0a1f`; list the resources)",
@@ -1116,12 +1124,11 @@ impl ServerHandler for NuviraServer {
             ));
         }
         let path = self.repo.join(rel);
-        let report = tokio::task::spawn_blocking(move || nuvira_report::read_jsonl_file(&path))
-            .await
-            .map_err(|e| {
-                ErrorData::internal_error(format!("failed to read the report: {e}"), None)
-            })?
-            .map_err(|e| ErrorData::internal_error(format!("failed to {e}"), None))?;
+        let report = Self::blocking("read the report", move || {
+            nuvira_report::read_jsonl_file(&path).map_err(|e| format!("failed to {e}"))
+        })
+        .await
+        .map_err(|message| ErrorData::internal_error(message, None))?;
         let text = nuvira_report::render(&report, nuvira_report::Format::Json);
         Ok(ReadResourceResult::new(vec![ResourceContents::text(text, request.uri)]).into())
     }

@@ -33,6 +33,8 @@ pub mod local;
 pub mod pnpm;
 #[cfg(feature = "docker")]
 pub mod remote;
+#[cfg(feature = "docker")]
+mod ssh;
 pub mod sync;
 
 pub use bwrap::BwrapSandbox;

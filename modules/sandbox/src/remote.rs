@@ -6,8 +6,11 @@
 //!   but empty or `0`): TLS, verifying the engine against `ca.pem` and authenticating with
 //!   `cert.pem`/`key.pem`, all three in `DOCKER_CERT_PATH` (default `~/.docker`). Without
 //!   `DOCKER_TLS_VERIFY`, `tcp://` is plain HTTP (as `docker` does: only on a trusted network).
-//! - `DOCKER_HOST=ssh://[USER@]HOST[:PORT]`: through the `ssh` program (bollard's `ssh`
-//!   transport, an OpenSSH control connection), with the keys and `~/.ssh/config` it uses.
+//! - `DOCKER_HOST=ssh://[USER@]HOST[:PORT]`: through `ssh … HOST docker system dial-stdio`, as
+//!   the `docker` CLI does (see docs/sandbox.md for why not bollard's transport): the keys,
+//!   `~/.ssh/config` and `known_hosts` of the OpenSSH client decide, never a prompt
+//!   (`BatchMode=yes`), and an unknown or changed host key is refused. The host needs the
+//!   `docker` CLI on the user's `PATH`.
 //!
 //! The workspace is uploaded into the container, never bind-mounted, so runs work the same on a
 //! remote engine; only the `nuvira-host` image's read-only toolchain mounts name paths on the
@@ -32,6 +35,11 @@ pub struct EngineConfig {
     /// The folder with `ca.pem`, `cert.pem` and `key.pem` (`DOCKER_CERT_PATH`, default
     /// `~/.docker`).
     pub cert_path: PathBuf,
+    /// The ssh client run for `ssh://` (default `ssh`, found on `PATH`).
+    pub ssh_program: PathBuf,
+    /// An ssh configuration file used instead of `~/.ssh/config` and `/etc/ssh/ssh_config`
+    /// (`ssh -F`), for `ssh://`; `None` (the default) leaves ssh's own.
+    pub ssh_config: Option<PathBuf>,
 }
 
 /// The local socket's address.
@@ -58,6 +66,8 @@ impl EngineConfig {
             tls_verify: verify || host.starts_with("https://"),
             host,
             cert_path,
+            ssh_program: PathBuf::from("ssh"),
+            ssh_config: None,
         }
     }
 
@@ -67,6 +77,20 @@ impl EngineConfig {
             host: host.into(),
             tls_verify: true,
             cert_path: cert_path.into(),
+            ssh_program: PathBuf::from("ssh"),
+            ssh_config: None,
+        }
+    }
+
+    /// An engine at `host` (`ssh://[USER@]HOST[:PORT]`) reached with ssh configured by
+    /// `config` (`ssh -F`) instead of `~/.ssh/config`.
+    pub fn ssh(host: impl Into<String>, config: Option<PathBuf>) -> Self {
+        Self {
+            host: host.into(),
+            tls_verify: false,
+            cert_path: PathBuf::from(".docker"),
+            ssh_program: PathBuf::from("ssh"),
+            ssh_config: config,
         }
     }
 
@@ -122,7 +146,10 @@ impl EngineConfig {
         } else if host.starts_with("tcp://") || host.starts_with("http://") {
             Docker::connect_with_http(host, REQUEST_TIMEOUT, API_DEFAULT_VERSION)
         } else if host.starts_with("ssh://") {
-            Docker::connect_with_ssh(host, REQUEST_TIMEOUT, API_DEFAULT_VERSION)
+            let target =
+                crate::ssh::Target::parse(host, self.ssh_program.clone(), self.ssh_config.clone())
+                    .map_err(fail)?;
+            crate::ssh::client(target, REQUEST_TIMEOUT)
         } else {
             return Err(fail(
                 "DOCKER_HOST must be unix://PATH, tcp://HOST:PORT, https://HOST:PORT or ssh://[USER@]HOST".into(),
@@ -154,9 +181,16 @@ impl EngineConfig {
         Ok((file("key.pem")?, file("cert.pem")?, file("ca.pem")?))
     }
 
-    /// Appended to errors of a TLS engine.
+    /// Appended to errors of a TLS or ssh engine (empty for the others, which get
+    /// [`DOCKER_HINT`](crate::DOCKER_HINT)).
     pub(crate) fn cert_hint(&self) -> String {
-        if self.uses_tls() {
+        if self.host.starts_with("ssh://") {
+            let manual = crate::ssh::Target::parse(&self.host, self.ssh_program.clone(), None)
+                .map_or_else(|_| "ssh HOST docker version".to_owned(), |t| t.manual());
+            format!(
+                "check that `{manual}` works without a prompt (Nuvira runs ssh with BatchMode=yes and your ~/.ssh/config, keys and known_hosts)"
+            )
+        } else if self.uses_tls() {
             format!(
                 "check the TLS material in DOCKER_CERT_PATH={}: ca.pem must be the CA that signed the engine's certificate (for this host name or IP), cert.pem and key.pem a client certificate signed by the CA the engine trusts (--tlscacert)",
                 self.cert_path.display()

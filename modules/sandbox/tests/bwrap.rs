@@ -3,13 +3,9 @@
 //! toolchain it must still offer. Skipped (with the reason printed) where bubblewrap cannot
 //! run, unless NUVIRA_REQUIRE_BWRAP=1.
 
-use super::common::bwrap;
+use super::common::{bwrap, one_shot_server, sh};
 use nuvira_api::{NetworkMode, NeverCancelled, Sandbox, SandboxRequest};
 use std::path::{Path, PathBuf};
-
-fn sh(workspace: &Path, script: &str) -> SandboxRequest {
-    SandboxRequest::new(workspace, vec!["sh".into(), "-c".into(), script.into()])
-}
 
 /// A folder in `$HOME` (outside the temporary folder, which bwrap replaces anyway), removed
 /// when dropped.
@@ -19,23 +15,6 @@ fn home_dir() -> tempfile::TempDir {
         .prefix(".nuvira-bwrap-test-")
         .tempdir_in(home)
         .unwrap()
-}
-
-/// Serves one HTTP response on 127.0.0.1 (loopback only) and returns its port.
-async fn one_shot_server() -> (u16, tokio::task::JoinHandle<()>) {
-    use tokio::io::AsyncWriteExt;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let task = tokio::spawn(async move {
-        if let Ok((mut conn, _)) = listener.accept().await {
-            let mut buf = [0u8; 1024];
-            let _ = tokio::io::AsyncReadExt::read(&mut conn, &mut buf).await;
-            let _ = conn
-                .write_all(b"HTTP/1.0 200 OK\r\nContent-Length: 5\r\n\r\nhello")
-                .await;
-        }
-    });
-    (port, task)
 }
 
 #[tokio::test]

@@ -1,8 +1,33 @@
 //! Helpers of these tests: a Docker engine or a clear skip. The cancel trigger and the
 //! environment checks are `nuvira-test-support`'s.
 
+use nuvira_api::SandboxRequest;
 use nuvira_sandbox::DockerSandbox;
 use nuvira_test_support::env::{Requirement, require};
+use std::path::Path;
+
+/// `sh -c SCRIPT` in a copy of `workspace`, with the default limits.
+pub fn sh(workspace: &Path, script: &str) -> SandboxRequest {
+    SandboxRequest::new(workspace, vec!["sh".into(), "-c".into(), script.into()])
+}
+
+/// Serves one HTTP response on 127.0.0.1 (loopback only) and returns its port: what a
+/// sandbox's network check tries to reach.
+pub async fn one_shot_server() -> (u16, tokio::task::JoinHandle<()>) {
+    use tokio::io::AsyncWriteExt;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let task = tokio::spawn(async move {
+        if let Ok((mut conn, _)) = listener.accept().await {
+            let mut buf = [0u8; 1024];
+            let _ = tokio::io::AsyncReadExt::read(&mut conn, &mut buf).await;
+            let _ = conn
+                .write_all(b"HTTP/1.0 200 OK\r\nContent-Length: 5\r\n\r\nhello")
+                .await;
+        }
+    });
+    (port, task)
+}
 
 /// A Docker sandbox whose engine answers and has `image`, or `None` after printing why the
 /// test is skipped. With `NUVIRA_REQUIRE_DOCKER=1` a missing engine or image fails the test.
@@ -20,4 +45,32 @@ pub fn bwrap() -> Option<nuvira_sandbox::BwrapSandbox> {
     let found = nuvira_sandbox::BwrapSandbox::new()
         .map_err(|e| format!("the bwrap sandbox is unavailable: {e}"));
     require(Requirement::Bwrap, found)
+}
+
+/// A run on a (remote) engine: the workspace is uploaded, the output and a collected file come
+/// back, the exit code is the command's, and the limits in the result name `host`.
+pub async fn assert_runs_an_uploaded_workspace(sandbox: &DockerSandbox, image: &str, host: &str) {
+    use nuvira_api::{NeverCancelled, Sandbox};
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::create_dir(ws.path().join("sub")).unwrap();
+    std::fs::write(ws.path().join("sub/input.txt"), "from the client").unwrap();
+    let mut req = SandboxRequest::new(
+        ws.path(),
+        vec![
+            "sh".into(),
+            "-c".into(),
+            "cat sub/input.txt; echo; echo made > out.txt; exit 3".into(),
+        ],
+    );
+    req.image = Some(image.into());
+    req.collect = vec!["out.txt".into()];
+    let out = sandbox.run(&req, &NeverCancelled).await.unwrap();
+    assert_eq!(out.exit_code, Some(3), "{out:?}");
+    assert_eq!(out.stdout.trim(), "from the client");
+    assert_eq!(out.collected["out.txt"], b"made\n");
+    assert!(
+        out.info.limits.as_deref().unwrap().contains(host),
+        "{:?}",
+        out.info.limits
+    );
 }

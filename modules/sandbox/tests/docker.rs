@@ -1,7 +1,7 @@
 //! The Docker sandbox against a real engine: limits, network, timeouts, OOM, hardening.
 //! Skipped (with the reason printed) when no engine answers, unless NUVIRA_REQUIRE_DOCKER=1.
 
-use super::common::docker;
+use super::common::{docker, one_shot_server};
 use nuvira_api::{NetworkMode, NeverCancelled, Sandbox, SandboxError, SandboxRequest};
 use nuvira_test_support::Trigger;
 use std::path::Path;
@@ -9,8 +9,9 @@ use std::time::{Duration, Instant};
 
 const BUSYBOX: &str = "nuvira-busybox:latest";
 
+/// [`sh`](super::common::sh) in the busybox image.
 fn sh(workspace: &Path, script: &str) -> SandboxRequest {
-    let mut req = SandboxRequest::new(workspace, vec!["sh".into(), "-c".into(), script.into()]);
+    let mut req = super::common::sh(workspace, script);
     req.image = Some(BUSYBOX.into());
     req
 }
@@ -51,23 +52,6 @@ async fn a_sleeping_command_is_killed_at_the_timeout() {
         "{:?}",
         started.elapsed()
     );
-}
-
-/// Serves one HTTP response on 127.0.0.1 (loopback only) and returns its port.
-async fn one_shot_server() -> (u16, tokio::task::JoinHandle<()>) {
-    use tokio::io::AsyncWriteExt;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let task = tokio::spawn(async move {
-        if let Ok((mut conn, _)) = listener.accept().await {
-            let mut buf = [0u8; 1024];
-            let _ = tokio::io::AsyncReadExt::read(&mut conn, &mut buf).await;
-            let _ = conn
-                .write_all(b"HTTP/1.0 200 OK\r\nContent-Length: 5\r\n\r\nhello")
-                .await;
-        }
-    });
-    (port, task)
 }
 
 #[tokio::test]

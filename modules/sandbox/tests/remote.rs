@@ -10,7 +10,7 @@
 use nuvira_api::{NeverCancelled, Sandbox, SandboxError, SandboxRequest};
 use nuvira_sandbox::DockerSandbox;
 use nuvira_sandbox::remote::EngineConfig;
-use nuvira_test_support::env::{Requirement, require};
+use nuvira_test_support::env::{Requirement, is_root, on_path, require};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -112,7 +112,7 @@ struct SecondEngine {
 
 impl SecondEngine {
     fn start() -> Result<Self, String> {
-        if !nix_is_root() {
+        if !is_root() {
             return Err("a second dockerd needs root".into());
         }
         for tool in ["dockerd", "docker", "openssl"] {
@@ -220,20 +220,6 @@ impl Drop for SecondEngine {
     }
 }
 
-fn nix_is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix("Uid:"))
-        .and_then(|ids| ids.split_whitespace().nth(1).map(|e| e == "0"))
-        .unwrap_or(false)
-}
-
-fn on_path(tool: &str) -> bool {
-    std::env::var_os("PATH")
-        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(tool).is_file()))
-}
-
 #[tokio::test]
 async fn a_remote_engine_over_tls_runs_an_uploaded_workspace_and_refuses_wrong_certificates() {
     if super::common::docker(BUSYBOX).await.is_none() {
@@ -260,29 +246,8 @@ async fn a_remote_engine_over_tls_runs_an_uploaded_workspace_and_refuses_wrong_c
     sandbox.check_image(BUSYBOX).await.unwrap();
 
     // A run: the workspace is uploaded, output and a collected file come back, limits hold.
+    super::common::assert_runs_an_uploaded_workspace(&sandbox, BUSYBOX, &engine.host).await;
     let ws = tempfile::tempdir().unwrap();
-    std::fs::create_dir(ws.path().join("sub")).unwrap();
-    std::fs::write(ws.path().join("sub/input.txt"), "from the client").unwrap();
-    let mut req = SandboxRequest::new(
-        ws.path(),
-        vec![
-            "sh".into(),
-            "-c".into(),
-            "cat sub/input.txt; echo; echo made > out.txt; exit 3".into(),
-        ],
-    );
-    req.image = Some(BUSYBOX.into());
-    req.collect = vec!["out.txt".into()];
-    let out = sandbox.run(&req, &NeverCancelled).await.unwrap();
-    assert_eq!(out.exit_code, Some(3), "{out:?}");
-    assert_eq!(out.stdout.trim(), "from the client");
-    assert_eq!(out.collected["out.txt"], b"made\n");
-    assert!(
-        out.info.limits.as_deref().unwrap().contains(&engine.host),
-        "{:?}",
-        out.info.limits
-    );
-
     let mut hog = SandboxRequest::new(
         ws.path(),
         vec![

@@ -11,3 +11,4 @@ mod docker;
 mod limits;
 mod local;
 mod remote;
+mod remote_ssh;

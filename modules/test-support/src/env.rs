@@ -30,6 +30,9 @@ pub enum Requirement {
     /// The MCP SDKs and servers the MCP tests talk to (`NUVIRA_REQUIRE_MCP`): the Python `mcp`
     /// package, and the npm packages in `$NUVIRA_MCP_NPM_DIR/node_modules`.
     Mcp,
+    /// An OpenSSH server (`/usr/sbin/sshd`) and `ssh-keygen`, for a private sshd on loopback
+    /// (`NUVIRA_REQUIRE_SSHD`).
+    Sshd,
 }
 
 impl Requirement {
@@ -45,6 +48,7 @@ impl Requirement {
             Self::Bwrap => "NUVIRA_REQUIRE_BWRAP",
             Self::Cgroups => "NUVIRA_REQUIRE_CGROUPS",
             Self::Mcp => "NUVIRA_REQUIRE_MCP",
+            Self::Sshd => "NUVIRA_REQUIRE_SSHD",
         }
     }
 
@@ -61,6 +65,7 @@ impl Requirement {
             Self::Cgroups => {
                 "run as root with cgroup v1 memory and pids hierarchies, or with cgroup v2 delegated or systemd"
             }
+            Self::Sshd => "apt-get install -y openssh-server openssh-client (.ci/run does)",
             Self::Mcp => {
                 "python3 -m pip install mcp mcp-server-git; npm install --prefix DIR @modelcontextprotocol/sdk @modelcontextprotocol/server-everything @modelcontextprotocol/server-filesystem and set NUVIRA_MCP_NPM_DIR=DIR (.ci/run does both)"
             }
@@ -203,4 +208,20 @@ pub fn process_is_dead(pid: i32) -> bool {
         }
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
+}
+
+/// Whether this process runs as root (its effective uid is 0).
+pub fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|ids| ids.split_whitespace().nth(1).map(|e| e == "0"))
+        .unwrap_or(false)
+}
+
+/// Whether `tool` is a file in one of the folders of `PATH`.
+pub fn on_path(tool: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(tool).is_file()))
 }

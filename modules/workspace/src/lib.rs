@@ -74,7 +74,7 @@ pub use lock::fault::{
     PAUSE_BEFORE_WRITE_ENV as FAULT_PAUSE_BEFORE_WRITE_ENV, PAUSE_FILE_ENV as FAULT_PAUSE_FILE_ENV,
 };
 pub use lock::{LOCK_FILE, LockError, LockHolder, LockWait, RepoLock, Seen};
-pub use state::{STATE_DIR_ENV, key_path, machine_state_dir};
+pub use state::{STATE_DIR_ENV, is_run_id, key_path, machine_state_dir};
 pub use walk::{EntryKind, WalkEntry, WalkError, WalkOptions, copy_tree, walk};
 
 use std::io;

@@ -20,6 +20,25 @@ const KEY_FILE: &str = "journal.key";
 /// How many bytes the journal key has.
 const KEY_LEN: usize = 32;
 
+/// Whether `name` is a run id: `run-` then ASCII letters, digits and `-` (at least one), at
+/// most 64 bytes. Only such names become paths under `.nuvira/runs` (the run history of the
+/// `nuvira` crate, read by the CLI and by `nuvira-mcp`'s `nuvira://runs/<id>` resources), so a
+/// name from a checkout or a client never climbs out of it nor reaches a terminal raw.
+///
+/// ```
+/// use nuvira_workspace::is_run_id;
+/// assert!(is_run_id("run-1764580000-0a1f"));
+/// assert!(!is_run_id("run-"));
+/// assert!(!is_run_id("run-../../etc"));
+/// assert!(!is_run_id("run-\u{1b}[31m"));
+/// ```
+pub fn is_run_id(name: &str) -> bool {
+    name.len() <= 64
+        && name.strip_prefix("run-").is_some_and(|rest| {
+            !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        })
+}
+
 /// The mode of every folder Nuvira creates in its state folders.
 #[cfg(unix)]
 const PRIVATE_DIR_MODE: u32 = 0o700;
