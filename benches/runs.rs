@@ -2,14 +2,15 @@
 //!
 //! - `recording/noop/*`: the scheduler bench's 1,000 no-op steps (10 layers of 100), with the
 //!   history off (a bare bus), `on` (what `nuvira run` does: one group-commit writer for
-//!   `events.jsonl` and `steps.jsonl`, fsynced at step boundaries, which also writes `run.json`
-//!   and `plan.json`; see `nuvira::runs::writer`), and `on-two-writers` (the way before: the
+//!   `events.jsonl` and `steps.jsonl`, which also writes `run.json` and `plan.json`, with a
+//!   sync thread beside it that fsyncs both at step boundaries; see `nuvira::runs::writer`),
+//!   and `on-two-writers` (the way before: the
 //!   engine's JSONL writer and the steps log on two threads, `plan.json` and `run.json`
 //!   written before the run starts, `report.json` and `run.json` one after the other);
 //! - `recording/sleep_1ms/*`: 1,000 steps of 1 ms (100 layers of 10, 10 at a time), the same
 //!   three;
 //! - `recording/sleep_1ms_writes/*`: the same steps declaring a write set, so each one waits
-//!   before it runs until the records before it are durable (what resume relies on);
+//!   before it runs until the records before it are written (what resume relies on);
 //! - `runs_list/1000`: `RunStore::list` over 1,000 stored runs (what `nuvira runs` reads).
 //!
 //! `cargo bench --bench runs`.

@@ -4,7 +4,9 @@ use crate::cli::{esc, esc_lines};
 use crate::exit;
 use anyhow::anyhow;
 use nuvira_api::{ChangeKind, EditPreview, EditResult, Severity};
-use nuvira_edit::nuvira_workspace::{Journal, JournalError, Workspace};
+use nuvira_edit::nuvira_workspace::{
+    Journal, JournalError, JournalSnapshot, RolledBack, Untrusted, Workspace,
+};
 use nuvira_edit::{EditFailure, EditOptions, EditStepConfig, Editor, Emit, parse_entries};
 use nuvira_plan::{LoadError, LoadedEdits};
 use std::path::{Path, PathBuf};
@@ -99,15 +101,19 @@ pub fn execute(args: Args) -> u8 {
         }
     };
     // A batch a crash interrupted is undone before anything else touches the workspace.
-    if let Err(code) = recover(&ws) {
-        json_error(
-            "failed",
-            "rolling back the batch an earlier crash interrupted failed (see stderr)",
-            None,
-        );
-        return code;
-    }
-    super::inflight::report_interrupted(&ws, &args.repo);
+    let snapshot = match recover_reading(&ws) {
+        Ok((_, snapshot)) => snapshot,
+        Err(code) => {
+            json_error(
+                "failed",
+                "rolling back the batch an earlier crash interrupted failed (see stderr)",
+                None,
+            );
+            return code;
+        }
+    };
+    let last_run = snapshot.as_ref().and_then(JournalSnapshot::last_run);
+    super::inflight::report_interrupted(&ws, &args.repo, last_run);
     let editor = Editor::standard().with_options(EditOptions {
         block_on_secrets: cfg.block_on_secrets.unwrap_or(false),
         format: cfg.format.unwrap_or(false),
@@ -178,11 +184,37 @@ pub fn execute(args: Args) -> u8 {
     }
 }
 
-/// Rolls back batches a crash left half-written; prints what it did.
-pub(crate) fn recover(ws: &Workspace) -> Result<usize, u8> {
+/// Rolls back batches a crash left half-written and prints what it did: how many, and the
+/// journal as it stands after it (read once for the command's start: `None` when it could not
+/// be read).
+pub(crate) fn recover_reading(ws: &Workspace) -> Result<(usize, Option<JournalSnapshot>), u8> {
     let journal = Journal::new(ws);
-    warn_untrusted(&journal);
-    match journal.recover_incomplete() {
+    let (snapshot, recovered) = read_and_recover(&journal);
+    let n = recovered_or_exit(recovered)?;
+    Ok((n, snapshot))
+}
+
+/// Reads the journal once, names the transactions it does not trust and rolls back what a
+/// crash left pending; the snapshot (brought up to date by the recovery) serves the rest of a
+/// command's start, so the journal is not read again for it.
+pub(crate) fn read_and_recover(
+    journal: &Journal,
+) -> (
+    Option<JournalSnapshot>,
+    Result<Vec<RolledBack>, JournalError>,
+) {
+    match journal.read() {
+        Ok(mut snapshot) => {
+            warn_untrusted_in(snapshot.untrusted());
+            let recovered = journal.recover_incomplete_in(&mut snapshot);
+            (Some(snapshot), recovered)
+        }
+        Err(e) => (None, Err(e)),
+    }
+}
+
+fn recovered_or_exit(recovered: Result<Vec<RolledBack>, JournalError>) -> Result<usize, u8> {
+    match recovered {
         // Only a dry run gets here without the lock: the holder, alive, recovers for itself.
         Err(JournalError::Locked(e)) => {
             eprintln!(
@@ -220,9 +252,8 @@ pub(crate) fn recover(ws: &Workspace) -> Result<usize, u8> {
 
 /// Names every journal transaction this machine did not write (planted by a checkout, say):
 /// they are never recovered or rolled back, and the user should know they are there.
-pub(crate) fn warn_untrusted(journal: &Journal) {
-    // A journal that cannot be listed is reported by the recovery that follows.
-    for u in journal.untrusted().unwrap_or_default() {
+pub(crate) fn warn_untrusted_in(untrusted: &[Untrusted]) {
+    for u in untrusted {
         eprintln!(
             "warning: left the journal transaction {u}; Nuvira only recovers or rolls back transactions this machine wrote: remove the folder if you do not know where it came from"
         );

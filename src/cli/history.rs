@@ -7,9 +7,9 @@ use super::run::{Args, Fail};
 use crate::runs::calls::{Budget, CallLog, Config, Recorded};
 use crate::runs::record::RunRecorder;
 use crate::runs::resume::{Prior, RunHooks};
-use crate::runs::{Retention, RunStore, StoredRun};
+use crate::runs::{Retention, RunStore, RunsError, StoredRun};
 use nuvira_api::{ExecutionPlan, ExecutionReport, RunStatus};
-use nuvira_edit::nuvira_workspace::{Journal, OnChanged, Workspace};
+use nuvira_edit::nuvira_workspace::{Journal, JournalSnapshot, OnChanged, Workspace};
 use std::sync::Arc;
 
 /// What a run records.
@@ -32,20 +32,34 @@ fn enabled(args: &Args) -> bool {
 /// The model-call log of the planner (`--planner llm`), before the run's bus and folder exist:
 /// events go to `held`, records stay in memory until [`start`] adopts them.
 pub(crate) fn planner_log(
-    repo: &std::path::Path,
+    config: &Result<Config, RunsError>,
     args: &Args,
     held: Arc<dyn nuvira_api::EventSink>,
     settings: &crate::RunSettings,
 ) -> Arc<CallLog> {
-    let config = Workspace::open(repo)
-        .ok()
-        .and_then(|ws| Config::load(&ws).ok())
-        .unwrap_or_default();
+    let config = config.as_ref().ok().cloned().unwrap_or_default();
     let budget = Budget {
         max_tokens: args.max_tokens,
         max_cost_usd: args.max_cost,
     };
     Arc::new(CallLog::new(None, held, config, budget, settings.cancel.clone()).buffering())
+}
+
+/// The configuration of a command in `repo` ([`Config::load`]), read once: the planner's call
+/// log and the run's history both take it (no workspace: the defaults).
+pub(crate) fn load_config(repo: &std::path::Path) -> Result<Config, RunsError> {
+    match Workspace::open(repo) {
+        Ok(ws) => Config::load(&ws),
+        Err(_) => Ok(Config::default()),
+    }
+}
+
+/// What the command read once at its start and [`start`] uses.
+pub(crate) struct Loaded<'a> {
+    /// [`load_config`].
+    pub(crate) config: &'a Result<Config, RunsError>,
+    /// The journal after the start's recovery (`None`: it could not be read).
+    pub(crate) journal: Option<&'a JournalSnapshot>,
 }
 
 /// Starts recording run `run_id` of `plan` on `bus` (a resumed run reopens its folder).
@@ -59,9 +73,10 @@ pub(crate) fn start(
     bus: &crate::EventBus,
     settings: &crate::RunSettings,
     planner: &CallLog,
+    loaded: Loaded<'_>,
 ) -> Result<History, Fail> {
-    let config = match Config::load(ws) {
-        Ok(c) => c,
+    let config = match loaded.config {
+        Ok(c) => c.clone(),
         Err(e) => {
             eprintln!("warning: {e}; using the default settings");
             Config::default()
@@ -88,7 +103,7 @@ pub(crate) fn start(
     // files its finished steps wrote checked against the tree, all before its folder is
     // reopened (a refusal leaves the run as it was).
     let mut prior = match resumed {
-        Some(run) => Some(resume_prior(ws, args, run)?),
+        Some(run) => Some(resume_prior(ws, args, run, loaded.journal)?),
         None => None,
     };
     if enabled(args) || resumed.is_some() || args.replay.is_some() {
@@ -153,10 +168,15 @@ pub(crate) fn start(
 /// What the earlier attempt of `run` finished ([`Prior`]), after its unfinished batches were
 /// undone; refused (exit 3) when a file a finished step wrote was changed since, unless
 /// `--accept-changes` (then that file is kept, and the steps that read it run again).
-fn resume_prior(ws: &Workspace, args: &Args, run: &StoredRun) -> Result<Prior, Fail> {
+fn resume_prior(
+    ws: &Workspace,
+    args: &Args,
+    run: &StoredRun,
+    snapshot: Option<&JournalSnapshot>,
+) -> Result<Prior, Fail> {
     let mut prior = Prior::load(ws.root(), &run.events_path(), &run.steps_path());
     prior.rerun_tests = args.rerun_tests;
-    let applied = undo_unfinished_batches(ws, &run.meta.id, &prior)?;
+    let applied = undo_unfinished_batches(ws, snapshot, &run.meta.id, &prior)?;
     let changed = prior.changed_results(&applied);
     if changed.is_empty() {
         return Ok(prior);
@@ -205,12 +225,16 @@ fn short_hash(h: &str) -> String {
 /// Returns the finished steps whose batches are still applied.
 fn undo_unfinished_batches(
     ws: &Workspace,
+    snapshot: Option<&JournalSnapshot>,
     run_id: &str,
     prior: &Prior,
 ) -> Result<Vec<String>, Fail> {
     let journal = Journal::new(ws);
     let finished = prior.finished();
-    let steps = journal.committed_steps(run_id).unwrap_or_default();
+    // From the run start's read of the journal (none: it could not be read).
+    let steps = snapshot
+        .map(|s| s.committed_steps(run_id))
+        .unwrap_or_default();
     // The newest first: a later step's batch may have changed files an earlier one wrote, and
     // undoing it first gives the earlier one back the files it left.
     for step in steps

@@ -8,7 +8,7 @@
 //! The folder may have come with a checkout, so a marker is data: a name that is not a plain run
 //! id, or anything but a file, is ignored, and only the marker's file name is ever printed.
 
-use nuvira_edit::nuvira_workspace::{Journal, Workspace, atomic_write, remove_durably};
+use nuvira_edit::nuvira_workspace::{Workspace, atomic_write, remove_durably};
 use std::path::{Path, PathBuf};
 
 /// The marker folder under `.nuvira/`.
@@ -54,8 +54,11 @@ impl Drop for Marker {
 }
 
 /// Reports the runs that were killed after their edits (once each, on stderr), and removes the
-/// markers of dead runs that left nothing to undo.
-pub(crate) fn report_interrupted(ws: &Workspace, repo: &Path) {
+/// markers of dead runs that left nothing to undo. `last_run` is the journal's last run (from
+/// the command's one read of the journal, [`JournalSnapshot::last_run`]).
+///
+/// [`JournalSnapshot::last_run`]: nuvira_edit::nuvira_workspace::JournalSnapshot::last_run
+pub(crate) fn report_interrupted(ws: &Workspace, repo: &Path, last_run: Option<&str>) {
     let dir = ws.state_dir().join(DIR);
     // A planted symlink (at `.nuvira` or at the folder) is never followed out of the repository.
     if !is_real_dir(&ws.state_dir()) || !is_real_dir(&dir) {
@@ -64,7 +67,6 @@ pub(crate) fn report_interrupted(ws: &Workspace, repo: &Path) {
     let Ok(entries) = std::fs::read_dir(&dir) else {
         return;
     };
-    let last = Journal::new(ws).last_run().ok().flatten();
     for entry in entries.flatten() {
         let Some(run_id) = entry.file_name().to_str().map(str::to_owned) else {
             continue;
@@ -78,7 +80,7 @@ pub(crate) fn report_interrupted(ws: &Workspace, repo: &Path) {
         if pid.is_some_and(is_other_live_process) {
             continue; // another run is going on
         }
-        if last.as_deref() == Some(run_id.as_str()) {
+        if last_run == Some(run_id.as_str()) {
             eprintln!(
                 "warning: run {run_id} was interrupted after its edits: `{}` to undo",
                 super::apply::rollback_command(repo)

@@ -65,19 +65,19 @@ pub fn execute(args: Args) -> u8 {
         }
         lock => lock,
     };
-    match super::apply::recover(&ws) {
-        Ok(0) => {}
+    let snapshot = match super::apply::recover_reading(&ws) {
+        Ok((0, snapshot)) => snapshot,
         Ok(_) => return exit::SUCCESS,
         Err(code) => return code,
-    }
+    };
     // A run that committed (`nuvira run --commit`) is undone with git, not by restoring files
     // under its commit: rollback never touches commits.
-    if let Ok(Some(run)) = Journal::new(&ws).last_run()
-        && let Some(sha) = super::git_run::recorded_commit(&ws.state_dir(), &run)
+    if let Some(run) = snapshot.as_ref().and_then(|s| s.last_run())
+        && let Some(sha) = super::git_run::recorded_commit(&ws.state_dir(), run)
     {
         eprintln!(
             "error: `{}` committed its changes as {sha} (--commit), and rollback never touches commits: undo it with `git revert {sha}`",
-            esc(&run)
+            esc(run)
         );
         return exit::FAILED;
     }

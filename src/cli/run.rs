@@ -480,7 +480,9 @@ async fn run(args: Args) -> Result<u8, Fail> {
     };
     // The planner's model calls are recorded too, under no step (before the run folder
     // exists, they are kept and written into it once it does).
-    let planner_log = super::history::planner_log(&repo, &args, held.clone(), &settings);
+    // The configuration (the user's file and the repository's), read once for the command.
+    let config = super::history::load_config(&repo);
+    let planner_log = super::history::planner_log(&config, &args, held.clone(), &settings);
     let (mut plan, loaded) = match (&args.plan, &args.goal) {
         _ if recorded_from.is_some() => {
             let from = recorded_from.as_ref().map(crate::runs::StoredRun::plan);
@@ -639,9 +641,13 @@ async fn run(args: Args) -> Result<u8, Fail> {
     let git = super::git_run::prepare(&args.git, &repo, writes)
         .map_err(|r| Fail::new(r.code, r.kind, r.message))?;
     let journal = ws.as_ref().map(Journal::new);
+    // The journal is read once for the run's start: its untrusted folders, the recovery, the
+    // interrupted run named below and a resumed run's committed steps come from this read.
+    let mut snapshot = None;
     if let Some(j) = &journal {
-        super::apply::warn_untrusted(j);
-        match j.recover_incomplete() {
+        let (read, recovered) = super::apply::read_and_recover(j);
+        snapshot = read;
+        match recovered {
             Ok(restored) => {
                 for r in restored {
                     eprintln!(
@@ -667,7 +673,8 @@ async fn run(args: Args) -> Result<u8, Fail> {
         Some(ws) => {
             // A resumed run is the interrupted one: no warning about it.
             if resumed.is_none() {
-                super::inflight::report_interrupted(ws, &repo);
+                let last_run = snapshot.as_ref().and_then(|s| s.last_run());
+                super::inflight::report_interrupted(ws, &repo, last_run);
             }
             (!args.dry_run).then(|| super::inflight::Marker::record(ws, &run_id))
         }
@@ -688,6 +695,10 @@ async fn run(args: Args) -> Result<u8, Fail> {
             &bus,
             &settings,
             &planner_log,
+            super::history::Loaded {
+                config: &config,
+                journal: snapshot.as_ref(),
+            },
         )?,
         None => super::history::History::default(),
     };

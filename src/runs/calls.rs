@@ -479,6 +479,9 @@ pub struct CallLog {
     pending: Mutex<Vec<CallRecord>>,
     /// Whether records are kept in `pending` while there is no folder.
     buffer: bool,
+    /// Runs on the blocking thread before each record is written (tests hold a write with it).
+    #[cfg(test)]
+    write_hook: Option<Arc<dyn Fn() + Send + Sync>>,
 }
 
 #[derive(Default)]
@@ -521,6 +524,8 @@ impl CallLog {
             recorded: None,
             pending: Mutex::new(Vec::new()),
             buffer: false,
+            #[cfg(test)]
+            write_hook: None,
         }
     }
 
@@ -625,6 +630,8 @@ impl CallLog {
         })
     }
 
+    /// Writes a record, on the calling thread (see [`write_off_runtime`](Self::write_off_runtime)
+    /// for a call's records).
     fn write(&self, rec: &CallRecord) {
         let Some(dir) = &self.dir else {
             if !self.buffer {
@@ -636,19 +643,35 @@ impl CallLog {
                 .push(rec.clone());
             return;
         };
-        let mut builder = std::fs::DirBuilder::new();
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::DirBuilderExt;
-            builder.mode(0o700);
-        }
-        if builder.create(dir).is_err() && !crate::runs::is_real_dir(dir) {
-            return;
-        }
-        let path = dir.join(format!("{:04}.json", rec.call));
         if let Ok(bytes) = serde_json::to_vec_pretty(rec) {
-            let _ = nuvira_workspace::atomic_write(&path, &bytes, Some(0o600));
+            write_record(dir, rec.call, &bytes);
         }
+    }
+
+    /// Writes a record durably (two syncs: the file and `calls/`) on a thread of tokio's
+    /// blocking pool, not on the runtime worker that runs the step, and returns once it is on
+    /// disk: so a call's completed record is durable before the call returns, hence before the
+    /// step's success is recorded (resume answers from it instead of calling again).
+    async fn write_off_runtime(&self, rec: &CallRecord) {
+        let (Some(dir), Ok(rt)) = (&self.dir, tokio::runtime::Handle::try_current()) else {
+            return self.write(rec);
+        };
+        let Ok(bytes) = serde_json::to_vec_pretty(rec) else {
+            return;
+        };
+        let dir = dir.clone();
+        let call = rec.call;
+        #[cfg(test)]
+        let hook = self.write_hook.clone();
+        let _ = rt
+            .spawn_blocking(move || {
+                #[cfg(test)]
+                if let Some(hook) = hook {
+                    hook();
+                }
+                write_record(&dir, call, &bytes);
+            })
+            .await;
     }
 
     /// Adds a call's usage; past a cap, records why, says so on the bus and cancels the run.
@@ -682,6 +705,22 @@ impl CallLog {
             self.cancel.cancel();
         }
     }
+}
+
+/// Writes `calls/<call>.json` (creating `calls/`, never through a symlink) atomically and
+/// durably; a failure leaves the record out (the call itself goes on).
+fn write_record(dir: &Path, call: u64, bytes: &[u8]) {
+    let mut builder = std::fs::DirBuilder::new();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        builder.mode(0o700);
+    }
+    if builder.create(dir).is_err() && !crate::runs::is_real_dir(dir) {
+        return;
+    }
+    let path = dir.join(format!("{call:04}.json"));
+    let _ = nuvira_workspace::atomic_write(&path, bytes, Some(0o600));
 }
 
 /// A model client that records every call of one step attempt in a [`CallLog`].
@@ -746,7 +785,7 @@ impl LlmClient for RecordingLlm {
             request: redact_request(request),
             ..CallRecord::default()
         };
-        log.write(&rec);
+        log.write_off_runtime(&rec).await;
         log.events.emit(
             self.step.as_deref(),
             EventKind::LlmRequest {
@@ -815,7 +854,7 @@ impl LlmClient for RecordingLlm {
                 if rec.replayable == Some(false) {
                     rec.response = Some(redacted);
                 }
-                log.write(&rec);
+                log.write_off_runtime(&rec).await;
                 log.events.emit(
                     self.step.as_deref(),
                     EventKind::LlmResponse {
@@ -833,7 +872,7 @@ impl LlmClient for RecordingLlm {
             Err(e) => {
                 let msg = nuvira_secrets::redact(&e.to_string());
                 rec.error = Some(msg.clone());
-                log.write(&rec);
+                log.write_off_runtime(&rec).await;
                 log.events.emit(
                     self.step.as_deref(),
                     EventKind::LlmResponse {
@@ -1030,6 +1069,86 @@ mod tests {
             })
             .collect();
         assert_eq!(in_events, [2, 0]);
+    }
+
+    /// Answers every request with "done".
+    struct Answer;
+
+    #[async_trait]
+    impl LlmClient for Answer {
+        fn model(&self) -> &str {
+            "test:answer"
+        }
+        async fn complete(&self, _r: &LlmRequest) -> Result<LlmResponse, LlmError> {
+            let mut r = LlmResponse::default();
+            r.text = "done".into();
+            r.model = "test:answer".into();
+            Ok(r)
+        }
+    }
+
+    /// On a runtime of one thread, each record write is held (a token from the test releases
+    /// it; the wait gives up after a while only so that a write on the runtime's thread fails
+    /// the test instead of hanging it): the test's task still runs while the write is held,
+    /// which it can only when the write is not on the runtime's thread; and when the call
+    /// returns, its record with the answer is on disk (what resume answers from).
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_calls_records_are_written_off_the_runtime_and_on_disk_when_it_returns() {
+        let dir = tempfile::tempdir().unwrap();
+        let calls = dir.path().join("calls");
+        let bus = nuvira_engine::EventBus::new("run-off-runtime");
+        let (entered_tx, mut entered) = tokio::sync::mpsc::unbounded_channel::<()>();
+        let (release, release_rx) = std::sync::mpsc::channel::<()>();
+        let release_rx = Mutex::new(release_rx);
+        let mut log = CallLog::new(
+            Some(calls.clone()),
+            Arc::new(bus.clone()),
+            Config::default(),
+            Budget::default(),
+            CancellationToken::new(),
+        );
+        log.write_hook = Some(Arc::new(move || {
+            let _ = entered_tx.send(());
+            let _ = release_rx
+                .lock()
+                .unwrap()
+                .recv_timeout(std::time::Duration::from_secs(30));
+        }));
+        let log = Arc::new(log);
+        let client = log.client(Arc::new(Answer), Some("one"), 1);
+        let call = tokio::spawn(async move {
+            let ask = LlmRequest::new(vec![ChatMessage::user("hi")]);
+            client.complete(&ask).await
+        });
+        // The record before the request, held.
+        entered.recv().await.unwrap();
+        assert!(
+            !call.is_finished(),
+            "the call went on while its record was held"
+        );
+        assert!(read_calls(&calls).unwrap().is_empty());
+        release.send(()).unwrap();
+        // The record after the answer, held: the call has not returned.
+        entered.recv().await.unwrap();
+        assert!(
+            !call.is_finished(),
+            "the call returned before its record was written"
+        );
+        let before = read_calls(&calls).unwrap();
+        assert_eq!(before.len(), 1);
+        assert_eq!(before[0].response, None, "only the request is recorded yet");
+        release.send(()).unwrap();
+        assert_eq!(call.await.unwrap().unwrap().text, "done");
+        let after = read_calls(&calls).unwrap();
+        assert_eq!(after.len(), 1);
+        let answer = after[0].response.as_ref().map(|r| r.text.as_str());
+        assert_eq!(
+            answer,
+            Some("done"),
+            "the answer is on disk when the call returns"
+        );
+        // And resume would answer from it.
+        assert_eq!(Recorded::from_dir(&calls).unwrap().len(), 1);
     }
 
     #[test]

@@ -167,6 +167,12 @@ impl RunRecorder {
         &self,
         bus: &nuvira_engine::EventBus,
     ) -> Result<crate::runs::writer::RunWriter, RunsError> {
+        let files = self.writer_files()?;
+        Ok(crate::runs::writer::RunWriter::spawn(bus, files))
+    }
+
+    /// What [`start_writer`](Self::start_writer) hands the writer (its files created).
+    pub(crate) fn writer_files(&self) -> Result<crate::runs::writer::Files, RunsError> {
         let events = create_new(&self.dir.join(EVENTS_FILE))?;
         let steps = create_new(&self.dir.join(STEPS_FILE))?;
         let meta = self.meta_bytes()?;
@@ -180,8 +186,10 @@ impl RunRecorder {
             events,
             steps,
             initial,
+            #[cfg(test)]
+            sync_hook: None,
         };
-        Ok(crate::runs::writer::RunWriter::spawn(bus, files))
+        Ok(files)
     }
 
     /// Reopens the folder of an earlier run to resume it: `run.json` goes back to `running`

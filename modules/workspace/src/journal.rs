@@ -506,10 +506,53 @@ impl std::fmt::Display for Untrusted {
 }
 
 /// The journal's transaction folders: those it trusts, oldest first, and those it does not.
-#[derive(Default)]
+#[derive(Debug, Clone, Default)]
 struct Scan {
     txns: Vec<(PathBuf, Option<Manifest>)>,
     untrusted: Vec<Untrusted>,
+}
+
+/// The journal as one listing read it ([`Journal::read`]): what a command's start asks of it
+/// (the transactions it does not trust, the last run, a run's committed steps) from one read,
+/// kept up to date by [`Journal::recover_incomplete_in`]. It is a picture of that moment: a
+/// transaction written after it is not in it.
+#[derive(Debug, Clone, Default)]
+pub struct JournalSnapshot {
+    scan: Scan,
+}
+
+impl JournalSnapshot {
+    /// The transaction folders the journal does not trust (see [`Journal::untrusted`]).
+    pub fn untrusted(&self) -> &[Untrusted] {
+        &self.scan.untrusted
+    }
+
+    /// The run of the newest transaction that is not rolled back (see [`Journal::last_run`]).
+    pub fn last_run(&self) -> Option<&str> {
+        self.scan
+            .txns
+            .iter()
+            .rev()
+            .filter_map(|(_, m)| m.as_ref())
+            .find(|m| m.state != TxnState::RolledBack)
+            .map(|m| m.run_id.as_str())
+    }
+
+    /// The steps of run `run_id` that have a committed transaction not rolled back, in the
+    /// order of their first such transaction (see [`Journal::committed_steps`]).
+    pub fn committed_steps(&self, run_id: &str) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for m in self.scan.txns.iter().filter_map(|(_, m)| m.as_ref()) {
+            if m.run_id == run_id
+                && m.state == TxnState::Committed
+                && let Some(step) = &m.step_id
+                && !out.contains(step)
+            {
+                out.push(step.clone());
+            }
+        }
+        out
+    }
 }
 
 /// The rollback journal of one workspace.
@@ -590,43 +633,110 @@ impl Journal {
         let Some(_repo) = self.repo_lock()? else {
             return Ok(Vec::new());
         };
+        let mut snapshot = JournalSnapshot { scan: self.scan()? };
+        self.recover_locked(&mut snapshot)
+    }
+
+    /// Reads the journal once (every transaction folder listed and checked), for a command
+    /// that asks several things of it at its start; see [`JournalSnapshot`].
+    ///
+    /// # Errors
+    /// When `.nuvira/` or `.nuvira/journal` is a symlink or a file, or the journal cannot be
+    /// listed.
+    pub fn read(&self) -> Result<JournalSnapshot, JournalError> {
+        Ok(JournalSnapshot { scan: self.scan()? })
+    }
+
+    /// [`Journal::recover_incomplete`] over the transactions of `snapshot` (no second read),
+    /// which is brought up to date: the folders removed leave it, the transactions rolled back
+    /// are marked so. Read the snapshot just before (a transaction begun since is not seen, as
+    /// if it began after the recovery).
+    ///
+    /// # Errors
+    /// As [`Journal::recover_incomplete`].
+    pub fn recover_incomplete_in(
+        &self,
+        snapshot: &mut JournalSnapshot,
+    ) -> Result<Vec<RolledBack>, JournalError> {
+        let _guard = lock();
+        let Some(_repo) = self.repo_lock()? else {
+            return Ok(Vec::new());
+        };
+        self.recover_locked(snapshot)
+    }
+
+    fn recover_locked(
+        &self,
+        snapshot: &mut JournalSnapshot,
+    ) -> Result<Vec<RolledBack>, JournalError> {
         let mut out = Vec::new();
-        for (dir, manifest) in self.transactions()? {
+        let txns = std::mem::take(&mut snapshot.scan.txns);
+        let mut kept = Vec::with_capacity(txns.len());
+        let mut txns = txns.into_iter();
+        let result = loop {
+            let Some((dir, manifest)) = txns.next() else {
+                break Ok(());
+            };
             match manifest {
                 // Crashed before its manifest was durable: nothing was written yet.
                 None => {
-                    std::fs::remove_dir_all(&dir).map_err(jio("remove", &dir))?;
+                    if let Err(e) = std::fs::remove_dir_all(&dir).map_err(jio("remove", &dir)) {
+                        kept.push((dir, None));
+                        break Err(e);
+                    }
                 }
                 // Another live process is mid-batch: its transaction is not ours to undo.
-                Some(m) if m.state == TxnState::Pending && is_other_live_process(m.pid) => {}
+                Some(m) if m.state == TxnState::Pending && is_other_live_process(m.pid) => {
+                    kept.push((dir, Some(m)));
+                }
                 Some(m) if m.state == TxnState::Pending => {
                     // A file edited after the crash keeps the edit (and is named in `kept`).
                     let one = [(dir, m)];
-                    let keep: BTreeSet<String> = self
-                        .changed_since(&one)?
-                        .into_iter()
-                        .map(|c| c.path)
-                        .collect();
+                    let keep = match self.changed_since(&one) {
+                        Ok(c) => c.into_iter().map(|c| c.path).collect::<BTreeSet<String>>(),
+                        Err(e) => {
+                            let [(dir, m)] = one;
+                            kept.push((dir, Some(m)));
+                            break Err(e);
+                        }
+                    };
                     let [(dir, m)] = one;
-                    out.push(self.restore(&dir, m, &keep, None)?);
+                    match self.restore(&dir, m.clone(), &keep, None) {
+                        Ok(r) => {
+                            out.push(r);
+                            let mut m = m;
+                            m.state = TxnState::RolledBack;
+                            kept.push((dir, Some(m)));
+                        }
+                        Err(e) => {
+                            kept.push((dir, Some(m)));
+                            break Err(e);
+                        }
+                    }
                 }
-                Some(_) => {}
+                Some(m) => kept.push((dir, Some(m))),
             }
-        }
-        self.remove_dead_temp_files()?;
+        };
+        kept.extend(txns);
+        snapshot.scan.txns = kept;
+        result?;
+        self.remove_dead_temp_files(&snapshot.scan.txns)?;
         Ok(out)
     }
 
     /// Removes the temp files that processes killed mid-write left beside the files their
     /// transactions name (and in the transactions' folders).
-    fn remove_dead_temp_files(&self) -> Result<(), JournalError> {
+    fn remove_dead_temp_files(
+        &self,
+        txns: &[(PathBuf, Option<Manifest>)],
+    ) -> Result<(), JournalError> {
         let mut swept = BTreeSet::new();
-        for (dir, manifest) in self.transactions()? {
+        for (dir, manifest) in txns {
             let Some(m) = manifest else { continue };
             if m.pid == 0 || m.pid == std::process::id() || is_other_live_process(m.pid) {
                 continue;
             }
-            let mut dirs = vec![dir];
+            let mut dirs = vec![dir.clone()];
             for rel in m.entries.iter().map(|e| &e.path) {
                 // Only folders inside the workspace, reached without a symlink.
                 if symlink_on_path(self.ws.root(), rel).is_none()
@@ -692,18 +802,7 @@ impl Journal {
     /// # Errors
     /// When the journal cannot be read.
     pub fn committed_steps(&self, run_id: &str) -> Result<Vec<String>, JournalError> {
-        let mut out: Vec<String> = Vec::new();
-        for (_, m) in self.transactions()? {
-            let Some(m) = m else { continue };
-            if m.run_id == run_id
-                && m.state == TxnState::Committed
-                && let Some(step) = m.step_id
-                && !out.contains(&step)
-            {
-                out.push(step);
-            }
-        }
-        Ok(out)
+        Ok(self.read()?.committed_steps(run_id))
     }
 
     fn rollback_matching(
@@ -921,13 +1020,7 @@ impl Journal {
     /// # Errors
     /// When the journal cannot be read.
     pub fn last_run(&self) -> Result<Option<String>, JournalError> {
-        Ok(self
-            .transactions()?
-            .into_iter()
-            .rev()
-            .filter_map(|(_, m)| m)
-            .find(|m| m.state != TxnState::RolledBack)
-            .map(|m| m.run_id))
+        Ok(self.read()?.last_run().map(str::to_owned))
     }
 
     /// Rolls back the last run (`nuvira rollback`): every not-yet-rolled-back transaction of

@@ -66,8 +66,8 @@ pub use journal::FAULT_CRASH_AFTER_WRITES_ENV;
 #[doc(hidden)]
 pub use journal::resign_manifest_for_tests;
 pub use journal::{
-    ChangedFile, FileOp, Journal, JournalError, KEEP_TRANSACTIONS, NotRestored, OnChanged,
-    RolledBack, Transaction, TxnState, Untrusted,
+    ChangedFile, FileOp, Journal, JournalError, JournalSnapshot, KEEP_TRANSACTIONS, NotRestored,
+    OnChanged, RolledBack, Transaction, TxnState, Untrusted,
 };
 #[cfg(feature = "fault-injection")]
 pub use lock::fault::{

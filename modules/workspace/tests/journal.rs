@@ -816,3 +816,40 @@ fn a_copy_of_a_private_original_is_private_and_state_folders_are_0700() {
     assert_eq!(mode(&dir.path().join("a.txt")), 0o600);
     assert_eq!(mode(&dir.path().join("src/b.rs")), 0o755);
 }
+
+/// A command reads the journal once at its start ([`Journal::read`]) and recovers over that
+/// read: the snapshot the recovery leaves must answer as a fresh read of the journal would
+/// (the crashed run rolled back is no longer the last run; the other run's steps stay).
+#[test]
+fn a_snapshot_brought_up_to_date_by_recovery_answers_as_a_fresh_read() {
+    let (dir, ws) = repo();
+    let journal = Journal::new(&ws);
+    for (step, path) in [("one", "a.txt"), ("two", "src/b.rs")] {
+        let mut txn = journal.begin("run-1", Some(step));
+        txn.apply(&[op(path, "by run-1\n")]).unwrap();
+        txn.commit().unwrap();
+    }
+    let mut txn = journal.begin("run-crash", Some("edit"));
+    txn.apply(&[op("a.txt", "by the crashed run\n")]).unwrap();
+    txn.leave_pending();
+
+    let mut snapshot = journal.read().unwrap();
+    assert_eq!(snapshot.last_run(), Some("run-crash"));
+    assert_eq!(snapshot.committed_steps("run-1"), ["one", "two"]);
+    let recovered = journal.recover_incomplete_in(&mut snapshot).unwrap();
+    assert_eq!(recovered.len(), 1);
+    assert_eq!(read(dir.path(), "a.txt").as_deref(), Some("by run-1\n"));
+
+    let fresh = journal.read().unwrap();
+    assert_eq!(snapshot.last_run(), Some("run-1"));
+    assert_eq!(snapshot.last_run(), fresh.last_run());
+    assert_eq!(
+        snapshot.committed_steps("run-1"),
+        fresh.committed_steps("run-1")
+    );
+    assert!(snapshot.committed_steps("run-crash").is_empty());
+    assert_eq!(snapshot.untrusted(), fresh.untrusted());
+    // What the methods that read again give is the same.
+    assert_eq!(journal.last_run().unwrap().as_deref(), Some("run-1"));
+    assert!(journal.recover_incomplete().unwrap().is_empty());
+}
