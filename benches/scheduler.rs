@@ -5,9 +5,10 @@
 //! counters, each ready step spawned into a `JoinSet`, the same in-flight cap. Nuvira runs
 //! the same graphs through `Engine::run_validated` with its real event bus (history kept).
 //!
-//! Nuvira polls a step that is the only runnable work in its dispatcher before giving it a
-//! task, so a chain of no-op steps never spawns. `chain-yield` shows the task path on a chain:
-//! every step, in the baseline and in Nuvira, yields once before it finishes.
+//! Nuvira polls each step once in its dispatcher before giving it a task, so no-op steps
+//! never spawn. `chain-yield` shows the task path on a chain: every step, in the baseline and
+//! in Nuvira, yields once before it finishes. `benches/scheduler_icount.rs` runs the same
+//! drivers one at a time for callgrind's instruction counts (`scripts/sched-icount.sh`).
 //!
 //! A second group measures makespan on a layered graph of 1 ms sleep steps against the
 //! critical path's own sleeps run back to back in one task (the bound no scheduler can beat).
