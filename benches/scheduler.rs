@@ -5,9 +5,10 @@
 //! counters, each ready step spawned into a `JoinSet`, the same in-flight cap. Nuvira runs
 //! the same graphs through `Engine::run_validated` with its real event bus (history kept).
 //!
-//! Nuvira polls a step that is the only runnable work in its dispatcher before giving it a
-//! task, so a chain of no-op steps never spawns. `chain-yield` shows the task path on a chain:
-//! every step, in the baseline and in Nuvira, yields once before it finishes.
+//! Nuvira polls each step once in its dispatcher before giving it a task, so no-op steps
+//! never spawn. `chain-yield` shows the task path on a chain: every step, in the baseline and
+//! in Nuvira, yields once before it finishes. `benches/scheduler_icount.rs` runs the same
+//! drivers one at a time for callgrind's instruction counts (`scripts/sched-icount.sh`).
 //!
 //! A second group measures makespan on a layered graph of 1 ms sleep steps against the
 //! critical path's own sleeps run back to back in one task (the bound no scheduler can beat).
@@ -19,142 +20,14 @@
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use nuvira::{Engine, EventBus, RunSettings};
-use nuvira_api::{
-    Module, ModuleError, PlanStep, RunStatus, StepContext, StepOutput, WriteSet, async_trait,
-};
-use std::collections::VecDeque;
+use nuvira_api::RunStatus;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::task::JoinSet;
 
 mod common;
 
-const CAP: usize = 128;
-
-struct Noop;
-
-#[async_trait]
-impl Module for Noop {
-    fn name(&self) -> &str {
-        "noop"
-    }
-    fn write_set(&self, _s: &PlanStep) -> WriteSet {
-        WriteSet::ReadOnly
-    }
-    async fn run(&self, _s: &PlanStep, _c: &StepContext) -> Result<StepOutput, ModuleError> {
-        Ok(StepOutput::Empty)
-    }
-}
-
-struct Sleep;
-
-#[async_trait]
-impl Module for Sleep {
-    fn name(&self) -> &str {
-        "sleep"
-    }
-    fn write_set(&self, _s: &PlanStep) -> WriteSet {
-        WriteSet::ReadOnly
-    }
-    async fn run(&self, _s: &PlanStep, _c: &StepContext) -> Result<StepOutput, ModuleError> {
-        tokio::time::sleep(Duration::from_millis(1)).await;
-        Ok(StepOutput::Empty)
-    }
-}
-
-/// A step that is not done at its first poll.
-struct YieldOnce;
-
-#[async_trait]
-impl Module for YieldOnce {
-    fn name(&self) -> &str {
-        "yield"
-    }
-    fn write_set(&self, _s: &PlanStep) -> WriteSet {
-        WriteSet::ReadOnly
-    }
-    async fn run(&self, _s: &PlanStep, _c: &StepContext) -> Result<StepOutput, ModuleError> {
-        tokio::task::yield_now().await;
-        Ok(StepOutput::Empty)
-    }
-}
-
-async fn noop_step(i: usize, yielding: bool) -> usize {
-    if yielding {
-        tokio::task::yield_now().await;
-    }
-    std::hint::black_box(i)
-}
-
-/// The hand-written baseline: Kahn's algorithm with a JoinSet, driven by a spawned task.
-async fn baseline(
-    children: Arc<Vec<Vec<usize>>>,
-    indeg: Arc<Vec<usize>>,
-    cap: usize,
-    yielding: bool,
-) -> usize {
-    tokio::spawn(async move {
-        let mut remaining = (*indeg).clone();
-        let mut ready: VecDeque<usize> = (0..remaining.len())
-            .filter(|&i| remaining[i] == 0)
-            .collect();
-        let mut set = JoinSet::new();
-        let mut in_flight = 0;
-        let mut done = 0;
-        loop {
-            while in_flight < cap {
-                let Some(i) = ready.pop_front() else { break };
-                set.spawn(noop_step(i, yielding));
-                in_flight += 1;
-            }
-            match set.join_next().await {
-                Some(Ok(i)) => {
-                    in_flight -= 1;
-                    done += 1;
-                    for &c in &children[i] {
-                        remaining[c] -= 1;
-                        if remaining[c] == 0 {
-                            ready.push_back(c);
-                        }
-                    }
-                }
-                Some(Err(_)) | None => break,
-            }
-        }
-        done
-    })
-    .await
-    .unwrap_or(0)
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap_or_else(|e| panic!("cannot build a tokio runtime: {e}"))
-}
-
-/// A process that keeps one core busy while it lives (`sh` spinning in a loop): the "one core
-/// taken by another process" condition of issue 17, in the same bench run as the quiet one.
-struct Competitor(std::process::Child);
-
-impl Competitor {
-    fn start() -> Self {
-        let child = std::process::Command::new("sh")
-            .args(["-c", "while :; do :; done"])
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start the competing process: {e}"));
-        Self(child)
-    }
-}
-
-impl Drop for Competitor {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+mod scheduler_drivers;
+use scheduler_drivers::{CAP, Competitor, Noop, Sleep, YieldOnce, baseline, runtime};
 
 fn overhead(c: &mut Criterion) {
     overhead_in(c, "schedule-10k", false);

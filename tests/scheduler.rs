@@ -1353,3 +1353,82 @@ async fn step_llm_scopes_the_model_to_the_step_and_attempt() {
         );
     }
 }
+
+/// Independent steps of the probe module (`{"do": ...}` as in [`probe_chain`]).
+fn probe_independent(n: usize, special: &[(usize, &str)]) -> ExecutionPlan {
+    let mut p = probe_chain(n, special);
+    for s in &mut p.steps {
+        s.depends_on.clear();
+    }
+    p.outputs = Some(p.steps.iter().map(|s| s.id.clone()).collect());
+    p
+}
+
+/// Independent steps that finish on their first poll are polled in the dispatcher, a wake-up's
+/// worth at a time; one of them cancelling the run stops the rest at once (they are not all
+/// run in place first).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_inside_a_batch_of_instant_independent_steps_stops_it() {
+    let settings = RunSettings::default();
+    let (engine, _, _) = probe_engine(&settings);
+    let summary = within(engine.run(
+        probe_independent(200, &[(50, "cancel")]),
+        EventBus::new("r"),
+        settings,
+    ))
+    .await
+    .unwrap();
+    assert_eq!(summary.status, RunStatus::Cancelled);
+    assert_eq!(summary.step("p50").unwrap().status, StepStatus::Succeeded);
+    // The cap is 4: at most the three after p50 in its wake-up had started.
+    assert!(summary.count(StepStatus::Succeeded) <= 54, "{summary:?}");
+    assert!(summary.count(StepStatus::Skipped) >= 146);
+}
+
+/// A module whose steps block their thread for a while on the first poll (synchronous work):
+/// each waits, up to 5 ms, for another of its steps to be inside at the same time, and
+/// records the most that were.
+#[derive(Default)]
+struct Blocking {
+    inside: std::sync::atomic::AtomicUsize,
+    most: std::sync::atomic::AtomicUsize,
+}
+
+#[async_trait]
+impl Module for Blocking {
+    fn name(&self) -> &str {
+        "blocking"
+    }
+    fn write_set(&self, _step: &PlanStep) -> WriteSet {
+        WriteSet::ReadOnly
+    }
+    async fn run(&self, _step: &PlanStep, _ctx: &StepContext) -> Result<StepOutput, ModuleError> {
+        let now = self.inside.fetch_add(1, Ordering::SeqCst) + 1;
+        self.most.fetch_max(now, Ordering::SeqCst);
+        let until = std::time::Instant::now() + Duration::from_millis(5);
+        while self.inside.load(Ordering::SeqCst) < 2 && std::time::Instant::now() < until {
+            std::thread::yield_now();
+        }
+        self.most
+            .fetch_max(self.inside.load(Ordering::SeqCst), Ordering::SeqCst);
+        self.inside.fetch_sub(1, Ordering::SeqCst);
+        Ok(StepOutput::Empty)
+    }
+}
+
+/// Steps whose first poll is slow are not kept in the dispatcher, where they would run one
+/// after another: after a few, their module's steps get tasks and run side by side on the
+/// runtime's two workers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn steps_that_block_on_their_first_poll_get_tasks_and_run_side_by_side() {
+    let m = Arc::new(Blocking::default());
+    let engine = Engine::builder().module(m.clone()).max_parallel(4).build();
+    let steps: Vec<_> = (0..40)
+        .map(|i| PlanStep::new(format!("b{i}"), "blocking"))
+        .collect();
+    let summary = within(engine.run(plan(steps), EventBus::new("r"), RunSettings::default()))
+        .await
+        .unwrap();
+    assert_eq!(summary.status, RunStatus::Succeeded);
+    assert!(m.most.load(Ordering::SeqCst) >= 2);
+}

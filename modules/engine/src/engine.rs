@@ -325,15 +325,31 @@ impl Engine {
         bus: EventBus,
         settings: RunSettings,
     ) -> RunSummary {
-        let (modules, write_sets): (Vec<Arc<dyn Module>>, Vec<WriteSet>) = plan
-            .plan
-            .steps
-            .iter()
-            .map(|s| match self.registry.get(&s.module) {
-                Some(m) => (m.clone(), m.write_set(s)),
-                None => unreachable_module(&s.module),
-            })
-            .unzip();
+        // A plan uses few modules, mostly in runs of the same one: the last lookup is reused
+        // while the name repeats, so a 10,000-step plan costs a few registry lookups, not one
+        // per step.
+        let n = plan.plan.steps.len();
+        let mut modules: Vec<Arc<dyn Module>> = Vec::with_capacity(n);
+        let mut write_sets: Vec<WriteSet> = Vec::with_capacity(n);
+        let mut last: Option<(&str, &Arc<dyn Module>)> = None;
+        for s in &plan.plan.steps {
+            let found = match last {
+                Some((name, m)) if name == s.module => Some(m),
+                _ => self.registry.get(&s.module),
+            };
+            match found {
+                Some(m) => {
+                    write_sets.push(m.write_set(s));
+                    modules.push(m.clone());
+                    last = Some((&s.module, m));
+                }
+                None => {
+                    let (m, ws) = unreachable_module(&s.module);
+                    modules.push(m);
+                    write_sets.push(ws);
+                }
+            }
+        }
         let mut opts = RunOptions::new(&self.workspace);
         let parallelism = settings
             .parallelism

@@ -26,12 +26,18 @@
 //! The dispatcher runs as a spawned task, not inside the caller's future: polled by
 //! `block_on`, the same loop was measured 5–46× slower on a 10,000-step chain.
 //!
-//! When a step is the only runnable work (nothing else running or ready), the dispatcher polls
-//! it once itself before giving it a task: it would only wait for that step anyway. A step that
-//! finishes on that poll costs no task at all (a chain of quick steps runs without spawning);
-//! one that does not moves to a task and is polled there with the task's waker. While it runs
-//! such a chain the dispatcher still checks for cancellation after every step and yields to the
-//! runtime when tokio's cooperative budget runs out.
+//! The dispatcher polls a step once itself before giving it a task. A step that finishes on
+//! that poll (a no-op, a step whose work is done, a resumed step) costs no task at all: less
+//! than spawning and joining one, which is most of what a hand-written JoinSet driver spends
+//! per step. One that does not finish moves to a task and is polled there with the task's
+//! waker. So that slow first polls do not run one after another in the dispatcher, a module
+//! with a step not done at its first poll, or with first polls slower than 50 µs (more than
+//! two, and more than one in sixteen), has its steps given tasks at once for the rest of the
+//! run, before the dispatcher polls the quick ones; the only runnable step (nothing else
+//! running or ready) is always polled in place, since the dispatcher would only wait for it.
+//! While it runs quick steps the dispatcher still handles finished tasks, checks for
+//! cancellation after every wake-up's worth and yields to the runtime when tokio's cooperative
+//! budget runs out.
 
 use crate::events::{EMPTY_OUTPUT, EventBus, Lifecycle};
 use crate::validate::ValidatedPlan;
@@ -469,8 +475,40 @@ struct Dispatcher {
     pending: Vec<(u32, Lifecycle)>,
     /// Steps `launch` is starting (kept to reuse its buffer).
     to_start: Vec<usize>,
-    /// A step that finished on its first poll, in the dispatcher (see `run_inline_first`).
-    inline_done: Option<Done>,
+    /// Steps that finished on their first poll, in the dispatcher (see `run_inline_first`).
+    inline_done: Vec<Done>,
+    /// Steps of this wake-up whose first poll happens in the dispatcher (kept for its buffer).
+    to_poll: Vec<usize>,
+    /// Modules (by address) whose steps are given a task at once: one of their steps was not
+    /// done at its first poll, or their first polls proved slow (see [`SlowPolls`]).
+    spawn_first: Vec<usize>,
+    /// Modules (by address) with first polls in the dispatcher that took longer than
+    /// [`INLINE_POLL_LIMIT`].
+    slow_polls: Vec<(usize, SlowPolls)>,
+}
+
+/// How long a step's first poll may take in the dispatcher and still count as quick. A step
+/// this quick costs less run in place than a task costs to spawn and join (about a
+/// microsecond per step); a slower one holds up the steps behind it.
+const INLINE_POLL_LIMIT: Duration = Duration::from_micros(50);
+
+/// The first polls in the dispatcher of one module's steps: when more than
+/// [`SlowPolls::STRIKES`] were slow, and more than one in [`SlowPolls::RATIO`], the module's
+/// steps get tasks at once. A single slow poll (the thread was preempted) does not count; a
+/// module whose steps are slow holds up the dispatcher for at most a few of them.
+#[derive(Clone, Copy, Default)]
+struct SlowPolls {
+    quick: u32,
+    slow: u32,
+}
+
+impl SlowPolls {
+    const STRIKES: u32 = 2;
+    const RATIO: u32 = 16;
+
+    fn too_slow(self) -> bool {
+        self.slow > Self::STRIKES && self.slow.saturating_mul(Self::RATIO) > self.quick
+    }
 }
 
 /// What a failed or skipped step adds to its outcome.
@@ -515,7 +553,10 @@ impl Dispatcher {
             module_names: Vec::new(),
             pending: Vec::new(),
             to_start: Vec::new(),
-            inline_done: None,
+            inline_done: Vec::new(),
+            to_poll: Vec::new(),
+            spawn_first: Vec::new(),
+            slow_polls: Vec::new(),
         }
     }
 
@@ -561,11 +602,23 @@ impl Dispatcher {
         let mut was_cancelled = self.shared.opts.cancel.is_cancelled();
         while !was_cancelled {
             self.launch(max_parallel);
-            if let Some(done) = self.inline_done.take() {
-                self.finish(done);
-                // A chain of steps that finish on their first poll never reaches `join_next`:
-                // notice cancellation here, and give the worker back when tokio's budget says so.
-                if self.shared.opts.cancel.is_cancelled() {
+            if !self.inline_done.is_empty() {
+                let mut inline = std::mem::take(&mut self.inline_done);
+                for done in inline.drain(..) {
+                    self.finish(done);
+                }
+                self.inline_done = inline;
+                // Steps that finish on their first poll never reach `join_next`: handle the
+                // tasks that finished meanwhile, notice cancellation here, and give the worker
+                // back when tokio's budget says so.
+                while let Some(joined) = self.tasks.try_join_next() {
+                    match joined {
+                        Ok(done) if done.idx == CANCELLED => was_cancelled = true,
+                        Ok(done) => self.finish(done),
+                        Err(_) => {}
+                    }
+                }
+                if was_cancelled || self.shared.opts.cancel.is_cancelled() {
                     was_cancelled = true;
                     break;
                 }
@@ -745,10 +798,74 @@ impl Dispatcher {
         }
         self.flush();
         let alone = self.in_flight == 0 && start.len() == 1 && self.ready.is_empty();
-        for i in start.drain(..) {
-            self.spawn(i, alone);
+        if alone {
+            for i in start.drain(..) {
+                self.spawn(i, true);
+            }
+        } else {
+            // Steps of modules known to be slow (or not done at once) get tasks first, so they
+            // run on other workers while the dispatcher polls the quick ones.
+            let mut poll = std::mem::take(&mut self.to_poll);
+            for i in start.drain(..) {
+                if self.polls_in_place(i) {
+                    poll.push(i);
+                } else {
+                    self.spawn(i, false);
+                }
+            }
+            for i in poll.drain(..) {
+                // A step polled here may cancel the run: the rest get tasks, which the
+                // cancellation aborts, as it would have had they been spawned.
+                let in_place = !self.shared.opts.cancel.is_cancelled();
+                self.spawn(i, in_place);
+            }
+            self.to_poll = poll;
         }
         self.to_start = start;
+    }
+
+    /// Whether step `idx`'s first poll happens in the dispatcher: unless its module's steps
+    /// proved slow or not done at once (see `run_inline_first`).
+    fn polls_in_place(&self, idx: usize) -> bool {
+        self.spawn_first.is_empty() || !self.spawn_first.contains(&self.module_addr(idx))
+    }
+
+    fn module_addr(&self, idx: usize) -> usize {
+        Arc::as_ptr(&self.shared.modules[idx]).cast::<()>() as usize
+    }
+
+    /// Counts a first poll of step `idx` in the dispatcher, quick or slow. Only modules with
+    /// a slow poll are tracked, so a run of quick steps costs a check of an empty list.
+    fn count_poll(&mut self, idx: usize, slow: bool) {
+        if !slow && self.slow_polls.is_empty() {
+            return;
+        }
+        let addr = self.module_addr(idx);
+        let pos = match self.slow_polls.iter().position(|(a, _)| *a == addr) {
+            Some(pos) => pos,
+            None if slow => {
+                self.slow_polls.push((addr, SlowPolls::default()));
+                self.slow_polls.len() - 1
+            }
+            None => return,
+        };
+        let polls = &mut self.slow_polls[pos].1;
+        if slow {
+            polls.slow += 1;
+        } else {
+            polls.quick = polls.quick.saturating_add(1);
+        }
+        if polls.too_slow() {
+            self.spawn_module_first(idx);
+        }
+    }
+
+    /// From now on, step `idx`'s module gets tasks at once.
+    fn spawn_module_first(&mut self, idx: usize) {
+        let addr = self.module_addr(idx);
+        if !self.spawn_first.contains(&addr) {
+            self.spawn_first.push(addr);
+        }
     }
 
     /// Notes a lifecycle event of step `idx`, published with the wake-up's others.
@@ -788,11 +905,12 @@ impl Dispatcher {
         known
     }
 
-    /// Gives step `idx` a task; `alone`: it is the only runnable work (see `run_inline_first`).
-    fn spawn(&mut self, idx: usize, alone: bool) {
+    /// Gives step `idx` a task; `in_place`: its first poll happens here (see
+    /// `run_inline_first`).
+    fn spawn(&mut self, idx: usize, in_place: bool) {
         let shared = self.shared.clone();
         self.in_flight += 1;
-        if alone {
+        if in_place {
             self.run_inline_first(shared, idx);
             return;
         }
@@ -818,18 +936,28 @@ impl Dispatcher {
         }
     }
 
-    /// Runs the only runnable step: nothing else is running or ready, so the dispatcher would
-    /// only wait for it. Its first poll happens here; a step that completes at once (a no-op,
-    /// a step whose work is already done) then costs no task, and one that is not done yet
-    /// moves to a task as usual (a future may move between polls: the next poll registers the
-    /// task's waker). Nothing waits behind it, so polling it here delays no other step.
+    /// Polls step `idx` once here, in the dispatcher, before giving it a task. A step that
+    /// completes at once (a no-op, a step whose work is already done, a resumed step) then
+    /// costs no task: spawning and joining one costs more than such a step. One that is not
+    /// done yet moves to a task as usual (a future may move between polls: the next poll
+    /// registers the task's waker).
+    ///
+    /// The dispatcher does this for the only runnable step (it would only wait for it), and
+    /// for the steps of a wake-up after those of slow modules got their tasks. A module one
+    /// of whose steps is not done at its first poll, or whose first polls prove slow (see
+    /// [`SlowPolls`]), has its steps spawned at once from then on (unless alone), so slow
+    /// first polls hold up the steps behind them a few times per module and run at most.
     fn run_inline_first(&mut self, shared: Arc<Shared>, idx: usize) {
         let mut step: Pin<Box<dyn Future<Output = Done> + Send>> = Box::pin(run_step(shared, idx));
         let mut cx = Context::from_waker(Waker::noop());
         match std::panic::catch_unwind(AssertUnwindSafe(|| step.as_mut().poll(&mut cx))) {
-            Ok(Poll::Ready(done)) => self.inline_done = Some(done),
-            Err(payload) => self.inline_done = Some(panicked(idx, &*payload)),
+            Ok(Poll::Ready(done)) => {
+                self.count_poll(idx, done.duration > INLINE_POLL_LIMIT);
+                self.inline_done.push(done);
+            }
+            Err(payload) => self.inline_done.push(panicked(idx, &*payload)),
             Ok(Poll::Pending) => {
+                self.spawn_module_first(idx);
                 self.spawn_task(async move {
                     AssertUnwindSafe(step)
                         .catch_unwind()
@@ -1403,7 +1531,19 @@ fn panicked(idx: usize, payload: &(dyn std::any::Any + Send)) -> Done {
 
 #[cfg(test)]
 mod tests {
-    use super::StepOutcome;
+    use super::{SlowPolls, StepOutcome};
+
+    /// One slow first poll (a preempted thread) keeps a module's steps in the dispatcher; a
+    /// few slow ones, or slow ones often enough, give them tasks.
+    #[test]
+    fn a_module_gets_tasks_after_a_few_slow_first_polls_not_after_one() {
+        let polls = |quick, slow| SlowPolls { quick, slow }.too_slow();
+        assert!(!polls(0, 1));
+        assert!(!polls(0, 2));
+        assert!(polls(0, 3));
+        assert!(!polls(1000, 3));
+        assert!(polls(1000, 63));
+    }
 
     /// A 10,000-step summary holds one outcome per step: the rare parts (error, skip reason)
     /// stay boxed so the common outcome is small (it was 144 bytes; issue 17's memory target).
