@@ -148,6 +148,8 @@ pub fn execute(args: Args) -> u8 {
                 .await
             }
         };
+        // Containers of finished runs are removed in the background: not left behind.
+        super::signal::wait_for_sandbox_cleanup().await;
         match result {
             Ok(()) => exit::SUCCESS,
             Err(e @ nuvira_mcp::ServeError::NotLoopback(_)) => {

@@ -50,7 +50,11 @@
 //! The cache folder is capped (default [`DEFAULT_MAX_BYTES`], 10 GiB; `NUVIRA_CACHE_MAX`, e.g.
 //! `20g`). After each cached run, [`CacheRoot::evict`] removes entries whose project folder no
 //! longer exists, then the least recently used entries until the total (apparent sizes of the
-//! files) is at most the cap. Entries in use are skipped.
+//! files) is at most the cap. Entries in use are skipped. A Docker volume's size is the
+//! engine's (`docker system df`, which walks every volume of the engine): measured at the end
+//! of its first run, then again only when the measurement is older than
+//! `docker_cache::MEASURE_EVERY` (10 minutes) or the recorded total reaches half
+//! the cap; in between the last measurement is the estimate.
 //!
 //! # For other sandboxes
 //! A sandbox that runs commands on this machine (local, bubblewrap) calls [`RunCache::open`]
@@ -357,6 +361,11 @@ pub struct EntryMeta {
     /// Whether a Docker volume belongs to it ([`volume_name`]).
     #[serde(default)]
     pub volume: bool,
+    /// When its Docker volume's size was last measured (seconds since the Unix epoch; 0:
+    /// never). Measuring walks every volume of the engine, so it is done only now and then
+    /// (see `docker_cache`); `size` holds the last measurement in between.
+    #[serde(default)]
+    pub measured: u64,
 }
 
 /// One entry, as [`CacheRoot::list`] reports it.
@@ -614,6 +623,7 @@ impl CacheRoot {
                 last_used: 0,
                 size: 0,
                 volume: false,
+                measured: 0,
             });
             meta.last_used = now_secs();
             write_meta(&dir, &meta)?;
@@ -681,12 +691,33 @@ impl EntryLease {
     /// Measures the entry's data and records the size (and `extra` bytes kept elsewhere, such
     /// as a Docker volume's) and the time of last use.
     pub fn record_size(&self, extra: u64) {
-        let size = dir_size(&self.data).saturating_add(extra);
-        if let Some(mut meta) = read_meta(&self.dir) {
-            meta.size = size;
-            meta.last_used = now_secs();
-            let _ = write_meta(&self.dir, &meta);
+        self.record(Some(extra));
+    }
+
+    /// What is recorded about the entry (`None` when its metadata cannot be read).
+    pub fn meta(&self) -> Option<EntryMeta> {
+        read_meta(&self.dir)
+    }
+
+    /// Records the time of last use and the size: the data's plus `volume` bytes measured now
+    /// (`Some`), or, for an entry with a volume that was not measured this time (`None`), the
+    /// last recorded size (the volume's estimate).
+    fn record(&self, volume: Option<u64>) {
+        let Some(mut meta) = read_meta(&self.dir) else {
+            return;
+        };
+        match volume {
+            Some(extra) => {
+                meta.size = dir_size(&self.data).saturating_add(extra);
+                if meta.volume {
+                    meta.measured = now_secs();
+                }
+            }
+            None if meta.volume => {}
+            None => meta.size = dir_size(&self.data),
         }
+        meta.last_used = now_secs();
+        let _ = write_meta(&self.dir, &meta);
     }
 }
 
@@ -738,6 +769,11 @@ impl RunCache {
         &self.project_key
     }
 
+    /// The cache folder the entries are in.
+    pub fn root(&self) -> &CacheRoot {
+        &self.root
+    }
+
     /// The canonical project folder.
     pub fn project(&self) -> &Path {
         &self.project
@@ -782,7 +818,22 @@ impl RunCache {
     /// the size recorded for entry `key`.
     pub fn finish_with_extra(self, extra: &BTreeMap<String, u64>) -> Removal {
         for lease in self.toolchains.iter().chain(self.workspace.iter()) {
-            lease.record_size(extra.get(lease.key()).copied().unwrap_or(0));
+            lease.record(Some(extra.get(lease.key()).copied().unwrap_or(0)));
+        }
+        let root = self.root.clone();
+        drop(self);
+        root.evict().unwrap_or_default()
+    }
+
+    /// [`finish`](Self::finish) for a run whose volumes were measured (`Some`: bytes by entry
+    /// key, as [`finish_with_extra`](Self::finish_with_extra)) or not (`None`: an entry with a
+    /// volume keeps its last recorded size as the estimate).
+    pub fn finish_with_volumes(self, measured: Option<&BTreeMap<String, u64>>) -> Removal {
+        if let Some(extra) = measured {
+            return self.finish_with_extra(extra);
+        }
+        for lease in self.toolchains.iter().chain(self.workspace.iter()) {
+            lease.record(None);
         }
         let root = self.root.clone();
         drop(self);

@@ -14,6 +14,9 @@
 //! that name, so even a run whose future is dropped in the middle of the create call (the engine
 //! cancelling a step, a panic) leaves no container: the guard's `Drop` spawns a forced removal
 //! (with its anonymous volumes). [`DockerSandbox::wait_for_cleanup`] waits for such removals.
+//! With [`DockerSandbox::with_background_removal`] (what [`crate::select`] gives the commands),
+//! a run that ended with a result returns it first and removes its container in a tracked
+//! task; the commands wait for those removals ([`wait_for_removals`]) before they exit.
 //!
 //! With the `nuvira-host` image, the host's toolchain folders are added as read-only mounts (see
 //! [`super::host_toolchain`]) unless the request mounts something at the same path.
@@ -50,6 +53,7 @@ pub struct DockerSandbox {
     cleanup: TaskTracker,
     engine: crate::remote::EngineConfig,
     cache_root: Option<crate::cache::CacheRoot>,
+    background_removal: bool,
 }
 
 impl DockerSandbox {
@@ -98,6 +102,7 @@ impl DockerSandbox {
                 cleanup: TaskTracker::new(),
                 engine: engine.clone(),
                 cache_root: None,
+                background_removal: false,
             },
             version
                 .version
@@ -144,6 +149,17 @@ impl DockerSandbox {
     /// engine's.
     pub fn with_cache_root(mut self, root: crate::cache::CacheRoot) -> Self {
         self.cache_root = Some(root);
+        self
+    }
+
+    /// Removes the container of a run that ended with a result in the background, after the
+    /// result is returned, instead of before (a removal is a round trip of 50–150 ms, paid by
+    /// every run). The removal is tracked: [`wait_for_cleanup`](Self::wait_for_cleanup) and
+    /// [`wait_for_removals`] wait for it, and a process must call one of them before it exits
+    /// (or the container is left behind, stopped). A run that fails or is cancelled still
+    /// removes its container before it returns.
+    pub fn with_background_removal(mut self) -> Self {
+        self.background_removal = true;
         self
     }
 
@@ -306,18 +322,33 @@ impl DockerSandbox {
                 )
                 .await;
         }
+        let evicted = match cache {
+            Some(cache) => {
+                if result.is_ok()
+                    && let Some(ws) = &cache.workspace
+                {
+                    ws.commit();
+                }
+                crate::docker_cache::finish(&self.docker, cache).await
+            }
+            None => Vec::new(),
+        };
+        if self.background_removal && result.is_ok() {
+            // The result is known: the removal (and that of evicted volumes, which the
+            // container may still hold) need not delay it.
+            let docker = self.docker.clone();
+            self.cleanup.spawn(REMOVALS.track_future(async move {
+                remove(&docker, &id).await;
+                crate::docker_cache::remove_evicted(&docker, &evicted).await;
+            }));
+            guard.disarm();
+            return result;
+        }
         // Removal is awaited here on every path the future survives; the guard covers the rest
         // (including this removal being dropped half-way).
         remove(&self.docker, &id).await;
         guard.disarm();
-        if let Some(cache) = cache {
-            if result.is_ok()
-                && let Some(ws) = &cache.workspace
-            {
-                ws.commit();
-            }
-            crate::docker_cache::finish(&self.docker, cache).await;
-        }
+        crate::docker_cache::remove_evicted(&self.docker, &evicted).await;
         result
     }
 

@@ -162,9 +162,15 @@ pub(crate) async fn prepare(
     let mut mounts = Vec::new();
     let mut env = BTreeMap::new();
     let mut volumes = BTreeMap::new();
+    // One round trip for all the volumes, not one after the other.
+    futures::future::try_join_all(run.toolchains().iter().map(|lease| {
+        let name = volume_name(lease.key());
+        let labels = labels(&run, lease.key());
+        async move { ensure_volume(docker, &name, labels).await }
+    }))
+    .await?;
     for lease in run.toolchains() {
         let name = volume_name(lease.key());
-        ensure_volume(docker, &name, labels(&run, lease.key())).await?;
         let _ = lease.mark_volume();
         let target = format!("{CONTAINER_CACHE_DIR}/{}", lease.kind());
         env.extend(env_for(lease.kind(), Path::new(&target)));
@@ -237,17 +243,27 @@ pub(crate) async fn prepare(
     }))
 }
 
-/// The sizes of the cache volumes, as the engine reports them (`docker system df`).
+/// The sizes of the cache volumes, as the engine reports them (`docker system df`; empty
+/// when the engine does not answer within 10 s). The engine walks every volume it has to
+/// answer, so [`finish`] asks only now and then.
 pub async fn volume_sizes(docker: &Docker) -> BTreeMap<String, u64> {
+    // No `type` filter: bollard cannot encode its list (the call failed on every run), and
+    // engines before API 1.42 ignore it anyway.
     let df = tokio::time::timeout(
         std::time::Duration::from_secs(10),
-        docker.df(Some(bollard::query_parameters::DataUsageOptions {
-            _type: Some(vec!["volume".into()]),
-        })),
+        docker.df(None::<bollard::query_parameters::DataUsageOptions>),
     )
     .await;
-    let Ok(Ok(df)) = df else {
-        return BTreeMap::new();
+    let df = match df {
+        Ok(Ok(df)) => df,
+        Ok(Err(e)) => {
+            tracing::warn!("the cache volumes' sizes are unknown: `docker system df`: {e}");
+            return BTreeMap::new();
+        }
+        Err(_) => {
+            tracing::warn!("the cache volumes' sizes are unknown: `docker system df` timed out");
+            return BTreeMap::new();
+        }
     };
     df.volumes
         .unwrap_or_default()
@@ -262,21 +278,74 @@ pub async fn volume_sizes(docker: &Docker) -> BTreeMap<String, u64> {
         .collect()
 }
 
-/// Ends a Docker run's use of the caches: records sizes (the volumes' from the engine),
-/// releases the entries, evicts by the cap, and removes the volumes of evicted entries.
-pub(crate) async fn finish(docker: &Docker, cache: DockerCache) {
-    let sizes = volume_sizes(docker).await;
-    let extra: BTreeMap<String, u64> = cache
-        .volumes
+/// How long a volume's measured size is trusted before a run measures it again.
+pub const MEASURE_EVERY: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// Whether the run's volumes are to be measured now: one of them was never measured (a new
+/// volume: its first run is a cold build, beside which the walk is nothing) or not for
+/// [`MEASURE_EVERY`], or the cache's recorded total is at least half the cap (eviction may
+/// be near, so the sizes must be current).
+fn measure_due(cache: &DockerCache) -> bool {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let leases = cache
+        .run
+        .toolchains()
         .iter()
-        .filter_map(|(key, vol)| sizes.get(vol).map(|s| (key.clone(), *s)))
-        .collect();
+        .chain(cache.run.workspace())
+        .filter(|l| cache.volumes.contains_key(l.key()));
+    let stale = leases.map(|l| l.meta()).any(|m| {
+        m.is_none_or(|m| {
+            m.measured == 0 || now.saturating_sub(m.measured) >= MEASURE_EVERY.as_secs()
+        })
+    });
+    stale || {
+        let root = cache.run.root();
+        let total: u64 = root
+            .list()
+            .map(|l| l.iter().map(|e| e.meta.size).sum())
+            .unwrap_or(u64::MAX);
+        total >= root.max_bytes() / 2
+    }
+}
+
+/// Ends a Docker run's use of the caches: records sizes (the volumes' measured by the engine
+/// when [due](measure_due), else their last measurement), releases the entries and evicts by
+/// the cap. Returns the volumes of evicted entries, for the caller to remove once the run's
+/// container is gone (the engine refuses to remove a volume a container still uses).
+pub(crate) async fn finish(docker: &Docker, cache: DockerCache) -> Vec<String> {
+    let measured = if measure_due(&cache) {
+        let sizes = volume_sizes(docker).await;
+        Some(
+            cache
+                .volumes
+                .iter()
+                .filter_map(|(key, vol)| sizes.get(vol).map(|s| (key.clone(), *s)))
+                .collect::<BTreeMap<String, u64>>(),
+        )
+    } else {
+        None
+    };
     let run = cache.run;
-    let removal = tokio::task::spawn_blocking(move || run.finish_with_extra(&extra))
+    let removal = tokio::task::spawn_blocking(move || run.finish_with_volumes(measured.as_ref()))
         .await
         .unwrap_or_default();
-    for entry in removal.removed.iter().filter(|e| e.meta.volume) {
-        let _ = remove_volume(docker, &volume_name(&entry.key)).await;
+    removal
+        .removed
+        .iter()
+        .filter(|e| e.meta.volume)
+        .map(|e| volume_name(&e.key))
+        .collect()
+}
+
+/// Removes the volumes [`finish`] returned; a failure is a warning (`nuvira cache clean`
+/// removes what is left).
+pub(crate) async fn remove_evicted(docker: &Docker, names: &[String]) {
+    for name in names {
+        if let Err(e) = remove_volume(docker, name).await {
+            tracing::warn!("failed to remove the evicted cache volume {name}: {e}");
+        }
     }
 }
 

@@ -472,6 +472,8 @@ pub async fn select(kind: SandboxKind, image: Option<&str>) -> Result<Selection,
 async fn docker(image: Option<&str>) -> Result<(AnySandbox, String), SandboxError> {
     let image = image.unwrap_or(DEFAULT_IMAGE);
     let (sandbox, version) = DockerSandbox::connect_checked(image).await?;
+    // Commands wait for removals before they exit (`wait_for_removals`).
+    let sandbox = sandbox.with_background_removal();
     Ok((
         AnySandbox::Docker(Arc::new(sandbox)),
         format!("engine {version} answers and image {image} exists"),

@@ -710,6 +710,60 @@ mod docker {
         rm_volumes(&key_a);
         rm_volumes(&key_b);
     }
+
+    // Before: `docker system df` was asked with a `type` filter bollard cannot encode, so the
+    // call failed on every run and every volume counted as 0 bytes against the cap.
+    #[tokio::test]
+    async fn a_docker_volume_is_measured_on_its_first_run_and_counts_against_the_cap() {
+        let Some(sandbox) = docker(BUSYBOX).await else {
+            return;
+        };
+        let base = tempfile::tempdir().unwrap();
+        let root = CacheRoot::at(base.path(), u64::MAX);
+        let sandbox = sandbox
+            .with_cache_root(root.clone())
+            .with_background_removal();
+        let p = cargo_project();
+        let (_, key) = project_key(p.path()).unwrap();
+        let mut req = cached(
+            p.path(),
+            "dd if=/dev/zero of=/nuvira-cache/cargo/blob bs=1024 count=3072 2>/dev/null",
+        );
+        req.image = Some(BUSYBOX.into());
+        let out = sandbox.run(&req, &NeverCancelled).await.unwrap();
+        assert_eq!(out.exit_code, Some(0), "{out:?}");
+        let cargo = root
+            .list()
+            .unwrap()
+            .into_iter()
+            .find(|e| e.key == format!("{key}-cargo"))
+            .unwrap();
+        assert!(cargo.meta.volume, "{cargo:?}");
+        assert!(cargo.meta.size >= 3 << 20, "{cargo:?}");
+        assert!(cargo.meta.measured > 0, "{cargo:?}");
+        // The next run (within MEASURE_EVERY) keeps the measurement as the estimate.
+        let again = sandbox.run(&req, &NeverCancelled).await.unwrap();
+        assert_eq!(again.exit_code, Some(0), "{again:?}");
+        let after = root
+            .list()
+            .unwrap()
+            .into_iter()
+            .find(|e| e.key == cargo.key)
+            .unwrap();
+        assert_eq!(after.meta.size, cargo.meta.size, "{after:?}");
+        // The containers were removed in the background, after the results.
+        sandbox.wait_for_cleanup().await;
+        let left = std::process::Command::new("docker")
+            .args(["ps", "-aq", "--filter"])
+            .arg(format!(
+                "id={}",
+                again.info.container_id.as_deref().unwrap()
+            ))
+            .output()
+            .unwrap();
+        assert!(String::from_utf8_lossy(&left.stdout).trim().is_empty());
+        rm_volumes(&key);
+    }
 }
 
 // The same rule for every sandbox (Docker opens its entries through RunCache::open too): a run
