@@ -300,7 +300,7 @@ impl DockerSandbox {
         if let Some(cache) = &cache {
             info.cache_key = Some(cache.run.project_key().to_owned());
             info.workspace_copy = Some(cache.workspace.as_ref().map_or_else(
-                || "uploaded: all, into the container (the workspace volume is in use by another run)".to_owned(),
+                || format!("uploaded: all, into the container (the {} workspace volumes are in use by other runs)", crate::cache::WARM_SLOTS),
                 |ws| ws.note.clone(),
             ));
         }

@@ -12,7 +12,8 @@
 //! archive upload replaces a file or link by another type in place, but cannot delete: when
 //! the workspace lost an entry, the volume is made again and everything uploaded. The
 //! manifest is removed before the upload and written back only after it succeeded. A second
-//! run of the project at the same time does not get the workspace entry and uploads the whole
+//! run of the project at the same time gets the second warm slot (its own workspace volume
+//! and cargo volume, [`crate::cache::WARM_SLOTS`]); a run beyond the slots uploads the whole
 //! workspace into its own container, as without the cache.
 //!
 //! What the container writes into `/workspace` stays in the volume for the next run (Nuvira
@@ -223,6 +224,7 @@ pub(crate) async fn prepare(
             );
             (delta.upload, note)
         };
+        let note = format!("{note}{}", crate::cache::slot_note(ws.slot()));
         mounts.push(volume_mount(&name, crate::CONTAINER_WORKDIR));
         volumes.insert(ws.key().to_owned(), name);
         workspace = Some(WorkspaceVolume {
@@ -244,38 +246,58 @@ pub(crate) async fn prepare(
 }
 
 /// The sizes of the cache volumes, as the engine reports them (`docker system df`; empty
-/// when the engine does not answer within 10 s). The engine walks every volume it has to
-/// answer, so [`finish`] asks only now and then.
+/// when the engine does not tell). The engine walks every volume it has to answer, so
+/// [`finish`] asks only now and then.
 pub async fn volume_sizes(docker: &Docker) -> BTreeMap<String, u64> {
-    // No `type` filter: bollard cannot encode its list (the call failed on every run), and
-    // engines before API 1.42 ignore it anyway.
-    let df = tokio::time::timeout(
-        std::time::Duration::from_secs(10),
-        docker.df(None::<bollard::query_parameters::DataUsageOptions>),
-    )
-    .await;
-    let df = match df {
-        Ok(Ok(df)) => df,
-        Ok(Err(e)) => {
-            tracing::warn!("the cache volumes' sizes are unknown: `docker system df`: {e}");
-            return BTreeMap::new();
-        }
-        Err(_) => {
-            tracing::warn!("the cache volumes' sizes are unknown: `docker system df` timed out");
-            return BTreeMap::new();
+    try_volume_sizes(docker).await.unwrap_or_default()
+}
+
+/// [`volume_sizes`], `None` when the engine did not answer (within 10 s) or refused.
+async fn try_volume_sizes(docker: &Docker) -> Option<BTreeMap<String, u64>> {
+    // The engine runs one disk-usage walk at a time and refuses a second meanwhile (409):
+    // wait for it a little.
+    let mut attempts = 0;
+    let df = loop {
+        attempts += 1;
+        // No `type` filter: bollard cannot encode its list (the call failed on every run),
+        // and engines before API 1.42 ignore it anyway.
+        let df = tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            docker.df(None::<bollard::query_parameters::DataUsageOptions>),
+        )
+        .await;
+        match df {
+            Ok(Ok(df)) => break df,
+            Ok(Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 409, ..
+            })) if attempts < 20 => {
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+            Ok(Err(e)) => {
+                tracing::warn!("the cache volumes' sizes are unknown: `docker system df`: {e}");
+                return None;
+            }
+            Err(_) => {
+                tracing::warn!(
+                    "the cache volumes' sizes are unknown: `docker system df` timed out"
+                );
+                return None;
+            }
         }
     };
-    df.volumes
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|v| v.labels.contains_key(VOLUME_LABEL))
-        .map(|v| {
-            let size = v
-                .usage_data
-                .map_or(0, |u| u64::try_from(u.size).unwrap_or(0));
-            (v.name, size)
-        })
-        .collect()
+    Some(
+        df.volumes
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|v| v.labels.contains_key(VOLUME_LABEL))
+            .map(|v| {
+                let size = v
+                    .usage_data
+                    .map_or(0, |u| u64::try_from(u.size).unwrap_or(0));
+                (v.name, size)
+            })
+            .collect(),
+    )
 }
 
 /// How long a volume's measured size is trusted before a run measures it again.
@@ -315,15 +337,16 @@ fn measure_due(cache: &DockerCache) -> bool {
 /// the cap. Returns the volumes of evicted entries, for the caller to remove once the run's
 /// container is gone (the engine refuses to remove a volume a container still uses).
 pub(crate) async fn finish(docker: &Docker, cache: DockerCache) -> Vec<String> {
+    // Not measured (not due, or the engine did not tell): the last measurement stays the
+    // estimate, and the next run tries again when it was due.
     let measured = if measure_due(&cache) {
-        let sizes = volume_sizes(docker).await;
-        Some(
+        try_volume_sizes(docker).await.map(|sizes| {
             cache
                 .volumes
                 .iter()
                 .filter_map(|(key, vol)| sizes.get(vol).map(|s| (key.clone(), *s)))
-                .collect::<BTreeMap<String, u64>>(),
-        )
+                .collect::<BTreeMap<String, u64>>()
+        })
     } else {
         None
     };
