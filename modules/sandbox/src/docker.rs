@@ -224,6 +224,17 @@ impl DockerSandbox {
         let cache =
             crate::docker_cache::prepare(&self.docker, request, self.cache_root.as_ref()).await?;
         let mut newer = None;
+        let mut extra = Vec::new();
+        if let Some(ws) = cache.as_ref().and_then(|c| c.workspace.as_ref())
+            && ws.track
+            && !ws.prune.is_empty()
+        {
+            // What the last run created, deleted by the wrapper before the command.
+            extra.push((
+                Path::new(crate::docker_track::STATE_DIR).join("prune"),
+                crate::docker_track::prune_script(&ws.prune),
+            ));
+        }
         let (entries, special) = match cache.as_ref().and_then(|c| c.workspace.as_ref()) {
             // The workspace volume: only what changed is uploaded, each changed file with an
             // mtime past every earlier build's start (see `WorkspaceTar::newer`).
@@ -244,11 +255,18 @@ impl DockerSandbox {
             root: request.workspace.clone(),
             entries,
             newer,
+            extra,
         };
 
         let mut body = self.container_body(request, &image)?;
         if let Some(cache) = &cache {
             crate::docker_cache::apply(&mut body, cache, request);
+            if cache.workspace.as_ref().is_some_and(|ws| ws.track) {
+                body.cmd = Some(crate::docker_track::wrap(
+                    &request.command,
+                    crate::walk_options(request.include_ignored).skip_build_dirs,
+                ));
+            }
         }
         let name = container_name();
         // The create call runs in its own task, so that it completes even when this future is
@@ -322,6 +340,28 @@ impl DockerSandbox {
                 )
                 .await;
         }
+        if let Some(ws) = cache.as_ref().and_then(|c| c.workspace.as_ref())
+            && ws.track
+        {
+            // What the command changed in the volume, from the stopped container (missing
+            // when it was killed at its timeout, or the run failed: the volume is made again).
+            let finished = result.as_ref().is_ok_and(|o| !o.timed_out);
+            let (all, newer) = if finished {
+                let dir = Path::new(CONTAINER_WORKDIR).join(crate::docker_track::STATE_DIR);
+                let cap = crate::docker_track::LIST_CAP;
+                let (all_at, newer_at) = (
+                    dir.join("all").to_string_lossy().into_owned(),
+                    dir.join("newer").to_string_lossy().into_owned(),
+                );
+                tokio::join!(
+                    self.download_capped(&id, &all_at, cap),
+                    self.download_capped(&id, &newer_at, cap),
+                )
+            } else {
+                (None, None)
+            };
+            ws.record_after(all.as_deref(), newer.as_deref());
+        }
         let evicted = match cache {
             Some(cache) => {
                 if result.is_ok()
@@ -367,7 +407,7 @@ impl DockerSandbox {
         started: Instant,
     ) -> Result<SandboxOutcome, SandboxError> {
         let docker = &self.docker;
-        if tar.entries.is_empty() {
+        if tar.entries.is_empty() && tar.extra.is_empty() {
             // Nothing changed since the workspace volume's last upload.
             return self
                 .run_uploaded(id, request, cancel, collect, info, started)
@@ -670,6 +710,29 @@ impl DockerSandbox {
         }
     }
 
+    /// One file of the stopped container, or `None` when it is missing, not a regular file or
+    /// its archive is over `cap` bytes (it was written by the run: it is not trusted).
+    async fn download_capped(&self, id: &str, path: &str, cap: usize) -> Option<Vec<u8>> {
+        let mut stream = self
+            .docker
+            .download_from_container(id, Some(DownloadFromContainerOptions { path: path.into() }));
+        let mut tar = Vec::new();
+        while let Some(chunk) = stream.next().await {
+            tar.extend_from_slice(&chunk.ok()?);
+            if tar.len() > cap.saturating_add(4096) {
+                return None;
+            }
+        }
+        let mut archive = tar::Archive::new(tar.as_slice());
+        let mut entry = archive.entries().ok()?.next()?.ok()?;
+        if !entry.header().entry_type().is_file() {
+            return None;
+        }
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut entry, &mut bytes).ok()?;
+        Some(bytes)
+    }
+
     /// One file of the stopped container, or `None` when it is missing.
     async fn download_file(&self, id: &str, path: &str) -> Option<Vec<u8>> {
         let mut stream = self
@@ -825,6 +888,8 @@ struct WorkspaceTar {
     /// the volume started would otherwise look older than that build, and cargo would keep
     /// it (see [`crate::sync`]'s *Build tools that trust mtimes*).
     newer: Option<(u64, std::collections::BTreeSet<std::path::PathBuf>)>,
+    /// Files made here (path, content), packed after the entries, with their folder.
+    extra: Vec<(std::path::PathBuf, Vec<u8>)>,
 }
 
 /// Bytes handed to the engine per chunk.
@@ -885,6 +950,26 @@ impl WorkspaceTar {
             builder
                 .append_path_with_name(&full, rel)
                 .map_err(|e| fail(&full, e))?;
+        }
+        let mut dirs = std::collections::BTreeSet::new();
+        for (rel, bytes) in &self.extra {
+            if let Some(parent) = rel.parent().filter(|p| !p.as_os_str().is_empty())
+                && dirs.insert(parent.to_path_buf())
+            {
+                let mut header = tar::Header::new_gnu();
+                header.set_entry_type(tar::EntryType::Directory);
+                header.set_mode(0o755);
+                header.set_size(0);
+                builder
+                    .append_data(&mut header, parent, std::io::empty())
+                    .map_err(|e| fail(parent, e))?;
+            }
+            let mut header = tar::Header::new_gnu();
+            header.set_mode(0o644);
+            header.set_size(bytes.len() as u64);
+            builder
+                .append_data(&mut header, rel, bytes.as_slice())
+                .map_err(|e| fail(rel, e))?;
         }
         let mut writer = builder.into_inner().map_err(|e| fail(&self.root, e))?;
         std::io::Write::flush(&mut writer).map_err(|e| fail(&self.root, e))
@@ -957,6 +1042,7 @@ mod tests {
             root: root.to_path_buf(),
             entries: crate::workspace_entries(root, include_ignored).unwrap(),
             newer: None,
+            extra: Vec::new(),
         };
         let mut buf = Vec::new();
         tar.pack(&mut buf).unwrap();

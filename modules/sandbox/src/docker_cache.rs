@@ -53,8 +53,15 @@ pub(crate) struct WorkspaceVolume {
     pub(crate) special: Vec<String>,
     /// What [`crate::SandboxInfo::workspace_copy`] says.
     pub(crate) note: String,
+    /// Whether the command runs under the wrapper that keeps the volume a mirror
+    /// ([`crate::docker_track`]).
+    pub(crate) track: bool,
+    /// What the last run created, to delete before this run's command (uploaded as the
+    /// wrapper's prune script).
+    pub(crate) prune: Vec<PathBuf>,
     manifest: crate::sync::Manifest,
     manifest_path: PathBuf,
+    entry_dir: PathBuf,
 }
 
 impl WorkspaceVolume {
@@ -63,6 +70,13 @@ impl WorkspaceVolume {
         if let Err(e) = self.manifest.save(&self.manifest_path) {
             tracing::warn!("the next run will upload the whole workspace: {e}");
         }
+    }
+
+    /// Records, from the run's listings (`None`: missing, e.g. the run was killed), what the
+    /// next run must undo ([`crate::docker_track::reconcile`]).
+    pub(crate) fn record_after(&self, all: Option<&[u8]>, newer: Option<&[u8]>) {
+        let after = crate::docker_track::reconcile(&self.manifest, all, newer);
+        crate::docker_track::save(&self.entry_dir, &after);
     }
 }
 
@@ -106,6 +120,61 @@ async fn ensure_volume(
         .await
         .map_err(|e| SandboxError::Failed(format!("create the cache volume {name}: {e}")))?;
     Ok(true)
+}
+
+/// Whether a run's workspace volume can be kept a mirror ([`crate::docker_track`]): the
+/// `nuvira-host` image (this machine's `/bin/sh` and `find`), and no mount of the request inside
+/// `/workspace` (the listing would take a mount point for a created entry).
+fn trackable(request: &SandboxRequest) -> bool {
+    let image = request.image.as_deref().unwrap_or(crate::DEFAULT_IMAGE);
+    crate::is_host_image(image)
+        && !request
+            .mounts
+            .iter()
+            .any(|m| Path::new(&m.container).starts_with(crate::CONTAINER_WORKDIR))
+}
+
+/// Removes the workspace volume to make it again. A container that still holds it is a stopped
+/// run's (removed in the background, or left by a process that died: the run holds the slot,
+/// so no other run uses the volume): it is removed first.
+async fn remove_workspace_volume(docker: &Docker, name: &str) -> Result<(), SandboxError> {
+    let fail = |e: String| SandboxError::Failed(format!("remove the workspace volume {name}: {e}"));
+    let mut last = match remove_volume(docker, name).await {
+        Ok(()) => return Ok(()),
+        Err(e) => e,
+    };
+    // A removal in progress (the last run's, in the background) holds it a little longer.
+    for _ in 0..100 {
+        let filters = HashMap::from([("volume".to_owned(), vec![name.to_owned()])]);
+        let holders = docker
+            .list_containers(Some(bollard::query_parameters::ListContainersOptions {
+                all: true,
+                filters: Some(filters),
+                ..Default::default()
+            }))
+            .await
+            .map_err(|e| fail(e.to_string()))?;
+        for c in holders {
+            if let Some(id) = c.id {
+                let _ = docker
+                    .remove_container(
+                        &id,
+                        Some(bollard::query_parameters::RemoveContainerOptions {
+                            force: true,
+                            v: true,
+                            ..Default::default()
+                        }),
+                    )
+                    .await;
+            }
+        }
+        match remove_volume(docker, name).await {
+            Ok(()) => return Ok(()),
+            Err(e) => last = e,
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    Err(fail(last))
 }
 
 /// Removes a volume; a missing one is fine.
@@ -193,13 +262,27 @@ pub(crate) async fn prepare(
         .map_err(|e| SandboxError::Failed(format!("list the workspace: {e}")))?;
         // Not trusted again until this run's upload has succeeded.
         let _ = std::fs::remove_file(&manifest_path);
-        let fresh = if delta.deleted.is_empty() {
+        let entry_dir = ws.entry_dir().to_path_buf();
+        let track = trackable(request);
+        // What the last run left: a prune list (it was tracked), or dirty (not undone by one).
+        let dirty = entry_dir.join(crate::docker_track::DIRTY_FILE).exists();
+        let last_prune = crate::docker_track::load_prune(&entry_dir);
+        let _ = std::fs::remove_file(entry_dir.join(crate::docker_track::DIRTY_FILE));
+        let _ = std::fs::remove_file(entry_dir.join(crate::docker_track::PRUNE_FILE));
+        // Made again when the workspace lost an entry (an upload cannot delete), when the last
+        // run left what a prune cannot undo, and when this run and the last differ in being
+        // tracked (an untracked run cannot prune; what an untracked run left is unknown).
+        let remake = !delta.deleted.is_empty() || dirty || (last_prune.is_some() != track);
+        let fresh = if remake {
+            remove_workspace_volume(docker, &name).await?;
             ensure_volume(docker, &name, labels(&run, ws.key())).await?
         } else {
-            remove_volume(docker, &name).await.map_err(|e| {
-                SandboxError::Failed(format!("remove the workspace volume {name}: {e}"))
-            })?;
             ensure_volume(docker, &name, labels(&run, ws.key())).await?
+        };
+        let prune = if fresh {
+            Vec::new()
+        } else {
+            last_prune.unwrap_or_default()
         };
         let _ = ws.mark_volume();
         let changed = delta.upload.iter().cloned().collect();
@@ -209,10 +292,12 @@ pub(crate) async fn prepare(
                 delta.all,
                 format!(
                     "uploaded: all {n} entries into a new workspace volume{}",
-                    if delta.deleted.is_empty() {
-                        String::new()
-                    } else {
+                    if !delta.deleted.is_empty() {
                         format!(" ({} deleted or changed type)", delta.deleted.len())
+                    } else if dirty {
+                        " (the last run changed or deleted uploaded files)".to_owned()
+                    } else {
+                        String::new()
                     }
                 ),
             )
@@ -224,7 +309,15 @@ pub(crate) async fn prepare(
             );
             (delta.upload, note)
         };
-        let note = format!("{note}{}", crate::cache::slot_note(ws.slot()));
+        let note = format!(
+            "{note}{}{}",
+            if prune.is_empty() {
+                String::new()
+            } else {
+                format!(", {} left by the last run removed", prune.len())
+            },
+            crate::cache::slot_note(ws.slot())
+        );
         mounts.push(volume_mount(&name, crate::CONTAINER_WORKDIR));
         volumes.insert(ws.key().to_owned(), name);
         workspace = Some(WorkspaceVolume {
@@ -232,8 +325,11 @@ pub(crate) async fn prepare(
             changed,
             special: crate::special_names(&delta.special),
             note,
+            track,
+            prune,
             manifest: delta.manifest,
             manifest_path,
+            entry_dir,
         });
     }
     Ok(Some(DockerCache {

@@ -28,6 +28,8 @@ pub mod cache;
 pub mod docker;
 #[cfg(feature = "docker")]
 pub mod docker_cache;
+#[cfg(feature = "docker")]
+mod docker_track;
 pub mod limits;
 pub mod local;
 pub mod pnpm;

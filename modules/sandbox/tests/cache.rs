@@ -764,6 +764,86 @@ mod docker {
         rm_volumes(&key_b);
     }
 
+    const HOST: &str = "nuvira-host:latest";
+
+    fn host_run(p: &Path, script: &str) -> SandboxRequest {
+        let mut req = cached(p, script);
+        req.image = Some(HOST.into());
+        req
+    }
+
+    // Before: what a run wrote in /workspace stayed in the volume, so the next run's tree was
+    // not the repository's (this second run failed on `leftover.txt`).
+    #[tokio::test]
+    async fn what_a_docker_run_writes_in_the_workspace_is_gone_in_the_next_run_but_build_dirs_stay()
+    {
+        let Some(sandbox) = docker(HOST).await else {
+            return;
+        };
+        let base = tempfile::tempdir().unwrap();
+        let sandbox = sandbox
+            .with_cache_root(CacheRoot::at(base.path(), u64::MAX))
+            .with_background_removal();
+        let p = cargo_project();
+        write(p.path(), "tests/data.txt", "data");
+        let (_, key) = project_key(p.path()).unwrap();
+        // The first run makes the (tracked) volume.
+        let first = sandbox
+            .run(&host_run(p.path(), "ls -A"), &NeverCancelled)
+            .await
+            .unwrap();
+        assert_eq!(first.exit_code, Some(0), "{first:?}");
+        // A run that leaves files, a folder with a quote in its name, a build dir, and exits 3.
+        let leave = "echo x > leftover.txt; mkdir -p \"out/it's\" && echo y > \"out/it's/f\"; \
+                     echo z > tests/new.txt; mkdir -p node_modules/m && echo w > node_modules/m/i.js; exit 3";
+        let left = sandbox
+            .run(&host_run(p.path(), leave), &NeverCancelled)
+            .await
+            .unwrap();
+        assert_eq!(left.exit_code, Some(3), "{left:?}");
+        let check = "test ! -e leftover.txt && test ! -e out && test ! -e tests/new.txt \
+                     && test ! -e .nuvira && test -f node_modules/m/i.js && cat tests/data.txt";
+        let next = sandbox
+            .run(&host_run(p.path(), check), &NeverCancelled)
+            .await
+            .unwrap();
+        assert_eq!(next.exit_code, Some(0), "{next:?}");
+        assert_eq!(next.stdout, "data", "{next:?}");
+        // Warm: nothing uploaded again, the volume kept; the three created entries removed.
+        let note = next.info.workspace_copy.clone().unwrap();
+        assert!(note.starts_with("uploaded: 0 changed"), "{note}");
+        assert!(note.contains("3 left by the last run removed"), "{note}");
+        // A run that changes and deletes tracked files: the next run has them back.
+        let spoil = "echo evil > src/lib.rs; rm tests/data.txt";
+        let spoiled = sandbox
+            .run(&host_run(p.path(), spoil), &NeverCancelled)
+            .await
+            .unwrap();
+        assert_eq!(spoiled.exit_code, Some(0), "{spoiled:?}");
+        let back = sandbox
+            .run(
+                &host_run(p.path(), "cat src/lib.rs tests/data.txt; ls node_modules"),
+                &NeverCancelled,
+            )
+            .await
+            .unwrap();
+        assert_eq!(back.stdout, "data", "{back:?}");
+        let note = back.info.workspace_copy.clone().unwrap();
+        assert!(note.contains("new workspace volume"), "{note}");
+        // A run killed at its timeout cannot say what it wrote: the next run starts clean.
+        let mut hang = host_run(p.path(), "echo x > late.txt; sleep 600");
+        hang.limits.timeout = Duration::from_secs(2);
+        let hung = sandbox.run(&hang, &NeverCancelled).await.unwrap();
+        assert!(hung.timed_out, "{hung:?}");
+        let after = sandbox
+            .run(&host_run(p.path(), "test ! -e late.txt"), &NeverCancelled)
+            .await
+            .unwrap();
+        assert_eq!(after.exit_code, Some(0), "{after:?}");
+        sandbox.wait_for_cleanup().await;
+        rm_volumes(&key);
+    }
+
     #[tokio::test]
     async fn two_docker_runs_of_one_project_at_once_each_get_a_warm_slot_of_volumes() {
         let Some(sandbox) = docker(BUSYBOX).await else {
