@@ -16,9 +16,11 @@
 //! and cargo volume, [`crate::cache::WARM_SLOTS`]); a run beyond the slots uploads the whole
 //! workspace into its own container, as without the cache.
 //!
-//! What the container writes into `/workspace` stays in the volume for the next run (Nuvira
-//! overwrites only what it uploads): a run can leave files, or change a file the workspace did
-//! not change, for the next run to see. `--no-cache` (or `nuvira cache clean`) gives a clean
+//! What the container writes into `/workspace` is undone before the next run with the
+//! `nuvira-host` image ([`crate::docker_track`]: created entries deleted, a changed upload
+//! made again). With other images it stays in the volume for the next run (Nuvira overwrites
+//! only what it uploads): a run can leave files, or change a file the workspace did not
+//! change, for the next run to see. `--no-cache` (or `nuvira cache clean`) gives a clean
 //! start; see `docs/sandbox.md`.
 
 use crate::cache::{
