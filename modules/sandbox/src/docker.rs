@@ -259,16 +259,24 @@ impl DockerSandbox {
         };
 
         let mut body = self.container_body(request, &image)?;
+        let name = container_name();
+        let tracked = cache
+            .as_ref()
+            .and_then(|c| c.workspace.as_ref())
+            .is_some_and(|ws| ws.track);
         if let Some(cache) = &cache {
             crate::docker_cache::apply(&mut body, cache, request);
-            if cache.workspace.as_ref().is_some_and(|ws| ws.track) {
+            if tracked {
                 body.cmd = Some(crate::docker_track::wrap(
                     &request.command,
                     crate::walk_options(request.include_ignored).skip_build_dirs,
+                    &name,
                 ));
             }
         }
-        let name = container_name();
+        // The wrapper's listings, taken off the end of standard error.
+        let trailer = std::sync::Mutex::new(None);
+        let track = tracked.then_some((name.as_str(), &trailer));
         // The create call runs in its own task, so that it completes even when this future is
         // dropped; the guard's removal waits for it (a removal sent while the engine is still
         // creating would find nothing and leave the container behind).
@@ -326,7 +334,7 @@ impl DockerSandbox {
 
         // Cancellation is honoured in every phase (upload, start, wait, collect).
         let result = tokio::select! {
-            r = self.drive(&id, request, tar, cancel, &collect, &info, started) => r,
+            r = self.drive(&id, request, tar, cancel, &collect, &info, started, track) => r,
             () = cancel.cancelled() => Err(SandboxError::Cancelled),
         };
         if matches!(result, Err(SandboxError::Cancelled)) {
@@ -346,19 +354,29 @@ impl DockerSandbox {
             // What the command changed in the volume, from the stopped container (missing
             // when it was killed at its timeout, or the run failed: the volume is made again).
             let finished = result.as_ref().is_ok_and(|o| !o.timed_out);
-            let (all, newer) = if finished {
-                let dir = Path::new(CONTAINER_WORKDIR).join(crate::docker_track::STATE_DIR);
-                let cap = crate::docker_track::LIST_CAP;
-                let (all_at, newer_at) = (
-                    dir.join("all").to_string_lossy().into_owned(),
-                    dir.join("newer").to_string_lossy().into_owned(),
-                );
-                tokio::join!(
-                    self.download_capped(&id, &all_at, cap),
-                    self.download_capped(&id, &newer_at, cap),
-                )
-            } else {
-                (None, None)
+            let listed = trailer
+                .lock()
+                .ok()
+                .and_then(|mut t| t.take())
+                .filter(|_| finished)
+                .and_then(|t| crate::docker_track::parse_trailer(&t, &name));
+            let (all, newer) = match listed {
+                Some((newer, crate::docker_track::AllListing::Inline(all))) => {
+                    (Some(all), Some(newer))
+                }
+                Some((newer, crate::docker_track::AllListing::File)) => {
+                    let dir = Path::new(CONTAINER_WORKDIR).join(crate::docker_track::STATE_DIR);
+                    let [all] = self
+                        .download_files(
+                            &id,
+                            &dir.to_string_lossy(),
+                            ["all"],
+                            crate::docker_track::LIST_CAP,
+                        )
+                        .await;
+                    (all, Some(newer))
+                }
+                None => (None, None),
             };
             ws.record_after(all.as_deref(), newer.as_deref());
         }
@@ -405,12 +423,13 @@ impl DockerSandbox {
         collect: &[(String, std::path::PathBuf)],
         info: &SandboxInfo,
         started: Instant,
+        track: Track<'_>,
     ) -> Result<SandboxOutcome, SandboxError> {
         let docker = &self.docker;
         if tar.entries.is_empty() && tar.extra.is_empty() {
             // Nothing changed since the workspace volume's last upload.
             return self
-                .run_uploaded(id, request, cancel, collect, info, started)
+                .run_uploaded(id, request, cancel, collect, info, started, track)
                 .await;
         }
         let (chunks, packer) = tar.stream();
@@ -432,11 +451,15 @@ impl DockerSandbox {
             Err(e) => return Err(SandboxError::Failed(format!("pack the workspace: {e}"))),
         }
         uploaded.map_err(|e| self.engine_error("upload the workspace", e))?;
-        self.run_uploaded(id, request, cancel, collect, info, started)
+        self.run_uploaded(id, request, cancel, collect, info, started, track)
             .await
     }
 
     /// The rest of [`Self::drive`] once the workspace is in the container.
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "one private step of run_observed"
+    )]
     async fn run_uploaded(
         &self,
         id: &str,
@@ -445,6 +468,7 @@ impl DockerSandbox {
         collect: &[(String, std::path::PathBuf)],
         info: &SandboxInfo,
         started: Instant,
+        track: Track<'_>,
     ) -> Result<SandboxOutcome, SandboxError> {
         let docker = &self.docker;
         let attached = docker
@@ -506,8 +530,9 @@ impl DockerSandbox {
         };
 
         let mut timed_out = false;
+        let mut status = None;
         tokio::select! {
-            r = wait() => { r?; }
+            r = wait() => { status = Some(r?); }
             () = tokio::time::sleep(request.limits.timeout) => {
                 timed_out = true;
                 kill().await;
@@ -519,25 +544,37 @@ impl DockerSandbox {
             }
         }
 
-        let state = docker
-            .inspect_container(
-                id,
-                None::<bollard::query_parameters::InspectContainerOptions>,
-            )
-            .await
-            .map_err(|e| self.engine_error("inspect the container", e))?
-            .state
-            .unwrap_or_default();
-        let oom_killed = state.oom_killed.unwrap_or(false);
-        let exit_code = if timed_out { None } else { state.exit_code };
+        // A command that exited 0 was not killed by a limit: its status is the wait's, and the
+        // inspection (a round trip) is needed only to tell an out-of-memory kill otherwise.
+        let (exit_code, oom_killed) = if status == Some(0) {
+            (Some(0), false)
+        } else {
+            let state = docker
+                .inspect_container(
+                    id,
+                    None::<bollard::query_parameters::InspectContainerOptions>,
+                )
+                .await
+                .map_err(|e| self.engine_error("inspect the container", e))?
+                .state
+                .unwrap_or_default();
+            let exit_code = if timed_out { None } else { state.exit_code };
+            (exit_code, state.oom_killed.unwrap_or(false))
+        };
 
-        let (stdout, stderr) = match tokio::time::timeout(Duration::from_secs(5), reader).await {
+        let (stdout, mut stderr) = match tokio::time::timeout(Duration::from_secs(5), reader).await
+        {
             Ok(Ok(pair)) => pair,
             _ => {
                 reader_abort.abort();
                 (Tail::default(), Tail::default())
             }
         };
+        if let Some((nonce, trailer)) = track
+            && let Ok(mut slot) = trailer.lock()
+        {
+            *slot = stderr.take_trailer(&crate::docker_track::marker(nonce, "newer"));
+        }
         let stderr = stderr.into_text();
         let pids_limited = mentions_fork_failure(&stderr);
 
@@ -710,27 +747,55 @@ impl DockerSandbox {
         }
     }
 
-    /// One file of the stopped container, or `None` when it is missing, not a regular file or
-    /// its archive is over `cap` bytes (it was written by the run: it is not trusted).
-    async fn download_capped(&self, id: &str, path: &str, cap: usize) -> Option<Vec<u8>> {
+    /// The regular files `names` directly in the folder `dir` of the stopped container, in one
+    /// archive (each download is a mount of the container's file system by the engine); `None`
+    /// for a file that is missing, not a regular file, or when the archive is over `cap` bytes
+    /// (it was written by the run: it is not trusted).
+    async fn download_files<const N: usize>(
+        &self,
+        id: &str,
+        dir: &str,
+        names: [&str; N],
+        cap: usize,
+    ) -> [Option<Vec<u8>>; N] {
+        let mut out: [Option<Vec<u8>>; N] = std::array::from_fn(|_| None);
         let mut stream = self
             .docker
-            .download_from_container(id, Some(DownloadFromContainerOptions { path: path.into() }));
+            .download_from_container(id, Some(DownloadFromContainerOptions { path: dir.into() }));
         let mut tar = Vec::new();
         while let Some(chunk) = stream.next().await {
-            tar.extend_from_slice(&chunk.ok()?);
-            if tar.len() > cap.saturating_add(4096) {
-                return None;
+            let Ok(chunk) = chunk else { return out };
+            tar.extend_from_slice(&chunk);
+            if tar.len() > cap.saturating_add(64 * 1024) {
+                return out;
             }
         }
         let mut archive = tar::Archive::new(tar.as_slice());
-        let mut entry = archive.entries().ok()?.next()?.ok()?;
-        if !entry.header().entry_type().is_file() {
-            return None;
+        let Ok(entries) = archive.entries() else {
+            return out;
+        };
+        for entry in entries {
+            let Ok(mut entry) = entry else { break };
+            if !entry.header().entry_type().is_file() {
+                continue;
+            }
+            let Ok(path) = entry.path().map(|p| p.into_owned()) else {
+                continue;
+            };
+            // `<dir's name>/<name>`: nothing deeper counts.
+            let mut parts = path.components().skip(1);
+            let (Some(std::path::Component::Normal(name)), None) = (parts.next(), parts.next())
+            else {
+                continue;
+            };
+            if let Some(i) = names.iter().position(|n| std::ffi::OsStr::new(n) == name) {
+                let mut bytes = Vec::new();
+                if std::io::Read::read_to_end(&mut entry, &mut bytes).is_ok() {
+                    out[i] = Some(bytes);
+                }
+            }
         }
-        let mut bytes = Vec::new();
-        std::io::Read::read_to_end(&mut entry, &mut bytes).ok()?;
-        Some(bytes)
+        out
     }
 
     /// One file of the stopped container, or `None` when it is missing.
@@ -769,6 +834,10 @@ impl Sandbox for DockerSandbox {
         self.run_observed(request, cancel, &|_| {}).await
     }
 }
+
+/// A tracked run's nonce (the container's name, in the wrapper's markers) and where its
+/// trailer goes ([`crate::docker_track`]).
+type Track<'a> = Option<(&'a str, &'a std::sync::Mutex<Option<Vec<u8>>>)>;
 
 /// Removes a container (forced, with its anonymous volumes); a missing one is fine.
 async fn remove(docker: &Docker, name: &str) {

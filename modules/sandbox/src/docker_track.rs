@@ -15,10 +15,13 @@
 //! 4. lists every entry of `/workspace` (`all`) and those changed since the mark (`newer`;
 //!    ctime where `find -cnewer` exists, else mtime), leaving out the build folders the walk
 //!    leaves out (`target/`, `node_modules/`: warm caches) and `.nuvira`, into
-//!    `/workspace/.nuvira/`, then exits with the command's status.
+//!    `/workspace/.nuvira/`, writes them at the end of standard error between markers named
+//!    after the container (`all` only up to [`INLINE_CAP`], else a marker saying it is in its
+//!    file), then exits with the command's status.
 //!
-//! After the run the host downloads both lists from the stopped container (each capped at
-//! [`LIST_CAP`]) and compares them with the manifest of what it uploaded ([`reconcile`]):
+//! After the run the host takes the lists off the end of standard error (the user sees
+//! standard error without them), downloading `all` from the stopped container when it was too
+//! long (capped at [`LIST_CAP`]), and compares them with the manifest of what it uploaded ([`reconcile`]):
 //! entries the command **created** go into the next run's prune list; a tracked entry the
 //! command **deleted or changed** (or a list that is missing: the command was killed at its
 //! timeout, the wrapper could not finish) marks the volume **dirty**, and the next run makes
@@ -40,14 +43,25 @@ pub(crate) const DIRTY_FILE: &str = "dirty";
 /// A listing longer than this is not read (the volume is then made again).
 pub(crate) const LIST_CAP: usize = 64 << 20;
 
+/// Listings up to this size are sent back at the end of standard error instead of through a
+/// download (each download makes the engine mount the container's file system: 60–120 ms).
+pub(crate) const INLINE_CAP: usize = 1 << 20;
+
+/// The markers of a run's trailer on standard error: `\0nuvira-<nonce>-<what>\0`.
+pub(crate) fn marker(nonce: &str, what: &str) -> Vec<u8> {
+    format!("\0nuvira-{nonce}-{what}\0").into_bytes()
+}
+
 /// The wrapper's script (`$@` is the command); `build_dirs`: the folder names left out of the
-/// listings (empty when the upload includes them).
-fn script(build_dirs: &[&str]) -> String {
+/// listings (empty when the upload includes them); `nonce`: the markers' (`[a-z0-9-]`).
+fn script(build_dirs: &[&str], nonce: &str) -> String {
     let skip: String = build_dirs
         .iter()
         .map(|d| format!(" -o \\( -type d -name {d} \\)"))
         .collect();
     let walk = format!("find /workspace -xdev \\( -path \"$P\"{skip} \\) -prune -o");
+    let m = |what: &str| format!("printf '\\000nuvira-{nonce}-{what}\\000' >&2");
+    let (begin, all, all_file, end) = (m("newer"), m("all"), m("all-file"), m("end"));
     format!(
         r#"P=/workspace/{STATE_DIR}; M=/dev/shm/.nuvira-mark; T=/dev/shm/.nuvira-tick
 [ -f "$P/prune" ] && . "$P/prune"
@@ -58,7 +72,11 @@ rm -f "$T"
 "$@"
 s=$?
 if [ -f "$M" ] && mkdir -p "$P" 2>/dev/null; then
-  {{ {walk} -cnewer "$M" -print0 > "$P/newer" 2>/dev/null || {walk} -newer "$M" -print0 > "$P/newer" 2>/dev/null; }} && {walk} -print0 > "$P/all.tmp" 2>/dev/null; mv "$P/all.tmp" "$P/all" 2>/dev/null
+  if {{ {walk} -cnewer "$M" -print0 > "$P/newer" 2>/dev/null || {walk} -newer "$M" -print0 > "$P/newer" 2>/dev/null; }} && {walk} -print0 > "$P/all.tmp" 2>/dev/null && mv "$P/all.tmp" "$P/all" 2>/dev/null; then
+    {begin}; cat "$P/newer" >&2
+    if [ "$(wc -c < "$P/all")" -le {INLINE_CAP} ]; then {all}; cat "$P/all" >&2; else {all_file}; fi
+    {end}
+  fi
 fi
 rm -f "$M"
 exit $s
@@ -66,8 +84,37 @@ exit $s
     )
 }
 
+/// Where the run's `all` listing is.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum AllListing {
+    /// In the trailer.
+    Inline(Vec<u8>),
+    /// Too long for it: in `/workspace/.nuvira/all`.
+    File,
+}
+
+/// The listings of a run's trailer (what followed the `newer` marker on standard error), or
+/// `None` when it is not whole.
+pub(crate) fn parse_trailer(trailer: &[u8], nonce: &str) -> Option<(Vec<u8>, AllListing)> {
+    let end = marker(nonce, "end");
+    let body = trailer.strip_suffix(end.as_slice())?;
+    let find = |hay: &[u8], needle: &[u8]| hay.windows(needle.len()).position(|w| w == needle);
+    let all_file = marker(nonce, "all-file");
+    if let Some(i) = find(body, &all_file)
+        && i + all_file.len() == body.len()
+    {
+        return Some((body[..i].to_vec(), AllListing::File));
+    }
+    let all = marker(nonce, "all");
+    let i = find(body, &all)?;
+    Some((
+        body[..i].to_vec(),
+        AllListing::Inline(body[i + all.len()..].to_vec()),
+    ))
+}
+
 /// The command wrapped ([module docs](self)).
-pub(crate) fn wrap(command: &[String], skip_build_dirs: bool) -> Vec<String> {
+pub(crate) fn wrap(command: &[String], skip_build_dirs: bool, nonce: &str) -> Vec<String> {
     let dirs: &[&str] = if skip_build_dirs {
         nuvira_workspace::walk::BUILD_DIRS
     } else {
@@ -76,7 +123,7 @@ pub(crate) fn wrap(command: &[String], skip_build_dirs: bool) -> Vec<String> {
     let mut out = vec![
         "/bin/sh".to_owned(),
         "-c".to_owned(),
-        script(dirs),
+        script(dirs, nonce),
         "nuvira-sandbox".to_owned(),
     ];
     out.extend(command.iter().cloned());
@@ -234,6 +281,32 @@ mod tests {
         let mut bytes = hostile.clone();
         bytes.extend_from_slice(b"/etc/passwd\0");
         assert!(reconcile(&m, Some(&bytes), Some(&[])).prune.is_empty());
+    }
+
+    #[test]
+    fn a_trailer_is_parsed_only_when_whole() {
+        let n = "nuvira-sandbox-1-2-ab";
+        let mut t = b"a\0b\0".to_vec();
+        t.extend(marker(n, "all"));
+        t.extend(b"a\0b\0c\0");
+        t.extend(marker(n, "end"));
+        assert_eq!(
+            parse_trailer(&t, n),
+            Some((
+                b"a\0b\0".to_vec(),
+                AllListing::Inline(b"a\0b\0c\0".to_vec())
+            ))
+        );
+        assert_eq!(parse_trailer(&t[..t.len() - 1], n), None);
+        let mut f = b"x\0".to_vec();
+        f.extend(marker(n, "all-file"));
+        f.extend(marker(n, "end"));
+        assert_eq!(
+            parse_trailer(&f, n),
+            Some((b"x\0".to_vec(), AllListing::File))
+        );
+        // Another run's markers do not count.
+        assert_eq!(parse_trailer(&t, "nuvira-sandbox-1-3-ab"), None);
     }
 
     #[test]

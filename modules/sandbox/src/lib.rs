@@ -555,6 +555,19 @@ impl Tail {
         }
     }
 
+    /// Splits off what follows the last `marker` (the marker too), if it is still kept.
+    pub(crate) fn take_trailer(&mut self, marker: &[u8]) -> Option<Vec<u8>> {
+        if marker.is_empty() || self.buf.len() < marker.len() {
+            return None;
+        }
+        let pos = (0..=self.buf.len() - marker.len())
+            .rev()
+            .find(|&i| self.buf[i..].starts_with(marker))?;
+        let trailer = self.buf[pos + marker.len()..].to_vec();
+        self.buf.truncate(pos);
+        Some(trailer)
+    }
+
     /// The kept bytes as text, starting with `[... N bytes cut ...]` when some were dropped.
     pub(crate) fn into_text(self) -> String {
         let mut cut = self.cut;

@@ -795,12 +795,14 @@ mod docker {
         assert_eq!(first.exit_code, Some(0), "{first:?}");
         // A run that leaves files, a folder with a quote in its name, a build dir, and exits 3.
         let leave = "echo x > leftover.txt; mkdir -p \"out/it's\" && echo y > \"out/it's/f\"; \
-                     echo z > tests/new.txt; mkdir -p node_modules/m && echo w > node_modules/m/i.js; exit 3";
+                     echo z > tests/new.txt; mkdir -p node_modules/m && echo w > node_modules/m/i.js; echo oops >&2; exit 3";
         let left = sandbox
             .run(&host_run(p.path(), leave), &NeverCancelled)
             .await
             .unwrap();
         assert_eq!(left.exit_code, Some(3), "{left:?}");
+        // The wrapper's listings are taken off standard error.
+        assert_eq!(left.stderr, "oops\n", "{left:?}");
         let check = "test ! -e leftover.txt && test ! -e out && test ! -e tests/new.txt \
                      && test ! -e .nuvira && test -f node_modules/m/i.js && cat tests/data.txt";
         let next = sandbox
