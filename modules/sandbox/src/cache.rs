@@ -59,8 +59,8 @@
 //! `20g`). After each cached run, [`CacheRoot::evict`] removes entries whose project folder no
 //! longer exists, then the least recently used entries until the total (apparent sizes of the
 //! files) is at most the cap. Entries in use are skipped. A Docker volume's size is the
-//! engine's (`docker system df`, which walks every volume of the engine): measured at the end
-//! of its first run, then again only when the measurement is older than
+//! engine's (`docker system df`, which walks every volume of the engine): measured after its
+//! first run (once the result is out), then again only when the measurement is older than
 //! `docker_cache::MEASURE_EVERY` (10 minutes) or the recorded total reaches half
 //! the cap; in between the last measurement is the estimate.
 //!
@@ -619,6 +619,22 @@ impl CacheRoot {
             removal.failed.extend(r.failed);
         }
         Ok(removal)
+    }
+
+    /// Records the sizes of Docker volumes measured after their run released them (`bytes` by
+    /// entry key; each entry's data folder is added): the entries' metadata files are replaced
+    /// whole, so a run writing one meanwhile keeps a consistent file.
+    pub fn record_volume_sizes(&self, bytes: &BTreeMap<String, u64>) {
+        for (key, size) in bytes {
+            let dir = self.dir.join(key);
+            if let Some(mut meta) = read_meta(&dir)
+                && meta.volume
+            {
+                meta.size = dir_size(&dir.join(DATA_DIR)).saturating_add(*size);
+                meta.measured = now_secs();
+                let _ = write_meta(&dir, &meta);
+            }
+        }
     }
 
     /// Opens (creating it if needed) the entry of `kind` for the project `project_key` at

@@ -380,24 +380,27 @@ impl DockerSandbox {
             };
             ws.record_after(all.as_deref(), newer.as_deref());
         }
-        let evicted = match cache {
+        let (evicted, measure) = match cache {
             Some(cache) => {
                 if result.is_ok()
                     && let Some(ws) = &cache.workspace
                 {
                     ws.commit();
                 }
-                crate::docker_cache::finish(&self.docker, cache).await
+                crate::docker_cache::finish(cache).await
             }
-            None => Vec::new(),
+            None => (Vec::new(), None),
         };
         if self.background_removal && result.is_ok() {
             // The result is known: the removal (and that of evicted volumes, which the
-            // container may still hold) need not delay it.
+            // container may still hold) and the volumes' measurement need not delay it.
             let docker = self.docker.clone();
             self.cleanup.spawn(REMOVALS.track_future(async move {
                 remove(&docker, &id).await;
                 crate::docker_cache::remove_evicted(&docker, &evicted).await;
+                if let Some(m) = measure {
+                    m.run(&docker).await;
+                }
             }));
             guard.disarm();
             return result;
@@ -407,6 +410,9 @@ impl DockerSandbox {
         remove(&self.docker, &id).await;
         guard.disarm();
         crate::docker_cache::remove_evicted(&self.docker, &evicted).await;
+        if let Some(m) = measure {
+            m.run(&self.docker).await;
+        }
         result
     }
 

@@ -430,34 +430,52 @@ fn measure_due(cache: &DockerCache) -> bool {
     }
 }
 
-/// Ends a Docker run's use of the caches: records sizes (the volumes' measured by the engine
-/// when [due](measure_due), else their last measurement), releases the entries and evicts by
-/// the cap. Returns the volumes of evicted entries, for the caller to remove once the run's
-/// container is gone (the engine refuses to remove a volume a container still uses).
-pub(crate) async fn finish(docker: &Docker, cache: DockerCache) -> Vec<String> {
-    // Not measured (not due, or the engine did not tell): the last measurement stays the
-    // estimate, and the next run tries again when it was due.
-    let measured = if measure_due(&cache) {
-        try_volume_sizes(docker).await.map(|sizes| {
-            cache
+/// What a Docker run leaves to do once its result is out: measure its volumes (when
+/// [due](measure_due)) and record their sizes.
+pub(crate) struct Measure {
+    root: CacheRoot,
+    /// Volume names by entry key.
+    volumes: BTreeMap<String, String>,
+}
+
+impl Measure {
+    /// Measures the volumes (`docker system df`) and records their sizes; an engine that does
+    /// not tell leaves the estimates (the next run tries again).
+    pub(crate) async fn run(self, docker: &Docker) {
+        if let Some(sizes) = try_volume_sizes(docker).await {
+            let bytes: BTreeMap<String, u64> = self
                 .volumes
                 .iter()
                 .filter_map(|(key, vol)| sizes.get(vol).map(|s| (key.clone(), *s)))
-                .collect::<BTreeMap<String, u64>>()
-        })
-    } else {
-        None
-    };
+                .collect();
+            let root = self.root;
+            let _ = tokio::task::spawn_blocking(move || root.record_volume_sizes(&bytes)).await;
+        }
+    }
+}
+
+/// Ends a Docker run's use of the caches: records sizes (the volumes' last measurement),
+/// releases the entries and evicts by the cap. Returns the volumes of evicted entries, for the
+/// caller to remove once the run's container is gone (the engine refuses to remove a volume a
+/// container still uses), and, when the volumes are [due](measure_due) to be measured, the
+/// measurement: walking every volume of the engine takes long enough (100 ms and more) to be
+/// done after the result is out when the caller can ([`Measure::run`]).
+pub(crate) async fn finish(cache: DockerCache) -> (Vec<String>, Option<Measure>) {
+    let measure = measure_due(&cache).then(|| Measure {
+        root: cache.run.root().clone(),
+        volumes: cache.volumes.clone(),
+    });
     let run = cache.run;
-    let removal = tokio::task::spawn_blocking(move || run.finish_with_volumes(measured.as_ref()))
+    let removal = tokio::task::spawn_blocking(move || run.finish_with_volumes(None))
         .await
         .unwrap_or_default();
-    removal
+    let evicted = removal
         .removed
         .iter()
         .filter(|e| e.meta.volume)
         .map(|e| volume_name(&e.key))
-        .collect()
+        .collect();
+    (evicted, measure)
 }
 
 /// Removes the volumes [`finish`] returned; a failure is a warning (`nuvira cache clean`

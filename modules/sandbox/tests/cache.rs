@@ -932,6 +932,8 @@ mod docker {
         req.image = Some(BUSYBOX.into());
         let out = sandbox.run(&req, &NeverCancelled).await.unwrap();
         assert_eq!(out.exit_code, Some(0), "{out:?}");
+        // Measured after the result, with the container's removal.
+        sandbox.wait_for_cleanup().await;
         let cargo = root
             .list()
             .unwrap()
