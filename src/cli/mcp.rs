@@ -133,6 +133,7 @@ pub fn execute(args: Args) -> u8 {
         }
     };
     rt.block_on(async move {
+        super::signal::sandbox_cleanup_before_exit();
         let result = match args.http {
             None => nuvira_mcp::serve_stdio(server).await,
             Some(addr) => {

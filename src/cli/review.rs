@@ -295,6 +295,7 @@ async fn review(args: Args) -> u8 {
         b.finish()
     });
     let settings = crate::RunSettings::default();
+    super::signal::sandbox_cleanup_before_exit();
     let interrupt = super::signal::Interrupt::listen(settings.cancel.clone());
     let summary = engine.run_validated(validated, bus.clone(), settings).await;
     let signalled = interrupt.code();

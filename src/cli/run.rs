@@ -724,6 +724,7 @@ async fn run(args: Args) -> Result<u8, Fail> {
     // Run, with Ctrl-C, SIGTERM and SIGHUP as cancellation.
     let mut settings = settings;
     settings.hooks = history.hooks();
+    super::signal::sandbox_cleanup_before_exit();
     let interrupt = super::signal::Interrupt::listen(settings.cancel.clone());
     let summary = engine.run_validated(validated, bus.clone(), settings).await;
     let signalled = interrupt.code();

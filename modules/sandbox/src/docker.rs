@@ -14,7 +14,8 @@
 //! that name, so even a run whose future is dropped in the middle of the create call (the engine
 //! cancelling a step, a panic) leaves no container: the guard's `Drop` spawns a forced removal
 //! (with its anonymous volumes). [`DockerSandbox::wait_for_cleanup`] waits for such removals.
-//! With [`DockerSandbox::with_background_removal`] (what [`crate::select`] gives the commands),
+//! With [`DockerSandbox::with_background_removal`] (what [`crate::select`] gives the commands,
+//! after [`crate::remove_containers_in_background`]),
 //! a run that ended with a result returns it first and removes its container in a tracked
 //! task; the commands wait for those removals ([`wait_for_removals`]) before they exit.
 //!

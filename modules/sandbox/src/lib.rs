@@ -469,13 +469,30 @@ pub async fn select(kind: SandboxKind, image: Option<&str>) -> Result<Selection,
     }
 }
 
+/// Whether [`select`] gives Docker sandboxes [`DockerSandbox::with_background_removal`].
+#[cfg(feature = "docker")]
+static BACKGROUND_REMOVAL: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
+/// Makes the Docker sandboxes [`select`] returns from now on, in this process, remove each
+/// finished run's container after returning its result ([`DockerSandbox::with_background_removal`]).
+/// Only for a process that calls [`wait_for_removals`] before it exits (the commands do):
+/// otherwise the containers of its last runs are left behind, stopped.
+#[cfg(feature = "docker")]
+pub fn remove_containers_in_background() {
+    BACKGROUND_REMOVAL.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// The Docker sandbox and why it was picked, or why not.
 #[cfg(feature = "docker")]
 async fn docker(image: Option<&str>) -> Result<(AnySandbox, String), SandboxError> {
     let image = image.unwrap_or(DEFAULT_IMAGE);
     let (sandbox, version) = DockerSandbox::connect_checked(image).await?;
-    // Commands wait for removals before they exit (`wait_for_removals`).
-    let sandbox = sandbox.with_background_removal();
+    let sandbox = if BACKGROUND_REMOVAL.load(std::sync::atomic::Ordering::Relaxed) {
+        sandbox.with_background_removal()
+    } else {
+        sandbox
+    };
     Ok((
         AnySandbox::Docker(Arc::new(sandbox)),
         format!("engine {version} answers and image {image} exists"),
