@@ -573,6 +573,7 @@ impl Tail {
     }
 
     /// Splits off what follows the last `marker` (the marker too), if it is still kept.
+    #[cfg(feature = "docker")]
     pub(crate) fn take_trailer(&mut self, marker: &[u8]) -> Option<Vec<u8>> {
         if marker.is_empty() || self.buf.len() < marker.len() {
             return None;
