@@ -223,6 +223,7 @@ async fn list_entries(
                 "project": e.meta.project,
                 "project_exists": e.project_exists,
                 "toolchain": e.meta.kind,
+                "slot": e.meta.slot,
                 "size": size,
                 "last_used": e.meta.last_used,
                 "volume": volume,

@@ -133,6 +133,7 @@ pub fn execute(args: Args) -> u8 {
         }
     };
     rt.block_on(async move {
+        super::signal::sandbox_cleanup_before_exit();
         let result = match args.http {
             None => nuvira_mcp::serve_stdio(server).await,
             Some(addr) => {
@@ -148,6 +149,8 @@ pub fn execute(args: Args) -> u8 {
                 .await
             }
         };
+        // Containers of finished runs are removed in the background: not left behind.
+        super::signal::wait_for_sandbox_cleanup().await;
         match result {
             Ok(()) => exit::SUCCESS,
             Err(e @ nuvira_mcp::ServeError::NotLoopback(_)) => {

@@ -295,10 +295,13 @@ async fn review(args: Args) -> u8 {
         b.finish()
     });
     let settings = crate::RunSettings::default();
+    super::signal::sandbox_cleanup_before_exit();
     let interrupt = super::signal::Interrupt::listen(settings.cancel.clone());
     let summary = engine.run_validated(validated, bus.clone(), settings).await;
     let signalled = interrupt.code();
     drop(interrupt);
+    // Sandbox containers are removed in the background: not left behind.
+    super::signal::wait_for_sandbox_cleanup().await;
     bus.close();
     let _ = progress.await;
     let Ok(report) = reporter.await else {

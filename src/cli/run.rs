@@ -740,13 +740,13 @@ async fn run(args: Args) -> Result<u8, Fail> {
     // Run, with Ctrl-C, SIGTERM and SIGHUP as cancellation.
     let mut settings = settings;
     settings.hooks = history.hooks();
+    super::signal::sandbox_cleanup_before_exit();
     let interrupt = super::signal::Interrupt::listen(settings.cancel.clone());
     let summary = engine.run_validated(validated, bus.clone(), settings).await;
     let signalled = interrupt.code();
     drop(interrupt);
-    if summary.status == RunStatus::Cancelled {
-        super::signal::wait_for_sandbox_cleanup().await;
-    }
+    // The containers of cancelled steps, and of finished ones (removed in the background).
+    super::signal::wait_for_sandbox_cleanup().await;
 
     if summary.status == RunStatus::Cancelled
         && let Some(j) = &journal

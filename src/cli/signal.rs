@@ -74,8 +74,16 @@ async fn wait_for_signal() -> u8 {
     }
 }
 
-/// Waits (at most 30 s) for the removal of containers whose steps the cancellation dropped, so
-/// that exiting does not leave them running; says so when some removal did not finish.
+/// Lets the Docker sandboxes of this command remove finished runs' containers after their
+/// results; the command calls [`wait_for_sandbox_cleanup`] before it exits.
+pub(crate) fn sandbox_cleanup_before_exit() {
+    #[cfg(feature = "docker")]
+    nuvira_sandbox::remove_containers_in_background();
+}
+
+/// Waits (at most 30 s) for the removal of containers whose steps the cancellation dropped and
+/// of finished runs' containers (removed in the background), so that exiting does not leave
+/// them behind; says so when some removal did not finish.
 pub(crate) async fn wait_for_sandbox_cleanup() {
     #[cfg(feature = "docker")]
     if !nuvira_sandbox::wait_for_removals(std::time::Duration::from_secs(30)).await {

@@ -251,6 +251,7 @@ pub fn execute(args: Args) -> u8 {
         // Sandbox copies and process groups of nuvira processes that died.
         nuvira_sandbox::remove_stale();
         let token = CancellationToken::new();
+        super::signal::sandbox_cleanup_before_exit();
         let interrupt = super::signal::Interrupt::listen(token.clone());
         let ctx = StepContext::standalone(&repo)
             .with_identity("test", "test", "")

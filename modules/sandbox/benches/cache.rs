@@ -189,10 +189,12 @@ fn heavy_bench(c: &mut Criterion) {
             first.as_secs_f64(),
             first.as_secs_f64() / cold.as_secs_f64()
         );
-        let docker = docker
-            .as_ref()
-            .ok()
-            .map(|d| d.clone().with_cache_root(root.clone()));
+        let docker = docker.as_ref().ok().map(|d| {
+            // As `nuvira test` has it (`select`): the container removed after the result.
+            d.clone()
+                .with_cache_root(root.clone())
+                .with_background_removal()
+        });
         if let Some(d) = &docker {
             let first = run(&rt, d, &docker_req);
             eprintln!(
@@ -218,6 +220,7 @@ fn heavy_bench(c: &mut Criterion) {
         }
         g.finish();
         if let Some(d) = &docker {
+            rt.block_on(d.wait_for_cleanup());
             // The volumes of this bench's projects.
             let key = nuvira_sandbox::cache::project_key(here.path()).unwrap().1;
             let list = rt

@@ -22,7 +22,8 @@
 //! again (the Docker sandbox has no network to do it).
 //!
 //! # Keys
-//! An entry is named `<project key>-<kind>`, the project key being `<name>-<16 hex digits of
+//! An entry is named `<project key>-<kind>` (`-<kind>-<slot>` for the second warm slot, see
+//! *Concurrency*), the project key being `<name>-<16 hex digits of
 //! SHA-256(canonical project path)>` ([`project_key`]). Two projects never share an entry: a
 //! copy of a repository is another path, so another key (it starts cold); a moved repository
 //! starts cold too, and the entry it left behind names a project that no longer exists, so it
@@ -35,14 +36,21 @@
 //! uses: two runs of one project share the caches at once, which the tools allow (cargo locks
 //! its build directory, Go's cache is documented safe for concurrent use, pip and npm write
 //! atomically). Eviction and `nuvira cache clean` take the lock **exclusively** and without
-//! waiting, so an entry in use is never deleted (it is left and said so). The workspace entry
-//! is taken exclusively by a run: a second run of the same project at the same time makes a
-//! fresh temporary copy instead, so both succeed. That run shares the download caches (pip,
-//! npm, Go's build cache: all checked by content) but **not the cargo target dir**: cargo
-//! judges a build fresh when the sources are not newer than it, by mtime and by paths relative
-//! to the package, so two source trees sharing one target dir take each other's builds (the
-//! run on the persistent copy, synced before an edit, would run the build the fresh copy made
-//! of the edited sources). The run on the fresh copy builds cold in its own copy.
+//! waiting, so an entry in use is never deleted (it is left and said so).
+//!
+//! **Warm slots.** A project has up to [`WARM_SLOTS`] (2) warm copies: slot *n* is a workspace
+//! entry (`<project key>-workspace`, then `-workspace-1`) and its own cargo target dir
+//! (`-cargo`, `-cargo-1`). A run claims the first slot whose workspace entry it can lock
+//! exclusively, so two runs of one project at once both get a synced copy with a warm build
+//! (each warm from its slot's last run). The slots count against the cap and are listed and
+//! cleaned like any entry. A run beyond the slots makes a fresh temporary copy instead, so
+//! it still succeeds; it shares the download caches (pip, npm, Go's build cache: all checked
+//! by content) but **not a cargo target dir**: cargo judges a build fresh when the sources are
+//! not newer than it, by mtime and by paths relative to the package, so two source trees
+//! sharing one target dir take each other's builds (the run on the persistent copy, synced
+//! before an edit, would run the build the fresh copy made of the edited sources). The run on
+//! the fresh copy builds cold in its own copy; a slot's target dir is only ever used with its
+//! slot's copy.
 //! Locks rather than copy-on-use because a target dir is gigabytes: copying it would cost more
 //! than the build it saves.
 //!
@@ -50,7 +58,11 @@
 //! The cache folder is capped (default [`DEFAULT_MAX_BYTES`], 10 GiB; `NUVIRA_CACHE_MAX`, e.g.
 //! `20g`). After each cached run, [`CacheRoot::evict`] removes entries whose project folder no
 //! longer exists, then the least recently used entries until the total (apparent sizes of the
-//! files) is at most the cap. Entries in use are skipped.
+//! files) is at most the cap. Entries in use are skipped. A Docker volume's size is the
+//! engine's (`docker system df`, which walks every volume of the engine): measured after its
+//! first run (once the result is out), then again only when the measurement is older than
+//! `docker_cache::MEASURE_EVERY` (10 minutes) or the recorded total reaches half
+//! the cap; in between the last measurement is the estimate.
 //!
 //! # For other sandboxes
 //! A sandbox that runs commands on this machine (local, bubblewrap) calls [`RunCache::open`]
@@ -104,6 +116,32 @@ pub const VOLUME_KEY_LABEL: &str = "nuvira.cache.key";
 pub const VOLUME_PROJECT_LABEL: &str = "nuvira.cache.project";
 /// The label holding a volume's project path.
 pub const VOLUME_PATH_LABEL: &str = "nuvira.cache.path";
+
+/// How many warm copies (workspace entry + cargo target dir) a project keeps: so many runs of
+/// it at once each get a warm copy; a run beyond them makes a fresh copy and builds cold.
+pub const WARM_SLOTS: u32 = 2;
+
+/// An entry's key: `<project key>-<kind>`, with `-<slot>` for slots above 0.
+pub fn entry_key(project_key: &str, kind: CacheKind, slot: u32) -> String {
+    // Slot 0's entries keep the names they had before there were slots.
+    if slot == 0 {
+        format!("{project_key}-{kind}")
+    } else {
+        format!("{project_key}-{kind}-{slot}")
+    }
+}
+
+/// What a workspace copy's note adds for a warm slot other than the first (nothing for it).
+pub(crate) fn slot_note(slot: u32) -> String {
+    if slot == 0 {
+        String::new()
+    } else {
+        format!(
+            " (warm slot {} of {WARM_SLOTS}: another run holds the first)",
+            slot + 1
+        )
+    }
+}
 
 /// The file of an entry's metadata.
 const META_FILE: &str = "entry.json";
@@ -357,6 +395,16 @@ pub struct EntryMeta {
     /// Whether a Docker volume belongs to it ([`volume_name`]).
     #[serde(default)]
     pub volume: bool,
+    /// When its Docker volume's size was last measured (seconds since the Unix epoch; 0:
+    /// never). Measuring walks every volume of the engine, so it is done only now and then
+    /// (see `docker_cache`); `size` holds the last measurement in between.
+    #[serde(default)]
+    pub measured: u64,
+    /// The warm slot it belongs to (0 to [`WARM_SLOTS`] − 1): the workspace entry and the cargo
+    /// target dir of each slot are one warm copy of the project; the other toolchains' entries
+    /// are shared by every slot and are slot 0's.
+    #[serde(default)]
+    pub slot: u32,
 }
 
 /// One entry, as [`CacheRoot::list`] reports it.
@@ -573,6 +621,22 @@ impl CacheRoot {
         Ok(removal)
     }
 
+    /// Records the sizes of Docker volumes measured after their run released them (`bytes` by
+    /// entry key; each entry's data folder is added): the entries' metadata files are replaced
+    /// whole, so a run writing one meanwhile keeps a consistent file.
+    pub fn record_volume_sizes(&self, bytes: &BTreeMap<String, u64>) {
+        for (key, size) in bytes {
+            let dir = self.dir.join(key);
+            if let Some(mut meta) = read_meta(&dir)
+                && meta.volume
+            {
+                meta.size = dir_size(&dir.join(DATA_DIR)).saturating_add(*size);
+                meta.measured = now_secs();
+                let _ = write_meta(&dir, &meta);
+            }
+        }
+    }
+
     /// Opens (creating it if needed) the entry of `kind` for the project `project_key` at
     /// `project`, holding its lock (`exclusive` or shared); `Ok(None)` when `exclusive` and
     /// another run holds it. The entry's last use is set to now.
@@ -586,8 +650,23 @@ impl CacheRoot {
         kind: CacheKind,
         exclusive: bool,
     ) -> Result<Option<EntryLease>, CacheError> {
+        self.open_slot_entry(project, project_key, kind, 0, exclusive)
+    }
+
+    /// [`open_entry`](Self::open_entry) for warm slot `slot` (below [`WARM_SLOTS`]).
+    ///
+    /// # Errors
+    /// As [`open_entry`](Self::open_entry).
+    pub fn open_slot_entry(
+        &self,
+        project: &Path,
+        project_key: &str,
+        kind: CacheKind,
+        slot: u32,
+        exclusive: bool,
+    ) -> Result<Option<EntryLease>, CacheError> {
         self.ensure()?;
-        let key = format!("{project_key}-{kind}");
+        let key = entry_key(project_key, kind, slot.min(WARM_SLOTS - 1));
         let dir = self.dir.join(&key);
         // A concurrent eviction may remove the folder between our creating it and locking it:
         // then the lock is on a deleted file, and we try again.
@@ -614,6 +693,8 @@ impl CacheRoot {
                 last_used: 0,
                 size: 0,
                 volume: false,
+                measured: 0,
+                slot: slot.min(WARM_SLOTS - 1),
             });
             meta.last_used = now_secs();
             write_meta(&dir, &meta)?;
@@ -622,6 +703,7 @@ impl CacheRoot {
                 dir,
                 data,
                 kind,
+                slot: meta.slot,
                 _lock: lock,
             }));
         }
@@ -640,10 +722,16 @@ pub struct EntryLease {
     dir: PathBuf,
     data: PathBuf,
     kind: CacheKind,
+    slot: u32,
     _lock: Flock<File>,
 }
 
 impl EntryLease {
+    /// The warm slot it belongs to ([`EntryMeta::slot`]).
+    pub fn slot(&self) -> u32 {
+        self.slot
+    }
+
     /// `<project key>-<kind>`.
     pub fn key(&self) -> &str {
         &self.key
@@ -681,12 +769,33 @@ impl EntryLease {
     /// Measures the entry's data and records the size (and `extra` bytes kept elsewhere, such
     /// as a Docker volume's) and the time of last use.
     pub fn record_size(&self, extra: u64) {
-        let size = dir_size(&self.data).saturating_add(extra);
-        if let Some(mut meta) = read_meta(&self.dir) {
-            meta.size = size;
-            meta.last_used = now_secs();
-            let _ = write_meta(&self.dir, &meta);
+        self.record(Some(extra));
+    }
+
+    /// What is recorded about the entry (`None` when its metadata cannot be read).
+    pub fn meta(&self) -> Option<EntryMeta> {
+        read_meta(&self.dir)
+    }
+
+    /// Records the time of last use and the size: the data's plus `volume` bytes measured now
+    /// (`Some`), or, for an entry with a volume that was not measured this time (`None`), the
+    /// last recorded size (the volume's estimate).
+    fn record(&self, volume: Option<u64>) {
+        let Some(mut meta) = read_meta(&self.dir) else {
+            return;
+        };
+        match volume {
+            Some(extra) => {
+                meta.size = dir_size(&self.data).saturating_add(extra);
+                if meta.volume {
+                    meta.measured = now_secs();
+                }
+            }
+            None if meta.volume => {}
+            None => meta.size = dir_size(&self.data),
         }
+        meta.last_used = now_secs();
+        let _ = write_meta(&self.dir, &meta);
     }
 }
 
@@ -712,15 +821,25 @@ impl RunCache {
         request: &nuvira_api::SandboxRequest,
     ) -> Result<Self, CacheError> {
         let (project, project_key) = project_key(&request.workspace)?;
-        let workspace = root.open_entry(&project, &project_key, CacheKind::Workspace, true)?;
+        // The first free warm slot, claimed by its workspace entry's exclusive lock.
+        let mut workspace = None;
+        for slot in 0..WARM_SLOTS {
+            workspace =
+                root.open_slot_entry(&project, &project_key, CacheKind::Workspace, slot, true)?;
+            if workspace.is_some() {
+                break;
+            }
+        }
         let mut toolchains = Vec::new();
         for kind in toolchains_for(&project, &request.dir, &request.command) {
-            // A run on a fresh copy builds cold: the target dir is the persistent copy's (see
+            // The target dir belongs to the slot's copy; a run on a fresh copy builds cold (see
             // the module docs, "Concurrency").
-            if kind == CacheKind::Cargo && workspace.is_none() {
-                continue;
-            }
-            if let Some(lease) = root.open_entry(&project, &project_key, kind, false)? {
+            let slot = match (kind, &workspace) {
+                (CacheKind::Cargo, Some(ws)) => ws.slot(),
+                (CacheKind::Cargo, None) => continue,
+                _ => 0,
+            };
+            if let Some(lease) = root.open_slot_entry(&project, &project_key, kind, slot, false)? {
                 toolchains.push(lease);
             }
         }
@@ -736,6 +855,11 @@ impl RunCache {
     /// The project key.
     pub fn project_key(&self) -> &str {
         &self.project_key
+    }
+
+    /// The cache folder the entries are in.
+    pub fn root(&self) -> &CacheRoot {
+        &self.root
     }
 
     /// The canonical project folder.
@@ -782,7 +906,22 @@ impl RunCache {
     /// the size recorded for entry `key`.
     pub fn finish_with_extra(self, extra: &BTreeMap<String, u64>) -> Removal {
         for lease in self.toolchains.iter().chain(self.workspace.iter()) {
-            lease.record_size(extra.get(lease.key()).copied().unwrap_or(0));
+            lease.record(Some(extra.get(lease.key()).copied().unwrap_or(0)));
+        }
+        let root = self.root.clone();
+        drop(self);
+        root.evict().unwrap_or_default()
+    }
+
+    /// [`finish`](Self::finish) for a run whose volumes were measured (`Some`: bytes by entry
+    /// key, as [`finish_with_extra`](Self::finish_with_extra)) or not (`None`: an entry with a
+    /// volume keeps its last recorded size as the estimate).
+    pub fn finish_with_volumes(self, measured: Option<&BTreeMap<String, u64>>) -> Removal {
+        if let Some(extra) = measured {
+            return self.finish_with_extra(extra);
+        }
+        for lease in self.toolchains.iter().chain(self.workspace.iter()) {
+            lease.record(None);
         }
         let root = self.root.clone();
         drop(self);
@@ -909,7 +1048,8 @@ fn read_meta(entry: &Path) -> Option<EntryMeta> {
     let meta: EntryMeta = serde_json::from_slice(&std::fs::read(path).ok()?).ok()?;
     // An entry's metadata must agree with its name.
     let name = entry.file_name()?.to_str()?;
-    (name == format!("{}-{}", meta.project_key, meta.kind)
+    (name == entry_key(&meta.project_key, meta.kind, meta.slot)
+        && meta.slot < WARM_SLOTS
         && CacheKind::parse(meta.kind.as_str()).is_some())
     .then_some(meta)
 }
@@ -1111,7 +1251,9 @@ fn prepare_local_blocking(
             copy,
             special,
             cache: Some(cache),
-            note: Some("fresh copy: the project's persistent copy is in use by another run".into()),
+            note: Some(format!(
+                "fresh copy: the project's {WARM_SLOTS} persistent copies are in use by other runs"
+            )),
         });
     };
     // A run of this project that died may have left its command running in the copy.
@@ -1128,7 +1270,7 @@ fn prepare_local_blocking(
     Ok(Prepared {
         copy: WorkCopy::Persistent(dst),
         special: crate::special_names(&report.special),
-        note: Some(report.summary()),
+        note: Some(format!("{}{}", report.summary(), slot_note(ws.slot()))),
         cache: Some(cache),
     })
 }

@@ -14,6 +14,10 @@
 //! that name, so even a run whose future is dropped in the middle of the create call (the engine
 //! cancelling a step, a panic) leaves no container: the guard's `Drop` spawns a forced removal
 //! (with its anonymous volumes). [`DockerSandbox::wait_for_cleanup`] waits for such removals.
+//! With [`DockerSandbox::with_background_removal`] (what [`crate::select`] gives the commands,
+//! after [`crate::remove_containers_in_background`]),
+//! a run that ended with a result returns it first and removes its container in a tracked
+//! task; the commands wait for those removals ([`wait_for_removals`]) before they exit.
 //!
 //! With the `nuvira-host` image, the host's toolchain folders are added as read-only mounts (see
 //! [`super::host_toolchain`]) unless the request mounts something at the same path.
@@ -50,6 +54,7 @@ pub struct DockerSandbox {
     cleanup: TaskTracker,
     engine: crate::remote::EngineConfig,
     cache_root: Option<crate::cache::CacheRoot>,
+    background_removal: bool,
 }
 
 impl DockerSandbox {
@@ -98,6 +103,7 @@ impl DockerSandbox {
                 cleanup: TaskTracker::new(),
                 engine: engine.clone(),
                 cache_root: None,
+                background_removal: false,
             },
             version
                 .version
@@ -144,6 +150,17 @@ impl DockerSandbox {
     /// engine's.
     pub fn with_cache_root(mut self, root: crate::cache::CacheRoot) -> Self {
         self.cache_root = Some(root);
+        self
+    }
+
+    /// Removes the container of a run that ended with a result in the background, after the
+    /// result is returned, instead of before (a removal is a round trip of 50–150 ms, paid by
+    /// every run). The removal is tracked: [`wait_for_cleanup`](Self::wait_for_cleanup) and
+    /// [`wait_for_removals`] wait for it, and a process must call one of them before it exits
+    /// (or the container is left behind, stopped). A run that fails or is cancelled still
+    /// removes its container before it returns.
+    pub fn with_background_removal(mut self) -> Self {
+        self.background_removal = true;
         self
     }
 
@@ -208,6 +225,17 @@ impl DockerSandbox {
         let cache =
             crate::docker_cache::prepare(&self.docker, request, self.cache_root.as_ref()).await?;
         let mut newer = None;
+        let mut extra = Vec::new();
+        if let Some(ws) = cache.as_ref().and_then(|c| c.workspace.as_ref())
+            && ws.track
+            && !ws.prune.is_empty()
+        {
+            // What the last run created, deleted by the wrapper before the command.
+            extra.push((
+                Path::new(crate::docker_track::STATE_DIR).join("prune"),
+                crate::docker_track::prune_script(&ws.prune),
+            ));
+        }
         let (entries, special) = match cache.as_ref().and_then(|c| c.workspace.as_ref()) {
             // The workspace volume: only what changed is uploaded, each changed file with an
             // mtime past every earlier build's start (see `WorkspaceTar::newer`).
@@ -228,13 +256,28 @@ impl DockerSandbox {
             root: request.workspace.clone(),
             entries,
             newer,
+            extra,
         };
 
         let mut body = self.container_body(request, &image)?;
+        let name = container_name();
+        let tracked = cache
+            .as_ref()
+            .and_then(|c| c.workspace.as_ref())
+            .is_some_and(|ws| ws.track);
         if let Some(cache) = &cache {
             crate::docker_cache::apply(&mut body, cache, request);
+            if tracked {
+                body.cmd = Some(crate::docker_track::wrap(
+                    &request.command,
+                    crate::walk_options(request.include_ignored).skip_build_dirs,
+                    &name,
+                ));
+            }
         }
-        let name = container_name();
+        // The wrapper's listings, taken off the end of standard error.
+        let trailer = std::sync::Mutex::new(None);
+        let track = tracked.then_some((name.as_str(), &trailer));
         // The create call runs in its own task, so that it completes even when this future is
         // dropped; the guard's removal waits for it (a removal sent while the engine is still
         // creating would find nothing and leave the container behind).
@@ -284,7 +327,7 @@ impl DockerSandbox {
         if let Some(cache) = &cache {
             info.cache_key = Some(cache.run.project_key().to_owned());
             info.workspace_copy = Some(cache.workspace.as_ref().map_or_else(
-                || "uploaded: all, into the container (the workspace volume is in use by another run)".to_owned(),
+                || format!("uploaded: all, into the container (the {} workspace volumes are in use by other runs)", crate::cache::WARM_SLOTS),
                 |ws| ws.note.clone(),
             ));
         }
@@ -292,7 +335,7 @@ impl DockerSandbox {
 
         // Cancellation is honoured in every phase (upload, start, wait, collect).
         let result = tokio::select! {
-            r = self.drive(&id, request, tar, cancel, &collect, &info, started) => r,
+            r = self.drive(&id, request, tar, cancel, &collect, &info, started, track) => r,
             () = cancel.cancelled() => Err(SandboxError::Cancelled),
         };
         if matches!(result, Err(SandboxError::Cancelled)) {
@@ -306,17 +349,70 @@ impl DockerSandbox {
                 )
                 .await;
         }
+        if let Some(ws) = cache.as_ref().and_then(|c| c.workspace.as_ref())
+            && ws.track
+        {
+            // What the command changed in the volume, from the stopped container (missing
+            // when it was killed at its timeout, or the run failed: the volume is made again).
+            let finished = result.as_ref().is_ok_and(|o| !o.timed_out);
+            let listed = trailer
+                .lock()
+                .ok()
+                .and_then(|mut t| t.take())
+                .filter(|_| finished)
+                .and_then(|t| crate::docker_track::parse_trailer(&t, &name));
+            let (all, newer) = match listed {
+                Some((newer, crate::docker_track::AllListing::Inline(all))) => {
+                    (Some(all), Some(newer))
+                }
+                Some((newer, crate::docker_track::AllListing::File)) => {
+                    let dir = Path::new(CONTAINER_WORKDIR).join(crate::docker_track::STATE_DIR);
+                    let [all] = self
+                        .download_files(
+                            &id,
+                            &dir.to_string_lossy(),
+                            ["all"],
+                            crate::docker_track::LIST_CAP,
+                        )
+                        .await;
+                    (all, Some(newer))
+                }
+                None => (None, None),
+            };
+            ws.record_after(all.as_deref(), newer.as_deref());
+        }
+        let (evicted, measure) = match cache {
+            Some(cache) => {
+                if result.is_ok()
+                    && let Some(ws) = &cache.workspace
+                {
+                    ws.commit();
+                }
+                crate::docker_cache::finish(cache).await
+            }
+            None => (Vec::new(), None),
+        };
+        if self.background_removal && result.is_ok() {
+            // The result is known: the removal (and that of evicted volumes, which the
+            // container may still hold) and the volumes' measurement need not delay it.
+            let docker = self.docker.clone();
+            self.cleanup.spawn(REMOVALS.track_future(async move {
+                remove(&docker, &id).await;
+                crate::docker_cache::remove_evicted(&docker, &evicted).await;
+                if let Some(m) = measure {
+                    m.run(&docker).await;
+                }
+            }));
+            guard.disarm();
+            return result;
+        }
         // Removal is awaited here on every path the future survives; the guard covers the rest
         // (including this removal being dropped half-way).
         remove(&self.docker, &id).await;
         guard.disarm();
-        if let Some(cache) = cache {
-            if result.is_ok()
-                && let Some(ws) = &cache.workspace
-            {
-                ws.commit();
-            }
-            crate::docker_cache::finish(&self.docker, cache).await;
+        crate::docker_cache::remove_evicted(&self.docker, &evicted).await;
+        if let Some(m) = measure {
+            m.run(&self.docker).await;
         }
         result
     }
@@ -334,12 +430,13 @@ impl DockerSandbox {
         collect: &[(String, std::path::PathBuf)],
         info: &SandboxInfo,
         started: Instant,
+        track: Track<'_>,
     ) -> Result<SandboxOutcome, SandboxError> {
         let docker = &self.docker;
-        if tar.entries.is_empty() {
+        if tar.entries.is_empty() && tar.extra.is_empty() {
             // Nothing changed since the workspace volume's last upload.
             return self
-                .run_uploaded(id, request, cancel, collect, info, started)
+                .run_uploaded(id, request, cancel, collect, info, started, track)
                 .await;
         }
         let (chunks, packer) = tar.stream();
@@ -361,11 +458,15 @@ impl DockerSandbox {
             Err(e) => return Err(SandboxError::Failed(format!("pack the workspace: {e}"))),
         }
         uploaded.map_err(|e| self.engine_error("upload the workspace", e))?;
-        self.run_uploaded(id, request, cancel, collect, info, started)
+        self.run_uploaded(id, request, cancel, collect, info, started, track)
             .await
     }
 
     /// The rest of [`Self::drive`] once the workspace is in the container.
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "one private step of run_observed"
+    )]
     async fn run_uploaded(
         &self,
         id: &str,
@@ -374,6 +475,7 @@ impl DockerSandbox {
         collect: &[(String, std::path::PathBuf)],
         info: &SandboxInfo,
         started: Instant,
+        track: Track<'_>,
     ) -> Result<SandboxOutcome, SandboxError> {
         let docker = &self.docker;
         let attached = docker
@@ -435,8 +537,9 @@ impl DockerSandbox {
         };
 
         let mut timed_out = false;
+        let mut status = None;
         tokio::select! {
-            r = wait() => { r?; }
+            r = wait() => { status = Some(r?); }
             () = tokio::time::sleep(request.limits.timeout) => {
                 timed_out = true;
                 kill().await;
@@ -448,25 +551,37 @@ impl DockerSandbox {
             }
         }
 
-        let state = docker
-            .inspect_container(
-                id,
-                None::<bollard::query_parameters::InspectContainerOptions>,
-            )
-            .await
-            .map_err(|e| self.engine_error("inspect the container", e))?
-            .state
-            .unwrap_or_default();
-        let oom_killed = state.oom_killed.unwrap_or(false);
-        let exit_code = if timed_out { None } else { state.exit_code };
+        // A command that exited 0 was not killed by a limit: its status is the wait's, and the
+        // inspection (a round trip) is needed only to tell an out-of-memory kill otherwise.
+        let (exit_code, oom_killed) = if status == Some(0) {
+            (Some(0), false)
+        } else {
+            let state = docker
+                .inspect_container(
+                    id,
+                    None::<bollard::query_parameters::InspectContainerOptions>,
+                )
+                .await
+                .map_err(|e| self.engine_error("inspect the container", e))?
+                .state
+                .unwrap_or_default();
+            let exit_code = if timed_out { None } else { state.exit_code };
+            (exit_code, state.oom_killed.unwrap_or(false))
+        };
 
-        let (stdout, stderr) = match tokio::time::timeout(Duration::from_secs(5), reader).await {
+        let (stdout, mut stderr) = match tokio::time::timeout(Duration::from_secs(5), reader).await
+        {
             Ok(Ok(pair)) => pair,
             _ => {
                 reader_abort.abort();
                 (Tail::default(), Tail::default())
             }
         };
+        if let Some((nonce, trailer)) = track
+            && let Ok(mut slot) = trailer.lock()
+        {
+            *slot = stderr.take_trailer(&crate::docker_track::marker(nonce, "newer"));
+        }
         let stderr = stderr.into_text();
         let pids_limited = mentions_fork_failure(&stderr);
 
@@ -639,6 +754,57 @@ impl DockerSandbox {
         }
     }
 
+    /// The regular files `names` directly in the folder `dir` of the stopped container, in one
+    /// archive (each download is a mount of the container's file system by the engine); `None`
+    /// for a file that is missing, not a regular file, or when the archive is over `cap` bytes
+    /// (it was written by the run: it is not trusted).
+    async fn download_files<const N: usize>(
+        &self,
+        id: &str,
+        dir: &str,
+        names: [&str; N],
+        cap: usize,
+    ) -> [Option<Vec<u8>>; N] {
+        let mut out: [Option<Vec<u8>>; N] = std::array::from_fn(|_| None);
+        let mut stream = self
+            .docker
+            .download_from_container(id, Some(DownloadFromContainerOptions { path: dir.into() }));
+        let mut tar = Vec::new();
+        while let Some(chunk) = stream.next().await {
+            let Ok(chunk) = chunk else { return out };
+            tar.extend_from_slice(&chunk);
+            if tar.len() > cap.saturating_add(64 * 1024) {
+                return out;
+            }
+        }
+        let mut archive = tar::Archive::new(tar.as_slice());
+        let Ok(entries) = archive.entries() else {
+            return out;
+        };
+        for entry in entries {
+            let Ok(mut entry) = entry else { break };
+            if !entry.header().entry_type().is_file() {
+                continue;
+            }
+            let Ok(path) = entry.path().map(|p| p.into_owned()) else {
+                continue;
+            };
+            // `<dir's name>/<name>`: nothing deeper counts.
+            let mut parts = path.components().skip(1);
+            let (Some(std::path::Component::Normal(name)), None) = (parts.next(), parts.next())
+            else {
+                continue;
+            };
+            if let Some(i) = names.iter().position(|n| std::ffi::OsStr::new(n) == name) {
+                let mut bytes = Vec::new();
+                if std::io::Read::read_to_end(&mut entry, &mut bytes).is_ok() {
+                    out[i] = Some(bytes);
+                }
+            }
+        }
+        out
+    }
+
     /// One file of the stopped container, or `None` when it is missing.
     async fn download_file(&self, id: &str, path: &str) -> Option<Vec<u8>> {
         let mut stream = self
@@ -675,6 +841,10 @@ impl Sandbox for DockerSandbox {
         self.run_observed(request, cancel, &|_| {}).await
     }
 }
+
+/// A tracked run's nonce (the container's name, in the wrapper's markers) and where its
+/// trailer goes ([`crate::docker_track`]).
+type Track<'a> = Option<(&'a str, &'a std::sync::Mutex<Option<Vec<u8>>>)>;
 
 /// Removes a container (forced, with its anonymous volumes); a missing one is fine.
 async fn remove(docker: &Docker, name: &str) {
@@ -794,6 +964,8 @@ struct WorkspaceTar {
     /// the volume started would otherwise look older than that build, and cargo would keep
     /// it (see [`crate::sync`]'s *Build tools that trust mtimes*).
     newer: Option<(u64, std::collections::BTreeSet<std::path::PathBuf>)>,
+    /// Files made here (path, content), packed after the entries, with their folder.
+    extra: Vec<(std::path::PathBuf, Vec<u8>)>,
 }
 
 /// Bytes handed to the engine per chunk.
@@ -854,6 +1026,26 @@ impl WorkspaceTar {
             builder
                 .append_path_with_name(&full, rel)
                 .map_err(|e| fail(&full, e))?;
+        }
+        let mut dirs = std::collections::BTreeSet::new();
+        for (rel, bytes) in &self.extra {
+            if let Some(parent) = rel.parent().filter(|p| !p.as_os_str().is_empty())
+                && dirs.insert(parent.to_path_buf())
+            {
+                let mut header = tar::Header::new_gnu();
+                header.set_entry_type(tar::EntryType::Directory);
+                header.set_mode(0o755);
+                header.set_size(0);
+                builder
+                    .append_data(&mut header, parent, std::io::empty())
+                    .map_err(|e| fail(parent, e))?;
+            }
+            let mut header = tar::Header::new_gnu();
+            header.set_mode(0o644);
+            header.set_size(bytes.len() as u64);
+            builder
+                .append_data(&mut header, rel, bytes.as_slice())
+                .map_err(|e| fail(rel, e))?;
         }
         let mut writer = builder.into_inner().map_err(|e| fail(&self.root, e))?;
         std::io::Write::flush(&mut writer).map_err(|e| fail(&self.root, e))
@@ -926,6 +1118,7 @@ mod tests {
             root: root.to_path_buf(),
             entries: crate::workspace_entries(root, include_ignored).unwrap(),
             newer: None,
+            extra: Vec::new(),
         };
         let mut buf = Vec::new();
         tar.pack(&mut buf).unwrap();

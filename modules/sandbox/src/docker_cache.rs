@@ -12,12 +12,15 @@
 //! archive upload replaces a file or link by another type in place, but cannot delete: when
 //! the workspace lost an entry, the volume is made again and everything uploaded. The
 //! manifest is removed before the upload and written back only after it succeeded. A second
-//! run of the project at the same time does not get the workspace entry and uploads the whole
+//! run of the project at the same time gets the second warm slot (its own workspace volume
+//! and cargo volume, [`crate::cache::WARM_SLOTS`]); a run beyond the slots uploads the whole
 //! workspace into its own container, as without the cache.
 //!
-//! What the container writes into `/workspace` stays in the volume for the next run (Nuvira
-//! overwrites only what it uploads): a run can leave files, or change a file the workspace did
-//! not change, for the next run to see. `--no-cache` (or `nuvira cache clean`) gives a clean
+//! What the container writes into `/workspace` is undone before the next run with the
+//! `nuvira-host` image ([`crate::docker_track`]: created entries deleted, a changed upload
+//! made again). With other images it stays in the volume for the next run (Nuvira overwrites
+//! only what it uploads): a run can leave files, or change a file the workspace did not
+//! change, for the next run to see. `--no-cache` (or `nuvira cache clean`) gives a clean
 //! start; see `docs/sandbox.md`.
 
 use crate::cache::{
@@ -52,8 +55,15 @@ pub(crate) struct WorkspaceVolume {
     pub(crate) special: Vec<String>,
     /// What [`crate::SandboxInfo::workspace_copy`] says.
     pub(crate) note: String,
+    /// Whether the command runs under the wrapper that keeps the volume a mirror
+    /// ([`crate::docker_track`]).
+    pub(crate) track: bool,
+    /// What the last run created, to delete before this run's command (uploaded as the
+    /// wrapper's prune script).
+    pub(crate) prune: Vec<PathBuf>,
     manifest: crate::sync::Manifest,
     manifest_path: PathBuf,
+    entry_dir: PathBuf,
 }
 
 impl WorkspaceVolume {
@@ -62,6 +72,13 @@ impl WorkspaceVolume {
         if let Err(e) = self.manifest.save(&self.manifest_path) {
             tracing::warn!("the next run will upload the whole workspace: {e}");
         }
+    }
+
+    /// Records, from the run's listings (`None`: missing, e.g. the run was killed), what the
+    /// next run must undo ([`crate::docker_track::reconcile`]).
+    pub(crate) fn record_after(&self, all: Option<&[u8]>, newer: Option<&[u8]>) {
+        let after = crate::docker_track::reconcile(&self.manifest, all, newer);
+        crate::docker_track::save(&self.entry_dir, &after);
     }
 }
 
@@ -105,6 +122,61 @@ async fn ensure_volume(
         .await
         .map_err(|e| SandboxError::Failed(format!("create the cache volume {name}: {e}")))?;
     Ok(true)
+}
+
+/// Whether a run's workspace volume can be kept a mirror ([`crate::docker_track`]): the
+/// `nuvira-host` image (this machine's `/bin/sh` and `find`), and no mount of the request inside
+/// `/workspace` (the listing would take a mount point for a created entry).
+fn trackable(request: &SandboxRequest) -> bool {
+    let image = request.image.as_deref().unwrap_or(crate::DEFAULT_IMAGE);
+    crate::is_host_image(image)
+        && !request
+            .mounts
+            .iter()
+            .any(|m| Path::new(&m.container).starts_with(crate::CONTAINER_WORKDIR))
+}
+
+/// Removes the workspace volume to make it again. A container that still holds it is a stopped
+/// run's (removed in the background, or left by a process that died: the run holds the slot,
+/// so no other run uses the volume): it is removed first.
+async fn remove_workspace_volume(docker: &Docker, name: &str) -> Result<(), SandboxError> {
+    let fail = |e: String| SandboxError::Failed(format!("remove the workspace volume {name}: {e}"));
+    let mut last = match remove_volume(docker, name).await {
+        Ok(()) => return Ok(()),
+        Err(e) => e,
+    };
+    // A removal in progress (the last run's, in the background) holds it a little longer.
+    for _ in 0..100 {
+        let filters = HashMap::from([("volume".to_owned(), vec![name.to_owned()])]);
+        let holders = docker
+            .list_containers(Some(bollard::query_parameters::ListContainersOptions {
+                all: true,
+                filters: Some(filters),
+                ..Default::default()
+            }))
+            .await
+            .map_err(|e| fail(e.to_string()))?;
+        for c in holders {
+            if let Some(id) = c.id {
+                let _ = docker
+                    .remove_container(
+                        &id,
+                        Some(bollard::query_parameters::RemoveContainerOptions {
+                            force: true,
+                            v: true,
+                            ..Default::default()
+                        }),
+                    )
+                    .await;
+            }
+        }
+        match remove_volume(docker, name).await {
+            Ok(()) => return Ok(()),
+            Err(e) => last = e,
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    Err(fail(last))
 }
 
 /// Removes a volume; a missing one is fine.
@@ -162,9 +234,15 @@ pub(crate) async fn prepare(
     let mut mounts = Vec::new();
     let mut env = BTreeMap::new();
     let mut volumes = BTreeMap::new();
+    // One round trip for all the volumes, not one after the other.
+    futures::future::try_join_all(run.toolchains().iter().map(|lease| {
+        let name = volume_name(lease.key());
+        let labels = labels(&run, lease.key());
+        async move { ensure_volume(docker, &name, labels).await }
+    }))
+    .await?;
     for lease in run.toolchains() {
         let name = volume_name(lease.key());
-        ensure_volume(docker, &name, labels(&run, lease.key())).await?;
         let _ = lease.mark_volume();
         let target = format!("{CONTAINER_CACHE_DIR}/{}", lease.kind());
         env.extend(env_for(lease.kind(), Path::new(&target)));
@@ -186,13 +264,27 @@ pub(crate) async fn prepare(
         .map_err(|e| SandboxError::Failed(format!("list the workspace: {e}")))?;
         // Not trusted again until this run's upload has succeeded.
         let _ = std::fs::remove_file(&manifest_path);
-        let fresh = if delta.deleted.is_empty() {
+        let entry_dir = ws.entry_dir().to_path_buf();
+        let track = trackable(request);
+        // What the last run left: a prune list (it was tracked), or dirty (not undone by one).
+        let dirty = entry_dir.join(crate::docker_track::DIRTY_FILE).exists();
+        let last_prune = crate::docker_track::load_prune(&entry_dir);
+        let _ = std::fs::remove_file(entry_dir.join(crate::docker_track::DIRTY_FILE));
+        let _ = std::fs::remove_file(entry_dir.join(crate::docker_track::PRUNE_FILE));
+        // Made again when the workspace lost an entry (an upload cannot delete), when the last
+        // run left what a prune cannot undo, and when this run and the last differ in being
+        // tracked (an untracked run cannot prune; what an untracked run left is unknown).
+        let remake = !delta.deleted.is_empty() || dirty || (last_prune.is_some() != track);
+        let fresh = if remake {
+            remove_workspace_volume(docker, &name).await?;
             ensure_volume(docker, &name, labels(&run, ws.key())).await?
         } else {
-            remove_volume(docker, &name).await.map_err(|e| {
-                SandboxError::Failed(format!("remove the workspace volume {name}: {e}"))
-            })?;
             ensure_volume(docker, &name, labels(&run, ws.key())).await?
+        };
+        let prune = if fresh {
+            Vec::new()
+        } else {
+            last_prune.unwrap_or_default()
         };
         let _ = ws.mark_volume();
         let changed = delta.upload.iter().cloned().collect();
@@ -202,10 +294,12 @@ pub(crate) async fn prepare(
                 delta.all,
                 format!(
                     "uploaded: all {n} entries into a new workspace volume{}",
-                    if delta.deleted.is_empty() {
-                        String::new()
-                    } else {
+                    if !delta.deleted.is_empty() {
                         format!(" ({} deleted or changed type)", delta.deleted.len())
+                    } else if dirty {
+                        " (the last run changed or deleted uploaded files)".to_owned()
+                    } else {
+                        String::new()
                     }
                 ),
             )
@@ -217,6 +311,15 @@ pub(crate) async fn prepare(
             );
             (delta.upload, note)
         };
+        let note = format!(
+            "{note}{}{}",
+            if prune.is_empty() {
+                String::new()
+            } else {
+                format!(", {} left by the last run removed", prune.len())
+            },
+            crate::cache::slot_note(ws.slot())
+        );
         mounts.push(volume_mount(&name, crate::CONTAINER_WORKDIR));
         volumes.insert(ws.key().to_owned(), name);
         workspace = Some(WorkspaceVolume {
@@ -224,8 +327,11 @@ pub(crate) async fn prepare(
             changed,
             special: crate::special_names(&delta.special),
             note,
+            track,
+            prune,
             manifest: delta.manifest,
             manifest_path,
+            entry_dir,
         });
     }
     Ok(Some(DockerCache {
@@ -237,46 +343,148 @@ pub(crate) async fn prepare(
     }))
 }
 
-/// The sizes of the cache volumes, as the engine reports them (`docker system df`).
+/// The sizes of the cache volumes, as the engine reports them (`docker system df`; empty
+/// when the engine does not tell). The engine walks every volume it has to answer, so
+/// [`finish`] asks only now and then.
 pub async fn volume_sizes(docker: &Docker) -> BTreeMap<String, u64> {
-    let df = tokio::time::timeout(
-        std::time::Duration::from_secs(10),
-        docker.df(Some(bollard::query_parameters::DataUsageOptions {
-            _type: Some(vec!["volume".into()]),
-        })),
-    )
-    .await;
-    let Ok(Ok(df)) = df else {
-        return BTreeMap::new();
-    };
-    df.volumes
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|v| v.labels.contains_key(VOLUME_LABEL))
-        .map(|v| {
-            let size = v
-                .usage_data
-                .map_or(0, |u| u64::try_from(u.size).unwrap_or(0));
-            (v.name, size)
-        })
-        .collect()
+    try_volume_sizes(docker).await.unwrap_or_default()
 }
 
-/// Ends a Docker run's use of the caches: records sizes (the volumes' from the engine),
-/// releases the entries, evicts by the cap, and removes the volumes of evicted entries.
-pub(crate) async fn finish(docker: &Docker, cache: DockerCache) {
-    let sizes = volume_sizes(docker).await;
-    let extra: BTreeMap<String, u64> = cache
-        .volumes
+/// [`volume_sizes`], `None` when the engine did not answer (within 10 s) or refused.
+async fn try_volume_sizes(docker: &Docker) -> Option<BTreeMap<String, u64>> {
+    // The engine runs one disk-usage walk at a time and refuses a second meanwhile (409):
+    // wait for it a little.
+    let mut attempts = 0;
+    let df = loop {
+        attempts += 1;
+        // No `type` filter: bollard cannot encode its list (the call failed on every run),
+        // and engines before API 1.42 ignore it anyway.
+        let df = tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            docker.df(None::<bollard::query_parameters::DataUsageOptions>),
+        )
+        .await;
+        match df {
+            Ok(Ok(df)) => break df,
+            Ok(Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 409, ..
+            })) if attempts < 20 => {
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+            Ok(Err(e)) => {
+                tracing::warn!("the cache volumes' sizes are unknown: `docker system df`: {e}");
+                return None;
+            }
+            Err(_) => {
+                tracing::warn!(
+                    "the cache volumes' sizes are unknown: `docker system df` timed out"
+                );
+                return None;
+            }
+        }
+    };
+    Some(
+        df.volumes
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|v| v.labels.contains_key(VOLUME_LABEL))
+            .map(|v| {
+                let size = v
+                    .usage_data
+                    .map_or(0, |u| u64::try_from(u.size).unwrap_or(0));
+                (v.name, size)
+            })
+            .collect(),
+    )
+}
+
+/// How long a volume's measured size is trusted before a run measures it again.
+pub const MEASURE_EVERY: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// Whether the run's volumes are to be measured now: one of them was never measured (a new
+/// volume: its first run is a cold build, beside which the walk is nothing) or not for
+/// [`MEASURE_EVERY`], or the cache's recorded total is at least half the cap (eviction may
+/// be near, so the sizes must be current).
+fn measure_due(cache: &DockerCache) -> bool {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let leases = cache
+        .run
+        .toolchains()
         .iter()
-        .filter_map(|(key, vol)| sizes.get(vol).map(|s| (key.clone(), *s)))
-        .collect();
+        .chain(cache.run.workspace())
+        .filter(|l| cache.volumes.contains_key(l.key()));
+    let stale = leases.map(|l| l.meta()).any(|m| {
+        m.is_none_or(|m| {
+            m.measured == 0 || now.saturating_sub(m.measured) >= MEASURE_EVERY.as_secs()
+        })
+    });
+    stale || {
+        let root = cache.run.root();
+        let total: u64 = root
+            .list()
+            .map(|l| l.iter().map(|e| e.meta.size).sum())
+            .unwrap_or(u64::MAX);
+        total >= root.max_bytes() / 2
+    }
+}
+
+/// What a Docker run leaves to do once its result is out: measure its volumes (when
+/// [due](measure_due)) and record their sizes.
+pub(crate) struct Measure {
+    root: CacheRoot,
+    /// Volume names by entry key.
+    volumes: BTreeMap<String, String>,
+}
+
+impl Measure {
+    /// Measures the volumes (`docker system df`) and records their sizes; an engine that does
+    /// not tell leaves the estimates (the next run tries again).
+    pub(crate) async fn run(self, docker: &Docker) {
+        if let Some(sizes) = try_volume_sizes(docker).await {
+            let bytes: BTreeMap<String, u64> = self
+                .volumes
+                .iter()
+                .filter_map(|(key, vol)| sizes.get(vol).map(|s| (key.clone(), *s)))
+                .collect();
+            let root = self.root;
+            let _ = tokio::task::spawn_blocking(move || root.record_volume_sizes(&bytes)).await;
+        }
+    }
+}
+
+/// Ends a Docker run's use of the caches: records sizes (the volumes' last measurement),
+/// releases the entries and evicts by the cap. Returns the volumes of evicted entries, for the
+/// caller to remove once the run's container is gone (the engine refuses to remove a volume a
+/// container still uses), and, when the volumes are [due](measure_due) to be measured, the
+/// measurement: walking every volume of the engine takes long enough (100 ms and more) to be
+/// done after the result is out when the caller can ([`Measure::run`]).
+pub(crate) async fn finish(cache: DockerCache) -> (Vec<String>, Option<Measure>) {
+    let measure = measure_due(&cache).then(|| Measure {
+        root: cache.run.root().clone(),
+        volumes: cache.volumes.clone(),
+    });
     let run = cache.run;
-    let removal = tokio::task::spawn_blocking(move || run.finish_with_extra(&extra))
+    let removal = tokio::task::spawn_blocking(move || run.finish_with_volumes(None))
         .await
         .unwrap_or_default();
-    for entry in removal.removed.iter().filter(|e| e.meta.volume) {
-        let _ = remove_volume(docker, &volume_name(&entry.key)).await;
+    let evicted = removal
+        .removed
+        .iter()
+        .filter(|e| e.meta.volume)
+        .map(|e| volume_name(&e.key))
+        .collect();
+    (evicted, measure)
+}
+
+/// Removes the volumes [`finish`] returned; a failure is a warning (`nuvira cache clean`
+/// removes what is left).
+pub(crate) async fn remove_evicted(docker: &Docker, names: &[String]) {
+    for name in names {
+        if let Err(e) = remove_volume(docker, name).await {
+            tracing::warn!("failed to remove the evicted cache volume {name}: {e}");
+        }
     }
 }
 

@@ -28,6 +28,8 @@ pub mod cache;
 pub mod docker;
 #[cfg(feature = "docker")]
 pub mod docker_cache;
+#[cfg(feature = "docker")]
+mod docker_track;
 pub mod limits;
 pub mod local;
 pub mod pnpm;
@@ -469,11 +471,30 @@ pub async fn select(kind: SandboxKind, image: Option<&str>) -> Result<Selection,
     }
 }
 
+/// Whether [`select`] gives Docker sandboxes [`DockerSandbox::with_background_removal`].
+#[cfg(feature = "docker")]
+static BACKGROUND_REMOVAL: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
+/// Makes the Docker sandboxes [`select`] returns from now on, in this process, remove each
+/// finished run's container after returning its result ([`DockerSandbox::with_background_removal`]).
+/// Only for a process that calls [`wait_for_removals`] before it exits (the commands do):
+/// otherwise the containers of its last runs are left behind, stopped.
+#[cfg(feature = "docker")]
+pub fn remove_containers_in_background() {
+    BACKGROUND_REMOVAL.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// The Docker sandbox and why it was picked, or why not.
 #[cfg(feature = "docker")]
 async fn docker(image: Option<&str>) -> Result<(AnySandbox, String), SandboxError> {
     let image = image.unwrap_or(DEFAULT_IMAGE);
     let (sandbox, version) = DockerSandbox::connect_checked(image).await?;
+    let sandbox = if BACKGROUND_REMOVAL.load(std::sync::atomic::Ordering::Relaxed) {
+        sandbox.with_background_removal()
+    } else {
+        sandbox
+    };
     Ok((
         AnySandbox::Docker(Arc::new(sandbox)),
         format!("engine {version} answers and image {image} exists"),
@@ -551,6 +572,20 @@ impl Tail {
             self.buf.drain(..excess);
             self.cut += excess as u64;
         }
+    }
+
+    /// Splits off what follows the last `marker` (the marker too), if it is still kept.
+    #[cfg(feature = "docker")]
+    pub(crate) fn take_trailer(&mut self, marker: &[u8]) -> Option<Vec<u8>> {
+        if marker.is_empty() || self.buf.len() < marker.len() {
+            return None;
+        }
+        let pos = (0..=self.buf.len() - marker.len())
+            .rev()
+            .find(|&i| self.buf[i..].starts_with(marker))?;
+        let trailer = self.buf[pos + marker.len()..].to_vec();
+        self.buf.truncate(pos);
+        Some(trailer)
     }
 
     /// The kept bytes as text, starting with `[... N bytes cut ...]` when some were dropped.

@@ -242,6 +242,18 @@ impl Manifest {
     pub fn is_empty(&self) -> bool {
         self.records.is_empty()
     }
+
+    /// What kind of entry it records at `rel` (`b'd'`, `b'f'` or `b'l'`), if any.
+    #[cfg(feature = "docker")]
+    pub(crate) fn kind_of(&self, rel: &Path) -> Option<u8> {
+        self.records.get(rel).map(|r| r.kind)
+    }
+
+    /// Every recorded path with its kind.
+    #[cfg(feature = "docker")]
+    pub(crate) fn paths(&self) -> impl Iterator<Item = (&Path, u8)> {
+        self.records.iter().map(|(p, r)| (p.as_path(), r.kind))
+    }
 }
 
 fn mtime_ns(m: &std::fs::Metadata) -> i128 {

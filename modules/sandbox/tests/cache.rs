@@ -366,42 +366,95 @@ async fn a_cache_of_project_a_is_never_used_for_project_b_locally() {
     assert!(listed[0].starts_with("mark-"));
 }
 
-#[tokio::test]
-async fn two_runs_of_one_project_at_once_both_succeed_one_on_the_synced_copy() {
-    let base = tempfile::tempdir().unwrap();
-    let sandbox = LocalSandbox::new().with_cache_root(CacheRoot::at(base.path(), u64::MAX));
-    let p = cargo_project();
+/// Runs `scripts` at once, each after saying it started and once all the others have: they
+/// are in the sandbox together for certain (each holds its cache entries meanwhile).
+async fn at_once(
+    sandbox: &LocalSandbox,
+    p: &Path,
+    then: &str,
+    n: usize,
+) -> Vec<nuvira_api::SandboxOutcome> {
     let marks = tempfile::tempdir().unwrap();
     let m = marks.path().display();
-    // Each run says it started, then waits for the other: they overlap for certain.
-    let one = cached(
-        p.path(),
-        &format!("touch {m}/one; while [ ! -e {m}/two ]; do :; done; echo one done"),
-    );
-    let two = cached(
-        p.path(),
-        &format!("touch {m}/two; while [ ! -e {m}/one ]; do :; done; echo two done"),
-    );
-    let (a, b) = tokio::join!(
-        sandbox.run(&one, &NeverCancelled),
-        sandbox.run(&two, &NeverCancelled)
-    );
-    let (a, b) = (a.unwrap(), b.unwrap());
-    assert_eq!(
-        (a.exit_code, b.exit_code),
-        (Some(0), Some(0)),
-        "{a:?} {b:?}"
-    );
-    let notes = [
-        a.info.workspace_copy.clone().unwrap(),
-        b.info.workspace_copy.clone().unwrap(),
-    ];
-    assert!(notes.iter().any(|n| n.starts_with("synced")), "{notes:?}");
+    let runs: Vec<_> = (0..n)
+        .map(|i| {
+            let wait: String = (0..n)
+                .map(|j| format!("while [ ! -e {m}/{j} ]; do :; done; "))
+                .collect();
+            let req = cached(p, &format!("touch {m}/{i}; {wait}{then}"));
+            let sandbox = sandbox.clone();
+            tokio::spawn(async move { sandbox.run(&req, &NeverCancelled).await.unwrap() })
+        })
+        .collect();
+    let mut out = Vec::new();
+    for r in runs {
+        out.push(r.await.unwrap());
+    }
+    out
+}
+
+fn notes(outs: &[nuvira_api::SandboxOutcome]) -> Vec<String> {
+    outs.iter()
+        .map(|o| o.info.workspace_copy.clone().unwrap())
+        .collect()
+}
+
+// Before the second warm slot, the second of two runs at once got a fresh copy and built cold
+// on every such run.
+#[tokio::test]
+async fn two_runs_of_one_project_at_once_each_get_a_warm_slot_and_are_warm_the_next_time() {
+    let base = tempfile::tempdir().unwrap();
+    let sandbox = LocalSandbox::new().with_cache_root(CacheRoot::at(base.path(), u64::MAX));
+    let p = tempfile::tempdir().unwrap();
+    versioned_bin(p.path(), 1);
+    let build = "cargo run --offline 2>&1";
+    let first = at_once(&sandbox, p.path(), build, 2).await;
+    for o in &first {
+        assert_eq!(o.exit_code, Some(0), "{o:?}");
+        assert!(o.stdout.contains("Compiling p v0.1.0"), "{o:?}");
+        assert!(o.stdout.contains("VERSION=1"), "{o:?}");
+    }
+    let n = notes(&first);
+    assert!(n.iter().all(|n| n.starts_with("synced")), "{n:?}");
+    assert!(n.iter().any(|n| n.contains("warm slot 2 of 2")), "{n:?}");
+    assert_eq!(first[0].info.cache_key, first[1].info.cache_key);
+    // Each slot kept its copy and its own target dir: both warm at once again.
+    let second = at_once(&sandbox, p.path(), build, 2).await;
+    for o in &second {
+        assert_eq!(o.exit_code, Some(0), "{o:?}");
+        assert!(!o.stdout.contains("Compiling p"), "{o:?}");
+        assert!(o.stdout.contains("VERSION=1"), "{o:?}");
+    }
     assert!(
-        notes.iter().any(|n| n.contains("in use by another run")),
-        "{notes:?}"
+        notes(&second)
+            .iter()
+            .any(|n| n.contains("warm slot 2 of 2")),
+        "{:?}",
+        notes(&second)
     );
-    assert_eq!(a.info.cache_key, b.info.cache_key);
+    // Both slots are entries of the cache, listed (and counted against the cap).
+    let root = CacheRoot::at(base.path(), u64::MAX);
+    let (_, key) = project_key(p.path()).unwrap();
+    let mut keys: Vec<String> = root.list().unwrap().into_iter().map(|e| e.key).collect();
+    keys.sort();
+    assert_eq!(
+        keys,
+        [
+            format!("{key}-cargo"),
+            format!("{key}-cargo-1"),
+            format!("{key}-workspace"),
+            format!("{key}-workspace-1"),
+        ]
+    );
+    // A third run at once gets a fresh copy, and all three succeed.
+    let third = at_once(&sandbox, p.path(), "echo ok", 3).await;
+    assert!(third.iter().all(|o| o.exit_code == Some(0)), "{third:?}");
+    let n = notes(&third);
+    assert_eq!(
+        n.iter().filter(|n| n.starts_with("fresh copy")).count(),
+        1,
+        "{n:?}"
+    );
 }
 
 #[tokio::test]
@@ -483,7 +536,7 @@ async fn overlapping_runs_of_edited_sources_each_run_their_own_build() {
             .info
             .workspace_copy
             .as_deref()
-            .is_some_and(|n| n.contains("in use by another run")),
+            .is_some_and(|n| n.contains("warm slot 2 of 2")),
         "{second:?}"
     );
     assert_eq!(first.stdout.trim(), "VERSION=1", "{first:?}");
@@ -710,6 +763,209 @@ mod docker {
         rm_volumes(&key_a);
         rm_volumes(&key_b);
     }
+
+    const HOST: &str = "nuvira-host:latest";
+
+    fn host_run(p: &Path, script: &str) -> SandboxRequest {
+        let mut req = cached(p, script);
+        req.image = Some(HOST.into());
+        req
+    }
+
+    // Before: what a run wrote in /workspace stayed in the volume, so the next run's tree was
+    // not the repository's (this second run failed on `leftover.txt`).
+    #[tokio::test]
+    async fn what_a_docker_run_writes_in_the_workspace_is_gone_in_the_next_run_but_build_dirs_stay()
+    {
+        let Some(sandbox) = docker(HOST).await else {
+            return;
+        };
+        let base = tempfile::tempdir().unwrap();
+        let sandbox = sandbox
+            .with_cache_root(CacheRoot::at(base.path(), u64::MAX))
+            .with_background_removal();
+        let p = cargo_project();
+        write(p.path(), "tests/data.txt", "data");
+        let (_, key) = project_key(p.path()).unwrap();
+        // The first run makes the (tracked) volume.
+        let first = sandbox
+            .run(&host_run(p.path(), "ls -A"), &NeverCancelled)
+            .await
+            .unwrap();
+        assert_eq!(first.exit_code, Some(0), "{first:?}");
+        // A run that leaves files, a folder with a quote in its name, a build dir, and exits 3.
+        let leave = "echo x > leftover.txt; mkdir -p \"out/it's\" && echo y > \"out/it's/f\"; \
+                     echo z > tests/new.txt; mkdir -p node_modules/m && echo w > node_modules/m/i.js; echo oops >&2; exit 3";
+        let left = sandbox
+            .run(&host_run(p.path(), leave), &NeverCancelled)
+            .await
+            .unwrap();
+        assert_eq!(left.exit_code, Some(3), "{left:?}");
+        // The wrapper's listings are taken off standard error.
+        assert_eq!(left.stderr, "oops\n", "{left:?}");
+        let check = "test ! -e leftover.txt && test ! -e out && test ! -e tests/new.txt \
+                     && test ! -e .nuvira && test -f node_modules/m/i.js && cat tests/data.txt";
+        let next = sandbox
+            .run(&host_run(p.path(), check), &NeverCancelled)
+            .await
+            .unwrap();
+        assert_eq!(next.exit_code, Some(0), "{next:?}");
+        assert_eq!(next.stdout, "data", "{next:?}");
+        // Warm: nothing uploaded again, the volume kept; the three created entries removed.
+        let note = next.info.workspace_copy.clone().unwrap();
+        assert!(note.starts_with("uploaded: 0 changed"), "{note}");
+        assert!(note.contains("3 left by the last run removed"), "{note}");
+        // A run that changes and deletes tracked files: the next run has them back.
+        let spoil = "echo evil > src/lib.rs; rm tests/data.txt";
+        let spoiled = sandbox
+            .run(&host_run(p.path(), spoil), &NeverCancelled)
+            .await
+            .unwrap();
+        assert_eq!(spoiled.exit_code, Some(0), "{spoiled:?}");
+        let back = sandbox
+            .run(
+                &host_run(p.path(), "cat src/lib.rs tests/data.txt; ls node_modules"),
+                &NeverCancelled,
+            )
+            .await
+            .unwrap();
+        assert_eq!(back.stdout, "data", "{back:?}");
+        let note = back.info.workspace_copy.clone().unwrap();
+        assert!(note.contains("new workspace volume"), "{note}");
+        // A run killed at its timeout cannot say what it wrote: the next run starts clean.
+        let mut hang = host_run(p.path(), "echo x > late.txt; sleep 600");
+        hang.limits.timeout = Duration::from_secs(2);
+        let hung = sandbox.run(&hang, &NeverCancelled).await.unwrap();
+        assert!(hung.timed_out, "{hung:?}");
+        let after = sandbox
+            .run(&host_run(p.path(), "test ! -e late.txt"), &NeverCancelled)
+            .await
+            .unwrap();
+        assert_eq!(after.exit_code, Some(0), "{after:?}");
+        sandbox.wait_for_cleanup().await;
+        rm_volumes(&key);
+    }
+
+    #[tokio::test]
+    async fn two_docker_runs_of_one_project_at_once_each_get_a_warm_slot_of_volumes() {
+        let Some(sandbox) = docker(BUSYBOX).await else {
+            return;
+        };
+        let base = tempfile::tempdir().unwrap();
+        let sandbox = sandbox.with_cache_root(CacheRoot::at(base.path(), u64::MAX));
+        let p = cargo_project();
+        // The pip cache is shared by the slots: the two runs meet there.
+        write(p.path(), "requirements.txt", "");
+        let (_, key) = project_key(p.path()).unwrap();
+        let round = |r: u32| {
+            let runs: Vec<_> = (0..2)
+                .map(|i| {
+                    let q = "/nuvira-cache/python";
+                    let mut req = cached(
+                        p.path(),
+                        &format!(
+                            "touch {q}/r{r}-{i}; while [ ! -e {q}/r{r}-0 ] || [ ! -e {q}/r{r}-1 ]; do :; done; ls /nuvira-cache/cargo; touch /nuvira-cache/cargo/built-{r}-{i}"
+                        ),
+                    );
+                    req.image = Some(BUSYBOX.into());
+                    req.limits.timeout = Duration::from_secs(60);
+                    let sandbox = sandbox.clone();
+                    tokio::spawn(async move { sandbox.run(&req, &NeverCancelled).await.unwrap() })
+                })
+                .collect();
+            async move {
+                let mut out = Vec::new();
+                for r in runs {
+                    out.push(r.await.unwrap());
+                }
+                out
+            }
+        };
+        let first = round(1).await;
+        for o in &first {
+            assert_eq!(o.exit_code, Some(0), "{o:?}");
+            let note = o.info.workspace_copy.as_deref().unwrap();
+            assert!(note.contains("into a new workspace volume"), "{note}");
+        }
+        let vols = volumes(&format!("label=nuvira.cache.project={key}"));
+        for kind in ["workspace", "workspace-1", "cargo", "cargo-1", "python"] {
+            let name = volume_name(&format!("{key}-{kind}"));
+            assert!(vols.contains(&name), "{name} not in {vols:?}");
+        }
+        // Both warm: nothing to upload, and each sees what its slot's last run built.
+        let second = round(2).await;
+        let mut built = Vec::new();
+        for o in &second {
+            assert_eq!(o.exit_code, Some(0), "{o:?}");
+            let note = o.info.workspace_copy.as_deref().unwrap();
+            assert!(
+                note.starts_with("uploaded: 0 changed, 4 unchanged"),
+                "{note}"
+            );
+            let seen: Vec<&str> = o.stdout.lines().collect();
+            assert_eq!(seen.len(), 1, "{}", o.stdout);
+            built.push(seen[0].to_owned());
+        }
+        built.sort();
+        assert_eq!(built, ["built-1-0", "built-1-1"]);
+        rm_volumes(&key);
+    }
+
+    // Before: `docker system df` was asked with a `type` filter bollard cannot encode, so the
+    // call failed on every run and every volume counted as 0 bytes against the cap.
+    #[tokio::test]
+    async fn a_docker_volume_is_measured_on_its_first_run_and_counts_against_the_cap() {
+        let Some(sandbox) = docker(BUSYBOX).await else {
+            return;
+        };
+        let base = tempfile::tempdir().unwrap();
+        let root = CacheRoot::at(base.path(), u64::MAX);
+        let sandbox = sandbox
+            .with_cache_root(root.clone())
+            .with_background_removal();
+        let p = cargo_project();
+        let (_, key) = project_key(p.path()).unwrap();
+        let mut req = cached(
+            p.path(),
+            "dd if=/dev/zero of=/nuvira-cache/cargo/blob bs=1024 count=3072 2>/dev/null",
+        );
+        req.image = Some(BUSYBOX.into());
+        let out = sandbox.run(&req, &NeverCancelled).await.unwrap();
+        assert_eq!(out.exit_code, Some(0), "{out:?}");
+        // Measured after the result, with the container's removal.
+        sandbox.wait_for_cleanup().await;
+        let cargo = root
+            .list()
+            .unwrap()
+            .into_iter()
+            .find(|e| e.key == format!("{key}-cargo"))
+            .unwrap();
+        assert!(cargo.meta.volume, "{cargo:?}");
+        assert!(cargo.meta.size >= 3 << 20, "{cargo:?}");
+        assert!(cargo.meta.measured > 0, "{cargo:?}");
+        // The next run (within MEASURE_EVERY) keeps the measurement as the estimate.
+        let again = sandbox.run(&req, &NeverCancelled).await.unwrap();
+        assert_eq!(again.exit_code, Some(0), "{again:?}");
+        let after = root
+            .list()
+            .unwrap()
+            .into_iter()
+            .find(|e| e.key == cargo.key)
+            .unwrap();
+        assert_eq!(after.meta.size, cargo.meta.size, "{after:?}");
+        // The containers were removed in the background, after the results.
+        sandbox.wait_for_cleanup().await;
+        let left = std::process::Command::new("docker")
+            .args(["ps", "-aq", "--filter"])
+            .arg(format!(
+                "id={}",
+                again.info.container_id.as_deref().unwrap()
+            ))
+            .output()
+            .unwrap();
+        assert!(String::from_utf8_lossy(&left.stdout).trim().is_empty());
+        rm_volumes(&key);
+    }
 }
 
 // The same rule for every sandbox (Docker opens its entries through RunCache::open too): a run
@@ -725,12 +981,31 @@ fn a_run_without_the_workspace_entry_gets_no_cargo_entry() {
     let first = RunCache::open(&root, &req).unwrap();
     assert!(first.workspace().is_some());
     let kinds = |c: &RunCache| c.toolchains().iter().map(|l| l.kind()).collect::<Vec<_>>();
+    let keys = |c: &RunCache| {
+        c.toolchains()
+            .iter()
+            .map(|l| l.key().to_owned())
+            .collect::<Vec<_>>()
+    };
     assert_eq!(kinds(&first), [CacheKind::Cargo, CacheKind::Python]);
+    // The second warm slot: its own workspace entry and target dir, the pip cache shared.
     let second = RunCache::open(&root, &req).unwrap();
-    assert!(second.workspace().is_none());
-    assert_eq!(kinds(&second), [CacheKind::Python]);
-    assert!(!second.env().contains_key("CARGO_TARGET_DIR"));
-    drop((first, second));
+    let (ws1, ws2) = (first.workspace().unwrap(), second.workspace().unwrap());
+    assert_eq!((ws1.slot(), ws2.slot()), (0, 1));
+    assert_ne!(ws1.data_dir(), ws2.data_dir());
+    assert_ne!(keys(&first)[0], keys(&second)[0]);
+    assert_eq!(keys(&first)[1], keys(&second)[1]);
+    assert_ne!(
+        first.env()["CARGO_TARGET_DIR"],
+        second.env()["CARGO_TARGET_DIR"]
+    );
+    // Beyond the slots: no workspace entry, so no target dir either.
     let third = RunCache::open(&root, &req).unwrap();
-    assert!(third.env().contains_key("CARGO_TARGET_DIR"));
+    assert!(third.workspace().is_none());
+    assert_eq!(kinds(&third), [CacheKind::Python]);
+    assert!(!third.env().contains_key("CARGO_TARGET_DIR"));
+    let first_target = first.env()["CARGO_TARGET_DIR"].clone();
+    drop((first, second, third));
+    let fourth = RunCache::open(&root, &req).unwrap();
+    assert_eq!(fourth.env()["CARGO_TARGET_DIR"], first_target);
 }

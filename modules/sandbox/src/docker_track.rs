@@ -1,0 +1,320 @@
+//! Keeping the Docker workspace volume a mirror of the workspace: what a run's command wrote in
+//! `/workspace` does not reach the next run.
+//!
+//! The engine's archive upload can add and overwrite, not delete, and it cannot list a volume
+//! without sending all its contents. So, with the `nuvira-host` image (whose `/bin/sh` and
+//! `find` are this machine's), the command runs under a small `/bin/sh` wrapper
+//! ([`wrap`]) that:
+//!
+//! 1. before the command, deletes what the last run created (a list of `rm -rf` lines the host
+//!    uploaded at `/workspace/.nuvira/prune` with the delta; `.nuvira` is never part of the
+//!    workspace upload), then removes `/workspace/.nuvira`, so the command never sees it;
+//! 2. marks the time (a file in `/dev/shm`, then waits for the file system's clock to tick, so
+//!    that every change the command makes is strictly newer than the mark);
+//! 3. runs the command as a child and keeps its exit status;
+//! 4. lists every entry of `/workspace` (`all`) and those changed since the mark (`newer`;
+//!    ctime where `find -cnewer` exists, else mtime), leaving out the build folders the walk
+//!    leaves out (`target/`, `node_modules/`: warm caches) and `.nuvira`, into
+//!    `/workspace/.nuvira/`, writes them at the end of standard error between markers named
+//!    after the container (`all` only up to [`INLINE_CAP`], else a marker saying it is in its
+//!    file), then exits with the command's status.
+//!
+//! After the run the host takes the lists off the end of standard error (the user sees
+//! standard error without them), downloading `all` from the stopped container when it was too
+//! long (capped at [`LIST_CAP`]), and compares them with the manifest of what it uploaded ([`reconcile`]):
+//! entries the command **created** go into the next run's prune list; a tracked entry the
+//! command **deleted or changed** (or a list that is missing: the command was killed at its
+//! timeout, the wrapper could not finish) marks the volume **dirty**, and the next run makes
+//! it again and uploads everything. Without the wrapper (another image, a mount inside
+//! `/workspace`) nothing is tracked, and a volume a tracked run used is made again.
+
+use crate::sync::Manifest;
+use std::collections::BTreeSet;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::{Component, Path, PathBuf};
+
+/// The folder of the wrapper's files inside the workspace volume.
+pub(crate) const STATE_DIR: &str = ".nuvira";
+/// The file of the next run's prune list in the entry folder (NUL-separated paths); its
+/// presence also says that the volume is tracked.
+pub(crate) const PRUNE_FILE: &str = "prune";
+/// The file that says the volume must be made again.
+pub(crate) const DIRTY_FILE: &str = "dirty";
+/// A listing longer than this is not read (the volume is then made again).
+pub(crate) const LIST_CAP: usize = 64 << 20;
+
+/// Listings up to this size are sent back at the end of standard error instead of through a
+/// download (each download makes the engine mount the container's file system: 60–120 ms).
+pub(crate) const INLINE_CAP: usize = 1 << 20;
+
+/// The markers of a run's trailer on standard error: `\0nuvira-<nonce>-<what>\0`.
+pub(crate) fn marker(nonce: &str, what: &str) -> Vec<u8> {
+    format!("\0nuvira-{nonce}-{what}\0").into_bytes()
+}
+
+/// The wrapper's script (`$@` is the command); `build_dirs`: the folder names left out of the
+/// listings (empty when the upload includes them); `nonce`: the markers' (`[a-z0-9-]`).
+fn script(build_dirs: &[&str], nonce: &str) -> String {
+    let skip: String = build_dirs
+        .iter()
+        .map(|d| format!(" -o \\( -type d -name {d} \\)"))
+        .collect();
+    let walk = format!("find /workspace -xdev \\( -path \"$P\"{skip} \\) -prune -o");
+    let m = |what: &str| format!("printf '\\000nuvira-{nonce}-{what}\\000' >&2");
+    let (begin, all, all_file, end) = (m("newer"), m("all"), m("all-file"), m("end"));
+    format!(
+        r#"P=/workspace/{STATE_DIR}; M=/dev/shm/.nuvira-mark; T=/dev/shm/.nuvira-tick
+[ -f "$P/prune" ] && . "$P/prune"
+rm -rf "$P"
+: > "$M"; : > "$T"; i=0
+while [ $i -lt 5000 ] && [ -z "$(find "$T" -newer "$M" 2>/dev/null)" ]; do echo >> "$T"; i=$((i+1)); done
+rm -f "$T"
+"$@"
+s=$?
+if [ -f "$M" ] && mkdir -p "$P" 2>/dev/null; then
+  if {{ {walk} -cnewer "$M" -print0 > "$P/newer" 2>/dev/null || {walk} -newer "$M" -print0 > "$P/newer" 2>/dev/null; }} && {walk} -print0 > "$P/all.tmp" 2>/dev/null && mv "$P/all.tmp" "$P/all" 2>/dev/null; then
+    {begin}; cat "$P/newer" >&2
+    if [ "$(wc -c < "$P/all")" -le {INLINE_CAP} ]; then {all}; cat "$P/all" >&2; else {all_file}; fi
+    {end}
+  fi
+fi
+rm -f "$M"
+exit $s
+"#
+    )
+}
+
+/// Where the run's `all` listing is.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum AllListing {
+    /// In the trailer.
+    Inline(Vec<u8>),
+    /// Too long for it: in `/workspace/.nuvira/all`.
+    File,
+}
+
+/// The listings of a run's trailer (what followed the `newer` marker on standard error), or
+/// `None` when it is not whole.
+pub(crate) fn parse_trailer(trailer: &[u8], nonce: &str) -> Option<(Vec<u8>, AllListing)> {
+    let end = marker(nonce, "end");
+    let body = trailer.strip_suffix(end.as_slice())?;
+    let find = |hay: &[u8], needle: &[u8]| hay.windows(needle.len()).position(|w| w == needle);
+    let all_file = marker(nonce, "all-file");
+    if let Some(i) = find(body, &all_file)
+        && i + all_file.len() == body.len()
+    {
+        return Some((body[..i].to_vec(), AllListing::File));
+    }
+    let all = marker(nonce, "all");
+    let i = find(body, &all)?;
+    Some((
+        body[..i].to_vec(),
+        AllListing::Inline(body[i + all.len()..].to_vec()),
+    ))
+}
+
+/// The command wrapped ([module docs](self)).
+pub(crate) fn wrap(command: &[String], skip_build_dirs: bool, nonce: &str) -> Vec<String> {
+    let dirs: &[&str] = if skip_build_dirs {
+        nuvira_workspace::walk::BUILD_DIRS
+    } else {
+        &[]
+    };
+    let mut out = vec![
+        "/bin/sh".to_owned(),
+        "-c".to_owned(),
+        script(dirs, nonce),
+        "nuvira-sandbox".to_owned(),
+    ];
+    out.extend(command.iter().cloned());
+    out
+}
+
+/// The prune script for `paths` (workspace-relative): one `rm -rf` per path, each quoted for
+/// `sh` whatever bytes it holds.
+pub(crate) fn prune_script(paths: &[PathBuf]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for p in paths {
+        out.extend_from_slice(b"rm -rf -- '/workspace/");
+        for &b in p.as_os_str().as_bytes() {
+            if b == b'\'' {
+                out.extend_from_slice(b"'\\''");
+            } else {
+                out.push(b);
+            }
+        }
+        out.extend_from_slice(b"'\n");
+    }
+    out
+}
+
+/// The workspace-relative paths of a NUL-separated listing of `/workspace/...` paths; entries
+/// that are not below `/workspace` or not plain relative paths are left out (the listing was
+/// written by the run, so it is not trusted).
+fn parse_list(bytes: &[u8]) -> BTreeSet<PathBuf> {
+    bytes
+        .split(|&b| b == 0)
+        .filter_map(|p| p.strip_prefix(b"/workspace/"))
+        .map(|p| PathBuf::from(std::ffi::OsString::from_vec(p.to_vec())))
+        .filter(|p| {
+            !p.as_os_str().is_empty() && p.components().all(|c| matches!(c, Component::Normal(_)))
+        })
+        .collect()
+}
+
+/// What the run left, against what was uploaded.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct After {
+    /// The volume no longer mirrors the upload in a way a prune can undo: make it again.
+    pub(crate) dirty: bool,
+    /// The topmost entries the run created, to delete before the next run's command.
+    pub(crate) prune: Vec<PathBuf>,
+}
+
+/// Compares the run's listings (`None`: missing) with the manifest of the upload.
+pub(crate) fn reconcile(manifest: &Manifest, all: Option<&[u8]>, newer: Option<&[u8]>) -> After {
+    let (Some(all), Some(newer)) = (all, newer) else {
+        return After {
+            dirty: true,
+            prune: Vec::new(),
+        };
+    };
+    let (all, newer) = (parse_list(all), parse_list(newer));
+    // A tracked entry gone, or a tracked file or link changed: not undone by a prune.
+    let dirty = manifest.paths().any(|(p, _)| !all.contains(p))
+        || newer
+            .iter()
+            .any(|p| manifest.kind_of(p).is_some_and(|k| k != b'd'));
+    let mut prune: Vec<PathBuf> = Vec::new();
+    for p in &all {
+        if manifest.kind_of(p).is_some() {
+            continue;
+        }
+        // Sorted: a created folder comes before what is in it, which goes with it.
+        if prune.last().is_some_and(|top| p.starts_with(top)) {
+            continue;
+        }
+        prune.push(p.clone());
+    }
+    After { dirty, prune }
+}
+
+/// Reads the prune list an earlier run left in the entry folder (`None`: none, the volume was
+/// not tracked).
+pub(crate) fn load_prune(entry: &Path) -> Option<Vec<PathBuf>> {
+    let bytes = std::fs::read(entry.join(PRUNE_FILE)).ok()?;
+    Some(parse_rel(&bytes))
+}
+
+fn parse_rel(bytes: &[u8]) -> Vec<PathBuf> {
+    bytes
+        .split(|&b| b == 0)
+        .filter(|p| !p.is_empty())
+        .map(|p| PathBuf::from(std::ffi::OsString::from_vec(p.to_vec())))
+        .filter(|p| p.components().all(|c| matches!(c, Component::Normal(_))))
+        .collect()
+}
+
+/// Records what the next run must do with the volume (in the entry folder).
+pub(crate) fn save(entry: &Path, after: &After) {
+    let result = if after.dirty {
+        let _ = std::fs::remove_file(entry.join(PRUNE_FILE));
+        std::fs::write(entry.join(DIRTY_FILE), b"")
+    } else {
+        let mut bytes = Vec::new();
+        for p in &after.prune {
+            bytes.extend_from_slice(p.as_os_str().as_bytes());
+            bytes.push(0);
+        }
+        std::fs::write(entry.join(PRUNE_FILE), bytes)
+    };
+    if let Err(e) = result {
+        // Without the record the next run cannot trust the volume: the manifest goes too.
+        tracing::warn!("the next run will make the workspace volume again: {e}");
+        let _ = std::fs::remove_file(entry.join("manifest"));
+        let _ = std::fs::write(entry.join(DIRTY_FILE), b"");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    fn manifest_of(root: &Path) -> Manifest {
+        crate::sync::plan_delta(root, crate::walk_options(false), &Manifest::default())
+            .unwrap()
+            .manifest
+    }
+
+    fn list(paths: &[&str]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for p in paths {
+            out.extend_from_slice(format!("/workspace/{p}").as_bytes());
+            out.push(0);
+        }
+        out
+    }
+
+    #[test]
+    fn created_entries_are_pruned_topmost_and_changed_tracked_ones_make_it_dirty() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("src")).unwrap();
+        std::fs::write(dir.path().join("src/a.rs"), "a").unwrap();
+        let m = manifest_of(dir.path());
+        let all = list(&["src", "src/a.rs", "out", "out/x", "out/y/z", "src/new.txt"]);
+        // `src` changed (an entry was created in it): a folder, so not dirty.
+        let after = reconcile(&m, Some(&all), Some(&list(&["src", "out", "src/new.txt"])));
+        assert_eq!(
+            after,
+            After {
+                dirty: false,
+                prune: vec![PathBuf::from("out"), PathBuf::from("src/new.txt")],
+            }
+        );
+        // The tracked file changed, or deleted, or no listing: dirty.
+        assert!(reconcile(&m, Some(&all), Some(&list(&["src/a.rs"]))).dirty);
+        assert!(reconcile(&m, Some(&list(&["src"])), Some(&[])).dirty);
+        assert!(reconcile(&m, None, Some(&[])).dirty);
+        // Paths outside the workspace in a hostile listing are ignored.
+        let hostile = list(&["src", "src/a.rs", "../etc"]);
+        let mut bytes = hostile.clone();
+        bytes.extend_from_slice(b"/etc/passwd\0");
+        assert!(reconcile(&m, Some(&bytes), Some(&[])).prune.is_empty());
+    }
+
+    #[test]
+    fn a_trailer_is_parsed_only_when_whole() {
+        let n = "nuvira-sandbox-1-2-ab";
+        let mut t = b"a\0b\0".to_vec();
+        t.extend(marker(n, "all"));
+        t.extend(b"a\0b\0c\0");
+        t.extend(marker(n, "end"));
+        assert_eq!(
+            parse_trailer(&t, n),
+            Some((
+                b"a\0b\0".to_vec(),
+                AllListing::Inline(b"a\0b\0c\0".to_vec())
+            ))
+        );
+        assert_eq!(parse_trailer(&t[..t.len() - 1], n), None);
+        let mut f = b"x\0".to_vec();
+        f.extend(marker(n, "all-file"));
+        f.extend(marker(n, "end"));
+        assert_eq!(
+            parse_trailer(&f, n),
+            Some((b"x\0".to_vec(), AllListing::File))
+        );
+        // Another run's markers do not count.
+        assert_eq!(parse_trailer(&t, "nuvira-sandbox-1-3-ab"), None);
+    }
+
+    #[test]
+    fn the_prune_script_quotes_every_name() {
+        let s = prune_script(&[PathBuf::from("it's $(x) `y`\nz")]);
+        assert_eq!(
+            String::from_utf8(s).unwrap(),
+            "rm -rf -- '/workspace/it'\\''s $(x) `y`\nz'\n"
+        );
+    }
+}
