@@ -17,7 +17,7 @@
 //! workspace into its own container, as without the cache.
 //!
 //! What the container writes into `/workspace` is undone before the next run with the
-//! `nuvira-host` image ([`crate::docker_track`]: created entries deleted, a changed upload
+//! `nuvira-host` image (`docker_track`: created entries deleted, a changed upload
 //! made again). With other images it stays in the volume for the next run (Nuvira overwrites
 //! only what it uploads): a run can leave files, or change a file the workspace did not
 //! change, for the next run to see. `--no-cache` (or `nuvira cache clean`) gives a clean
@@ -345,7 +345,7 @@ pub(crate) async fn prepare(
 
 /// The sizes of the cache volumes, as the engine reports them (`docker system df`; empty
 /// when the engine does not tell). The engine walks every volume it has to answer, so
-/// [`finish`] asks only now and then.
+/// `finish` asks only now and then.
 pub async fn volume_sizes(docker: &Docker) -> BTreeMap<String, u64> {
     try_volume_sizes(docker).await.unwrap_or_default()
 }
