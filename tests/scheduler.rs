@@ -1416,6 +1416,61 @@ impl Module for Blocking {
     }
 }
 
+/// Like [`Blocking`], and counts the steps that waited their whole 5 ms alone.
+#[derive(Default)]
+struct BlockingAlone {
+    inside: std::sync::atomic::AtomicUsize,
+    alone: std::sync::atomic::AtomicUsize,
+}
+
+#[async_trait]
+impl Module for BlockingAlone {
+    fn name(&self) -> &str {
+        "blocking-alone"
+    }
+    fn write_set(&self, _step: &PlanStep) -> WriteSet {
+        WriteSet::ReadOnly
+    }
+    async fn run(&self, _step: &PlanStep, _ctx: &StepContext) -> Result<StepOutput, ModuleError> {
+        self.inside.fetch_add(1, Ordering::SeqCst);
+        let until = std::time::Instant::now() + Duration::from_millis(5);
+        let mut company = false;
+        while std::time::Instant::now() < until {
+            if self.inside.load(Ordering::SeqCst) >= 2 {
+                company = true;
+                break;
+            }
+            std::thread::yield_now();
+        }
+        if !company {
+            self.alone.fetch_add(1, Ordering::SeqCst);
+        }
+        self.inside.fetch_sub(1, Ordering::SeqCst);
+        Ok(StepOutput::Empty)
+    }
+}
+
+/// All 40 slow steps start in one wake-up of the dispatcher: once their module proved slow
+/// (a few first polls), the rest of that same wake-up's steps get tasks instead of being
+/// polled one after another in the dispatcher (where each would wait its 5 ms alone).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_first_polls_within_one_wake_up_stop_after_a_few() {
+    let m = Arc::new(BlockingAlone::default());
+    let engine = Engine::builder().module(m.clone()).max_parallel(64).build();
+    let steps: Vec<_> = (0..40)
+        .map(|i| PlanStep::new(format!("b{i}"), "blocking-alone"))
+        .collect();
+    let summary = within(engine.run(plan(steps), EventBus::new("r"), RunSettings::default()))
+        .await
+        .unwrap();
+    assert_eq!(summary.status, RunStatus::Succeeded);
+    let alone = m.alone.load(Ordering::SeqCst);
+    assert!(
+        alone <= 12,
+        "{alone} of 40 slow steps ran alone, one after another"
+    );
+}
+
 /// Steps whose first poll is slow are not kept in the dispatcher, where they would run one
 /// after another: after a few, their module's steps get tasks and run side by side on the
 /// runtime's two workers.

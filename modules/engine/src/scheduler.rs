@@ -38,6 +38,11 @@
 //! While it runs quick steps the dispatcher still handles finished tasks, checks for
 //! cancellation after every wake-up's worth and yields to the runtime when tokio's cooperative
 //! budget runs out.
+//!
+//! A module must not block its thread in `run` (the async rule): a first poll that blocks
+//! runs on the dispatcher, and one that blocks until another step of the run does something
+//! would stall the run, since that other step may be waiting for the dispatcher. Blocking
+//! work belongs in `tokio::task::spawn_blocking`.
 
 use crate::events::{EMPTY_OUTPUT, EventBus, Lifecycle};
 use crate::validate::ValidatedPlan;
@@ -815,8 +820,10 @@ impl Dispatcher {
             }
             for i in poll.drain(..) {
                 // A step polled here may cancel the run: the rest get tasks, which the
-                // cancellation aborts, as it would have had they been spawned.
-                let in_place = !self.shared.opts.cancel.is_cancelled();
+                // cancellation aborts, as it would have had they been spawned. A module that
+                // proved slow (or not done at once) during this loop gets tasks for the rest
+                // of it too, so one wake-up runs at most a few slow first polls in a row.
+                let in_place = !self.shared.opts.cancel.is_cancelled() && self.polls_in_place(i);
                 self.spawn(i, in_place);
             }
             self.to_poll = poll;
