@@ -90,6 +90,16 @@ impl Target {
         if host.is_empty() || host.starts_with('-') || host.contains(char::is_whitespace) {
             return Err(format!("{usage}: {addr:?} names no host"));
         }
+        // A host name or an address, nothing a shell or a `ProxyCommand %h` could read as
+        // more (OpenSSH before 9.6 passed such names on: CVE-2023-51385).
+        if !host
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | ':' | '%'))
+        {
+            return Err(format!(
+                "{usage}: the host in {addr:?} has characters a host name cannot have (letters, digits, `.`, `-`, `_`, and `:` in an IPv6 address)"
+            ));
+        }
         let port = port
             .map(|p| {
                 p.parse::<u16>()
@@ -463,6 +473,10 @@ mod tests {
             "ssh://ho st",
             "ssh://host\n",
             "ssh://[::1",
+            "ssh://host;touch%20x",
+            "ssh://$(touch x)",
+            "ssh://u@`id`",
+            "ssh://ho'st",
         ] {
             let err = parse(addr).unwrap_err();
             assert!(err.contains("ssh://[USER@]HOST[:PORT]"), "{addr:?}: {err}");
