@@ -192,13 +192,31 @@ impl RunRecorder {
         Ok(files)
     }
 
-    /// Reopens the folder of an earlier run to resume it: `run.json` goes back to `running`
-    /// (with this process and one more resume), and the earlier `events.jsonl` and
-    /// `steps.jsonl` are kept as `events.<n>.jsonl` / `steps.<n>.jsonl` (`n` = resumes so far).
+    /// Takes the lock of the folder of an earlier run before resuming it: `Ok(None)` when
+    /// another process holds it (the run is still going on, or `nuvira runs gc` is removing
+    /// it). Take it before anything of the run is undone, and hand it to
+    /// [`reopen`](Self::reopen) (a second lock from this process would conflict with it).
+    ///
+    /// # Errors
+    /// [`RunsError::Write`] when the folder cannot be opened (a symlink, gone).
+    pub fn lock_for_resume(
+        run: &crate::runs::StoredRun,
+    ) -> Result<Option<nuvira_workspace::FolderLock>, RunsError> {
+        nuvira_workspace::FolderLock::try_acquire(&run.dir).map_err(write_err(&run.dir))
+    }
+
+    /// Reopens the folder of an earlier run to resume it, under `lock` (its folder's lock,
+    /// [`lock_for_resume`](Self::lock_for_resume)): `run.json` goes back to `running` (with
+    /// this process and one more resume), and the earlier `events.jsonl` and `steps.jsonl` are
+    /// kept as `events.<n>.jsonl` / `steps.<n>.jsonl` (`n` = resumes so far).
     ///
     /// # Errors
     /// As [`create`](Self::create).
-    pub fn reopen(ws: &Workspace, run: &crate::runs::StoredRun) -> Result<Self, RunsError> {
+    pub fn reopen(
+        ws: &Workspace,
+        run: &crate::runs::StoredRun,
+        lock: nuvira_workspace::FolderLock,
+    ) -> Result<Self, RunsError> {
         let mut meta = run.meta.clone();
         meta.resumes += 1;
         meta.status = "running".into();
@@ -206,7 +224,6 @@ impl RunRecorder {
         meta.ended_ms = None;
         meta.duration_ms = None;
         meta.exit_code = None;
-        let lock = lock_run_dir(&run.dir)?;
         let rec = Self {
             dir: run.dir.clone(),
             root: ws.root().to_owned(),
