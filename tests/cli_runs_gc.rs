@@ -442,3 +442,80 @@ fn resume_refuses_a_run_still_going_on_in_another_process_and_changes_no_file() 
         "pub fn a() -> u32 { 10 }\n"
     );
 }
+
+/// Spawns `nuvira ARGS --repo REPO` stopped at fault point `point` (returns once it paused).
+fn paused(repo: &Path, args: &[&str], point: &str) -> std::process::Child {
+    let mut child = nuvira()
+        .args(args)
+        .arg("--repo")
+        .arg(repo)
+        .env(nuvira_workspace::FAULT_PAUSE_AT_ENV, point)
+        .env("XDG_CONFIG_HOME", repo.join(".no-config"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    loop {
+        line.clear();
+        assert!(
+            stderr.read_line(&mut line).unwrap() > 0,
+            "nuvira {args:?} ended before its pause point {point}"
+        );
+        if line.trim() == format!("nuvira: paused at {point}") {
+            break;
+        }
+    }
+    // The rest of its stderr is drained, so that it never blocks on a full pipe.
+    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+    child
+}
+
+/// Lets a [`paused`] process go on and waits for it.
+fn go_on(mut child: std::process::Child) -> std::process::ExitStatus {
+    use std::io::Write as _;
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"\n").unwrap();
+    drop(stdin);
+    child.wait().unwrap()
+}
+
+#[test]
+fn gc_never_removes_an_old_run_a_resume_reopened_after_gc_looked() {
+    let d = tempfile::tempdir().unwrap();
+    let (repo, plan) = repo(d.path());
+    let out = nuvira()
+        .arg("run")
+        .arg(&plan)
+        .arg("--repo")
+        .arg(&repo)
+        .arg("-q")
+        .env("XDG_CONFIG_HOME", repo.join(".no-config"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let id = entries(&repo).remove(0);
+    let dir = repo.join(".nuvira/runs").join(&id);
+    // The run is 40 days old: retention (`--keep-days 1`) would remove it.
+    let meta_path = dir.join("run.json");
+    let mut meta: Value = serde_json::from_slice(&std::fs::read(&meta_path).unwrap()).unwrap();
+    meta["started_ms"] = (nuvira::api::now_ms() - 40 * 86_400_000).into();
+    std::fs::write(&meta_path, meta.to_string()).unwrap();
+
+    // A gc that has looked at the history (the run is old and done), then a resume of the
+    // run that reopened its folder (holding its lock), then the gc goes on.
+    let gc = paused(&repo, &["runs", "gc", "--keep-days", "1"], "gc-scanned");
+    let resume = paused(&repo, &["resume", &id, "-q"], "resume-reopened");
+    assert!(go_on(gc).success());
+    assert!(
+        dir.join("run.json").is_file(),
+        "gc removed the folder of a run a live resume holds"
+    );
+    assert!(go_on(resume).success());
+    let rows = runs_json(&repo);
+    assert_eq!(rows.len(), 1, "{rows:#?}");
+    assert_eq!(rows[0]["id"], id.as_str());
+    assert_eq!(rows[0]["resumes"], 1);
+}

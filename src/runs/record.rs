@@ -243,6 +243,7 @@ impl RunRecorder {
             let _ = std::fs::remove_file(&report);
         }
         rec.write_meta()?;
+        nuvira_workspace::fault_point("resume-reopened");
         Ok(rec)
     }
 
