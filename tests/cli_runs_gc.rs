@@ -322,3 +322,200 @@ fn gc_keeps_exactly_what_the_policy_says_with_abandoned_folders_around() {
     assert!(said.contains("removed 1 run(s), kept 1"), "{said}");
     assert_eq!(entries(&repo), ["run-3", "run-9-young"]);
 }
+
+/// A plan whose step `fix` edits `src/lib.rs` and whose step `wait` then waits (at most 60 s)
+/// for the file `stop`, after touching `started`: a real run that is live, recorded and holds
+/// its folder while the test acts.
+fn waiting_plan(dir: &Path) -> PathBuf {
+    let plan = dir.join("waiting.yaml");
+    let started = dir.join("started");
+    let stop = dir.join("stop");
+    std::fs::write(
+        &plan,
+        format!(
+            r#"goal: "a returns 10, then wait"
+steps:
+  - id: fix
+    module: edit
+    config: {{ edits: [ {{ strategy: search-replace, path: src/lib.rs, search: "{{ 1 }}", replace: "{{ 10 }}" }} ] }}
+  - id: wait
+    module: execute
+    depends_on: [fix]
+    config:
+      sandbox: local
+      command: "touch '{}'; i=0; while [ ! -f '{}' ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done"
+"#,
+            started.display(),
+            stop.display()
+        ),
+    )
+    .unwrap();
+    plan
+}
+
+/// Waits (at most 60 s) until `path` exists.
+fn wait_for(path: &Path) {
+    let t = std::time::Instant::now();
+    while !path.exists() {
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(60),
+            "{} never appeared",
+            path.display()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// Every file under `dir` with its content (sorted by path).
+fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_owned()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() && !p.is_symlink() {
+                stack.push(p);
+            } else {
+                let bytes = std::fs::read(&p).unwrap_or_default();
+                out.push((p, bytes));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn resume_refuses_a_run_still_going_on_in_another_process_and_changes_no_file() {
+    let d = tempfile::tempdir().unwrap();
+    let (repo, _) = repo(d.path());
+    let plan = waiting_plan(d.path());
+    // A real run: its edit committed, then waiting in step `wait` while it holds its folder.
+    let mut child = nuvira()
+        .arg("run")
+        .arg(&plan)
+        .arg("--repo")
+        .arg(&repo)
+        .arg("-q")
+        .env("XDG_CONFIG_HOME", repo.join(".no-config"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for(&d.path().join("started"));
+    let names = entries(&repo);
+    assert_eq!(names.len(), 1, "{names:?}");
+    let id = names[0].clone();
+    assert_eq!(
+        std::fs::read_to_string(repo.join("src/lib.rs")).unwrap(),
+        "pub fn a() -> u32 { 10 }\n"
+    );
+    let before = snapshot(&repo);
+
+    let out = nuvira()
+        .args(["resume", &id, "-q", "--repo"])
+        .arg(&repo)
+        .env("XDG_CONFIG_HOME", repo.join(".no-config"))
+        .output()
+        .unwrap();
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(3), "{said}");
+    assert!(
+        said.contains(&format!("run {id} is still running in another process"))
+            && said.contains("wait for it or stop it, then resume"),
+        "{said}"
+    );
+    assert_eq!(
+        snapshot(&repo),
+        before,
+        "the refused resume changed a file of the repository or of the live run"
+    );
+
+    // The live run goes on and ends as usual, recorded.
+    std::fs::write(d.path().join("stop"), "").unwrap();
+    assert!(child.wait().unwrap().success());
+    let rows = runs_json(&repo);
+    assert_eq!(rows.len(), 1, "{rows:#?}");
+    assert_eq!(rows[0]["status"], "succeeded");
+    assert_eq!(
+        std::fs::read_to_string(repo.join("src/lib.rs")).unwrap(),
+        "pub fn a() -> u32 { 10 }\n"
+    );
+}
+
+/// Spawns `nuvira ARGS --repo REPO` stopped at fault point `point` (returns once it paused).
+fn paused(repo: &Path, args: &[&str], point: &str) -> std::process::Child {
+    let mut child = nuvira()
+        .args(args)
+        .arg("--repo")
+        .arg(repo)
+        .env(nuvira_workspace::FAULT_PAUSE_AT_ENV, point)
+        .env("XDG_CONFIG_HOME", repo.join(".no-config"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    loop {
+        line.clear();
+        assert!(
+            stderr.read_line(&mut line).unwrap() > 0,
+            "nuvira {args:?} ended before its pause point {point}"
+        );
+        if line.trim() == format!("nuvira: paused at {point}") {
+            break;
+        }
+    }
+    // The rest of its stderr is drained, so that it never blocks on a full pipe.
+    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+    child
+}
+
+/// Lets a [`paused`] process go on and waits for it.
+fn go_on(mut child: std::process::Child) -> std::process::ExitStatus {
+    use std::io::Write as _;
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"\n").unwrap();
+    drop(stdin);
+    child.wait().unwrap()
+}
+
+#[test]
+fn gc_never_removes_an_old_run_a_resume_reopened_after_gc_looked() {
+    let d = tempfile::tempdir().unwrap();
+    let (repo, plan) = repo(d.path());
+    let out = nuvira()
+        .arg("run")
+        .arg(&plan)
+        .arg("--repo")
+        .arg(&repo)
+        .arg("-q")
+        .env("XDG_CONFIG_HOME", repo.join(".no-config"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let id = entries(&repo).remove(0);
+    let dir = repo.join(".nuvira/runs").join(&id);
+    // The run is 40 days old: retention (`--keep-days 1`) would remove it.
+    let meta_path = dir.join("run.json");
+    let mut meta: Value = serde_json::from_slice(&std::fs::read(&meta_path).unwrap()).unwrap();
+    meta["started_ms"] = (nuvira::api::now_ms() - 40 * 86_400_000).into();
+    std::fs::write(&meta_path, meta.to_string()).unwrap();
+
+    // A gc that has looked at the history (the run is old and done), then a resume of the
+    // run that reopened its folder (holding its lock), then the gc goes on.
+    let gc = paused(&repo, &["runs", "gc", "--keep-days", "1"], "gc-scanned");
+    let resume = paused(&repo, &["resume", &id, "-q"], "resume-reopened");
+    assert!(go_on(gc).success());
+    assert!(
+        dir.join("run.json").is_file(),
+        "gc removed the folder of a run a live resume holds"
+    );
+    assert!(go_on(resume).success());
+    let rows = runs_json(&repo);
+    assert_eq!(rows.len(), 1, "{rows:#?}");
+    assert_eq!(rows[0]["id"], id.as_str());
+    assert_eq!(rows[0]["resumes"], 1);
+}

@@ -60,6 +60,9 @@ pub(crate) struct Loaded<'a> {
     pub(crate) config: &'a Result<Config, RunsError>,
     /// The journal after the start's recovery (`None`: it could not be read).
     pub(crate) journal: Option<&'a JournalSnapshot>,
+    /// A resumed run's folder lock, taken at the command's start ([`lock_resumed`]; `None`:
+    /// [`start`] takes it).
+    pub(crate) resume_lock: Option<nuvira_workspace::FolderLock>,
 }
 
 /// Starts recording run `run_id` of `plan` on `bus` (a resumed run reopens its folder).
@@ -99,16 +102,28 @@ pub(crate) fn start(
         replay: args.replay.clone(),
         ..History::default()
     };
-    // A resumed run: what its earlier attempt finished, its unfinished batches undone, and the
-    // files its finished steps wrote checked against the tree, all before its folder is
-    // reopened (a refusal leaves the run as it was).
+    // A resumed run: its folder's lock first (taken by the command at its start, see
+    // [`lock_resumed`]), so that a run still going on in another process is refused before
+    // anything of it is undone (and no gc removes the folder while this resume goes on); held
+    // from here to the run's end (handed to the recorder).
+    let mut held = match (resumed, loaded.resume_lock) {
+        (Some(_), Some(lock)) => Some(lock),
+        (Some(run), None) => Some(lock_resumed(run)?),
+        (None, _) => None,
+    };
+    // Then what its earlier attempt finished, its unfinished batches undone, and the files its
+    // finished steps wrote checked against the tree, all before its folder is reopened (a
+    // refusal leaves the run as it was).
     let mut prior = match resumed {
         Some(run) => Some(resume_prior(ws, args, run, loaded.journal)?),
         None => None,
     };
     if enabled(args) || resumed.is_some() || args.replay.is_some() {
         let rec = match resumed {
-            Some(run) => RunRecorder::reopen(ws, run),
+            Some(run) => match held.take() {
+                Some(lock) => RunRecorder::reopen(ws, run, lock),
+                None => Err(RunsError::NotFound(run.meta.id.clone())),
+            },
             None => RunRecorder::prepare(ws, run_id, plan, args.dry_run),
         };
         match rec {
@@ -163,6 +178,28 @@ pub(crate) fn start(
     log.adopt(planner);
     h.calls = Some(Arc::new(log));
     Ok(h)
+}
+
+/// The lock of resumed run `run`'s folder; refused (exit 3) while another process holds it:
+/// the run is still going on (or `nuvira runs gc` is removing it), and resuming it would undo
+/// its batches under it and run beside it. Taken before the resume touches anything (its
+/// in-progress marker, the journal's recovery, the undoing of batches).
+pub(crate) fn lock_resumed(run: &StoredRun) -> Result<nuvira_workspace::FolderLock, Fail> {
+    let id = super::esc(&run.meta.id);
+    match RunRecorder::lock_for_resume(run) {
+        Ok(Some(lock)) => Ok(lock),
+        Ok(None) => {
+            let by = if run.meta.pid == 0 {
+                "its folder is locked".to_owned()
+            } else {
+                format!("pid {}, which holds its folder", run.meta.pid)
+            };
+            Err(Fail::environment(format!(
+                "cannot resume run `{id}`: run {id} is still running in another process ({by}); wait for it or stop it, then resume"
+            )))
+        }
+        Err(e) => Err(Fail::environment(format!("cannot resume run `{id}`: {e}"))),
+    }
 }
 
 /// What the earlier attempt of `run` finished ([`Prior`]), after its unfinished batches were

@@ -431,6 +431,12 @@ async fn run(args: Args) -> Result<u8, Fail> {
         ),
         None => None,
     };
+    // Its folder's lock before anything else: a run still going on in another process is
+    // refused (exit 3) before this one touches any of its files.
+    let resume_lock = match &resumed {
+        Some(run) => Some(super::history::lock_resumed(run)?),
+        None => None,
+    };
     let recorded_from = resumed
         .clone()
         .or(args.replay.as_ref().map(|r| r.from.clone()));
@@ -698,6 +704,7 @@ async fn run(args: Args) -> Result<u8, Fail> {
             super::history::Loaded {
                 config: &config,
                 journal: snapshot.as_ref(),
+                resume_lock,
             },
         )?,
         None => super::history::History::default(),

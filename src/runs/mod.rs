@@ -353,6 +353,7 @@ impl RunStore {
             incomplete,
             ignored,
         } = self.scan_all()?;
+        nuvira_workspace::fault_point("gc-scanned");
         runs.sort_by(|a, b| {
             b.meta
                 .started_ms
@@ -382,10 +383,28 @@ impl RunStore {
         }
         doomed.reverse();
         for run in doomed {
-            if !dry_run {
-                remove_run_dir(&run.dir)?;
+            // As for an abandoned folder: the lock is taken, and held while the folder goes. A
+            // resume that reopened the run since the scan holds it (the run is kept), and one
+            // that starts now finds it taken (and refuses) instead of losing its folder.
+            match FolderLock::try_acquire(&run.dir) {
+                Ok(Some(_held)) => {
+                    // `run.json` again, now that nobody can be changing it: a resume that came
+                    // and went since the scan leaves another one (and a new start).
+                    match StoredRun::load(run.dir.clone(), &run.meta.id) {
+                        Ok(now) if now.meta == run.meta => {}
+                        _ => {
+                            out.kept += 1;
+                            continue;
+                        }
+                    }
+                    if !dry_run {
+                        remove_run_dir(&run.dir)?;
+                    }
+                    out.removed.push(run.meta.id.clone());
+                }
+                Ok(None) => out.kept += 1,
+                Err(e) => out.ignored.push((run.meta.id.clone(), io_reason(&e))),
             }
-            out.removed.push(run.meta.id.clone());
         }
         let grace_ms = u64::try_from(grace.as_millis()).unwrap_or(u64::MAX);
         let mut abandoned: Vec<&Incomplete> = incomplete

@@ -29,17 +29,40 @@ pub struct RunRecorder {
     _lock: nuvira_workspace::FolderLock,
 }
 
-/// Takes the lock of run folder `dir` (refused when another process holds it).
+/// How long [`lock_run_dir`] tries again while the lock is held: a probe
+/// ([`nuvira_workspace::folder_locked`], `nuvira runs` showing a folder as live) holds it for an
+/// instant, and a run starting at that instant must not go unrecorded.
+const LOCK_RETRY: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// Takes the lock of run folder `dir`, trying again with a short backoff for up to
+/// [`LOCK_RETRY`] while it is held (refused when another process still holds it then).
 fn lock_run_dir(dir: &Path) -> Result<nuvira_workspace::FolderLock, RunsError> {
-    match nuvira_workspace::FolderLock::try_acquire(dir) {
-        Ok(Some(lock)) => Ok(lock),
-        Ok(None) => Err(RunsError::Write {
-            path: dir.to_owned(),
-            source: std::io::Error::other(
-                "another process holds this run folder (a run or `nuvira runs gc`)",
-            ),
-        }),
-        Err(e) => Err(write_err(dir)(e)),
+    lock_run_dir_within(dir, LOCK_RETRY)
+}
+
+fn lock_run_dir_within(
+    dir: &Path,
+    patience: std::time::Duration,
+) -> Result<nuvira_workspace::FolderLock, RunsError> {
+    let deadline = std::time::Instant::now() + patience;
+    let mut pause = std::time::Duration::from_millis(2);
+    loop {
+        match nuvira_workspace::FolderLock::try_acquire(dir) {
+            Ok(Some(lock)) => return Ok(lock),
+            Ok(None) => {}
+            Err(e) => return Err(write_err(dir)(e)),
+        }
+        let now = std::time::Instant::now();
+        if now >= deadline {
+            return Err(RunsError::Write {
+                path: dir.to_owned(),
+                source: std::io::Error::other(
+                    "another process holds this run folder (a run or `nuvira runs gc`)",
+                ),
+            });
+        }
+        std::thread::sleep(pause.min(deadline - now));
+        pause = (pause * 2).min(std::time::Duration::from_millis(25));
     }
 }
 
@@ -192,13 +215,31 @@ impl RunRecorder {
         Ok(files)
     }
 
-    /// Reopens the folder of an earlier run to resume it: `run.json` goes back to `running`
-    /// (with this process and one more resume), and the earlier `events.jsonl` and
-    /// `steps.jsonl` are kept as `events.<n>.jsonl` / `steps.<n>.jsonl` (`n` = resumes so far).
+    /// Takes the lock of the folder of an earlier run before resuming it: `Ok(None)` when
+    /// another process holds it (the run is still going on, or `nuvira runs gc` is removing
+    /// it). Take it before anything of the run is undone, and hand it to
+    /// [`reopen`](Self::reopen) (a second lock from this process would conflict with it).
+    ///
+    /// # Errors
+    /// [`RunsError::Write`] when the folder cannot be opened (a symlink, gone).
+    pub fn lock_for_resume(
+        run: &crate::runs::StoredRun,
+    ) -> Result<Option<nuvira_workspace::FolderLock>, RunsError> {
+        nuvira_workspace::FolderLock::try_acquire(&run.dir).map_err(write_err(&run.dir))
+    }
+
+    /// Reopens the folder of an earlier run to resume it, under `lock` (its folder's lock,
+    /// [`lock_for_resume`](Self::lock_for_resume)): `run.json` goes back to `running` (with
+    /// this process and one more resume), and the earlier `events.jsonl` and `steps.jsonl` are
+    /// kept as `events.<n>.jsonl` / `steps.<n>.jsonl` (`n` = resumes so far).
     ///
     /// # Errors
     /// As [`create`](Self::create).
-    pub fn reopen(ws: &Workspace, run: &crate::runs::StoredRun) -> Result<Self, RunsError> {
+    pub fn reopen(
+        ws: &Workspace,
+        run: &crate::runs::StoredRun,
+        lock: nuvira_workspace::FolderLock,
+    ) -> Result<Self, RunsError> {
         let mut meta = run.meta.clone();
         meta.resumes += 1;
         meta.status = "running".into();
@@ -206,7 +247,6 @@ impl RunRecorder {
         meta.ended_ms = None;
         meta.duration_ms = None;
         meta.exit_code = None;
-        let lock = lock_run_dir(&run.dir)?;
         let rec = Self {
             dir: run.dir.clone(),
             root: ws.root().to_owned(),
@@ -226,6 +266,7 @@ impl RunRecorder {
             let _ = std::fs::remove_file(&report);
         }
         rec.write_meta()?;
+        nuvira_workspace::fault_point("resume-reopened");
         Ok(rec)
     }
 
@@ -669,4 +710,44 @@ pub fn read_steps(path: &Path) -> Vec<OpRecord> {
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A probe (`folder_locked`, `nuvira runs`) holds a run folder's lock for an instant: a run
+    /// taking its lock at that instant waits for it instead of going unrecorded; a lock held
+    /// longer than the patience is still refused.
+    #[cfg(unix)]
+    #[test]
+    fn a_run_taking_its_lock_while_a_probe_holds_it_waits_for_the_probe() {
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path().join("run-1");
+        std::fs::create_dir(&dir).unwrap();
+        let (held_tx, held_rx) = std::sync::mpsc::channel();
+        let probe = {
+            let dir = dir.clone();
+            std::thread::spawn(move || {
+                let lock = nuvira_workspace::FolderLock::try_acquire(&dir)
+                    .unwrap()
+                    .unwrap();
+                held_tx.send(()).unwrap();
+                std::thread::sleep(std::time::Duration::from_millis(40));
+                drop(lock);
+            })
+        };
+        held_rx.recv().unwrap();
+        assert!(nuvira_workspace::folder_locked(&dir).unwrap());
+        let lock = lock_run_dir(&dir).expect("the run gave up while a probe held its lock");
+        probe.join().unwrap();
+        assert!(nuvira_workspace::folder_locked(&dir).unwrap());
+        // Held for good (by this lock): refused once the patience is over.
+        let t = std::time::Instant::now();
+        let err = lock_run_dir_within(&dir, std::time::Duration::from_millis(30)).unwrap_err();
+        assert!(t.elapsed() >= std::time::Duration::from_millis(30));
+        assert!(err.to_string().contains("another process holds"), "{err}");
+        drop(lock);
+        assert!(lock_run_dir(&dir).is_ok());
+    }
 }
