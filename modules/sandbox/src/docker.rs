@@ -228,9 +228,10 @@ impl DockerSandbox {
         let mut extra = Vec::new();
         if let Some(ws) = cache.as_ref().and_then(|c| c.workspace.as_ref())
             && ws.track
-            && !ws.prune.is_empty()
         {
-            // What the last run created, deleted by the wrapper before the command.
+            // What the last run created, deleted by the wrapper before the command. Always
+            // uploaded (empty when nothing is to go), before the container starts: the file the
+            // wrapper sources is ours, never one a run left in the volume.
             extra.push((
                 Path::new(crate::docker_track::STATE_DIR).join("prune"),
                 crate::docker_track::prune_script(&ws.prune),

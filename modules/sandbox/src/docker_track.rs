@@ -7,12 +7,14 @@
 //! ([`wrap`]) that:
 //!
 //! 1. before the command, deletes what the last run created (a list of `rm -rf` lines the host
-//!    uploaded at `/workspace/.nuvira/prune` with the delta; `.nuvira` is never part of the
-//!    workspace upload), then removes `/workspace/.nuvira`, so the command never sees it;
+//!    uploaded at `/workspace/.nuvira/prune` with the delta, on every tracked run, empty when
+//!    nothing is to go, so what is sourced is never a file a run left; `.nuvira` is never part
+//!    of the workspace upload), then removes `/workspace/.nuvira`, so the command never sees it;
 //! 2. marks the time (a file in `/dev/shm`, then waits for the file system's clock to tick, so
 //!    that every change the command makes is strictly newer than the mark);
 //! 3. runs the command as a child and keeps its exit status;
-//! 4. lists every entry of `/workspace` (`all`) and those changed since the mark (`newer`;
+//! 4. removes whatever the command left at `/workspace/.nuvira` and makes it anew, then lists
+//!    every entry of `/workspace` (`all`) and those changed since the mark (`newer`;
 //!    ctime where `find -cnewer` exists, else mtime), leaving out the build folders the walk
 //!    leaves out (`target/`, `node_modules/`: warm caches) and `.nuvira`, into
 //!    `/workspace/.nuvira/`, writes them at the end of standard error between markers named
@@ -71,7 +73,7 @@ while [ $i -lt 5000 ] && [ -z "$(find "$T" -newer "$M" 2>/dev/null)" ]; do echo 
 rm -f "$T"
 "$@"
 s=$?
-if [ -f "$M" ] && mkdir -p "$P" 2>/dev/null; then
+if [ -f "$M" ] && rm -rf "$P" 2>/dev/null && mkdir "$P" 2>/dev/null; then
   if {{ {walk} -cnewer "$M" -print0 > "$P/newer" 2>/dev/null || {walk} -newer "$M" -print0 > "$P/newer" 2>/dev/null; }} && {walk} -print0 > "$P/all.tmp" 2>/dev/null && mv "$P/all.tmp" "$P/all" 2>/dev/null; then
     {begin}; cat "$P/newer" >&2
     if [ "$(wc -c < "$P/all")" -le {INLINE_CAP} ]; then {all}; cat "$P/all" >&2; else {all_file}; fi

@@ -846,6 +846,43 @@ mod docker {
         rm_volumes(&key);
     }
 
+    // Before: a run that wrote `.nuvira/prune` and created nothing else had the next run's
+    // wrapper source it (the host uploaded a prune list only when it was not empty).
+    #[tokio::test]
+    async fn a_prune_file_a_docker_run_plants_is_never_run_by_the_next_run() {
+        let Some(sandbox) = docker(HOST).await else {
+            return;
+        };
+        let base = tempfile::tempdir().unwrap();
+        let sandbox = sandbox
+            .with_cache_root(CacheRoot::at(base.path(), u64::MAX))
+            .with_background_removal();
+        let p = cargo_project();
+        let (_, key) = project_key(p.path()).unwrap();
+        let first = sandbox
+            .run(&host_run(p.path(), "true"), &NeverCancelled)
+            .await
+            .unwrap();
+        assert_eq!(first.exit_code, Some(0), "{first:?}");
+        let plant = "mkdir -p .nuvira && printf 'echo PLANTED >&2; exit 0\\n' > .nuvira/prune";
+        let planted = sandbox
+            .run(&host_run(p.path(), plant), &NeverCancelled)
+            .await
+            .unwrap();
+        assert_eq!(planted.exit_code, Some(0), "{planted:?}");
+        let next = sandbox
+            .run(
+                &host_run(p.path(), "test ! -e .nuvira; echo real >&2; exit 4"),
+                &NeverCancelled,
+            )
+            .await
+            .unwrap();
+        assert_eq!(next.exit_code, Some(4), "{next:?}");
+        assert_eq!(next.stderr, "real\n", "{next:?}");
+        sandbox.wait_for_cleanup().await;
+        rm_volumes(&key);
+    }
+
     #[tokio::test]
     async fn two_docker_runs_of_one_project_at_once_each_get_a_warm_slot_of_volumes() {
         let Some(sandbox) = docker(BUSYBOX).await else {
