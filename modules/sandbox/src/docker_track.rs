@@ -15,7 +15,8 @@
 //! 3. runs the command as a child and keeps its exit status;
 //! 4. removes whatever the command left at `/workspace/.nuvira` and makes it anew, then lists
 //!    every entry of `/workspace` (`all`) and those changed since the mark (`newer`;
-//!    ctime where `find -cnewer` exists, else mtime), leaving out the build folders the walk
+//!    ctime where `find -cnewer` exists, else mtime; an entry that is not a folder twice, so
+//!    that a tracked folder that became a file or link is seen), leaving out the build folders the walk
 //!    leaves out (`target/`, `node_modules/`: warm caches) and `.nuvira`, into
 //!    `/workspace/.nuvira/`, writes them at the end of standard error between markers named
 //!    after the container (`all` only up to [`INLINE_CAP`], else a marker saying it is in its
@@ -64,6 +65,8 @@ fn script(build_dirs: &[&str], nonce: &str) -> String {
     let walk = format!("find /workspace -xdev \\( -path \"$P\"{skip} \\) -prune -o");
     let m = |what: &str| format!("printf '\\000nuvira-{nonce}-{what}\\000' >&2");
     let (begin, all, all_file, end) = (m("newer"), m("all"), m("all-file"), m("end"));
+    // In `newer`, an entry that is not a folder is listed twice (its type, in any `find`).
+    let typed = "\\( -type d -print0 -o -print0 -print0 \\)";
     format!(
         r#"P=/workspace/{STATE_DIR}; M=/dev/shm/.nuvira-mark; T=/dev/shm/.nuvira-tick
 [ -f "$P/prune" ] && . "$P/prune"
@@ -74,7 +77,7 @@ rm -f "$T"
 "$@"
 s=$?
 if [ -f "$M" ] && rm -rf "$P" 2>/dev/null && mkdir "$P" 2>/dev/null; then
-  if {{ {walk} -cnewer "$M" -print0 > "$P/newer" 2>/dev/null || {walk} -newer "$M" -print0 > "$P/newer" 2>/dev/null; }} && {walk} -print0 > "$P/all.tmp" 2>/dev/null && mv "$P/all.tmp" "$P/all" 2>/dev/null; then
+  if {{ {walk} -cnewer "$M" {typed} > "$P/newer" 2>/dev/null || {walk} -newer "$M" {typed} > "$P/newer" 2>/dev/null; }} && {walk} -print0 > "$P/all.tmp" 2>/dev/null && mv "$P/all.tmp" "$P/all" 2>/dev/null; then
     {begin}; cat "$P/newer" >&2
     if [ "$(wc -c < "$P/all")" -le {INLINE_CAP} ]; then {all}; cat "$P/all" >&2; else {all_file}; fi
     {end}
@@ -133,20 +136,52 @@ pub(crate) fn wrap(command: &[String], skip_build_dirs: bool, nonce: &str) -> Ve
 }
 
 /// The prune script for `paths` (workspace-relative): one `rm -rf` per path, each quoted for
-/// `sh` whatever bytes it holds.
+/// `sh` whatever bytes it holds, and run only when the path's parent resolves to itself (no
+/// symbolic link on the way: a run may have swapped a folder of a listed path for a link into a
+/// cache volume, and `rm` would delete through it).
 pub(crate) fn prune_script(paths: &[PathBuf]) -> Vec<u8> {
-    let mut out = Vec::new();
-    for p in paths {
-        out.extend_from_slice(b"rm -rf -- '/workspace/");
-        for &b in p.as_os_str().as_bytes() {
-            if b == b'\'' {
-                out.extend_from_slice(b"'\\''");
-            } else {
-                out.push(b);
-            }
-        }
-        out.extend_from_slice(b"'\n");
+    prune_script_in(b"/workspace", paths)
+}
+
+/// [`prune_script`] for the folder `root` (absolute, without links).
+fn prune_script_in(root: &[u8], paths: &[PathBuf]) -> Vec<u8> {
+    if paths.is_empty() {
+        return Vec::new();
     }
+    // `$(...)` drops trailing newlines: `pwd -P` is followed by a line of its own, so a folder
+    // whose name ends in a newline is compared whole.
+    let mut out = b"N='\n'\n".to_vec();
+    for p in paths {
+        let mut full = root.to_vec();
+        full.push(b'/');
+        full.extend_from_slice(p.as_os_str().as_bytes());
+        let mut parent = root.to_vec();
+        if let Some(up) = p.parent().filter(|up| !up.as_os_str().is_empty()) {
+            parent.push(b'/');
+            parent.extend_from_slice(up.as_os_str().as_bytes());
+        }
+        out.extend_from_slice(b"d=");
+        out.extend(quote(&parent));
+        out.extend_from_slice(
+            b"; [ \"$(cd -P -- \"$d\" 2>/dev/null && pwd -P && echo x)\" = \"$d${N}x\" ] && rm -rf -- ",
+        );
+        out.extend(quote(&full));
+        out.push(b'\n');
+    }
+    out
+}
+
+/// `bytes` quoted for `sh`, whatever they hold.
+fn quote(bytes: &[u8]) -> Vec<u8> {
+    let mut out = vec![b'\''];
+    for &b in bytes {
+        if b == b'\'' {
+            out.extend_from_slice(b"'\\''");
+        } else {
+            out.push(b);
+        }
+    }
+    out.push(b'\'');
     out
 }
 
@@ -162,6 +197,19 @@ fn parse_list(bytes: &[u8]) -> BTreeSet<PathBuf> {
             !p.as_os_str().is_empty() && p.components().all(|c| matches!(c, Component::Normal(_)))
         })
         .collect()
+}
+
+/// The entries of a `newer` listing that are not folders (listed twice in a row).
+fn not_dirs(bytes: &[u8]) -> BTreeSet<PathBuf> {
+    let mut out = BTreeSet::new();
+    let mut records = bytes.split(|&b| b == 0).peekable();
+    while let Some(r) = records.next() {
+        if records.peek() == Some(&r) {
+            records.next();
+            out.extend(parse_list(r));
+        }
+    }
+    out
 }
 
 /// What the run left, against what was uploaded.
@@ -181,12 +229,15 @@ pub(crate) fn reconcile(manifest: &Manifest, all: Option<&[u8]>, newer: Option<&
             prune: Vec::new(),
         };
     };
+    let not_dirs = not_dirs(newer);
     let (all, newer) = (parse_list(all), parse_list(newer));
-    // A tracked entry gone, or a tracked file or link changed: not undone by a prune.
+    // A tracked entry gone, a tracked file or link changed, or a tracked folder that is no
+    // longer one: not undone by a prune.
     let dirty = manifest.paths().any(|(p, _)| !all.contains(p))
         || newer
             .iter()
-            .any(|p| manifest.kind_of(p).is_some_and(|k| k != b'd'));
+            .any(|p| manifest.kind_of(p).is_some_and(|k| k != b'd'))
+        || not_dirs.iter().any(|p| manifest.kind_of(p) == Some(b'd'));
     let mut prune: Vec<PathBuf> = Vec::new();
     for p in &all {
         if manifest.kind_of(p).is_some() {
@@ -278,6 +329,12 @@ mod tests {
         assert!(reconcile(&m, Some(&all), Some(&list(&["src/a.rs"]))).dirty);
         assert!(reconcile(&m, Some(&list(&["src"])), Some(&[])).dirty);
         assert!(reconcile(&m, None, Some(&[])).dirty);
+        // Before: a tracked (empty) folder that became a file or link was not seen.
+        std::fs::create_dir_all(dir.path().join("empty")).unwrap();
+        let m = manifest_of(dir.path());
+        let all = list(&["src", "src/a.rs", "empty"]);
+        assert!(!reconcile(&m, Some(&all), Some(&list(&["empty"]))).dirty);
+        assert!(reconcile(&m, Some(&all), Some(&list(&["empty", "empty"]))).dirty);
         // Paths outside the workspace in a hostile listing are ignored.
         let hostile = list(&["src", "src/a.rs", "../etc"]);
         let mut bytes = hostile.clone();
@@ -313,10 +370,61 @@ mod tests {
 
     #[test]
     fn the_prune_script_quotes_every_name() {
+        assert_eq!(quote(b"it's $(x) `y`\nz"), b"'it'\\''s $(x) `y`\nz'");
         let s = prune_script(&[PathBuf::from("it's $(x) `y`\nz")]);
         assert_eq!(
             String::from_utf8(s).unwrap(),
-            "rm -rf -- '/workspace/it'\\''s $(x) `y`\nz'\n"
+            "N='\n'\nd='/workspace'; [ \"$(cd -P -- \"$d\" 2>/dev/null && pwd -P && echo x)\" \
+             = \"$d${N}x\" ] && rm -rf -- '/workspace/it'\\''s $(x) `y`\nz'\n"
         );
+        assert!(prune_script(&[]).is_empty());
+    }
+
+    // Before: `rm -rf -- '/workspace/a/b'` deleted `b` in whatever folder the link `a` led to.
+    #[test]
+    fn the_prune_script_deletes_nothing_through_a_symbolic_link() {
+        use std::os::unix::fs::symlink;
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().canonicalize().unwrap();
+        let (ws, outside) = (base.join("ws"), base.join("outside"));
+        std::fs::create_dir_all(outside.join("deep")).unwrap();
+        std::fs::write(outside.join("b"), "keep").unwrap();
+        std::fs::write(outside.join("deep/b"), "keep").unwrap();
+        std::fs::create_dir_all(ws.join("real/sub")).unwrap();
+        std::fs::create_dir_all(ws.join("m\n")).unwrap();
+        std::fs::write(ws.join("real/sub/c"), "c").unwrap();
+        std::fs::write(ws.join("m\n/f"), "f").unwrap();
+        std::fs::write(ws.join("it's $(x)\nz"), "q").unwrap();
+        symlink(&outside, ws.join("a")).unwrap();
+        symlink(&outside, ws.join("n\n")).unwrap();
+        symlink(&outside, ws.join("real/l")).unwrap();
+        let paths: Vec<PathBuf> = [
+            "a/b",
+            "a/deep",
+            "n\n/b",
+            "real/l/b",
+            "real/sub/c",
+            "m\n/f",
+            "it's $(x)\nz",
+            "lnk-itself",
+        ]
+        .iter()
+        .map(PathBuf::from)
+        .collect();
+        symlink(&outside, ws.join("lnk-itself")).unwrap();
+        let script = prune_script_in(ws.as_os_str().as_bytes(), &paths);
+        let status = std::process::Command::new("/bin/sh")
+            .arg("-c")
+            .arg(std::ffi::OsStr::from_bytes(&script))
+            .status()
+            .unwrap();
+        assert!(status.success() || status.code().is_some());
+        // Nothing behind a link went; what was listed in real folders did (a link itself too).
+        assert!(outside.join("b").exists() && outside.join("deep/b").exists());
+        assert!(!ws.join("real/sub/c").exists());
+        assert!(!ws.join("m\n/f").exists());
+        assert!(!ws.join("it's $(x)\nz").exists());
+        assert!(std::fs::symlink_metadata(ws.join("lnk-itself")).is_err());
+        assert!(ws.join("a").exists() && ws.join("real/sub").exists());
     }
 }
