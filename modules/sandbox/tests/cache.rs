@@ -883,6 +883,44 @@ mod docker {
         rm_volumes(&key);
     }
 
+    // Before: the next run uploaded `gen/x.rs` (and `out/y`), then its wrapper deleted them
+    // (the last run had created them, so they were on its prune list).
+    #[tokio::test]
+    async fn a_file_the_user_made_where_a_docker_run_had_made_one_is_not_pruned() {
+        let Some(sandbox) = docker(HOST).await else {
+            return;
+        };
+        let base = tempfile::tempdir().unwrap();
+        let sandbox = sandbox
+            .with_cache_root(CacheRoot::at(base.path(), u64::MAX))
+            .with_background_removal();
+        let p = cargo_project();
+        let (_, key) = project_key(p.path()).unwrap();
+        let first = sandbox
+            .run(&host_run(p.path(), "true"), &NeverCancelled)
+            .await
+            .unwrap();
+        assert_eq!(first.exit_code, Some(0), "{first:?}");
+        let make = "mkdir -p gen out && echo run > gen/x.rs && echo run > out/y";
+        let made = sandbox
+            .run(&host_run(p.path(), make), &NeverCancelled)
+            .await
+            .unwrap();
+        assert_eq!(made.exit_code, Some(0), "{made:?}");
+        write(p.path(), "gen/x.rs", "user");
+        write(p.path(), "out/y", "user");
+        let next = sandbox
+            .run(&host_run(p.path(), "cat gen/x.rs out/y"), &NeverCancelled)
+            .await
+            .unwrap();
+        assert_eq!(next.exit_code, Some(0), "{next:?}");
+        assert_eq!(next.stdout, "useruser", "{next:?}");
+        let note = next.info.workspace_copy.clone().unwrap();
+        assert!(note.contains("new workspace volume"), "{note}");
+        sandbox.wait_for_cleanup().await;
+        rm_volumes(&key);
+    }
+
     #[tokio::test]
     async fn two_docker_runs_of_one_project_at_once_each_get_a_warm_slot_of_volumes() {
         let Some(sandbox) = docker(BUSYBOX).await else {
