@@ -19,12 +19,12 @@
 //!    that a tracked folder that became a file or link is seen), leaving out the build folders the walk
 //!    leaves out (`target/`, `node_modules/`: warm caches) and `.nuvira`, into
 //!    `/workspace/.nuvira/`, writes them at the end of standard error between markers named
-//!    after the container (`all` only up to [`INLINE_CAP`], else a marker saying it is in its
-//!    file), then exits with the command's status.
+//!    after the container (each list only up to [`INLINE_CAP`], else a marker saying it is in
+//!    its file), then exits with the command's status.
 //!
 //! After the run the host takes the lists off the end of standard error (the user sees
-//! standard error without them), downloading `all` from the stopped container when it was too
-//! long (capped at [`LIST_CAP`]), and compares them with the manifest of what it uploaded ([`reconcile`]):
+//! standard error without them; standard error is left whole when they do not parse),
+//! downloading a list from the stopped container when it was too long (capped at [`LIST_CAP`]), and compares them with the manifest of what it uploaded ([`reconcile`]):
 //! entries the command **created** go into the next run's prune list; a tracked entry the
 //! command **deleted or changed** (or a list that is missing: the command was killed at its
 //! timeout, the wrapper could not finish) marks the volume **dirty**, and the next run makes
@@ -65,6 +65,7 @@ fn script(build_dirs: &[&str], nonce: &str) -> String {
     let walk = format!("find /workspace -xdev \\( -path \"$P\"{skip} \\) -prune -o");
     let m = |what: &str| format!("printf '\\000nuvira-{nonce}-{what}\\000' >&2");
     let (begin, all, all_file, end) = (m("newer"), m("all"), m("all-file"), m("end"));
+    let newer_file = m("newer-file");
     // In `newer`, an entry that is not a folder is listed twice (its type, in any `find`).
     let typed = "\\( -type d -print0 -o -print0 -print0 \\)";
     format!(
@@ -78,7 +79,7 @@ rm -f "$T"
 s=$?
 if [ -f "$M" ] && rm -rf "$P" 2>/dev/null && mkdir "$P" 2>/dev/null; then
   if {{ {walk} -cnewer "$M" {typed} > "$P/newer" 2>/dev/null || {walk} -newer "$M" {typed} > "$P/newer" 2>/dev/null; }} && {walk} -print0 > "$P/all.tmp" 2>/dev/null && mv "$P/all.tmp" "$P/all" 2>/dev/null; then
-    {begin}; cat "$P/newer" >&2
+    {begin}; if [ "$(wc -c < "$P/newer")" -le {INLINE_CAP} ]; then cat "$P/newer" >&2; else {newer_file}; fi
     if [ "$(wc -c < "$P/all")" -le {INLINE_CAP} ]; then {all}; cat "$P/all" >&2; else {all_file}; fi
     {end}
   fi
@@ -89,32 +90,44 @@ exit $s
     )
 }
 
-/// Where the run's `all` listing is.
+/// Where one of the run's listings is.
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) enum AllListing {
+pub(crate) enum Listing {
     /// In the trailer.
     Inline(Vec<u8>),
-    /// Too long for it: in `/workspace/.nuvira/all`.
+    /// Too long for it: in `/workspace/.nuvira/` (`newer`, `all`).
     File,
 }
 
-/// The listings of a run's trailer (what followed the `newer` marker on standard error), or
-/// `None` when it is not whole.
-pub(crate) fn parse_trailer(trailer: &[u8], nonce: &str) -> Option<(Vec<u8>, AllListing)> {
+/// The listings of a run's trailer (what followed the `newer` marker on standard error): `newer`
+/// and `all`, or `None` when it is not whole.
+pub(crate) fn parse_trailer(trailer: &[u8], nonce: &str) -> Option<(Listing, Listing)> {
     let end = marker(nonce, "end");
     let body = trailer.strip_suffix(end.as_slice())?;
     let find = |hay: &[u8], needle: &[u8]| hay.windows(needle.len()).position(|w| w == needle);
+    let newer_file = marker(nonce, "newer-file");
+    let (newer_is_file, body) = match body.strip_prefix(newer_file.as_slice()) {
+        Some(rest) => (true, rest),
+        None => (false, body),
+    };
+    let newer = |inline: &[u8]| {
+        if newer_is_file {
+            inline.is_empty().then_some(Listing::File)
+        } else {
+            Some(Listing::Inline(inline.to_vec()))
+        }
+    };
     let all_file = marker(nonce, "all-file");
     if let Some(i) = find(body, &all_file)
         && i + all_file.len() == body.len()
     {
-        return Some((body[..i].to_vec(), AllListing::File));
+        return Some((newer(&body[..i])?, Listing::File));
     }
     let all = marker(nonce, "all");
     let i = find(body, &all)?;
     Some((
-        body[..i].to_vec(),
-        AllListing::Inline(body[i + all.len()..].to_vec()),
+        newer(&body[..i])?,
+        Listing::Inline(body[i + all.len()..].to_vec()),
     ))
 }
 
@@ -352,8 +365,8 @@ mod tests {
         assert_eq!(
             parse_trailer(&t, n),
             Some((
-                b"a\0b\0".to_vec(),
-                AllListing::Inline(b"a\0b\0c\0".to_vec())
+                Listing::Inline(b"a\0b\0".to_vec()),
+                Listing::Inline(b"a\0b\0c\0".to_vec())
             ))
         );
         assert_eq!(parse_trailer(&t[..t.len() - 1], n), None);
@@ -362,10 +375,32 @@ mod tests {
         f.extend(marker(n, "end"));
         assert_eq!(
             parse_trailer(&f, n),
-            Some((b"x\0".to_vec(), AllListing::File))
+            Some((Listing::Inline(b"x\0".to_vec()), Listing::File))
         );
+        // Before: `newer` had no cap (a long one pushed the markers out of the tail kept).
+        let mut both = marker(n, "newer-file");
+        both.extend(marker(n, "all-file"));
+        both.extend(marker(n, "end"));
+        assert_eq!(
+            parse_trailer(&both, n),
+            Some((Listing::File, Listing::File))
+        );
+        let mut bad = marker(n, "newer-file");
+        bad.extend(b"x\0");
+        bad.extend(marker(n, "all-file"));
+        bad.extend(marker(n, "end"));
+        assert_eq!(parse_trailer(&bad, n), None);
         // Another run's markers do not count.
         assert_eq!(parse_trailer(&t, "nuvira-sandbox-1-3-ab"), None);
+    }
+
+    #[test]
+    fn a_long_newer_listing_goes_through_its_file() {
+        // The wrapper caps `newer` as it caps `all`.
+        let s = script(&[], "n");
+        assert!(s.contains(
+            "-le 1048576 ]; then cat \"$P/newer\" >&2; else printf '\\000nuvira-n-newer-file\\000' >&2; fi"
+        ), "{s}");
     }
 
     #[test]

@@ -921,6 +921,45 @@ mod docker {
         rm_volumes(&key);
     }
 
+    // Before: a `newer` listing past the 32 MiB of standard error kept pushed its marker out, and
+    // the run's standard error was the listing.
+    #[tokio::test]
+    async fn a_docker_run_that_changes_many_files_gets_its_own_standard_error() {
+        let Some(sandbox) = docker(HOST).await else {
+            return;
+        };
+        let base = tempfile::tempdir().unwrap();
+        let sandbox = sandbox
+            .with_cache_root(CacheRoot::at(base.path(), u64::MAX))
+            .with_background_removal();
+        let p = cargo_project();
+        let (_, key) = project_key(p.path()).unwrap();
+        let first = sandbox
+            .run(&host_run(p.path(), "true"), &NeverCancelled)
+            .await
+            .unwrap();
+        assert_eq!(first.exit_code, Some(0), "{first:?}");
+        // 140,000 paths of 250 bytes: 35 MiB in each listing.
+        let many = format!(
+            "mkdir many && cd many && seq 140000 | sed 's/$/{}/' | xargs touch && echo oops >&2",
+            "x".repeat(230)
+        );
+        let mut req = host_run(p.path(), &many);
+        req.limits.timeout = Duration::from_secs(300);
+        let made = sandbox.run(&req, &NeverCancelled).await.unwrap();
+        assert_eq!(made.exit_code, Some(0), "{made:?}");
+        assert_eq!(made.stderr, "oops\n");
+        let next = sandbox
+            .run(&host_run(p.path(), "test ! -e many"), &NeverCancelled)
+            .await
+            .unwrap();
+        assert_eq!(next.exit_code, Some(0), "{next:?}");
+        let note = next.info.workspace_copy.clone().unwrap();
+        assert!(note.contains("1 left by the last run removed"), "{note}");
+        sandbox.wait_for_cleanup().await;
+        rm_volumes(&key);
+    }
+
     #[tokio::test]
     async fn two_docker_runs_of_one_project_at_once_each_get_a_warm_slot_of_volumes() {
         let Some(sandbox) = docker(BUSYBOX).await else {
