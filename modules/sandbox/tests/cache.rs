@@ -883,6 +883,38 @@ mod docker {
         rm_volumes(&key);
     }
 
+    // Before: an uploaded empty folder a run made a link stayed a link (a changed folder was
+    // taken for one that only gained entries).
+    #[tokio::test]
+    async fn an_uploaded_folder_a_docker_run_makes_a_link_is_a_folder_again_next_run() {
+        let Some(sandbox) = docker(HOST).await else {
+            return;
+        };
+        let base = tempfile::tempdir().unwrap();
+        let sandbox = sandbox
+            .with_cache_root(CacheRoot::at(base.path(), u64::MAX))
+            .with_background_removal();
+        let p = cargo_project();
+        std::fs::create_dir_all(p.path().join("empty")).unwrap();
+        let (_, key) = project_key(p.path()).unwrap();
+        let swap = "test -d empty && rmdir empty && ln -s /tmp empty";
+        let swapped = sandbox
+            .run(&host_run(p.path(), swap), &NeverCancelled)
+            .await
+            .unwrap();
+        assert_eq!(swapped.exit_code, Some(0), "{swapped:?}");
+        let next = sandbox
+            .run(
+                &host_run(p.path(), "test -d empty && test ! -L empty"),
+                &NeverCancelled,
+            )
+            .await
+            .unwrap();
+        assert_eq!(next.exit_code, Some(0), "{next:?}");
+        sandbox.wait_for_cleanup().await;
+        rm_volumes(&key);
+    }
+
     // Before: the next run uploaded `gen/x.rs` (and `out/y`), then its wrapper deleted them
     // (the last run had created them, so they were on its prune list).
     #[tokio::test]
