@@ -971,10 +971,11 @@ mod docker {
             .await
             .unwrap();
         assert_eq!(first.exit_code, Some(0), "{first:?}");
-        // 140,000 paths of 250 bytes: 35 MiB in each listing.
+        // 10,000 paths of ~3,780 bytes (14 folders of 250-byte names, then the file): 36 MiB
+        // in each listing, made quickly (few files, long names).
+        let long = "x".repeat(245);
         let many = format!(
-            "mkdir many && cd many && seq 140000 | sed 's/$/{}/' | xargs touch && echo oops >&2",
-            "x".repeat(230)
+            "mkdir many && cd many && for i in $(seq 14); do mkdir d$i{long} && cd d$i{long}; done && seq 10000 | sed 's/$/{long}/' | xargs touch && echo oops >&2"
         );
         let mut req = host_run(p.path(), &many);
         req.limits.timeout = Duration::from_secs(300);
