@@ -228,9 +228,10 @@ impl DockerSandbox {
         let mut extra = Vec::new();
         if let Some(ws) = cache.as_ref().and_then(|c| c.workspace.as_ref())
             && ws.track
-            && !ws.prune.is_empty()
         {
-            // What the last run created, deleted by the wrapper before the command.
+            // What the last run created, deleted by the wrapper before the command. Always
+            // uploaded (empty when nothing is to go), before the container starts: the file the
+            // wrapper sources is ours, never one a run left in the volume.
             extra.push((
                 Path::new(crate::docker_track::STATE_DIR).join("prune"),
                 crate::docker_track::prune_script(&ws.prune),
@@ -362,20 +363,27 @@ impl DockerSandbox {
                 .filter(|_| finished)
                 .and_then(|t| crate::docker_track::parse_trailer(&t, &name));
             let (all, newer) = match listed {
-                Some((newer, crate::docker_track::AllListing::Inline(all))) => {
-                    (Some(all), Some(newer))
-                }
-                Some((newer, crate::docker_track::AllListing::File)) => {
-                    let dir = Path::new(CONTAINER_WORKDIR).join(crate::docker_track::STATE_DIR);
-                    let [all] = self
-                        .download_files(
+                Some((newer, all)) => {
+                    use crate::docker_track::Listing;
+                    // A list too long for the trailer is read from the stopped container.
+                    let [newer_file, all_file] = if newer == Listing::File || all == Listing::File {
+                        let dir = Path::new(CONTAINER_WORKDIR).join(crate::docker_track::STATE_DIR);
+                        self.download_files(
                             &id,
                             &dir.to_string_lossy(),
-                            ["all"],
-                            crate::docker_track::LIST_CAP,
+                            ["newer", "all"],
+                            // Each list up to the cap.
+                            2 * crate::docker_track::LIST_CAP,
                         )
-                        .await;
-                    (all, Some(newer))
+                        .await
+                    } else {
+                        [None, None]
+                    };
+                    let pick = |l: Listing, file: Option<Vec<u8>>| match l {
+                        Listing::Inline(bytes) => Some(bytes),
+                        Listing::File => file,
+                    };
+                    (pick(all, all_file), pick(newer, newer_file))
                 }
                 None => (None, None),
             };
@@ -580,7 +588,9 @@ impl DockerSandbox {
         if let Some((nonce, trailer)) = track
             && let Ok(mut slot) = trailer.lock()
         {
-            *slot = stderr.take_trailer(&crate::docker_track::marker(nonce, "newer"));
+            *slot = stderr.take_trailer(&crate::docker_track::marker(nonce, "newer"), |t| {
+                crate::docker_track::parse_trailer(t, nonce).is_some()
+            });
         }
         let stderr = stderr.into_text();
         let pids_limited = mentions_fork_failure(&stderr);

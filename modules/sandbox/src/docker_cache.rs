@@ -274,7 +274,18 @@ pub(crate) async fn prepare(
         // Made again when the workspace lost an entry (an upload cannot delete), when the last
         // run left what a prune cannot undo, and when this run and the last differ in being
         // tracked (an untracked run cannot prune; what an untracked run left is unknown).
-        let remake = !delta.deleted.is_empty() || dirty || (last_prune.is_some() != track);
+        // Also when the workspace now has an entry the last run created, or one inside a folder
+        // it created: the wrapper would delete it after the upload (made again rather than the
+        // list trimmed: the folder's other entries are the run's, the prune must go whole).
+        let pruned: std::collections::BTreeSet<&Path> =
+            last_prune.iter().flatten().map(PathBuf::as_path).collect();
+        let uploads_pruned = !pruned.is_empty()
+            && delta
+                .upload
+                .iter()
+                .any(|u| u.ancestors().any(|a| pruned.contains(a)));
+        let remake =
+            !delta.deleted.is_empty() || dirty || uploads_pruned || (last_prune.is_some() != track);
         let fresh = if remake {
             remove_workspace_volume(docker, &name).await?;
             ensure_volume(docker, &name, labels(&run, ws.key())).await?
@@ -298,6 +309,8 @@ pub(crate) async fn prepare(
                         format!(" ({} deleted or changed type)", delta.deleted.len())
                     } else if dirty {
                         " (the last run changed or deleted uploaded files)".to_owned()
+                    } else if uploads_pruned {
+                        " (new files where the last run had created some)".to_owned()
                     } else {
                         String::new()
                     }

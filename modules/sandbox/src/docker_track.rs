@@ -7,21 +7,24 @@
 //! ([`wrap`]) that:
 //!
 //! 1. before the command, deletes what the last run created (a list of `rm -rf` lines the host
-//!    uploaded at `/workspace/.nuvira/prune` with the delta; `.nuvira` is never part of the
-//!    workspace upload), then removes `/workspace/.nuvira`, so the command never sees it;
+//!    uploaded at `/workspace/.nuvira/prune` with the delta, on every tracked run, empty when
+//!    nothing is to go, so what is sourced is never a file a run left; `.nuvira` is never part
+//!    of the workspace upload), then removes `/workspace/.nuvira`, so the command never sees it;
 //! 2. marks the time (a file in `/dev/shm`, then waits for the file system's clock to tick, so
 //!    that every change the command makes is strictly newer than the mark);
 //! 3. runs the command as a child and keeps its exit status;
-//! 4. lists every entry of `/workspace` (`all`) and those changed since the mark (`newer`;
-//!    ctime where `find -cnewer` exists, else mtime), leaving out the build folders the walk
+//! 4. removes whatever the command left at `/workspace/.nuvira` and makes it anew, then lists
+//!    every entry of `/workspace` (`all`) and those changed since the mark (`newer`;
+//!    ctime where `find -cnewer` exists, else mtime; an entry that is not a folder twice, so
+//!    that a tracked folder that became a file or link is seen), leaving out the build folders the walk
 //!    leaves out (`target/`, `node_modules/`: warm caches) and `.nuvira`, into
 //!    `/workspace/.nuvira/`, writes them at the end of standard error between markers named
-//!    after the container (`all` only up to [`INLINE_CAP`], else a marker saying it is in its
-//!    file), then exits with the command's status.
+//!    after the container (each list only up to [`INLINE_CAP`], else a marker saying it is in
+//!    its file), then exits with the command's status.
 //!
 //! After the run the host takes the lists off the end of standard error (the user sees
-//! standard error without them), downloading `all` from the stopped container when it was too
-//! long (capped at [`LIST_CAP`]), and compares them with the manifest of what it uploaded ([`reconcile`]):
+//! standard error without them; standard error is left whole when they do not parse),
+//! downloading a list from the stopped container when it was too long (capped at [`LIST_CAP`]), and compares them with the manifest of what it uploaded ([`reconcile`]):
 //! entries the command **created** go into the next run's prune list; a tracked entry the
 //! command **deleted or changed** (or a list that is missing: the command was killed at its
 //! timeout, the wrapper could not finish) marks the volume **dirty**, and the next run makes
@@ -62,6 +65,9 @@ fn script(build_dirs: &[&str], nonce: &str) -> String {
     let walk = format!("find /workspace -xdev \\( -path \"$P\"{skip} \\) -prune -o");
     let m = |what: &str| format!("printf '\\000nuvira-{nonce}-{what}\\000' >&2");
     let (begin, all, all_file, end) = (m("newer"), m("all"), m("all-file"), m("end"));
+    let newer_file = m("newer-file");
+    // In `newer`, an entry that is not a folder is listed twice (its type, in any `find`).
+    let typed = "\\( -type d -print0 -o -print0 -print0 \\)";
     format!(
         r#"P=/workspace/{STATE_DIR}; M=/dev/shm/.nuvira-mark; T=/dev/shm/.nuvira-tick
 [ -f "$P/prune" ] && . "$P/prune"
@@ -71,9 +77,9 @@ while [ $i -lt 5000 ] && [ -z "$(find "$T" -newer "$M" 2>/dev/null)" ]; do echo 
 rm -f "$T"
 "$@"
 s=$?
-if [ -f "$M" ] && mkdir -p "$P" 2>/dev/null; then
-  if {{ {walk} -cnewer "$M" -print0 > "$P/newer" 2>/dev/null || {walk} -newer "$M" -print0 > "$P/newer" 2>/dev/null; }} && {walk} -print0 > "$P/all.tmp" 2>/dev/null && mv "$P/all.tmp" "$P/all" 2>/dev/null; then
-    {begin}; cat "$P/newer" >&2
+if [ -f "$M" ] && rm -rf "$P" 2>/dev/null && mkdir "$P" 2>/dev/null; then
+  if {{ {walk} -cnewer "$M" {typed} > "$P/newer" 2>/dev/null || {walk} -newer "$M" {typed} > "$P/newer" 2>/dev/null; }} && {walk} -print0 > "$P/all.tmp" 2>/dev/null && mv "$P/all.tmp" "$P/all" 2>/dev/null; then
+    {begin}; if [ "$(wc -c < "$P/newer")" -le {INLINE_CAP} ]; then cat "$P/newer" >&2; else {newer_file}; fi
     if [ "$(wc -c < "$P/all")" -le {INLINE_CAP} ]; then {all}; cat "$P/all" >&2; else {all_file}; fi
     {end}
   fi
@@ -84,32 +90,44 @@ exit $s
     )
 }
 
-/// Where the run's `all` listing is.
+/// Where one of the run's listings is.
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) enum AllListing {
+pub(crate) enum Listing {
     /// In the trailer.
     Inline(Vec<u8>),
-    /// Too long for it: in `/workspace/.nuvira/all`.
+    /// Too long for it: in `/workspace/.nuvira/` (`newer`, `all`).
     File,
 }
 
-/// The listings of a run's trailer (what followed the `newer` marker on standard error), or
-/// `None` when it is not whole.
-pub(crate) fn parse_trailer(trailer: &[u8], nonce: &str) -> Option<(Vec<u8>, AllListing)> {
+/// The listings of a run's trailer (what followed the `newer` marker on standard error): `newer`
+/// and `all`, or `None` when it is not whole.
+pub(crate) fn parse_trailer(trailer: &[u8], nonce: &str) -> Option<(Listing, Listing)> {
     let end = marker(nonce, "end");
     let body = trailer.strip_suffix(end.as_slice())?;
     let find = |hay: &[u8], needle: &[u8]| hay.windows(needle.len()).position(|w| w == needle);
+    let newer_file = marker(nonce, "newer-file");
+    let (newer_is_file, body) = match body.strip_prefix(newer_file.as_slice()) {
+        Some(rest) => (true, rest),
+        None => (false, body),
+    };
+    let newer = |inline: &[u8]| {
+        if newer_is_file {
+            inline.is_empty().then_some(Listing::File)
+        } else {
+            Some(Listing::Inline(inline.to_vec()))
+        }
+    };
     let all_file = marker(nonce, "all-file");
     if let Some(i) = find(body, &all_file)
         && i + all_file.len() == body.len()
     {
-        return Some((body[..i].to_vec(), AllListing::File));
+        return Some((newer(&body[..i])?, Listing::File));
     }
     let all = marker(nonce, "all");
     let i = find(body, &all)?;
     Some((
-        body[..i].to_vec(),
-        AllListing::Inline(body[i + all.len()..].to_vec()),
+        newer(&body[..i])?,
+        Listing::Inline(body[i + all.len()..].to_vec()),
     ))
 }
 
@@ -131,20 +149,52 @@ pub(crate) fn wrap(command: &[String], skip_build_dirs: bool, nonce: &str) -> Ve
 }
 
 /// The prune script for `paths` (workspace-relative): one `rm -rf` per path, each quoted for
-/// `sh` whatever bytes it holds.
+/// `sh` whatever bytes it holds, and run only when the path's parent resolves to itself (no
+/// symbolic link on the way: a run may have swapped a folder of a listed path for a link into a
+/// cache volume, and `rm` would delete through it).
 pub(crate) fn prune_script(paths: &[PathBuf]) -> Vec<u8> {
-    let mut out = Vec::new();
-    for p in paths {
-        out.extend_from_slice(b"rm -rf -- '/workspace/");
-        for &b in p.as_os_str().as_bytes() {
-            if b == b'\'' {
-                out.extend_from_slice(b"'\\''");
-            } else {
-                out.push(b);
-            }
-        }
-        out.extend_from_slice(b"'\n");
+    prune_script_in(b"/workspace", paths)
+}
+
+/// [`prune_script`] for the folder `root` (absolute, without links).
+fn prune_script_in(root: &[u8], paths: &[PathBuf]) -> Vec<u8> {
+    if paths.is_empty() {
+        return Vec::new();
     }
+    // `$(...)` drops trailing newlines: `pwd -P` is followed by a line of its own, so a folder
+    // whose name ends in a newline is compared whole.
+    let mut out = b"N='\n'\n".to_vec();
+    for p in paths {
+        let mut full = root.to_vec();
+        full.push(b'/');
+        full.extend_from_slice(p.as_os_str().as_bytes());
+        let mut parent = root.to_vec();
+        if let Some(up) = p.parent().filter(|up| !up.as_os_str().is_empty()) {
+            parent.push(b'/');
+            parent.extend_from_slice(up.as_os_str().as_bytes());
+        }
+        out.extend_from_slice(b"d=");
+        out.extend(quote(&parent));
+        out.extend_from_slice(
+            b"; [ \"$(cd -P -- \"$d\" 2>/dev/null && pwd -P && echo x)\" = \"$d${N}x\" ] && rm -rf -- ",
+        );
+        out.extend(quote(&full));
+        out.push(b'\n');
+    }
+    out
+}
+
+/// `bytes` quoted for `sh`, whatever they hold.
+fn quote(bytes: &[u8]) -> Vec<u8> {
+    let mut out = vec![b'\''];
+    for &b in bytes {
+        if b == b'\'' {
+            out.extend_from_slice(b"'\\''");
+        } else {
+            out.push(b);
+        }
+    }
+    out.push(b'\'');
     out
 }
 
@@ -160,6 +210,19 @@ fn parse_list(bytes: &[u8]) -> BTreeSet<PathBuf> {
             !p.as_os_str().is_empty() && p.components().all(|c| matches!(c, Component::Normal(_)))
         })
         .collect()
+}
+
+/// The entries of a `newer` listing that are not folders (listed twice in a row).
+fn not_dirs(bytes: &[u8]) -> BTreeSet<PathBuf> {
+    let mut out = BTreeSet::new();
+    let mut records = bytes.split(|&b| b == 0).peekable();
+    while let Some(r) = records.next() {
+        if records.peek() == Some(&r) {
+            records.next();
+            out.extend(parse_list(r));
+        }
+    }
+    out
 }
 
 /// What the run left, against what was uploaded.
@@ -179,12 +242,15 @@ pub(crate) fn reconcile(manifest: &Manifest, all: Option<&[u8]>, newer: Option<&
             prune: Vec::new(),
         };
     };
+    let not_dirs = not_dirs(newer);
     let (all, newer) = (parse_list(all), parse_list(newer));
-    // A tracked entry gone, or a tracked file or link changed: not undone by a prune.
+    // A tracked entry gone, a tracked file or link changed, or a tracked folder that is no
+    // longer one: not undone by a prune.
     let dirty = manifest.paths().any(|(p, _)| !all.contains(p))
         || newer
             .iter()
-            .any(|p| manifest.kind_of(p).is_some_and(|k| k != b'd'));
+            .any(|p| manifest.kind_of(p).is_some_and(|k| k != b'd'))
+        || not_dirs.iter().any(|p| manifest.kind_of(p) == Some(b'd'));
     let mut prune: Vec<PathBuf> = Vec::new();
     for p in &all {
         if manifest.kind_of(p).is_some() {
@@ -276,6 +342,12 @@ mod tests {
         assert!(reconcile(&m, Some(&all), Some(&list(&["src/a.rs"]))).dirty);
         assert!(reconcile(&m, Some(&list(&["src"])), Some(&[])).dirty);
         assert!(reconcile(&m, None, Some(&[])).dirty);
+        // Before: a tracked (empty) folder that became a file or link was not seen.
+        std::fs::create_dir_all(dir.path().join("empty")).unwrap();
+        let m = manifest_of(dir.path());
+        let all = list(&["src", "src/a.rs", "empty"]);
+        assert!(!reconcile(&m, Some(&all), Some(&list(&["empty"]))).dirty);
+        assert!(reconcile(&m, Some(&all), Some(&list(&["empty", "empty"]))).dirty);
         // Paths outside the workspace in a hostile listing are ignored.
         let hostile = list(&["src", "src/a.rs", "../etc"]);
         let mut bytes = hostile.clone();
@@ -293,8 +365,8 @@ mod tests {
         assert_eq!(
             parse_trailer(&t, n),
             Some((
-                b"a\0b\0".to_vec(),
-                AllListing::Inline(b"a\0b\0c\0".to_vec())
+                Listing::Inline(b"a\0b\0".to_vec()),
+                Listing::Inline(b"a\0b\0c\0".to_vec())
             ))
         );
         assert_eq!(parse_trailer(&t[..t.len() - 1], n), None);
@@ -303,18 +375,91 @@ mod tests {
         f.extend(marker(n, "end"));
         assert_eq!(
             parse_trailer(&f, n),
-            Some((b"x\0".to_vec(), AllListing::File))
+            Some((Listing::Inline(b"x\0".to_vec()), Listing::File))
         );
+        // Before: `newer` had no cap (a long one pushed the markers out of the tail kept).
+        let mut both = marker(n, "newer-file");
+        both.extend(marker(n, "all-file"));
+        both.extend(marker(n, "end"));
+        assert_eq!(
+            parse_trailer(&both, n),
+            Some((Listing::File, Listing::File))
+        );
+        let mut bad = marker(n, "newer-file");
+        bad.extend(b"x\0");
+        bad.extend(marker(n, "all-file"));
+        bad.extend(marker(n, "end"));
+        assert_eq!(parse_trailer(&bad, n), None);
         // Another run's markers do not count.
         assert_eq!(parse_trailer(&t, "nuvira-sandbox-1-3-ab"), None);
     }
 
     #[test]
+    fn a_long_newer_listing_goes_through_its_file() {
+        // The wrapper caps `newer` as it caps `all`.
+        let s = script(&[], "n");
+        assert!(s.contains(
+            "-le 1048576 ]; then cat \"$P/newer\" >&2; else printf '\\000nuvira-n-newer-file\\000' >&2; fi"
+        ), "{s}");
+    }
+
+    #[test]
     fn the_prune_script_quotes_every_name() {
+        assert_eq!(quote(b"it's $(x) `y`\nz"), b"'it'\\''s $(x) `y`\nz'");
         let s = prune_script(&[PathBuf::from("it's $(x) `y`\nz")]);
         assert_eq!(
             String::from_utf8(s).unwrap(),
-            "rm -rf -- '/workspace/it'\\''s $(x) `y`\nz'\n"
+            "N='\n'\nd='/workspace'; [ \"$(cd -P -- \"$d\" 2>/dev/null && pwd -P && echo x)\" \
+             = \"$d${N}x\" ] && rm -rf -- '/workspace/it'\\''s $(x) `y`\nz'\n"
         );
+        assert!(prune_script(&[]).is_empty());
+    }
+
+    // Before: `rm -rf -- '/workspace/a/b'` deleted `b` in whatever folder the link `a` led to.
+    #[test]
+    fn the_prune_script_deletes_nothing_through_a_symbolic_link() {
+        use std::os::unix::fs::symlink;
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().canonicalize().unwrap();
+        let (ws, outside) = (base.join("ws"), base.join("outside"));
+        std::fs::create_dir_all(outside.join("deep")).unwrap();
+        std::fs::write(outside.join("b"), "keep").unwrap();
+        std::fs::write(outside.join("deep/b"), "keep").unwrap();
+        std::fs::create_dir_all(ws.join("real/sub")).unwrap();
+        std::fs::create_dir_all(ws.join("m\n")).unwrap();
+        std::fs::write(ws.join("real/sub/c"), "c").unwrap();
+        std::fs::write(ws.join("m\n/f"), "f").unwrap();
+        std::fs::write(ws.join("it's $(x)\nz"), "q").unwrap();
+        symlink(&outside, ws.join("a")).unwrap();
+        symlink(&outside, ws.join("n\n")).unwrap();
+        symlink(&outside, ws.join("real/l")).unwrap();
+        let paths: Vec<PathBuf> = [
+            "a/b",
+            "a/deep",
+            "n\n/b",
+            "real/l/b",
+            "real/sub/c",
+            "m\n/f",
+            "it's $(x)\nz",
+            "lnk-itself",
+        ]
+        .iter()
+        .map(PathBuf::from)
+        .collect();
+        symlink(&outside, ws.join("lnk-itself")).unwrap();
+        let script = prune_script_in(ws.as_os_str().as_bytes(), &paths);
+        let status = std::process::Command::new("/bin/sh")
+            .arg("-c")
+            .arg(std::ffi::OsStr::from_bytes(&script))
+            .status()
+            .unwrap();
+        assert!(status.success() || status.code().is_some());
+        // Nothing behind a link went; what was listed in real folders did (a link itself too).
+        assert!(outside.join("b").exists() && outside.join("deep/b").exists());
+        assert!(!ws.join("real/sub/c").exists());
+        assert!(!ws.join("m\n/f").exists());
+        assert!(!ws.join("it's $(x)\nz").exists());
+        assert!(std::fs::symlink_metadata(ws.join("lnk-itself")).is_err());
+        assert!(ws.join("a").exists() && ws.join("real/sub").exists());
     }
 }

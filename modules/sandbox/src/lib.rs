@@ -576,7 +576,11 @@ impl Tail {
 
     /// Splits off what follows the last `marker` (the marker too), if it is still kept.
     #[cfg(feature = "docker")]
-    pub(crate) fn take_trailer(&mut self, marker: &[u8]) -> Option<Vec<u8>> {
+    pub(crate) fn take_trailer(
+        &mut self,
+        marker: &[u8],
+        whole: impl Fn(&[u8]) -> bool,
+    ) -> Option<Vec<u8>> {
         if marker.is_empty() || self.buf.len() < marker.len() {
             return None;
         }
@@ -584,6 +588,9 @@ impl Tail {
             .rev()
             .find(|&i| self.buf[i..].starts_with(marker))?;
         let trailer = self.buf[pos + marker.len()..].to_vec();
+        if !whole(&trailer) {
+            return None;
+        }
         self.buf.truncate(pos);
         Some(trailer)
     }

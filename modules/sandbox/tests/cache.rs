@@ -846,6 +846,153 @@ mod docker {
         rm_volumes(&key);
     }
 
+    // Before: a run that wrote `.nuvira/prune` and created nothing else had the next run's
+    // wrapper source it (the host uploaded a prune list only when it was not empty).
+    #[tokio::test]
+    async fn a_prune_file_a_docker_run_plants_is_never_run_by_the_next_run() {
+        let Some(sandbox) = docker(HOST).await else {
+            return;
+        };
+        let base = tempfile::tempdir().unwrap();
+        let sandbox = sandbox
+            .with_cache_root(CacheRoot::at(base.path(), u64::MAX))
+            .with_background_removal();
+        let p = cargo_project();
+        let (_, key) = project_key(p.path()).unwrap();
+        let first = sandbox
+            .run(&host_run(p.path(), "true"), &NeverCancelled)
+            .await
+            .unwrap();
+        assert_eq!(first.exit_code, Some(0), "{first:?}");
+        let plant = "mkdir -p .nuvira && printf 'echo PLANTED >&2; exit 0\\n' > .nuvira/prune";
+        let planted = sandbox
+            .run(&host_run(p.path(), plant), &NeverCancelled)
+            .await
+            .unwrap();
+        assert_eq!(planted.exit_code, Some(0), "{planted:?}");
+        let next = sandbox
+            .run(
+                &host_run(p.path(), "test ! -e .nuvira; echo real >&2; exit 4"),
+                &NeverCancelled,
+            )
+            .await
+            .unwrap();
+        assert_eq!(next.exit_code, Some(4), "{next:?}");
+        assert_eq!(next.stderr, "real\n", "{next:?}");
+        sandbox.wait_for_cleanup().await;
+        rm_volumes(&key);
+    }
+
+    // Before: an uploaded empty folder a run made a link stayed a link (a changed folder was
+    // taken for one that only gained entries).
+    #[tokio::test]
+    async fn an_uploaded_folder_a_docker_run_makes_a_link_is_a_folder_again_next_run() {
+        let Some(sandbox) = docker(HOST).await else {
+            return;
+        };
+        let base = tempfile::tempdir().unwrap();
+        let sandbox = sandbox
+            .with_cache_root(CacheRoot::at(base.path(), u64::MAX))
+            .with_background_removal();
+        let p = cargo_project();
+        std::fs::create_dir_all(p.path().join("empty")).unwrap();
+        let (_, key) = project_key(p.path()).unwrap();
+        let swap = "test -d empty && rmdir empty && ln -s /tmp empty";
+        let swapped = sandbox
+            .run(&host_run(p.path(), swap), &NeverCancelled)
+            .await
+            .unwrap();
+        assert_eq!(swapped.exit_code, Some(0), "{swapped:?}");
+        let next = sandbox
+            .run(
+                &host_run(p.path(), "test -d empty && test ! -L empty"),
+                &NeverCancelled,
+            )
+            .await
+            .unwrap();
+        assert_eq!(next.exit_code, Some(0), "{next:?}");
+        sandbox.wait_for_cleanup().await;
+        rm_volumes(&key);
+    }
+
+    // Before: the next run uploaded `gen/x.rs` (and `out/y`), then its wrapper deleted them
+    // (the last run had created them, so they were on its prune list).
+    #[tokio::test]
+    async fn a_file_the_user_made_where_a_docker_run_had_made_one_is_not_pruned() {
+        let Some(sandbox) = docker(HOST).await else {
+            return;
+        };
+        let base = tempfile::tempdir().unwrap();
+        let sandbox = sandbox
+            .with_cache_root(CacheRoot::at(base.path(), u64::MAX))
+            .with_background_removal();
+        let p = cargo_project();
+        let (_, key) = project_key(p.path()).unwrap();
+        let first = sandbox
+            .run(&host_run(p.path(), "true"), &NeverCancelled)
+            .await
+            .unwrap();
+        assert_eq!(first.exit_code, Some(0), "{first:?}");
+        let make = "mkdir -p gen out && echo run > gen/x.rs && echo run > out/y";
+        let made = sandbox
+            .run(&host_run(p.path(), make), &NeverCancelled)
+            .await
+            .unwrap();
+        assert_eq!(made.exit_code, Some(0), "{made:?}");
+        write(p.path(), "gen/x.rs", "user");
+        write(p.path(), "out/y", "user");
+        let next = sandbox
+            .run(&host_run(p.path(), "cat gen/x.rs out/y"), &NeverCancelled)
+            .await
+            .unwrap();
+        assert_eq!(next.exit_code, Some(0), "{next:?}");
+        assert_eq!(next.stdout, "useruser", "{next:?}");
+        let note = next.info.workspace_copy.clone().unwrap();
+        assert!(note.contains("new workspace volume"), "{note}");
+        sandbox.wait_for_cleanup().await;
+        rm_volumes(&key);
+    }
+
+    // Before: a `newer` listing past the 32 MiB of standard error kept pushed its marker out, and
+    // the run's standard error was the listing.
+    #[tokio::test]
+    async fn a_docker_run_that_changes_many_files_gets_its_own_standard_error() {
+        let Some(sandbox) = docker(HOST).await else {
+            return;
+        };
+        let base = tempfile::tempdir().unwrap();
+        let sandbox = sandbox
+            .with_cache_root(CacheRoot::at(base.path(), u64::MAX))
+            .with_background_removal();
+        let p = cargo_project();
+        let (_, key) = project_key(p.path()).unwrap();
+        let first = sandbox
+            .run(&host_run(p.path(), "true"), &NeverCancelled)
+            .await
+            .unwrap();
+        assert_eq!(first.exit_code, Some(0), "{first:?}");
+        // 10,000 paths of ~3,780 bytes (14 folders of 250-byte names, then the file): 36 MiB
+        // in each listing, made quickly (few files, long names).
+        let long = "x".repeat(245);
+        let many = format!(
+            "mkdir many && cd many && for i in $(seq 14); do mkdir d$i{long} && cd d$i{long}; done && seq 10000 | sed 's/$/{long}/' | xargs touch && echo oops >&2"
+        );
+        let mut req = host_run(p.path(), &many);
+        req.limits.timeout = Duration::from_secs(300);
+        let made = sandbox.run(&req, &NeverCancelled).await.unwrap();
+        assert_eq!(made.exit_code, Some(0), "{made:?}");
+        assert_eq!(made.stderr, "oops\n");
+        let next = sandbox
+            .run(&host_run(p.path(), "test ! -e many"), &NeverCancelled)
+            .await
+            .unwrap();
+        assert_eq!(next.exit_code, Some(0), "{next:?}");
+        let note = next.info.workspace_copy.clone().unwrap();
+        assert!(note.contains("1 left by the last run removed"), "{note}");
+        sandbox.wait_for_cleanup().await;
+        rm_volumes(&key);
+    }
+
     #[tokio::test]
     async fn two_docker_runs_of_one_project_at_once_each_get_a_warm_slot_of_volumes() {
         let Some(sandbox) = docker(BUSYBOX).await else {
