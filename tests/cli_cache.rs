@@ -224,11 +224,35 @@ fn cache_list_shows_entries_and_clean_removes_folders_and_volumes() {
     assert!(left.iter().all(|n| !n.starts_with(&key_a)), "{left:?}");
     assert_eq!(left.iter().filter(|n| n.starts_with(&key_b)).count(), 2);
 
-    // Clean everything.
+    // Clean everything: everything of this cache folder. A cache volume of another cache
+    // folder on the same engine (another user's, another test's) is not its to remove.
+    let other_key = format!("other-{}", std::process::id());
+    let other = format!("nuvira-cache-{other_key}-test");
+    let made = std::process::Command::new("docker")
+        .args(["volume", "create", "--label", "nuvira.cache=1", "--label"])
+        .arg(format!("nuvira.cache.project={other_key}"))
+        .args([
+            "--label",
+            "nuvira.cache.root=/elsewhere/nuvira-cache",
+            &other,
+        ])
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{made:?}");
     let clean = nuvira(cache.path())
         .args(["cache", "clean"])
         .output()
         .unwrap();
+    let kept = volumes_of(&other_key);
+    let _ = std::process::Command::new("docker")
+        .args(["volume", "rm", "-f", &other])
+        .output();
+    assert_eq!(
+        kept,
+        vec![other.clone()],
+        "another cache folder's volume was removed:\n{}",
+        String::from_utf8_lossy(&clean.stdout)
+    );
     assert_eq!(
         clean.status.code(),
         Some(0),

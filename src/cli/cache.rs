@@ -118,8 +118,13 @@ impl Docker {
         }
     }
 
-    /// Cache volumes (name, entry key, project key, project) and their sizes.
-    async fn volumes(&self) -> Result<Vec<(String, String, String, String, u64)>, String> {
+    /// The cache volumes of cache folder `root` (name, entry key, project key, project) and
+    /// their sizes; another cache folder's volumes on the same engine are not this one's to
+    /// list or clean.
+    async fn volumes(
+        &self,
+        root: &CacheRoot,
+    ) -> Result<Vec<(String, String, String, String, u64)>, String> {
         match self {
             #[cfg(feature = "docker")]
             Self::Up(d) => {
@@ -127,13 +132,18 @@ impl Docker {
                 let list = nuvira_sandbox::docker_cache::list_volumes(d.client()).await?;
                 Ok(list
                     .into_iter()
+                    .filter(|v| v.belongs_to(root.dir()))
                     .map(|v| {
                         let size = sizes.get(&v.name).copied().unwrap_or(0);
                         (v.name, v.key, v.project_key, v.project, size)
                     })
                     .collect())
             }
-            Self::Down(e) => Err(e.clone()),
+            Self::Down(e) => {
+                // Nothing to filter without an engine.
+                let _ = root;
+                Err(e.clone())
+            }
         }
     }
 
@@ -182,7 +192,7 @@ async fn list_entries(
     entries: &[EntryInfo],
     docker: &Docker,
 ) -> u8 {
-    let volumes = docker.volumes().await;
+    let volumes = docker.volumes(root).await;
     let vol_size = |name: &str| {
         volumes
             .as_ref()
@@ -286,7 +296,7 @@ async fn clean_entries(
     let removal = root.remove(entries);
     // The volumes of removed entries, and labelled volumes whose entry is gone, of the
     // projects in scope; never those of entries still in use.
-    let volumes = docker.volumes().await;
+    let volumes = docker.volumes(root).await;
     let in_scope = |pk: &str, path: &str| match &scope.repo {
         None => true,
         Some(_) => entries

@@ -116,6 +116,10 @@ pub const VOLUME_KEY_LABEL: &str = "nuvira.cache.key";
 pub const VOLUME_PROJECT_LABEL: &str = "nuvira.cache.project";
 /// The label holding a volume's project path.
 pub const VOLUME_PATH_LABEL: &str = "nuvira.cache.path";
+/// The label holding the cache folder ([`CacheRoot::dir`]) a volume belongs to: `nuvira cache
+/// clean` of one cache folder never removes the volumes of another (another user's, or a
+/// test's private one) on the same engine.
+pub const VOLUME_ROOT_LABEL: &str = "nuvira.cache.root";
 
 /// How many warm copies (workspace entry + cargo target dir) a project keeps: so many runs of
 /// it at once each get a warm copy; a run beyond them makes a fresh copy and builds cold.

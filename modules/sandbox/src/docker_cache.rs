@@ -25,7 +25,7 @@
 
 use crate::cache::{
     CONTAINER_CACHE_DIR, CacheKind, CacheRoot, RunCache, VOLUME_KEY_LABEL, VOLUME_LABEL,
-    VOLUME_PATH_LABEL, VOLUME_PROJECT_LABEL, env_for, volume_name,
+    VOLUME_PATH_LABEL, VOLUME_PROJECT_LABEL, VOLUME_ROOT_LABEL, env_for, volume_name,
 };
 use bollard::Docker;
 use bollard::models::{Mount as DockerMount, MountTypeEnum, VolumeCreateOptions};
@@ -93,6 +93,10 @@ fn labels(run: &RunCache, entry_key: &str) -> HashMap<String, String> {
         (
             VOLUME_PATH_LABEL.to_owned(),
             run.project().to_string_lossy().into_owned(),
+        ),
+        (
+            VOLUME_ROOT_LABEL.to_owned(),
+            run.root().dir().to_string_lossy().into_owned(),
         ),
     ])
 }
@@ -512,6 +516,17 @@ pub struct CacheVolume {
     pub project_key: String,
     /// Its project path ([`VOLUME_PATH_LABEL`]).
     pub project: String,
+    /// The cache folder it belongs to ([`VOLUME_ROOT_LABEL`]; empty for a volume made before
+    /// that label).
+    pub root: String,
+}
+
+impl CacheVolume {
+    /// Whether the volume belongs to the cache folder `root` (a volume without the label is
+    /// taken to, as before the label existed).
+    pub fn belongs_to(&self, root: &std::path::Path) -> bool {
+        self.root.is_empty() || std::path::Path::new(&self.root) == root
+    }
 }
 
 /// Every volume labelled [`VOLUME_LABEL`].
@@ -536,6 +551,7 @@ pub async fn list_volumes(docker: &Docker) -> Result<Vec<CacheVolume>, String> {
             key: label(v, VOLUME_KEY_LABEL),
             project_key: label(v, VOLUME_PROJECT_LABEL),
             project: label(v, VOLUME_PATH_LABEL),
+            root: label(v, VOLUME_ROOT_LABEL),
         })
         .collect();
     out.sort_by(|a, b| a.name.cmp(&b.name));
