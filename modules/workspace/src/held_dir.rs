@@ -35,7 +35,10 @@ pub enum HeldKind {
     Other,
 }
 
-/// A folder opened as a directory handle; see the [module docs](self).
+/// A folder opened as a directory handle, and what is done in it through that handle (see
+/// [`Workspace::open_state_dir`]): nothing in it is reached by path again, so a folder of its
+/// path swapped for a symlink after it was opened redirects nothing (the run history's gc
+/// scans, locks, re-reads and removes run folders this way).
 #[derive(Debug)]
 pub struct HeldDir {
     dir: Dir,
