@@ -21,7 +21,7 @@ const RUNS: usize = 12;
 /// Files in each run folder (and in each outside twin).
 const FILES: usize = 8;
 /// Trials (one `nuvira runs gc` each), half swapping `.nuvira/runs`, half the run folders.
-const TRIALS: usize = 120;
+const TRIALS: usize = 80;
 
 fn id(i: usize) -> String {
     format!("run-{}-race{i:02}", 1_000 + i)
