@@ -22,6 +22,8 @@ mod cli_ui;
 mod cli_validate;
 mod example_workflow;
 mod mcp_client;
+/// Setup shared by cli_runs, cli_resume_changes and cli_runs_gc.
+mod runs_setup;
 mod scheduler;
 mod schema;
 mod validate;

@@ -2,12 +2,10 @@
 //! random moments, and `nuvira replay` — real processes, a scripted model (NUVIRA_SCRIPTED_LLM),
 //! real git repositories and real commands in the local sandbox.
 
+use crate::runs_setup::{LIB, Setup, WANT};
 use assert_cmd::Command;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-
-const LIB: &str = "pub fn a() -> u32 { 1 }\npub fn b() -> u32 { 2 }\n";
-const WANT: &str = "pub fn a() -> u32 { 10 }\npub fn b() -> u32 { 20 }\n";
 
 const PLAN: &str = r#"goal: "make a and b return 10 and 20"
 steps:
@@ -20,101 +18,6 @@ steps:
     depends_on: [two]
     config: { command: "grep -q '{ 10 }' src/lib.rs && grep -q '{ 20 }' src/lib.rs", sandbox: local }
 "#;
-
-const SCRIPT: &str = r#"- match: { schema: relevant_files }
-  response:
-    usage: { input_tokens: 50, output_tokens: 5 }
-    json: { paths: [src/lib.rs] }
-- match: { schema: edit_batch, last_user_contains: "make a return 10" }
-  response:
-    usage: { input_tokens: 100, output_tokens: 10 }
-    json: { edits: [ { strategy: search-replace, path: src/lib.rs, search: "{ 1 }", replace: "{ 10 }" } ], explanation: "a" }
-- match: { schema: edit_batch, last_user_contains: "make b return 20" }
-  response:
-    usage: { input_tokens: 200, output_tokens: 20 }
-    json: { edits: [ { strategy: search-replace, path: src/lib.rs, search: "{ 2 }", replace: "{ 20 }" } ], explanation: "b" }
-"#;
-
-/// A folder with the plan, the script and a git repository `repo/` holding `src/lib.rs`.
-struct Setup {
-    dir: tempfile::TempDir,
-}
-
-impl Setup {
-    fn new() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("plan.yaml"), PLAN).unwrap();
-        std::fs::write(dir.path().join("script.yaml"), SCRIPT).unwrap();
-        let s = Self { dir };
-        s.fresh_repo("repo");
-        s
-    }
-
-    fn path(&self, rel: &str) -> PathBuf {
-        self.dir.path().join(rel)
-    }
-
-    fn fresh_repo(&self, name: &str) -> PathBuf {
-        let repo = self.path(name);
-        std::fs::create_dir_all(repo.join("src")).unwrap();
-        std::fs::write(repo.join("src/lib.rs"), LIB).unwrap();
-        let git = |args: &[&str]| {
-            let ok = std::process::Command::new("git")
-                .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
-                .args(args)
-                .current_dir(&repo)
-                .output()
-                .unwrap()
-                .status
-                .success();
-            assert!(ok, "git {args:?}");
-        };
-        git(&["init", "-q"]);
-        git(&["add", "-A"]);
-        git(&["commit", "-qm", "init"]);
-        repo
-    }
-
-    /// `nuvira` with the scripted model (entries of finished steps skipped) and its call log.
-    fn nuvira(&self) -> Command {
-        let mut c = Command::cargo_bin("nuvira").unwrap();
-        c.env("NUVIRA_SCRIPTED_LLM", self.path("script.yaml"))
-            .env("NUVIRA_SCRIPTED_LLM_SKIP", "1")
-            .env("NUVIRA_SCRIPTED_LLM_LOG", self.path("calls.log"))
-            .env_remove("NUVIRA_MODEL")
-            .env_remove("NUVIRA_HISTORY")
-            .env_remove("NUVIRA_RUNS_KEEP")
-            .env_remove("NUVIRA_RUNS_KEEP_DAYS")
-            .env_remove("NUVIRA_CONFIG")
-            // The user's configuration folder: the test's own (empty unless it writes one).
-            .env("XDG_CONFIG_HOME", self.path("xdg"));
-        c
-    }
-
-    /// The same as a `std::process::Command`, to spawn and kill.
-    fn spawn_cmd(&self) -> std::process::Command {
-        let mut c = std::process::Command::new(assert_cmd::cargo::cargo_bin("nuvira"));
-        c.env("NUVIRA_SCRIPTED_LLM", self.path("script.yaml"))
-            .env("NUVIRA_SCRIPTED_LLM_SKIP", "1")
-            .env("NUVIRA_SCRIPTED_LLM_LOG", self.path("calls.log"))
-            .env_remove("NUVIRA_MODEL")
-            .env_remove("NUVIRA_HISTORY")
-            .env_remove("NUVIRA_CONFIG");
-        c
-    }
-
-    fn run(&self, repo: &Path, extra: &[&str]) -> std::process::Output {
-        self.nuvira()
-            .arg("run")
-            .arg(self.path("plan.yaml"))
-            .arg("--repo")
-            .arg(repo)
-            .arg("-q")
-            .args(extra)
-            .output()
-            .unwrap()
-    }
-}
 
 fn runs_json(repo: &Path) -> Vec<Value> {
     let out = Command::cargo_bin("nuvira")
@@ -184,7 +87,7 @@ fn report_of(dir: &Path) -> Value {
 
 #[test]
 fn every_run_is_recorded_listed_and_shown_in_every_format() {
-    let s = Setup::new();
+    let s = Setup::new(PLAN);
     let repo = s.path("repo");
     let out = s.run(
         &repo,
@@ -286,7 +189,7 @@ fn every_run_is_recorded_listed_and_shown_in_every_format() {
 
 #[test]
 fn show_of_an_unknown_or_malformed_id_is_refused_by_name() {
-    let s = Setup::new();
+    let s = Setup::new(PLAN);
     for (id, want) in [
         ("run-1-none", "no run `run-1-none`"),
         ("../../etc", "is not a run id"),
@@ -322,7 +225,7 @@ fn ids(repo: &Path) -> Vec<String> {
 
 #[test]
 fn gc_keeps_exactly_what_the_policy_says() {
-    let s = Setup::new();
+    let s = Setup::new(PLAN);
     let repo = s.path("repo");
     let now = nuvira::api::now_ms();
     let day = 86_400_000;
@@ -407,7 +310,7 @@ fn gc_keeps_exactly_what_the_policy_says() {
 
 #[test]
 fn max_tokens_stops_the_run_at_the_cap_with_every_file_consistent() {
-    let s = Setup::new();
+    let s = Setup::new(PLAN);
     let repo = s.path("repo");
     // The inspect call uses 55 tokens and the first edit 110: the cap is passed at the edit.
     let out = s.run(&repo, &["--max-tokens", "100", "--format", "json"]);
@@ -447,18 +350,26 @@ fn max_tokens_stops_the_run_at_the_cap_with_every_file_consistent() {
     assert!(!String::from_utf8_lossy(&out.stderr).contains("restored"));
 }
 
-#[test]
-fn max_cost_uses_the_configured_price_and_unknown_models_show_tokens_only() {
-    let s = Setup::new();
-    let repo = s.path("repo");
-    std::fs::create_dir_all(repo.join(".nuvira")).unwrap();
-    // $1000 per million tokens: the inspect call (55 tokens) costs $0.055, the first edit's
-    // (110) brings the run to $0.165.
+/// Writes a configuration file `config` pricing the scripted model at `per_mtok` dollars per
+/// million tokens, in and out.
+fn price(config: &Path, per_mtok: f64) {
+    std::fs::create_dir_all(config.parent().unwrap()).unwrap();
     std::fs::write(
-        repo.join(".nuvira/config.toml"),
-        "[prices.\"scripted:script\"]\ninput_per_mtok = 1000.0\noutput_per_mtok = 1000.0\n",
+        config,
+        format!(
+            "[prices.\"scripted:script\"]\ninput_per_mtok = {per_mtok:.1}\noutput_per_mtok = {per_mtok:.1}\n"
+        ),
     )
     .unwrap();
+}
+
+#[test]
+fn max_cost_uses_the_configured_price_and_unknown_models_show_tokens_only() {
+    let s = Setup::new(PLAN);
+    let repo = s.path("repo");
+    // $1000 per million tokens: the inspect call (55 tokens) costs $0.055, the first edit's
+    // (110) brings the run to $0.165.
+    price(&repo.join(".nuvira/config.toml"), 1000.0);
     let out = s.run(&repo, &["--max-cost", "0.1"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("the cost budget was exceeded"));
@@ -477,19 +388,9 @@ fn max_cost_uses_the_configured_price_and_unknown_models_show_tokens_only() {
     assert!(row["cost_usd"].is_null());
     // The user's price stands against a repository that says the model is free: its
     // `.nuvira/config.toml` may come with the checkout, and must not slip past --max-cost.
-    std::fs::create_dir_all(s.path("xdg/nuvira")).unwrap();
-    std::fs::write(
-        s.path("xdg/nuvira/config.toml"),
-        "[prices.\"scripted:script\"]\ninput_per_mtok = 1000.0\noutput_per_mtok = 1000.0\n",
-    )
-    .unwrap();
+    price(&s.path("xdg/nuvira/config.toml"), 1000.0);
     let repo3 = s.fresh_repo("repo3");
-    std::fs::create_dir_all(repo3.join(".nuvira")).unwrap();
-    std::fs::write(
-        repo3.join(".nuvira/config.toml"),
-        "[prices.\"scripted:script\"]\ninput_per_mtok = 0.0\noutput_per_mtok = 0.0\n",
-    )
-    .unwrap();
+    price(&repo3.join(".nuvira/config.toml"), 0.0);
     let out = s.run(&repo3, &["--max-cost", "0.1"]);
     assert_eq!(
         out.status.code(),
@@ -509,7 +410,7 @@ fn max_cost_uses_the_configured_price_and_unknown_models_show_tokens_only() {
 /// is applied twice (a second `{ 1 }` → `{ 10 }` would not find its text and fail the step).
 #[test]
 fn a_run_killed_at_random_moments_resumes_to_the_same_tree_and_report() {
-    let s = Setup::new();
+    let s = Setup::new(PLAN);
     // The uninterrupted run: its tree, its report and how long it takes.
     let base = s.path("repo");
     let started = std::time::Instant::now();
@@ -550,7 +451,7 @@ fn a_run_killed_at_random_moments_resumes_to_the_same_tree_and_report() {
         let repo = s.fresh_repo(&format!("t{trial}"));
         let _ = std::fs::remove_file(s.path("calls.log"));
         let mut child = s
-            .spawn_cmd()
+            .command()
             .arg("run")
             .arg(s.path("plan.yaml"))
             .arg("--repo")
@@ -584,11 +485,7 @@ fn a_run_killed_at_random_moments_resumes_to_the_same_tree_and_report() {
             None => s.run(&repo, &[]),
             Some(r) => {
                 resumed_something += 1;
-                s.nuvira()
-                    .args(["resume", r["id"].as_str().unwrap(), "-q", "--repo"])
-                    .arg(&repo)
-                    .output()
-                    .unwrap()
+                s.resume(&repo, r["id"].as_str().unwrap(), &[])
             }
         };
         assert!(
@@ -638,7 +535,7 @@ fn a_run_killed_at_random_moments_resumes_to_the_same_tree_and_report() {
 
 #[test]
 fn replay_of_an_unchanged_repository_reproduces_the_report_offline() {
-    let s = Setup::new();
+    let s = Setup::new(PLAN);
     let repo = s.path("repo");
     let fresh = s.fresh_repo("fresh");
     assert!(s.run(&repo, &[]).status.success());
@@ -696,7 +593,7 @@ fn replay(dir: &Path, repo: &Path, extra: &[&str]) -> (Option<i32>, String) {
 
 #[test]
 fn replay_with_a_changed_context_file_diverges_naming_the_file() {
-    let s = Setup::new();
+    let s = Setup::new(PLAN);
     let repo = s.path("repo");
     assert!(s.run(&repo, &[]).status.success());
     let (_, dir) = only_run(&repo);
@@ -731,7 +628,7 @@ fn replay_with_a_changed_context_file_diverges_naming_the_file() {
 
 #[test]
 fn replay_with_a_changed_prompt_template_diverges_naming_the_prompt_hash() {
-    let s = Setup::new();
+    let s = Setup::new(PLAN);
     let repo = s.path("repo");
     assert!(s.run(&repo, &[]).status.success());
     let (id, dir) = only_run(&repo);
@@ -783,7 +680,7 @@ fn replay_with_a_changed_prompt_template_diverges_naming_the_prompt_hash() {
 
 #[test]
 fn the_planners_model_call_is_recorded_under_no_step_and_counted() {
-    let s = Setup::new();
+    let s = Setup::new(PLAN);
     let repo = s.path("repo");
     std::fs::write(
         s.path("plan-script.yaml"),
@@ -833,7 +730,7 @@ fn the_planners_model_call_is_recorded_under_no_step_and_counted() {
 /// again, and so does a changed file they could read.
 #[test]
 fn test_steps_with_unchanged_inputs_are_not_rerun_unless_asked() {
-    let s = Setup::new();
+    let s = Setup::new(PLAN);
     let repo = s.path("repo");
     let count = s.path("count");
     let plan = format!(

@@ -4,49 +4,22 @@
 //! never outside `.nuvira/runs`. Real processes: a `nuvira run` stopped (by the test build's
 //! `fault-injection` hook) right after it made its folder, then SIGKILLed.
 
+use crate::runs_setup::{git_repo, run_folders as entries, text};
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Command, Output, Stdio};
 
-fn nuvira() -> Command {
-    let mut c = Command::new(assert_cmd::cargo::cargo_bin("nuvira"));
-    c.env_remove("NUVIRA_MODEL")
-        .env_remove("NUVIRA_HISTORY")
-        .env_remove("NUVIRA_RUNS_KEEP")
-        .env_remove("NUVIRA_RUNS_KEEP_DAYS")
-        .env_remove("NUVIRA_CONFIG")
-        .env_remove("NUVIRA_SCRIPTED_LLM")
-        .env_remove(nuvira_workspace::FAULT_PAUSE_AT_ENV);
-    c
+/// `nuvira` (see [`crate::runs_setup::nuvira`]) for `repo`, with a user configuration folder
+/// that does not exist.
+fn nuvira(repo: &Path) -> Command {
+    crate::runs_setup::nuvira(&repo.join(".no-config"))
 }
 
 /// A git repository with `src/lib.rs`, and a plan whose one step edits it (no model).
 fn repo(dir: &Path) -> (PathBuf, PathBuf) {
     let repo = dir.join("repo");
-    std::fs::create_dir_all(repo.join("src")).unwrap();
-    std::fs::write(repo.join("src/lib.rs"), "pub fn a() -> u32 { 1 }\n").unwrap();
-    for args in [
-        &["init", "-q"][..],
-        &["add", "-A"],
-        &[
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@example.invalid",
-            "commit",
-            "-qm",
-            "init",
-        ],
-    ] {
-        let ok = Command::new("git")
-            .args(args)
-            .current_dir(&repo)
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok, "git {args:?}");
-    }
+    git_repo(&repo, &[("src/lib.rs", "pub fn a() -> u32 { 1 }\n")]);
     let plan = dir.join("plan.yaml");
     std::fs::write(
         &plan,
@@ -61,8 +34,20 @@ steps:
     (repo, plan)
 }
 
+/// `nuvira run PLAN --repo REPO -q` to its end.
+fn run(repo: &Path, plan: &Path) -> Output {
+    nuvira(repo)
+        .arg("run")
+        .arg(plan)
+        .arg("--repo")
+        .arg(repo)
+        .arg("-q")
+        .output()
+        .unwrap()
+}
+
 fn runs_json(repo: &Path) -> Vec<Value> {
-    let out = nuvira()
+    let out = nuvira(repo)
         .args(["runs", "--json", "--repo"])
         .arg(repo)
         .output()
@@ -75,35 +60,16 @@ fn runs_json(repo: &Path) -> Vec<Value> {
         .clone()
 }
 
-fn text(out: &std::process::Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
 /// `nuvira runs gc --repo REPO ARGS`: its stderr (it must succeed).
 fn gc(repo: &Path, args: &[&str]) -> String {
-    let out = nuvira()
+    let out = nuvira(repo)
         .args(["runs", "gc", "--repo"])
         .arg(repo)
         .args(args)
-        .env("XDG_CONFIG_HOME", repo.join(".no-config"))
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", text(&out));
     String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-/// The entries of `.nuvira/runs`, sorted.
-fn entries(repo: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(repo.join(".nuvira/runs"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    v.sort();
-    v
 }
 
 /// Sets a folder's modification time `secs_ago` seconds back.
@@ -117,30 +83,7 @@ fn a_run_killed_at_its_very_start_is_listed_as_incomplete_kept_while_live_and_re
     let d = tempfile::tempdir().unwrap();
     let (repo, plan) = repo(d.path());
     // A real run, stopped right after it made (and locked) its folder, before any write.
-    let mut child = nuvira()
-        .arg("run")
-        .arg(&plan)
-        .arg("--repo")
-        .arg(&repo)
-        .arg("-q")
-        .env(nuvira_workspace::FAULT_PAUSE_AT_ENV, "run-folder")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    loop {
-        line.clear();
-        assert!(
-            stderr.read_line(&mut line).unwrap() > 0,
-            "the run ended before its pause point"
-        );
-        if line.trim() == "nuvira: paused at run-folder" {
-            break;
-        }
-    }
+    let mut child = paused(&repo, &["run", plan.to_str().unwrap(), "-q"], "run-folder");
     let names = entries(&repo);
     assert_eq!(names.len(), 1, "{names:?}");
     let id = names[0].clone();
@@ -167,7 +110,7 @@ fn a_run_killed_at_its_very_start_is_listed_as_incomplete_kept_while_live_and_re
     let rows = runs_json(&repo);
     assert_eq!(rows[0]["status"], "incomplete");
     assert_eq!(rows[0]["live"], false);
-    let listed = nuvira()
+    let listed = nuvira(&repo)
         .args(["runs", "--repo"])
         .arg(&repo)
         .output()
@@ -194,14 +137,7 @@ fn a_run_killed_at_its_very_start_is_listed_as_incomplete_kept_while_live_and_re
 
     // A run after it is recorded as usual (and its own gc does not touch the repository's
     // other files).
-    let out = nuvira()
-        .arg("run")
-        .arg(&plan)
-        .arg("--repo")
-        .arg(&repo)
-        .arg("-q")
-        .output()
-        .unwrap();
+    let out = run(&repo, &plan);
     assert!(out.status.success(), "{}", text(&out));
     let rows = runs_json(&repo);
     assert_eq!(rows.len(), 1);
@@ -391,13 +327,12 @@ fn resume_refuses_a_run_still_going_on_in_another_process_and_changes_no_file() 
     let (repo, _) = repo(d.path());
     let plan = waiting_plan(d.path());
     // A real run: its edit committed, then waiting in step `wait` while it holds its folder.
-    let mut child = nuvira()
+    let mut child = nuvira(&repo)
         .arg("run")
         .arg(&plan)
         .arg("--repo")
         .arg(&repo)
         .arg("-q")
-        .env("XDG_CONFIG_HOME", repo.join(".no-config"))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -412,10 +347,9 @@ fn resume_refuses_a_run_still_going_on_in_another_process_and_changes_no_file() 
     );
     let before = snapshot(&repo);
 
-    let out = nuvira()
+    let out = nuvira(&repo)
         .args(["resume", &id, "-q", "--repo"])
         .arg(&repo)
-        .env("XDG_CONFIG_HOME", repo.join(".no-config"))
         .output()
         .unwrap();
     let said = text(&out);
@@ -445,12 +379,11 @@ fn resume_refuses_a_run_still_going_on_in_another_process_and_changes_no_file() 
 
 /// Spawns `nuvira ARGS --repo REPO` stopped at fault point `point` (returns once it paused).
 fn paused(repo: &Path, args: &[&str], point: &str) -> std::process::Child {
-    let mut child = nuvira()
+    let mut child = nuvira(repo)
         .args(args)
         .arg("--repo")
         .arg(repo)
         .env(nuvira_workspace::FAULT_PAUSE_AT_ENV, point)
-        .env("XDG_CONFIG_HOME", repo.join(".no-config"))
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -486,15 +419,7 @@ fn go_on(mut child: std::process::Child) -> std::process::ExitStatus {
 fn gc_never_removes_an_old_run_a_resume_reopened_after_gc_looked() {
     let d = tempfile::tempdir().unwrap();
     let (repo, plan) = repo(d.path());
-    let out = nuvira()
-        .arg("run")
-        .arg(&plan)
-        .arg("--repo")
-        .arg(&repo)
-        .arg("-q")
-        .env("XDG_CONFIG_HOME", repo.join(".no-config"))
-        .output()
-        .unwrap();
+    let out = run(&repo, &plan);
     assert!(out.status.success(), "{}", text(&out));
     let id = entries(&repo).remove(0);
     let dir = repo.join(".nuvira/runs").join(&id);

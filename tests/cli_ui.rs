@@ -36,6 +36,17 @@ const SCRIPT: &str = r#"- match: { schema: relevant_files }
     json: { edits: [ { strategy: search-replace, path: src/lib.rs, search: "{ 1 }", replace: "{ 10 }" } ], explanation: "a" }
 "#;
 
+/// The live run's model: the `tweak` step's edit.
+const LIVE_SCRIPT: &str = r#"- match: { schema: edit_batch, last_user_contains: "make b return 20" }
+  response:
+    usage: { input_tokens: 70, output_tokens: 7 }
+    json: { edits: [ { strategy: search-replace, path: src/lib.rs, search: "{ 2 }", replace: "{ 20 }" } ], explanation: "b" }
+"#;
+
+/// A page's run view as text: every element with its attributes sorted, every text, in order
+/// (what a user sees and what the page's state is, whatever order it was built in).
+const CANON: &str = "(() => { const c = (n) => n.nodeType === 3 ? JSON.stringify(n.nodeValue) : n.nodeType !== 1 ? '' :     '<' + n.nodeName + ' ' + [...n.attributes].map(a => a.name + '=' + JSON.stringify(a.value)).sort().join(' ') + '>' +     [...n.childNodes].map(c).join('') + '</>'; return c(document.getElementById('run-body')); })()";
+
 /// What a hostile run folder puts where a test name, a goal and a step message go.
 const HOSTILE: &str =
     r#"<script>window.__pwned=1</script><img src=x onerror="window.__pwned=2">&amp;"#;
@@ -81,13 +92,19 @@ impl Setup {
 
     /// `nuvira run PLAN --repo repo -q` with the scripted model, not waited for.
     fn spawn_run(&self, plan: &str) -> Child {
+        self.spawn_run_with(plan, "script.yaml", &[])
+    }
+
+    /// [`spawn_run`](Self::spawn_run) with another script and more arguments.
+    fn spawn_run_with(&self, plan: &str, script: &str, args: &[&str]) -> Child {
         Command::new(assert_cmd::cargo::cargo_bin("nuvira"))
             .arg("run")
             .arg(self.path(plan))
             .arg("--repo")
             .arg(self.repo())
             .arg("-q")
-            .env("NUVIRA_SCRIPTED_LLM", self.path("script.yaml"))
+            .args(args)
+            .env("NUVIRA_SCRIPTED_LLM", self.path(script))
             .env_remove("NUVIRA_MODEL")
             .env_remove("NUVIRA_HISTORY")
             .env_remove("NUVIRA_CONFIG")
@@ -885,7 +902,7 @@ fn ui_in_headless_chromium_shows_a_failing_step_escapes_a_hostile_run_and_follow
 
     // A run in progress, followed live: its `wait` and `hold` steps each wait for a file the
     // test creates once the page shows the step running (30 s at most, so that a failing test
-    // leaves no run behind).
+    // leaves no run behind); `tweak` asks the (scripted) model for an edit in between.
     let (go, go2) = (s.path("go"), s.path("go2"));
     let live_plan = format!(
         r#"goal: "follow me live"
@@ -895,9 +912,10 @@ steps:
     module: execute
     depends_on: [first]
     config: {{ command: "for i in $(seq 600); do [ -f '{go}' ] && exit 0; sleep 0.05; done; exit 1", sandbox: local }}
+  - {{ id: tweak, module: edit, depends_on: [wait], config: {{ instructions: "make b return 20" }} }}
   - id: hold
     module: execute
-    depends_on: [wait]
+    depends_on: [tweak]
     config: {{ command: "for i in $(seq 600); do [ -f '{go2}' ] && exit 0; sleep 0.05; done; exit 1", sandbox: local }}
   - {{ id: last, module: execute, depends_on: [hold], config: {{ command: "true", sandbox: local }} }}
 "#,
@@ -905,7 +923,13 @@ steps:
         go2 = go2.display()
     );
     std::fs::write(s.path("live.yaml"), live_plan).unwrap();
-    let mut run = Reaped(s.spawn_run("live.yaml"));
+    std::fs::write(s.path("live-script.yaml"), LIVE_SCRIPT).unwrap();
+    let mut run = Reaped(s.spawn_run_with(
+        "live.yaml",
+        "live-script.yaml",
+        // The failing run's edit is still in the tree.
+        &["--allow-dirty"],
+    ));
     b.eval("location.hash = '#/'");
     let link = b.wait_for(
         "(() => { const tr = [...document.querySelectorAll('#run-list tr.run.running')].find(t => t.querySelector('td.goal').textContent === 'follow me live'); return tr ? tr.getAttribute('data-run') : null; })()",
@@ -916,17 +940,41 @@ steps:
         "document.querySelector('#run-list tr[data-run=\"{live_id}\"] a.run-link').click()"
     ));
     b.wait_for(
-        "document.querySelector('#dag g.node.running[data-step=\"wait\"]') && document.querySelector('#dag g.node.pending[data-step=\"hold\"]')",
+        "document.querySelector('#dag g.node.running[data-step=\"wait\"]') && document.querySelector('#dag g.node.pending[data-step=\"hold\"]') && document.querySelector('#operations details')",
         "the page shows the wait step running",
     );
-    // Marks this page: a reload would lose it, so what follows are live updates.
-    b.eval("window.__same_page = 7");
-    std::fs::write(&go, "").unwrap();
-    // The run goes on (`hold` waits): the page moved while the run is still in progress.
-    b.wait_for(
-        "document.querySelector('#dag g.node.succeeded[data-step=\"wait\"]') && document.querySelector('#dag g.node.running[data-step=\"hold\"]') && document.getElementById('live').textContent === 'following'",
-        "the page shows, live, wait succeeded and hold running",
+    // Marks this page and the nodes that will change (a reload or a redraw would lose the
+    // marks), opens the operation records and selects a step, as a user would.
+    b.eval(
+        "window.__same_page = 7; \
+         document.querySelector('#dag g.node[data-step=\"wait\"]').__mark = 'node'; \
+         document.querySelector('#step-table tr[data-step=\"hold\"]').__mark = 'row'; \
+         document.querySelector('.timeline .row[data-step=\"wait\"]').__mark = 'bar'; \
+         document.querySelector('#operations details').__mark = 'ops'; \
+         document.querySelector('#operations details').open = true; \
+         document.querySelector('#dag g.node[data-step=\"last\"]').dispatchEvent(new MouseEvent('click', { bubbles: true })); \
+         true",
     );
+    let marks = "({ page: window.__same_page, \
+        node: document.querySelector('#dag g.node[data-step=\"wait\"]').__mark, \
+        row: document.querySelector('#step-table tr[data-step=\"hold\"]').__mark, \
+        bar: document.querySelector('.timeline .row[data-step=\"wait\"]').__mark, \
+        ops: document.querySelector('#operations details').__mark, \
+        open: document.querySelector('#operations details').open, \
+        selected: [...document.querySelectorAll('#step-table tr.selected')].map(t => t.getAttribute('data-step')) })";
+    let marked = json!({"page": 7, "node": "node", "row": "row", "bar": "bar", "ops": "ops",
+        "open": true, "selected": ["last"]});
+    assert_eq!(b.eval(marks), marked);
+    std::fs::write(&go, "").unwrap();
+    // The run goes on (`hold` waits): the page moved while the run is still in progress, and
+    // the model call of `tweak` got its row.
+    b.wait_for(
+        "document.querySelector('#dag g.node.succeeded[data-step=\"wait\"]') && document.querySelector('#dag g.node.running[data-step=\"hold\"]') && document.querySelector('#step-table tr.step.running[data-step=\"hold\"]') && document.querySelector('#call-table tr.call') && document.getElementById('live').textContent === 'following'",
+        "the page shows, live, wait succeeded, hold running and the model call",
+    );
+    // Updated in place: the same nodes, the details still open, the step still selected.
+    assert_eq!(b.eval(marks), marked);
+    b.eval("document.querySelector('#call-table tr.call').__mark = 'call'; true");
     std::fs::write(&go2, "").unwrap();
     b.wait_for(
         "document.querySelector('#dag g.node.succeeded[data-step=\"last\"]') && document.querySelector('#dag g.node.succeeded[data-step=\"hold\"]')",
@@ -938,11 +986,30 @@ steps:
     );
     let after = b.eval(
         "({ same: window.__same_page, badge: document.querySelector('#run-body h1 .badge').textContent, \
+            call: document.querySelector('#call-table tr.call').__mark, \
             finished: [...document.querySelectorAll('#events li')].some(li => li.textContent.includes('run:completed')) })",
     );
     assert_eq!(
         after,
-        json!({"same": 7, "badge": "succeeded", "finished": true})
+        json!({"same": 7, "badge": "succeeded", "call": "call", "finished": true})
     );
+    assert_eq!(b.eval(marks), marked);
+    // What it shows in the end is what a fresh load of the run shows (with the same step
+    // selected and the same details open): attributes, texts, order.
+    let live_page = b.eval(CANON);
+    b.navigate("about:blank");
+    b.navigate(&format!("{}#/run/{live_id}", ui.url));
+    b.wait_for(
+        "document.getElementById('live').textContent === 'run over: succeeded' && window.__same_page === undefined",
+        "a fresh load shows the run over",
+    );
+    b.eval(
+        "document.querySelector('#operations details').open = true; \
+         document.querySelector('#dag g.node[data-step=\"last\"]').dispatchEvent(new MouseEvent('click', { bubbles: true })); \
+         true",
+    );
+    let fresh = b.eval(CANON);
+    assert!(fresh.as_str().unwrap().contains("tweak"), "{fresh}");
+    assert_eq!(live_page, fresh);
     assert_eq!(run.0.wait().unwrap().code(), Some(0));
 }

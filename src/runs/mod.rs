@@ -31,7 +31,7 @@ pub mod resume;
 pub mod writer;
 
 use nuvira_api::{ExecutionPlan, ExecutionReport, ModelUsage};
-use nuvira_workspace::{FolderLock, Workspace, WorkspaceError, folder_locked};
+use nuvira_workspace::{HeldDir, HeldKind, Workspace, WorkspaceError, folder_locked};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -348,11 +348,18 @@ impl RunStore {
         dry_run: bool,
         grace: std::time::Duration,
     ) -> Result<GcOutcome, RunsError> {
+        // `.nuvira/runs` is opened once; every scan, lock, read and removal below goes
+        // through that handle and the handles of the run folders opened from it (never
+        // following a symlink), so swapping `.nuvira/runs` or a run folder for a symlink
+        // meanwhile redirects nothing.
+        let Some(root) = self.open_root()? else {
+            return Ok(GcOutcome::default());
+        };
         let Scan {
             mut runs,
             incomplete,
             ignored,
-        } = self.scan_all()?;
+        } = scan(&root)?;
         nuvira_workspace::fault_point("gc-scanned");
         runs.sort_by(|a, b| {
             b.meta
@@ -374,7 +381,11 @@ impl RunStore {
             // Alive by its pid, or by the folder lock its process holds (a pid reused by
             // another process keeps a run; a lock never outlives its process).
             let live = run.status() == "running"
-                || (run.meta.status == "running" && folder_locked(&run.dir).unwrap_or(true));
+                || (run.meta.status == "running"
+                    && root
+                        .open_dir(&run.meta.id)
+                        .and_then(|d| d.locked())
+                        .unwrap_or(true));
             if (too_many || too_old) && !live && !protect.contains(&run.meta.id.as_str()) {
                 doomed.push(run);
             } else {
@@ -383,14 +394,22 @@ impl RunStore {
         }
         doomed.reverse();
         for run in doomed {
+            let id = &run.meta.id;
+            let held = match root.open_dir(id) {
+                Ok(held) => held,
+                Err(e) => {
+                    out.ignored.push((id.clone(), io_reason(&e)));
+                    continue;
+                }
+            };
             // As for an abandoned folder: the lock is taken, and held while the folder goes. A
             // resume that reopened the run since the scan holds it (the run is kept), and one
             // that starts now finds it taken (and refuses) instead of losing its folder.
-            match FolderLock::try_acquire(&run.dir) {
-                Ok(Some(_held)) => {
+            match held.try_lock() {
+                Ok(Some(_locked)) => {
                     // `run.json` again, now that nobody can be changing it: a resume that came
                     // and went since the scan leaves another one (and a new start).
-                    match StoredRun::load(run.dir.clone(), &run.meta.id) {
+                    match load_held(&held, run.dir.clone(), id) {
                         Ok(now) if now.meta == run.meta => {}
                         _ => {
                             out.kept += 1;
@@ -398,12 +417,12 @@ impl RunStore {
                         }
                     }
                     if !dry_run {
-                        remove_run_dir(&run.dir)?;
+                        remove_held(held, &run.dir)?;
                     }
-                    out.removed.push(run.meta.id.clone());
+                    out.removed.push(id.clone());
                 }
                 Ok(None) => out.kept += 1,
-                Err(e) => out.ignored.push((run.meta.id.clone(), io_reason(&e))),
+                Err(e) => out.ignored.push((id.clone(), io_reason(&e))),
             }
         }
         let grace_ms = u64::try_from(grace.as_millis()).unwrap_or(u64::MAX);
@@ -420,18 +439,25 @@ impl RunStore {
             .collect();
         abandoned.sort_by(|a, b| a.modified_ms.cmp(&b.modified_ms).then(a.id.cmp(&b.id)));
         for dead in abandoned {
+            let held = match root.open_dir(&dead.id) {
+                Ok(held) => held,
+                Err(e) => {
+                    out.ignored.push((dead.id.clone(), io_reason(&e)));
+                    continue;
+                }
+            };
             // The lock is taken, and held while the folder goes: a run that made the folder
             // but was slow to lock it finds the lock taken (its folder is not recorded), and a
             // run that holds it keeps it.
-            match FolderLock::try_acquire(&dead.dir) {
-                Ok(Some(_held)) => {
+            match held.try_lock() {
+                Ok(Some(_locked)) => {
                     // Still no `run.json` now that nobody can be writing one.
-                    if std::fs::symlink_metadata(dead.dir.join(META_FILE)).is_ok() {
+                    if held.kind_of(META_FILE).is_some() {
                         out.kept_incomplete += 1;
                         continue;
                     }
                     if !dry_run {
-                        remove_run_dir(&dead.dir)?;
+                        remove_held(held, &dead.dir)?;
                     }
                     out.abandoned.push(dead.id.clone());
                 }
@@ -442,47 +468,91 @@ impl RunStore {
         Ok(out)
     }
 
+    /// `.nuvira/runs` as a handle (opened without following a symlink), when it exists.
+    fn open_root(&self) -> Result<Option<HeldDir>, RunsError> {
+        Ok(self.ws.open_state_dir(&[RUNS_DIR])?)
+    }
+
     /// Every real run folder: with a readable `run.json`, without one, and the entries left
     /// alone.
     fn scan_all(&self) -> Result<Scan, RunsError> {
-        let Some(root) = &self.dir else {
-            return Ok(Scan::default());
-        };
-        let entries = std::fs::read_dir(root).map_err(|e| RunsError::Read {
-            path: root.clone(),
-            reason: crate::runs::io_reason(&e),
-        })?;
-        let mut scan = Scan::default();
-        for entry in entries.flatten() {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            if !is_run_id(&name) {
-                scan.ignored.push((name, "not a run id".to_owned()));
+        match self.open_root()? {
+            Some(root) => scan(&root),
+            None => Ok(Scan::default()),
+        }
+    }
+}
+
+/// Every real run folder of `root` (`.nuvira/runs`), each opened from its handle.
+fn scan(root: &HeldDir) -> Result<Scan, RunsError> {
+    let entries = root.entries().map_err(|e| RunsError::Read {
+        path: root.path().to_owned(),
+        reason: io_reason(&e),
+    })?;
+    let mut scan = Scan::default();
+    for (name, kind) in entries {
+        let name = name.to_string_lossy().into_owned();
+        if !is_run_id(&name) {
+            scan.ignored.push((name, "not a run id".to_owned()));
+            continue;
+        }
+        match kind {
+            HeldKind::Dir => {}
+            HeldKind::Symlink => {
+                scan.ignored
+                    .push((name, "a symlink, never followed".to_owned()));
                 continue;
             }
-            // `file_type` does not follow a symlink.
-            match entry.file_type() {
-                Ok(t) if t.is_dir() => {}
-                Ok(t) if t.is_symlink() => {
-                    scan.ignored
-                        .push((name, "a symlink, never followed".to_owned()));
-                    continue;
-                }
-                _ => {
-                    scan.ignored.push((name, "not a folder".to_owned()));
-                    continue;
-                }
-            }
-            let dir = entry.path();
-            match StoredRun::load(dir.clone(), &name) {
-                Ok(run) => scan.runs.push(run),
-                Err(_) if std::fs::symlink_metadata(dir.join(META_FILE)).is_err() => {
-                    scan.incomplete.push(Incomplete::of(dir, name));
-                }
-                Err(e) => scan.ignored.push((name, e.to_string())),
+            _ => {
+                scan.ignored.push((name, "not a folder".to_owned()));
+                continue;
             }
         }
-        Ok(scan)
+        // Opened without following a symlink: one swapped in since the listing is refused.
+        let held = match root.open_dir(&name) {
+            Ok(held) => held,
+            Err(e) => {
+                scan.ignored.push((name, io_reason(&e)));
+                continue;
+            }
+        };
+        let dir = root.path().join(&name);
+        match load_held(&held, dir.clone(), &name) {
+            Ok(run) => scan.runs.push(run),
+            Err(_) if held.kind_of(META_FILE).is_none() => {
+                scan.incomplete.push(Incomplete::of_held(&held, dir, name));
+            }
+            Err(e) => scan.ignored.push((name, e.to_string())),
+        }
     }
+    Ok(scan)
+}
+
+/// The run `id` from the handle of its folder (`dir` is its path, for messages and for the
+/// readers that come later).
+fn load_held(held: &HeldDir, dir: PathBuf, id: &str) -> Result<StoredRun, RunsError> {
+    let path = dir.join(META_FILE);
+    let bytes = held.read_file(META_FILE, MAX_FILE_BYTES).map_err(|e| {
+        let reason = if e.kind() == std::io::ErrorKind::FileTooLarge {
+            "it is larger than 256 MiB".to_owned()
+        } else {
+            io_reason(&e)
+        };
+        RunsError::Read {
+            path: path.clone(),
+            reason,
+        }
+    })?;
+    StoredRun::parse(dir, id, &bytes)
+}
+
+/// Removes a run folder through its handle (see [`HeldDir::remove_all`]: never through a
+/// symlink, and only the folder that was opened).
+fn remove_held(held: HeldDir, dir: &Path) -> Result<(), RunsError> {
+    held.remove_all().map_err(|source| RunsError::Write {
+        path: dir.to_owned(),
+        source,
+    })
 }
 
 /// A run folder without `run.json`: a run killed before its first write (between making its
@@ -502,22 +572,11 @@ pub struct Incomplete {
 }
 
 impl Incomplete {
-    fn of(dir: PathBuf, id: String) -> Self {
-        let ms = |m: std::fs::Metadata| {
-            m.modified()
-                .ok()
-                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-                .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        };
-        let mut modified_ms = std::fs::symlink_metadata(&dir).map_or(0, ms);
-        if let Ok(entries) = std::fs::read_dir(&dir) {
-            for e in entries.flatten() {
-                // `DirEntry::metadata` does not follow a symlink.
-                if let Ok(m) = e.metadata() {
-                    modified_ms = modified_ms.max(ms(m));
-                }
-            }
-        }
+    fn of_held(held: &HeldDir, dir: PathBuf, id: String) -> Self {
+        let modified_ms = held
+            .entry_modified_ms()
+            .into_iter()
+            .fold(held.modified_ms(), u64::max);
         Self {
             id,
             dir,
@@ -538,18 +597,6 @@ struct Scan {
     runs: Vec<StoredRun>,
     incomplete: Vec<Incomplete>,
     ignored: Vec<(String, String)>,
-}
-
-/// Removes a run folder, which must still be a real folder (not a symlink swapped in): std's
-/// `remove_dir_all` never follows a symlink inside it either.
-fn remove_run_dir(dir: &Path) -> Result<(), RunsError> {
-    if !is_real_dir(dir) {
-        return Ok(());
-    }
-    std::fs::remove_dir_all(dir).map_err(|source| RunsError::Write {
-        path: dir.to_owned(),
-        source,
-    })
 }
 
 /// One run of the history: its folder and `run.json`.
@@ -582,9 +629,14 @@ impl StoredRun {
     }
 
     fn load(dir: PathBuf, id: &str) -> Result<Self, RunsError> {
+        let bytes = read_capped(&dir.join(META_FILE))?;
+        Self::parse(dir, id, &bytes)
+    }
+
+    /// The run `id` of folder `dir` from the bytes of its `run.json`.
+    fn parse(dir: PathBuf, id: &str, bytes: &[u8]) -> Result<Self, RunsError> {
         let path = dir.join(META_FILE);
-        let bytes = read_capped(&path)?;
-        let meta: RunMeta = serde_json::from_slice(&bytes).map_err(|e| RunsError::Read {
+        let meta: RunMeta = serde_json::from_slice(bytes).map_err(|e| RunsError::Read {
             path: path.clone(),
             reason: e.to_string(),
         })?;

@@ -22,6 +22,7 @@ mod model_plans;
 mod nested_git;
 mod oom;
 mod runs;
+mod runs_race;
 mod signals;
 mod special_files;
 mod support;

@@ -652,6 +652,7 @@ mod bwrap {
     }
 }
 
+#[cfg(feature = "docker")]
 mod docker {
     use super::*;
     use crate::common::docker;

@@ -2,6 +2,7 @@
 //! environment checks are `nuvira-test-support`'s.
 
 use nuvira_api::SandboxRequest;
+#[cfg(feature = "docker")]
 use nuvira_sandbox::DockerSandbox;
 use nuvira_test_support::env::{Requirement, require};
 use std::path::Path;
@@ -29,6 +30,7 @@ pub async fn one_shot_server() -> (u16, tokio::task::JoinHandle<()>) {
     (port, task)
 }
 
+#[cfg(feature = "docker")]
 /// A Docker sandbox whose engine answers and has `image`, or `None` after printing why the
 /// test is skipped. With `NUVIRA_REQUIRE_DOCKER=1` a missing engine or image fails the test.
 pub async fn docker(image: &str) -> Option<DockerSandbox> {
@@ -47,6 +49,7 @@ pub fn bwrap() -> Option<nuvira_sandbox::BwrapSandbox> {
     require(Requirement::Bwrap, found)
 }
 
+#[cfg(feature = "docker")]
 /// A run on a (remote) engine: the workspace is uploaded, the output and a collected file come
 /// back, the exit code is the command's, and the limits in the result name `host`.
 pub async fn assert_runs_an_uploaded_workspace(sandbox: &DockerSandbox, image: &str, host: &str) {

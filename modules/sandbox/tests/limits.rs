@@ -7,7 +7,9 @@
 //! The cgroup tests skip (saying why) where no cgroup can be made, unless
 //! `NUVIRA_REQUIRE_CGROUPS=1`.
 
-use super::common::{bwrap, docker};
+use super::common::bwrap;
+#[cfg(feature = "docker")]
+use super::common::docker;
 use nuvira_api::{NeverCancelled, ResourceLimits, Sandbox, SandboxRequest};
 use nuvira_sandbox::{AnySandbox, LocalSandbox};
 use nuvira_test_support::env::{Requirement, process_is_dead, require};
@@ -62,7 +64,9 @@ async fn a_thread_heavy_program_passes_under_the_default_limits_in_every_sandbox
     let ws = tempfile::tempdir().unwrap();
     let req = python(ws.path(), THREADS);
     assert_eq!(req.limits, ResourceLimits::default());
+    #[cfg_attr(not(feature = "docker"), allow(unused_mut))]
     let mut sandboxes = cgroup_sandboxes();
+    #[cfg(feature = "docker")]
     if let Some(d) = docker("nuvira-host:latest").await {
         sandboxes.push(AnySandbox::Docker(Arc::new(d)));
     }

@@ -2,6 +2,8 @@
 //! future dropped at different moments) no container of this process is left.
 //! Its own test binary, so that no other test's containers are running at the same time.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+// Docker only: built with the `docker` feature (the default).
+#![cfg(feature = "docker")]
 
 #[allow(dead_code)]
 mod common;

@@ -61,6 +61,30 @@ impl FolderLock {
             Ok(Some(Self {}))
         }
     }
+
+    /// Takes the lock on an open folder without waiting (see
+    /// [`HeldDir::try_lock`](crate::HeldDir::try_lock)): `Ok(None)` when another open of the
+    /// folder holds it. The handle is kept, with the lock, until the lock is dropped.
+    ///
+    /// # Errors
+    /// When the folder cannot be locked.
+    pub fn try_acquire_dir(dir: cap_std::fs::Dir) -> io::Result<Option<Self>> {
+        #[cfg(unix)]
+        {
+            use rustix::fs::FlockOperation;
+            let fd = rustix::fd::OwnedFd::from(dir.into_std_file());
+            match rustix::fs::flock(&fd, FlockOperation::NonBlockingLockExclusive) {
+                Ok(()) => Ok(Some(Self { _fd: fd })),
+                Err(rustix::io::Errno::WOULDBLOCK) => Ok(None),
+                Err(e) => Err(e.into()),
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            drop(dir);
+            Ok(Some(Self {}))
+        }
+    }
 }
 
 /// Whether some process holds the [`FolderLock`] of `dir` (taken and released at once when

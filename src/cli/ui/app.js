@@ -38,6 +38,66 @@
     add(e, kids);
     return e;
   }
+  // --- updating in place -----------------------------------------------------------------
+  // A view is drawn as a fresh tree and then merged into the one on screen: a node whose key
+  // (its tag and `id`, or `data-step` / `data-call` / `data-run` / `data-path` / edge ends) is
+  // still there is kept and only the attributes and texts that differ are changed; new ones
+  // are inserted, gone ones removed. So a live run moves without its page being rebuilt: the
+  // scroll position, an open `details`, the selected step and the open model call stay.
+  function keyOf(n) {
+    if (n.nodeType !== 1) return null;
+    const k = n.id || n.getAttribute('data-step') || n.getAttribute('data-call') ||
+      n.getAttribute('data-run') || n.getAttribute('data-path') ||
+      (n.hasAttribute('data-from') ? n.getAttribute('data-from') + '>' + n.getAttribute('data-to') : null);
+    return k === null || k === '' ? null : n.nodeName + '|' + k;
+  }
+  function morph(old, neu) {
+    if (old.nodeType !== neu.nodeType || old.nodeName !== neu.nodeName) return neu;
+    if (old.nodeType !== 1) {
+      if (old.nodeValue !== neu.nodeValue) old.nodeValue = neu.nodeValue;
+      return old;
+    }
+    // What the page keeps as it is (the open model call).
+    if (old.hasAttribute('data-keep')) return old;
+    // Whether a `details` is open is the user's (a new one comes as drawn).
+    const user = (name) => name === 'open' && old.nodeName === 'DETAILS';
+    for (const a of Array.from(neu.attributes)) {
+      if (!user(a.name) && old.getAttribute(a.name) !== a.value) old.setAttribute(a.name, a.value);
+    }
+    for (const a of Array.from(old.attributes)) {
+      if (!user(a.name) && !neu.hasAttribute(a.name)) old.removeAttribute(a.name);
+    }
+    merge(old, Array.from(neu.childNodes));
+    return old;
+  }
+  // Makes `parent`'s children `kids`, reusing the ones it has (by key, else by position among
+  // the unkeyed ones of the same kind).
+  function merge(parent, kids) {
+    const keyed = new Map();
+    const loose = new Map();
+    for (const n of Array.from(parent.childNodes)) {
+      const k = keyOf(n);
+      const map = k === null ? loose : keyed;
+      const at = k === null ? n.nodeName : k;
+      if (!map.has(at)) map.set(at, []);
+      map.get(at).push(n);
+    }
+    let cursor = parent.firstChild;
+    for (const kid of kids) {
+      const k = keyOf(kid);
+      const queue = k === null ? loose.get(kid.nodeName) : keyed.get(k);
+      const match = queue && queue.length ? queue.shift() : null;
+      const node = match ? morph(match, kid) : kid;
+      if (node === cursor) cursor = cursor.nextSibling;
+      else parent.insertBefore(node, cursor);
+    }
+    while (cursor) {
+      const next = cursor.nextSibling;
+      cursor.remove();
+      cursor = next;
+    }
+  }
+
   const badge = (s) => el('span', { class: 'badge ' + cls(s) }, s || 'unknown');
   const firstLine = (s) => String(s || '').split('\n')[0];
 
@@ -105,8 +165,8 @@
     if (gen !== generation) return;
     view = { timer: null };
     if (!runs.length) {
-      app.replaceChildren(el('p', { id: 'empty', class: 'muted' },
-        'No runs recorded yet: every `nuvira run` is recorded in .nuvira/runs/.'));
+      merge(app, [el('p', { id: 'empty', class: 'muted' },
+        'No runs recorded yet: every `nuvira run` is recorded in .nuvira/runs/.')]);
     } else {
       const rows = runs.map((r) => el('tr', { class: 'run ' + cls(r.status), 'data-run': r.id },
         el('td', null, el('a', { class: 'run-link', href: '#/run/' + encodeURIComponent(r.id) }, el('code', null, r.id))),
@@ -116,12 +176,12 @@
         el('td', { class: 'num' }, num(r.tokens)),
         el('td', { class: 'num' }, cost(r.cost_usd)),
         el('td', { class: 'goal' }, firstLine(r.goal))));
-      app.replaceChildren(el('section', { id: 'runs' },
+      merge(app, [el('section', { id: 'runs' },
         el('h1', null, 'Runs ', el('small', { class: 'muted' }, runs.length + ' recorded')),
         el('table', { id: 'run-list' },
           el('thead', null, el('tr', null,
             ['id', 'status', 'started (UTC)', 'duration', 'tokens', 'cost', 'goal'].map((h) => el('th', null, h)))),
-          el('tbody', null, rows))));
+          el('tbody', null, rows)))]);
     }
     // New runs appear, running ones change: the list is read again every few seconds.
     view.timer = setTimeout(() => { if (gen === generation) showList(gen); }, 3000);
@@ -136,9 +196,7 @@
     const count = el('small', { id: 'event-count' }, '');
     app.replaceChildren(el('section', { id: 'run', 'data-run': id }, body,
       el('section', { id: 'event-log' }, el('h2', null, 'Events ', count), events)));
-    // The open model call stays open when the run is drawn again.
-    const detail = el('div', { id: 'call-detail' });
-    view = { id, gen, body, events, count, detail, shown: '', n: 0, source: null, timer: null, pending: null, again: false, ended: false };
+    view = { id, gen, body, events, count, selected: null, shown: '', n: 0, source: null, timer: null, pending: null, again: false, ended: false };
     load(view).then(() => follow(view));
   }
 
@@ -169,9 +227,12 @@
       const key = JSON.stringify(Object.assign({}, d, { fold: null }));
       if (key === v.shown) return;
       v.shown = key;
-      v.body.replaceChildren(...renderRun(d, v.detail));
+      merge(v.body, renderRun(d, v));
     } catch (e) {
-      if (v.gen === generation) v.body.replaceChildren(el('p', { class: 'error', id: 'run-error' }, 'Cannot show run ', v.id, ': ', e.message));
+      if (v.gen === generation) {
+        v.shown = '';
+        merge(v.body, [el('p', { class: 'error', id: 'run-error' }, 'Cannot show run ', v.id, ': ', e.message)]);
+      }
     }
   }
 
@@ -212,6 +273,9 @@
   }
 
   function logEvent(v, ev) {
+    const list = v.events;
+    // Kept at the newest line unless the user scrolled up to read.
+    const atEnd = list.scrollTop + list.clientHeight >= list.scrollHeight - 4;
     v.n += 1;
     v.count.textContent = v.n + ' so far';
     const parts = ['#' + num(ev.seq), utc(ev.ts), ev.type || '?'];
@@ -221,7 +285,7 @@
     if (ev.message) parts.push('— ' + firstLine(ev.message));
     v.events.append(el('li', { class: 'event', 'data-type': ev.type || '' }, parts.join('  ')));
     while (v.events.childElementCount > 1000) v.events.firstElementChild.remove();
-    v.events.scrollTop = v.events.scrollHeight;
+    if (atEnd) list.scrollTop = list.scrollHeight;
   }
 
   // --- rendering a run --------------------------------------------------------------------
@@ -237,7 +301,7 @@
     return '';
   }
 
-  function renderRun(d, detail) {
+  function renderRun(d, v) {
     const run = d.run || {};
     const r = d.report;
     const out = [];
@@ -269,11 +333,10 @@
       el('li', null, el('b', null, num(c.files_changed)), ' files changed (+' + num(c.lines_added) + ' −' + num(c.lines_removed) + ')')));
 
     const steps = r.steps || [];
-    const rows = new Map();
-    out.push(el('section', { id: 'graph' }, el('h2', null, 'Plan graph'), dag(steps, d.layers || [], rows), legend()));
+    out.push(el('section', { id: 'graph' }, el('h2', null, 'Plan graph'), dag(steps, d.layers || []), legend()));
     out.push(el('section', { id: 'timeline' }, el('h2', null, 'Timeline'), timeline(r, steps)));
-    out.push(el('section', { id: 'steps' }, el('h2', null, 'Steps'), stepTable(steps, rows)));
-    out.push(callsSection(run.id, d.calls || [], d.calls_error, detail));
+    out.push(el('section', { id: 'steps' }, el('h2', null, 'Steps'), stepTable(steps, v.selected)));
+    out.push(callsSection(d.calls || [], d.calls_error));
     const findings = [];
     for (const s of steps) for (const f of s.findings || []) findings.push([s, f]);
     if (findings.length) out.push(findingsSection(findings, c));
@@ -295,7 +358,7 @@
     return chars.length <= max ? chars.join('') : chars.slice(0, max - 1).join('') + '…';
   }
 
-  function dag(steps, layers, rows) {
+  function dag(steps, layers) {
     const byId = new Map(steps.map((s) => [s.id, s]));
     const nrows = Math.max(1, ...layers.map((l) => l.length));
     const width = PAD * 2 + Math.max(1, layers.length) * NODE_W + Math.max(0, layers.length - 1) * GAP_X;
@@ -351,13 +414,6 @@
         svg('rect', { x, y, width: NODE_W, height: NODE_H, rx: 8 }),
         svg('text', { x: x + 10, y: y + 19, class: 'id' }, short(id, 20)),
         svg('text', { x: x + 10, y: y + 36, class: 'sub' }, short(s.module + ' · ' + status + time, 28)));
-      g.addEventListener('click', () => {
-        const row = rows.get(id);
-        if (!row) return;
-        for (const r of rows.values()) r.classList.remove('selected');
-        row.classList.add('selected');
-        row.scrollIntoView({ block: 'center' });
-      });
       nodes.push(g);
     }
     return svg('svg', { id: 'dag', width, height, viewBox: `0 0 ${width} ${height}`, role: 'img', 'aria-label': 'plan graph, ' + steps.length + ' steps' },
@@ -397,10 +453,10 @@
     }));
   }
 
-  function stepTable(steps, rows) {
+  function stepTable(steps, selected) {
     const body = el('tbody', null, steps.map((s) => {
       const status = stepLabel(s);
-      const tr = el('tr', { class: 'step ' + status, 'data-step': s.id },
+      return el('tr', { class: 'step ' + status + (s.id === selected ? ' selected' : ''), 'data-step': s.id },
         el('td', null, el('code', null, s.id)),
         el('td', null, s.module),
         el('td', { class: 'status' }, badge(status)),
@@ -408,21 +464,18 @@
         el('td', { class: 'num' }, s.duration_ms === null || s.duration_ms === undefined ? '' : human(s.duration_ms)),
         el('td', { class: 'num' }, s.usage ? s.usage.input_tokens + s.usage.output_tokens : ''),
         el('td', { class: 'result' }, stepResult(s)));
-      rows.set(s.id, tr);
-      return tr;
     }));
     return el('table', { id: 'step-table' }, el('thead', null, el('tr', null,
       ['step', 'module', 'status', 'attempts', 'time', 'tokens', 'result'].map((h) => el('th', null, h)))), body);
   }
 
-  function callsSection(runId, calls, error, detail) {
+  function callsSection(calls, error) {
     const sec = el('section', { id: 'calls' }, el('h2', null, 'Model calls ', el('small', null, calls.length + ' call(s)')));
     if (error) sec.append(el('p', { class: 'error' }, error));
     if (!calls.length) { sec.append(el('p', { class: 'muted' }, 'No model call.')); return sec; }
     const body = el('tbody', null, calls.map((c) => {
       const note = c.error ? 'failed: ' + firstLine(c.error) : c.in_flight ? 'in flight' : c.from_record ? 'from the record' : '';
       const show = el('button', { type: 'button', class: 'show-call' }, 'show');
-      show.addEventListener('click', () => showCall(runId, c.call, detail));
       return el('tr', { class: 'call', 'data-call': c.call },
         el('td', { class: 'num' }, num(c.call)),
         el('td', null, c.step ? el('code', null, c.step) : el('span', { class: 'muted' }, 'planner')),
@@ -436,11 +489,15 @@
         el('td', null, show));
     }));
     sec.append(el('table', { id: 'call-table' }, el('thead', null, el('tr', null,
-      ['#', 'step', 'attempt', 'model', 'in tokens', 'out tokens', 'latency', 'cost', '', ''].map((h) => el('th', null, h)))), body), detail);
+      ['#', 'step', 'attempt', 'model', 'in tokens', 'out tokens', 'latency', 'cost', '', ''].map((h) => el('th', null, h)))), body),
+      // Where `show` puts a call: kept as the user left it when the run is drawn again.
+      el('div', { id: 'call-detail', 'data-keep': '' }));
     return sec;
   }
 
-  async function showCall(runId, n, into) {
+  async function showCall(runId, n) {
+    const into = document.getElementById('call-detail');
+    if (!into) return;
     into.replaceChildren(el('p', { class: 'muted' }, 'Loading call ' + n + '…'));
     try {
       const c = await getJSON('/api/runs/' + encodeURIComponent(runId) + '/calls/' + encodeURIComponent(n));
@@ -510,6 +567,31 @@
         el('tbody', null, ops.map((o) => el('tr', null, el('td', null, el('code', null, o.step)), el('td', null, o.state),
           el('td', null, utc(o.at)), el('td', { class: 'num' }, num(o.attempt))))))));
   }
+
+  // Clicks on what a run view draws, handled here once: its nodes come and go as it is
+  // merged again, a listener on each would be lost or doubled.
+  app.addEventListener('click', (e) => {
+    const v = view;
+    if (!v || !v.id || !(e.target instanceof Element)) return;
+    const node = e.target.closest('#dag g.node');
+    if (node) {
+      const id = node.getAttribute('data-step');
+      v.selected = id;
+      let row = null;
+      for (const tr of document.querySelectorAll('#step-table tr.step')) {
+        const on = tr.getAttribute('data-step') === id;
+        tr.classList.toggle('selected', on);
+        if (on) row = tr;
+      }
+      if (row) row.scrollIntoView({ block: 'center' });
+      return;
+    }
+    const show = e.target.closest('#call-table button.show-call');
+    if (show) {
+      const tr = show.closest('tr.call');
+      if (tr) showCall(v.id, tr.getAttribute('data-call'));
+    }
+  });
 
   route();
 })();

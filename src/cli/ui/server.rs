@@ -413,6 +413,50 @@ struct Tail {
     /// The run was seen over; one more read and the stream ends.
     saw_end: bool,
     done: bool,
+    /// The run as last read, and the stamp of its `run.json` then: `run.json` is read again
+    /// only when its stamp changed (it is replaced atomically at start and end, and by a
+    /// resume), not at every look.
+    seen: Option<(StoredRun, Option<MetaStamp>)>,
+    /// Times `run.json` was read (for the tests).
+    meta_reads: u64,
+}
+
+/// What tells that a `run.json` changed without reading it: its inode, size and mtime (a
+/// replacement is another inode even within one mtime tick).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct MetaStamp {
+    dev: u64,
+    ino: u64,
+    len: u64,
+    mtime_ns: i128,
+}
+
+impl MetaStamp {
+    /// The stamp of `path`, not following a symlink; `None` when it is no plain file.
+    fn of(path: &std::path::Path) -> Option<Self> {
+        let m = std::fs::symlink_metadata(path).ok()?;
+        if !m.is_file() {
+            return None;
+        }
+        #[cfg(unix)]
+        let (dev, ino) = {
+            use std::os::unix::fs::MetadataExt as _;
+            (m.dev(), m.ino())
+        };
+        #[cfg(not(unix))]
+        let (dev, ino) = (0, 0);
+        let mtime_ns = m
+            .modified()
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| i128::try_from(d.as_nanos()).unwrap_or(i128::MAX));
+        Some(Self {
+            dev,
+            ino,
+            len: m.len(),
+            mtime_ns,
+        })
+    }
 }
 
 impl Tail {
@@ -426,7 +470,37 @@ impl Tail {
             queue: VecDeque::new(),
             saw_end: false,
             done: false,
+            seen: None,
+            meta_reads: 0,
         }
+    }
+
+    /// The run, read again only when its `run.json` changed since the last look (or its
+    /// folder is no longer a real folder); `None` when it is gone.
+    fn run(&mut self) -> Option<&StoredRun> {
+        let fresh = match &self.seen {
+            Some((run, Some(stamp))) => {
+                !crate::runs::is_real_dir(&run.dir)
+                    || MetaStamp::of(&run.dir.join(crate::runs::META_FILE)) != Some(*stamp)
+            }
+            _ => true,
+        };
+        if fresh {
+            self.seen = None;
+            if !crate::runs::is_run_id(&self.id) {
+                return None;
+            }
+            // The stamp before the read: a `run.json` replaced in between is read again at
+            // the next look, never missed.
+            let stamp = self.store.open().ok().and_then(|s| {
+                s.dir()
+                    .and_then(|d| MetaStamp::of(&d.join(&self.id).join(crate::runs::META_FILE)))
+            });
+            let run = self.store.get(&self.id).ok()?;
+            self.meta_reads += 1;
+            self.seen = Some((run, stamp));
+        }
+        self.seen.as_ref().map(|(run, _)| run)
     }
 
     /// Reads what is new; queues its events (or `end`). Whether it got anywhere: bytes read,
@@ -434,9 +508,11 @@ impl Tail {
     fn poll(&mut self) -> bool {
         // Status first, then the file: a run seen over before a read that finds nothing new
         // has written its last line.
-        let (status, path) = match self.store.get(&self.id) {
-            Ok(run) => (run.status().to_owned(), Some(run.events_path())),
-            Err(_) => ("gone".to_owned(), None),
+        // (`status()` looks at the run's process each time: a killed run ends the stream even
+        // though its `run.json` did not change.)
+        let (status, path) = match self.run() {
+            Some(run) => (run.status().to_owned(), Some(run.events_path())),
+            None => ("gone".to_owned(), None),
         };
         let over = status != "running";
         let new = path.map(|p| self.read(&p)).unwrap_or(false);
@@ -626,6 +702,57 @@ mod tests {
         assert!(t.poll());
         assert!(t.done);
         assert_eq!(drain(&mut t), 1, "end");
+    }
+
+    /// Replaces `run.json` as the run writer does (a new file renamed over the old one).
+    fn replace_meta(dir: &std::path::Path, status: &str, pid: u32) {
+        let meta = json!({"format": 1, "id": "run-1-live", "goal": "g", "status": status,
+            "started_ms": 1, "pid": pid, "steps": 1});
+        std::fs::write(dir.join("run.json.tmp"), meta.to_string()).unwrap();
+        std::fs::rename(dir.join("run.json.tmp"), dir.join("run.json")).unwrap();
+    }
+
+    #[test]
+    fn tail_reads_run_json_again_only_when_it_changed() {
+        let (_repo, dir, mut t) = live_run();
+        let events = dir.join(crate::runs::EVENTS_FILE);
+        append(&events, b"{\"seq\":0,\"type\":\"run:started\"}\n");
+        assert!(t.poll());
+        assert_eq!(drain(&mut t), 1);
+        for i in 0..50 {
+            if i % 10 == 0 {
+                append(&events, b"{\"seq\":1,\"type\":\"step:started\"}\n");
+            }
+            t.poll();
+            drain(&mut t);
+        }
+        assert!(!t.done);
+        assert_eq!(t.meta_reads, 1, "run.json unchanged: read once");
+        // The writer replaces it (a resume, the end): read again at the next look.
+        replace_meta(&dir, "running", std::process::id());
+        assert!(!t.poll());
+        assert_eq!(t.meta_reads, 2);
+        assert!(!t.poll());
+        assert_eq!(t.meta_reads, 2);
+        replace_meta(&dir, "succeeded", 0);
+        assert!(t.poll());
+        assert!(t.done, "the end is seen from the new run.json");
+        assert_eq!(drain(&mut t), 1, "end");
+        assert_eq!(t.meta_reads, 3);
+    }
+
+    #[test]
+    fn tail_ends_for_a_killed_run_whose_run_json_still_says_running() {
+        let (_repo, dir, mut t) = live_run();
+        assert!(!t.poll());
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        child.wait().unwrap();
+        replace_meta(&dir, "running", pid);
+        // Read once (changed), then the process is found gone each look without a read.
+        assert!(t.poll());
+        assert!(t.done, "the run is over: its process is gone");
+        assert_eq!(t.meta_reads, 2);
     }
 
     #[test]
