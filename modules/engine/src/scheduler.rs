@@ -33,8 +33,10 @@
 //! waker. So that slow first polls do not run one after another in the dispatcher, a module
 //! with a step not done at its first poll, or with first polls slower than 50 µs (more than
 //! two, and more than one in sixteen), has its steps given tasks at once for the rest of the
-//! run, before the dispatcher polls the quick ones; the only runnable step (nothing else
-//! running or ready) is always polled in place, since the dispatcher would only wait for it.
+//! run, before the dispatcher polls the quick ones. The only runnable step (nothing else
+//! running or ready) gets no task at all: the dispatcher would only wait for it, so it awaits
+//! the step in its own task, watching for cancellation between polls (a chain of steps that
+//! each wait once costs no spawn, join or extra wake-up per step).
 //! While it runs quick steps the dispatcher still handles finished tasks, checks for
 //! cancellation after every wake-up's worth and yields to the runtime when tokio's cooperative
 //! budget runs out.
@@ -490,6 +492,9 @@ struct Dispatcher {
     /// Modules (by address) with first polls in the dispatcher that took longer than
     /// [`INLINE_POLL_LIMIT`].
     slow_polls: Vec<(usize, SlowPolls)>,
+    /// The only runnable step `launch` started (nothing else running or ready): `run` awaits
+    /// it in the dispatcher's own task instead of giving it one (see `run_alone`).
+    alone: Option<usize>,
 }
 
 /// How long a step's first poll may take in the dispatcher and still count as quick. A step
@@ -562,6 +567,7 @@ impl Dispatcher {
             to_poll: Vec::new(),
             spawn_first: Vec::new(),
             slow_polls: Vec::new(),
+            alone: None,
         }
     }
 
@@ -607,6 +613,15 @@ impl Dispatcher {
         let mut was_cancelled = self.shared.opts.cancel.is_cancelled();
         while !was_cancelled {
             self.launch(max_parallel);
+            if let Some(idx) = self.alone.take() {
+                match self.run_alone(idx).await {
+                    Some(done) => self.inline_done.push(done),
+                    None => {
+                        was_cancelled = true;
+                        break;
+                    }
+                }
+            }
             if !self.inline_done.is_empty() {
                 let mut inline = std::mem::take(&mut self.inline_done);
                 for done in inline.drain(..) {
@@ -804,9 +819,8 @@ impl Dispatcher {
         self.flush();
         let alone = self.in_flight == 0 && start.len() == 1 && self.ready.is_empty();
         if alone {
-            for i in start.drain(..) {
-                self.spawn(i, true);
-            }
+            // The dispatcher would only wait for it: `run` awaits it in place (`run_alone`).
+            self.alone = start.pop();
         } else {
             // Steps of modules known to be slow (or not done at once) get tasks first, so they
             // run on other workers while the dispatcher polls the quick ones.
@@ -943,14 +957,56 @@ impl Dispatcher {
         }
     }
 
+    /// Runs step `idx`, the only runnable one, in the dispatcher's own task: the dispatcher
+    /// would only wait for it, so a task of its own would only add a spawn, a join and a
+    /// wake-up. The step's future lives in the dispatcher's (no allocation) and is polled with
+    /// the dispatcher's waker; between polls the dispatcher watches for cancellation through
+    /// the sentinel, the only other task. `None`: the run was cancelled, and the step's future
+    /// is dropped here, as an aborted task's would be (the step stays `Running` for
+    /// `cancel_all`).
+    ///
+    /// A step not done at its first poll marks its module as one whose steps get tasks at
+    /// once when others run beside them, as `run_inline_first` does.
+    async fn run_alone(&mut self, idx: usize) -> Option<Done> {
+        self.in_flight += 1;
+        let mut step = std::pin::pin!(run_step(self.shared.clone(), idx));
+        let mut polls = 0u32;
+        let (tasks, finished) = (&mut self.tasks, &mut self.inline_done);
+        let done = std::future::poll_fn(|cx| {
+            polls += 1;
+            match std::panic::catch_unwind(AssertUnwindSafe(|| step.as_mut().poll(cx))) {
+                Ok(Poll::Ready(done)) => return Poll::Ready(Some(done)),
+                Err(payload) => return Poll::Ready(Some(panicked(idx, &*payload))),
+                Ok(Poll::Pending) => {}
+            }
+            // Nothing else runs: the only other task is the cancellation sentinel (anything
+            // else that ends is handled with the inline results).
+            loop {
+                match tasks.poll_join_next(cx) {
+                    Poll::Ready(Some(Ok(d))) if d.idx == CANCELLED => return Poll::Ready(None),
+                    Poll::Ready(Some(Ok(d))) => finished.push(d),
+                    Poll::Ready(Some(Err(_))) => {}
+                    Poll::Ready(None) | Poll::Pending => return Poll::Pending,
+                }
+            }
+        })
+        .await;
+        match &done {
+            Some(d) if polls == 1 => self.count_poll(idx, d.duration > INLINE_POLL_LIMIT),
+            Some(_) => self.spawn_module_first(idx),
+            None => {}
+        }
+        done
+    }
+
     /// Polls step `idx` once here, in the dispatcher, before giving it a task. A step that
     /// completes at once (a no-op, a step whose work is already done, a resumed step) then
     /// costs no task: spawning and joining one costs more than such a step. One that is not
     /// done yet moves to a task as usual (a future may move between polls: the next poll
     /// registers the task's waker).
     ///
-    /// The dispatcher does this for the only runnable step (it would only wait for it), and
-    /// for the steps of a wake-up after those of slow modules got their tasks. A module one
+    /// The dispatcher does this for the steps of a wake-up after those of slow modules got
+    /// their tasks (the only runnable step is awaited in place, see `run_alone`). A module one
     /// of whose steps is not done at its first poll, or whose first polls prove slow (see
     /// [`SlowPolls`]), has its steps spawned at once from then on (unless alone), so slow
     /// first polls hold up the steps behind them a few times per module and run at most.
