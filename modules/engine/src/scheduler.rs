@@ -59,6 +59,7 @@ use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::path::Path;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
@@ -227,27 +228,57 @@ struct Outputs {
     plan: Arc<ValidatedPlan>,
     /// Step id -> index, built the first time a module asks for its inputs.
     index: OnceLock<std::collections::HashMap<Arc<str>, usize>>,
-    /// `Some(None)` is an [`StepOutput::Empty`] output, kept without a reference count.
-    cells: Box<[OnceLock<Option<Arc<StepOutput>>>]>,
+    /// Each step's output, unless it was [`StepOutput::Empty`].
+    cells: Box<[OnceLock<Arc<StepOutput>>]>,
+    /// The steps whose output was [`StepOutput::Empty`]: a flag, neither a reference count
+    /// nor a `OnceLock` (setting one costs over a hundred instructions, a flag one store).
+    empty: Box<[AtomicBool]>,
 }
 
 impl Outputs {
-    fn get(&self, idx: usize) -> Option<Arc<StepOutput>> {
-        self.cells[idx]
-            .get()
-            .map(|o| o.clone().unwrap_or_else(|| EMPTY_OUTPUT.clone()))
+    fn new(plan: Arc<ValidatedPlan>) -> Self {
+        let n = plan.plan.steps.len();
+        Self {
+            plan,
+            index: OnceLock::new(),
+            cells: (0..n).map(|_| OnceLock::new()).collect(),
+            empty: (0..n).map(|_| AtomicBool::new(false)).collect(),
+        }
     }
 
+    fn get(&self, idx: usize) -> Option<Arc<StepOutput>> {
+        match self.cells[idx].get() {
+            Some(output) => Some(output.clone()),
+            None => self.is_empty(idx).then(|| EMPTY_OUTPUT.clone()),
+        }
+    }
+
+    /// Step `idx`'s output as events carry it: `None` when it is empty (or not set).
+    fn get_non_empty(&self, idx: usize) -> Option<Arc<StepOutput>> {
+        self.cells[idx].get().cloned()
+    }
+
+    fn is_empty(&self, idx: usize) -> bool {
+        // Release/Acquire: a dependent reads the flag its dependency's task set.
+        self.empty[idx].load(Ordering::Acquire)
+    }
+
+    /// Sets step `idx`'s output; the first one set stays (as a `OnceLock` would keep it).
     fn set(&self, idx: usize, output: StepOutput) {
-        let cell = match output {
-            StepOutput::Empty => None,
-            other => Some(Arc::new(other)),
-        };
-        let _ = self.cells[idx].set(cell);
+        match output {
+            StepOutput::Empty => {
+                if self.cells[idx].get().is_none() {
+                    self.empty[idx].store(true, Ordering::Release);
+                }
+            }
+            other => self.set_shared(idx, Arc::new(other)),
+        }
     }
 
     fn set_shared(&self, idx: usize, output: Arc<StepOutput>) {
-        let _ = self.cells[idx].set(Some(output));
+        if !self.is_empty(idx) {
+            let _ = self.cells[idx].set(output);
+        }
     }
 
     fn index_of(&self, id: &str) -> Option<usize> {
@@ -389,14 +420,9 @@ pub async fn run(
     // The run's own token: cancelled by the caller's, or by dropping this future.
     opts.cancel = opts.cancel.child_token();
     let cancel_on_drop = opts.cancel.clone().drop_guard();
-    let n = plan.plan.steps.len();
     let run_id = bus.run_id().clone();
     let started = Instant::now();
-    let outputs = Arc::new(Outputs {
-        plan: plan.clone(),
-        index: OnceLock::new(),
-        cells: (0..n).map(|_| OnceLock::new()).collect(),
-    });
+    let outputs = Arc::new(Outputs::new(plan.clone()));
     let info = RunInfo::new(
         run_id.clone(),
         Arc::from(plan.plan.goal.as_str()),
@@ -1047,7 +1073,7 @@ impl Dispatcher {
             None => {
                 self.status[idx] = StepStatus::Succeeded;
                 if self.bus.is_observed() {
-                    let output = self.shared.outputs.cells[idx].get().cloned().flatten();
+                    let output = self.shared.outputs.get_non_empty(idx);
                     self.note(
                         idx,
                         Lifecycle::Succeeded {
@@ -1522,13 +1548,7 @@ async fn run_split(
     // step, an aborted task).
     let cancel = shared.opts.cancel.child_token();
     let _cancel_on_drop = cancel.clone().drop_guard();
-    let outputs = Arc::new(Outputs {
-        plan: validated.clone(),
-        index: OnceLock::new(),
-        cells: (0..validated.plan.steps.len())
-            .map(|_| OnceLock::new())
-            .collect(),
-    });
+    let outputs = Arc::new(Outputs::new(validated.clone()));
     let parent_info = &shared.info;
     let info = RunInfo::new(
         parent_info.run_id.clone(),
@@ -1594,7 +1614,40 @@ fn panicked(idx: usize, payload: &(dyn std::any::Any + Send)) -> Done {
 
 #[cfg(test)]
 mod tests {
-    use super::{SlowPolls, StepOutcome};
+    use super::{Outputs, SlowPolls, StepOutcome};
+    use nuvira_api::{ExecutionPlan, PlanStep, StepOutput};
+    use std::sync::Arc;
+
+    /// An empty output is a flag, not a cell: it still reads as `Empty`, a step with no
+    /// output yet reads as none, and the first output set stays, as with a `OnceLock`.
+    #[test]
+    fn empty_outputs_read_back_and_the_first_output_set_stays() {
+        let plan = ExecutionPlan {
+            goal: "g".into(),
+            outputs: Some(vec!["a".into(), "b".into(), "c".into()]),
+            steps: vec![
+                PlanStep::new("a", "m"),
+                PlanStep::new("b", "m"),
+                PlanStep::new("c", "m"),
+            ],
+            ..Default::default()
+        };
+        let outputs = Outputs::new(Arc::new(crate::validate::validate(&plan, None).unwrap()));
+        let value = || StepOutput::Value(serde_json::json!(1));
+        assert!(outputs.get(0).is_none());
+        outputs.set(0, StepOutput::Empty);
+        outputs.set(0, value());
+        assert!(matches!(outputs.get(0).as_deref(), Some(StepOutput::Empty)));
+        assert!(outputs.get_non_empty(0).is_none());
+        outputs.set(1, value());
+        outputs.set(1, StepOutput::Empty);
+        assert!(matches!(
+            outputs.get(1).as_deref(),
+            Some(StepOutput::Value(_))
+        ));
+        assert!(outputs.get_non_empty(1).is_some());
+        assert!(outputs.get(2).is_none());
+    }
 
     /// One slow first poll (a preempted thread) keeps a module's steps in the dispatcher; a
     /// few slow ones, or slow ones often enough, give them tasks.
