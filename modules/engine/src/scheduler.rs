@@ -1316,11 +1316,19 @@ fn step_context(
         .timeout
         .or(shared.opts.default_timeout)
         .map(|t| Instant::now() + t);
-    let ctx = StepContextBuilder::in_scope(shared.clone(), idx)
-        .deadline(deadline)
-        .attempt(attempt)
-        .feedback(feedback)
-        .build();
+    // Only what differs from a first attempt is set: each builder call moves the whole
+    // context (a call into the contract crate, not inlined), and most steps need none.
+    let mut builder = StepContextBuilder::in_scope(shared.clone(), idx);
+    if deadline.is_some() {
+        builder = builder.deadline(deadline);
+    }
+    if attempt != 1 {
+        builder = builder.attempt(attempt);
+    }
+    if feedback.is_some() {
+        builder = builder.feedback(feedback);
+    }
+    let ctx = builder.build();
     // A model scoped to the step's attempt, when a hook asks for one.
     match (&shared.opts.hooks, &shared.opts.llm) {
         (Some(hooks), Some(llm)) => match hooks.step_llm(llm, &shared.plan.ids[idx], attempt) {
