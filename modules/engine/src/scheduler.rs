@@ -999,11 +999,21 @@ impl Dispatcher {
         let mut polls = 0u32;
         let (tasks, finished) = (&mut self.tasks, &mut self.inline_done);
         let done = std::future::poll_fn(|cx| {
+            // The first poll, as `run_inline_first`'s, is with a no-op waker; a step not done
+            // then is polled again at once with the dispatcher's waker (which it registers, as
+            // every poll must). A step that only yields once (`yield_now`) is then done
+            // without a round trip through the runtime's queues: that round trip made the
+            // worker search for work and wake the idle one, a context switch every few steps.
+            if polls == 0 {
+                polls += 1;
+                let mut noop = Context::from_waker(Waker::noop());
+                if let Some(done) = poll_step(step.as_mut(), &mut noop, idx) {
+                    return Poll::Ready(Some(done));
+                }
+            }
             polls += 1;
-            match std::panic::catch_unwind(AssertUnwindSafe(|| step.as_mut().poll(cx))) {
-                Ok(Poll::Ready(done)) => return Poll::Ready(Some(done)),
-                Err(payload) => return Poll::Ready(Some(panicked(idx, &*payload))),
-                Ok(Poll::Pending) => {}
+            if let Some(done) = poll_step(step.as_mut(), cx, idx) {
+                return Poll::Ready(Some(done));
             }
             // Nothing else runs: the only other task is the cancellation sentinel (anything
             // else that ends is handled with the inline results).
@@ -1595,6 +1605,19 @@ async fn run_split(
             .iter()
             .find_map(|&i| summary.steps[i].error.as_deref().cloned())
             .unwrap_or_else(|| invalid("a sub-step failed".into()))),
+    }
+}
+
+/// Polls a step's future once; a panic is the step's failure.
+fn poll_step<F: Future<Output = Done>>(
+    step: Pin<&mut F>,
+    cx: &mut Context<'_>,
+    idx: usize,
+) -> Option<Done> {
+    match std::panic::catch_unwind(AssertUnwindSafe(|| step.poll(cx))) {
+        Ok(Poll::Ready(done)) => Some(done),
+        Ok(Poll::Pending) => None,
+        Err(payload) => Some(panicked(idx, &*payload)),
     }
 }
 
