@@ -6,8 +6,10 @@
 //! the same graphs through `Engine::run_validated` with its real event bus (history kept).
 //!
 //! Nuvira polls each step once in its dispatcher before giving it a task, so no-op steps
-//! never spawn. `chain-yield` shows the task path on a chain: every step, in the baseline and
-//! in Nuvira, yields once before it finishes. `benches/scheduler_icount.rs` runs the same
+//! never spawn. In `chain-yield` every step, in the baseline and in Nuvira, yields once
+//! before it finishes (it is not done at its first poll): the baseline's yield goes through
+//! the runtime; Nuvira awaits the only runnable step in its dispatcher, polled again at once
+//! after a first poll with a no-op waker, so such a step costs it no task and no round trip. `benches/scheduler_icount.rs` runs the same
 //! drivers one at a time for callgrind's instruction counts (`scripts/sched-icount.sh`).
 //!
 //! A second group measures makespan on a layered graph of 1 ms sleep steps against the
