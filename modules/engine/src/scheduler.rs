@@ -35,8 +35,10 @@
 //! two, and more than one in sixteen), has its steps given tasks at once for the rest of the
 //! run, before the dispatcher polls the quick ones. The only runnable step (nothing else
 //! running or ready) gets no task at all: the dispatcher would only wait for it, so it awaits
-//! the step in its own task, watching for cancellation between polls (a chain of steps that
-//! each wait once costs no spawn, join or extra wake-up per step).
+//! the step in its own task, watching for cancellation between polls. Its first poll is
+//! with a no-op waker, and a step not done then is polled again at once with the
+//! dispatcher's waker: a chain of steps that each yield once costs no spawn, join or trip
+//! through the runtime's queues per step.
 //! While it runs quick steps the dispatcher still handles finished tasks, checks for
 //! cancellation after every wake-up's worth and yields to the runtime when tokio's cooperative
 //! budget runs out.
