@@ -16,10 +16,7 @@
 )]
 
 use nuvira::{Engine, EventBus, MaxParallel, RunSettings};
-use nuvira_api::{
-    ExecutionPlan, Module, ModuleError, PlanStep, RunStatus, StepContext, StepOutput, WriteSet,
-    async_trait,
-};
+use nuvira_api::{ExecutionPlan, RunStatus};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -27,6 +24,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use tokio::task::JoinSet;
 
 mod common;
+mod scheduler_drivers;
+use scheduler_drivers::{CAP, Noop, runtime};
 
 struct Counting;
 
@@ -77,22 +76,9 @@ fn peak_of<T>(f: impl FnOnce() -> T) -> (T, usize) {
     (out, PEAK.load(Ordering::Relaxed).saturating_sub(before))
 }
 
-struct Noop;
-
-#[async_trait]
-impl Module for Noop {
-    fn name(&self) -> &str {
-        "noop"
-    }
-    fn write_set(&self, _s: &PlanStep) -> WriteSet {
-        WriteSet::ReadOnly
-    }
-    async fn run(&self, _s: &PlanStep, _c: &StepContext) -> Result<StepOutput, ModuleError> {
-        Ok(StepOutput::Empty)
-    }
-}
-
-/// The scheduler bench's baseline, building its graph from the plan's ids.
+/// The scheduler bench's baseline, building its graph from the plan's ids (so the heap it
+/// needs for its graph is counted, as Nuvira's validation is) and owning its counters
+/// (`scheduler_drivers::baseline` takes prebuilt lists and copies the counters).
 async fn baseline(plan: &ExecutionPlan, cap: usize) -> usize {
     let index: HashMap<&str, usize> = plan
         .steps
@@ -144,14 +130,10 @@ async fn baseline(plan: &ExecutionPlan, cap: usize) -> usize {
 
 fn main() {
     // `cargo bench` passes `--bench`; a filter argument is ignored.
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap_or_else(|e| panic!("cannot build a tokio runtime: {e}"));
+    let rt = runtime();
     let engine = Engine::builder()
         .module(Arc::new(Noop))
-        .max_parallel(128)
+        .max_parallel(CAP)
         .build();
     let n = 10_000;
     let graphs: [(&str, ExecutionPlan); 3] = [
@@ -164,8 +146,8 @@ fn main() {
     for (name, plan) in graphs {
         let steps = plan.steps.len();
         // Warm the runtime's worker threads and the allocator's arenas.
-        rt.block_on(baseline(&plan, 128));
-        let (done, base) = peak_of(|| rt.block_on(baseline(&plan, 128)));
+        rt.block_on(baseline(&plan, CAP));
+        let (done, base) = peak_of(|| rt.block_on(baseline(&plan, CAP)));
         assert_eq!(done, steps);
         let shared = Arc::new(plan.clone());
         let (validated, val) = peak_of(|| engine.validate_shared(shared));
@@ -177,7 +159,7 @@ fn main() {
                 mine,
                 EventBus::with_history("memory", false),
                 RunSettings {
-                    parallelism: Some(MaxParallel::N(128)),
+                    parallelism: Some(MaxParallel::N(CAP)),
                     ..RunSettings::default()
                 },
             ))

@@ -6,12 +6,18 @@
 //! the same graphs through `Engine::run_validated` with its real event bus (history kept).
 //!
 //! Nuvira polls each step once in its dispatcher before giving it a task, so no-op steps
-//! never spawn. `chain-yield` shows the task path on a chain: every step, in the baseline and
-//! in Nuvira, yields once before it finishes. `benches/scheduler_icount.rs` runs the same
+//! never spawn. In `chain-yield` every step, in the baseline and in Nuvira, yields once
+//! before it finishes (it is not done at its first poll): the baseline's yield goes through
+//! the runtime; Nuvira awaits the only runnable step in its dispatcher, polled again at once
+//! after a first poll with a no-op waker, so such a step costs it no task and no round trip. `benches/scheduler_icount.rs` runs the same
 //! drivers one at a time for callgrind's instruction counts (`scripts/sched-icount.sh`).
 //!
 //! A second group measures makespan on a layered graph of 1 ms sleep steps against the
-//! critical path's own sleeps run back to back in one task (the bound no scheduler can beat).
+//! critical path's own sleeps run back to back in one task (the bound no scheduler can beat),
+//! and the baseline's makespan on the same graph (what the 1 ms timer costs any driver).
+//! `scheduler_icount makespan DRIVER-stamped RUNS` shows where that time goes natively: the
+//! dispatch latency from a step's last dependency waking to the step starting, and the
+//! length of the sleeps themselves.
 //!
 //! A third group runs the baseline and Nuvira (history off) on the same graphs while a
 //! competing process spins on one of the machine's cores, started and stopped by the bench.
@@ -27,7 +33,9 @@ use std::time::Duration;
 mod common;
 
 mod scheduler_drivers;
-use scheduler_drivers::{CAP, Competitor, Noop, Sleep, YieldOnce, baseline, runtime};
+use scheduler_drivers::{
+    CAP, Competitor, Noop, Sleep, YieldOnce, baseline, baseline_sleep, makespan_plan, runtime,
+};
 
 fn overhead(c: &mut Criterion) {
     overhead_in(c, "schedule-10k", false);
@@ -114,15 +122,36 @@ fn makespan(c: &mut Criterion) {
         .module(Arc::new(Sleep))
         .max_parallel(CAP)
         .build();
-    let plan = common::layered(20, 10, "sleep", 5);
+    let plan = makespan_plan("sleep");
     let validated = Arc::new(engine.validate(&plan).unwrap_or_else(|e| panic!("{e}")));
     let path = validated.critical_path_len();
+    let children = Arc::new(validated.children().to_lists());
+    let indeg = Arc::new(
+        validated
+            .parents()
+            .iter()
+            .map(<[u32]>::len)
+            .collect::<Vec<_>>(),
+    );
+    let n = validated.plan.steps.len();
     let mut group = c.benchmark_group("makespan-1ms-steps");
     group.sample_size(20);
     group.bench_function(BenchmarkId::new("critical-path-bound", path), |b| {
         b.to_async(&rt).iter(|| async move {
             for _ in 0..path {
                 tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        })
+    });
+    // The hand-written driver on the same graph and the same 1 ms timer: what part of the
+    // makespan over the bound any driver gets (each 1 ms sleep takes ~2.1 ms on tokio's 1 ms
+    // wheel, and the graph's parallel timers wake later than one task's).
+    group.bench_function(BenchmarkId::new("baseline-joinset", path), |b| {
+        b.to_async(&rt).iter(|| {
+            let (ch, ind) = (children.clone(), indeg.clone());
+            async move {
+                let done = baseline_sleep(ch, ind, CAP).await;
+                assert_eq!(done, n);
             }
         })
     });

@@ -108,6 +108,71 @@ pub async fn baseline(
     .unwrap_or(0)
 }
 
+/// The baseline's driver with steps that each sleep 1 ms, as the `Sleep` module does: the
+/// makespan a hand-written driver gets on the same graph under the same 1 ms timer.
+pub async fn baseline_sleep(
+    children: Arc<Vec<Vec<usize>>>,
+    indeg: Arc<Vec<usize>>,
+    cap: usize,
+) -> usize {
+    baseline_steps(children, indeg, cap, |i| async move {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        i
+    })
+    .await
+}
+
+/// The baseline's Kahn + JoinSet driver with any step: `step(i)` runs step `i` and returns `i`.
+pub async fn baseline_steps<F, Fut>(
+    children: Arc<Vec<Vec<usize>>>,
+    indeg: Arc<Vec<usize>>,
+    cap: usize,
+    step: F,
+) -> usize
+where
+    F: Fn(usize) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = usize> + Send + 'static,
+{
+    tokio::spawn(async move {
+        let mut remaining = (*indeg).clone();
+        let mut ready: VecDeque<usize> = (0..remaining.len())
+            .filter(|&i| remaining[i] == 0)
+            .collect();
+        let mut set = JoinSet::new();
+        let mut in_flight = 0;
+        let mut done = 0;
+        loop {
+            while in_flight < cap {
+                let Some(i) = ready.pop_front() else { break };
+                set.spawn(step(i));
+                in_flight += 1;
+            }
+            match set.join_next().await {
+                Some(Ok(i)) => {
+                    in_flight -= 1;
+                    done += 1;
+                    for &c in &children[i] {
+                        remaining[c] -= 1;
+                        if remaining[c] == 0 {
+                            ready.push_back(c);
+                        }
+                    }
+                }
+                Some(Err(_)) | None => break,
+            }
+        }
+        done
+    })
+    .await
+    .unwrap_or(0)
+}
+
+/// The makespan graph of `benches/scheduler.rs`: 20 layers of 10 steps that each sleep 1 ms
+/// (`module`), 1–3 dependencies in the layer before, one sink (critical path 21 steps).
+pub fn makespan_plan(module: &str) -> nuvira_api::ExecutionPlan {
+    crate::common::layered(20, 10, module, 5)
+}
+
 pub fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

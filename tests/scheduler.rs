@@ -934,8 +934,9 @@ async fn a_long_inline_chain_lets_other_tasks_run() {
     );
 }
 
-/// A step that is not done at its first (inline) poll moves to a task and is polled there
-/// with the task's waker: its timer still ends it, and the failure and skips are exact.
+/// A step that is not done at its first poll is polled again with a real waker (here in the
+/// dispatcher's own task, as the only runnable step; beside others, in a task of its own):
+/// its timer still ends it, and the failure and skips are exact.
 #[tokio::test(start_paused = true)]
 async fn a_chain_step_that_waits_moves_to_a_task_and_its_timeout_still_fires() {
     let m = Arc::new(Scripted::default());
@@ -1486,4 +1487,38 @@ async fn steps_that_block_on_their_first_poll_get_tasks_and_run_side_by_side() {
         .unwrap();
     assert_eq!(summary.status, RunStatus::Succeeded);
     assert!(m.most.load(Ordering::SeqCst) >= 2);
+}
+
+/// The only runnable step runs in the dispatcher's own task (no task of its own): a
+/// cancellation still stops it at its next await, and its future is dropped before `run`
+/// returns, as an aborted task's would be.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_the_only_running_step_drops_it_before_run_returns() {
+    let m = Arc::new(Scripted::default());
+    let steps = vec![
+        step("first", &[], "ok"),
+        step("hang", &["first"], "hang"),
+        step("after", &["hang"], "ok"),
+    ];
+    let settings = RunSettings::default();
+    let cancel = settings.cancel.clone();
+    let m2 = m.clone();
+    let trigger = tokio::spawn(async move {
+        m2.until_started(2).await;
+        cancel.cancel();
+    });
+    let summary = within(engine(&m, 4).run(plan(steps), EventBus::new("r"), settings))
+        .await
+        .unwrap();
+    trigger.await.unwrap();
+    assert_eq!(summary.status, RunStatus::Cancelled);
+    assert_eq!(m.running.load(Ordering::SeqCst), 0);
+    assert_eq!(m.dropped.load(Ordering::SeqCst), 2);
+    let hang = summary.step("hang").unwrap();
+    assert_eq!(hang.status, StepStatus::Failed);
+    assert!(matches!(
+        hang.error.as_deref(),
+        Some(ModuleError::Cancelled)
+    ));
+    assert_eq!(summary.step("after").unwrap().status, StepStatus::Skipped);
 }

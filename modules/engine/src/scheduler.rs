@@ -33,8 +33,12 @@
 //! waker. So that slow first polls do not run one after another in the dispatcher, a module
 //! with a step not done at its first poll, or with first polls slower than 50 µs (more than
 //! two, and more than one in sixteen), has its steps given tasks at once for the rest of the
-//! run, before the dispatcher polls the quick ones; the only runnable step (nothing else
-//! running or ready) is always polled in place, since the dispatcher would only wait for it.
+//! run, before the dispatcher polls the quick ones. The only runnable step (nothing else
+//! running or ready) gets no task at all: the dispatcher would only wait for it, so it awaits
+//! the step in its own task, watching for cancellation between polls. Its first poll is
+//! with a no-op waker, and a step not done then is polled again at once with the
+//! dispatcher's waker: a chain of steps that each yield once costs no spawn, join or trip
+//! through the runtime's queues per step.
 //! While it runs quick steps the dispatcher still handles finished tasks, checks for
 //! cancellation after every wake-up's worth and yields to the runtime when tokio's cooperative
 //! budget runs out.
@@ -57,6 +61,7 @@ use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::path::Path;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
@@ -225,27 +230,57 @@ struct Outputs {
     plan: Arc<ValidatedPlan>,
     /// Step id -> index, built the first time a module asks for its inputs.
     index: OnceLock<std::collections::HashMap<Arc<str>, usize>>,
-    /// `Some(None)` is an [`StepOutput::Empty`] output, kept without a reference count.
-    cells: Box<[OnceLock<Option<Arc<StepOutput>>>]>,
+    /// Each step's output, unless it was [`StepOutput::Empty`].
+    cells: Box<[OnceLock<Arc<StepOutput>>]>,
+    /// The steps whose output was [`StepOutput::Empty`]: a flag, neither a reference count
+    /// nor a `OnceLock` (setting one costs over a hundred instructions, a flag one store).
+    empty: Box<[AtomicBool]>,
 }
 
 impl Outputs {
-    fn get(&self, idx: usize) -> Option<Arc<StepOutput>> {
-        self.cells[idx]
-            .get()
-            .map(|o| o.clone().unwrap_or_else(|| EMPTY_OUTPUT.clone()))
+    fn new(plan: Arc<ValidatedPlan>) -> Self {
+        let n = plan.plan.steps.len();
+        Self {
+            plan,
+            index: OnceLock::new(),
+            cells: (0..n).map(|_| OnceLock::new()).collect(),
+            empty: (0..n).map(|_| AtomicBool::new(false)).collect(),
+        }
     }
 
+    fn get(&self, idx: usize) -> Option<Arc<StepOutput>> {
+        match self.cells[idx].get() {
+            Some(output) => Some(output.clone()),
+            None => self.is_empty(idx).then(|| EMPTY_OUTPUT.clone()),
+        }
+    }
+
+    /// Step `idx`'s output as events carry it: `None` when it is empty (or not set).
+    fn get_non_empty(&self, idx: usize) -> Option<Arc<StepOutput>> {
+        self.cells[idx].get().cloned()
+    }
+
+    fn is_empty(&self, idx: usize) -> bool {
+        // Release/Acquire: a dependent reads the flag its dependency's task set.
+        self.empty[idx].load(Ordering::Acquire)
+    }
+
+    /// Sets step `idx`'s output; the first one set stays (as a `OnceLock` would keep it).
     fn set(&self, idx: usize, output: StepOutput) {
-        let cell = match output {
-            StepOutput::Empty => None,
-            other => Some(Arc::new(other)),
-        };
-        let _ = self.cells[idx].set(cell);
+        match output {
+            StepOutput::Empty => {
+                if self.cells[idx].get().is_none() {
+                    self.empty[idx].store(true, Ordering::Release);
+                }
+            }
+            other => self.set_shared(idx, Arc::new(other)),
+        }
     }
 
     fn set_shared(&self, idx: usize, output: Arc<StepOutput>) {
-        let _ = self.cells[idx].set(Some(output));
+        if !self.is_empty(idx) {
+            let _ = self.cells[idx].set(output);
+        }
     }
 
     fn index_of(&self, id: &str) -> Option<usize> {
@@ -387,14 +422,9 @@ pub async fn run(
     // The run's own token: cancelled by the caller's, or by dropping this future.
     opts.cancel = opts.cancel.child_token();
     let cancel_on_drop = opts.cancel.clone().drop_guard();
-    let n = plan.plan.steps.len();
     let run_id = bus.run_id().clone();
     let started = Instant::now();
-    let outputs = Arc::new(Outputs {
-        plan: plan.clone(),
-        index: OnceLock::new(),
-        cells: (0..n).map(|_| OnceLock::new()).collect(),
-    });
+    let outputs = Arc::new(Outputs::new(plan.clone()));
     let info = RunInfo::new(
         run_id.clone(),
         Arc::from(plan.plan.goal.as_str()),
@@ -490,6 +520,9 @@ struct Dispatcher {
     /// Modules (by address) with first polls in the dispatcher that took longer than
     /// [`INLINE_POLL_LIMIT`].
     slow_polls: Vec<(usize, SlowPolls)>,
+    /// The only runnable step `launch` started (nothing else running or ready): `run` awaits
+    /// it in the dispatcher's own task instead of giving it one (see `run_alone`).
+    alone: Option<usize>,
 }
 
 /// How long a step's first poll may take in the dispatcher and still count as quick. A step
@@ -562,6 +595,7 @@ impl Dispatcher {
             to_poll: Vec::new(),
             spawn_first: Vec::new(),
             slow_polls: Vec::new(),
+            alone: None,
         }
     }
 
@@ -607,6 +641,15 @@ impl Dispatcher {
         let mut was_cancelled = self.shared.opts.cancel.is_cancelled();
         while !was_cancelled {
             self.launch(max_parallel);
+            if let Some(idx) = self.alone.take() {
+                match self.run_alone(idx).await {
+                    Some(done) => self.inline_done.push(done),
+                    None => {
+                        was_cancelled = true;
+                        break;
+                    }
+                }
+            }
             if !self.inline_done.is_empty() {
                 let mut inline = std::mem::take(&mut self.inline_done);
                 for done in inline.drain(..) {
@@ -804,9 +847,8 @@ impl Dispatcher {
         self.flush();
         let alone = self.in_flight == 0 && start.len() == 1 && self.ready.is_empty();
         if alone {
-            for i in start.drain(..) {
-                self.spawn(i, true);
-            }
+            // The dispatcher would only wait for it: `run` awaits it in place (`run_alone`).
+            self.alone = start.pop();
         } else {
             // Steps of modules known to be slow (or not done at once) get tasks first, so they
             // run on other workers while the dispatcher polls the quick ones.
@@ -943,14 +985,66 @@ impl Dispatcher {
         }
     }
 
+    /// Runs step `idx`, the only runnable one, in the dispatcher's own task: the dispatcher
+    /// would only wait for it, so a task of its own would only add a spawn, a join and a
+    /// wake-up. The step's future lives in the dispatcher's (no allocation) and is polled with
+    /// the dispatcher's waker; between polls the dispatcher watches for cancellation through
+    /// the sentinel, the only other task. `None`: the run was cancelled, and the step's future
+    /// is dropped here, as an aborted task's would be (the step stays `Running` for
+    /// `cancel_all`).
+    ///
+    /// A step not done at its first poll marks its module as one whose steps get tasks at
+    /// once when others run beside them, as `run_inline_first` does.
+    async fn run_alone(&mut self, idx: usize) -> Option<Done> {
+        self.in_flight += 1;
+        let mut step = std::pin::pin!(run_step(self.shared.clone(), idx));
+        let mut polls = 0u32;
+        let (tasks, finished) = (&mut self.tasks, &mut self.inline_done);
+        let done = std::future::poll_fn(|cx| {
+            // The first poll, as `run_inline_first`'s, is with a no-op waker; a step not done
+            // then is polled again at once with the dispatcher's waker (which it registers, as
+            // every poll must). A step that only yields once (`yield_now`) is then done
+            // without a round trip through the runtime's queues: that round trip made the
+            // worker search for work and wake the idle one, a context switch every few steps.
+            if polls == 0 {
+                polls += 1;
+                let mut noop = Context::from_waker(Waker::noop());
+                if let Some(done) = poll_step(step.as_mut(), &mut noop, idx) {
+                    return Poll::Ready(Some(done));
+                }
+            }
+            polls += 1;
+            if let Some(done) = poll_step(step.as_mut(), cx, idx) {
+                return Poll::Ready(Some(done));
+            }
+            // Nothing else runs: the only other task is the cancellation sentinel (anything
+            // else that ends is handled with the inline results).
+            loop {
+                match tasks.poll_join_next(cx) {
+                    Poll::Ready(Some(Ok(d))) if d.idx == CANCELLED => return Poll::Ready(None),
+                    Poll::Ready(Some(Ok(d))) => finished.push(d),
+                    Poll::Ready(Some(Err(_))) => {}
+                    Poll::Ready(None) | Poll::Pending => return Poll::Pending,
+                }
+            }
+        })
+        .await;
+        match &done {
+            Some(d) if polls == 1 => self.count_poll(idx, d.duration > INLINE_POLL_LIMIT),
+            Some(_) => self.spawn_module_first(idx),
+            None => {}
+        }
+        done
+    }
+
     /// Polls step `idx` once here, in the dispatcher, before giving it a task. A step that
     /// completes at once (a no-op, a step whose work is already done, a resumed step) then
     /// costs no task: spawning and joining one costs more than such a step. One that is not
     /// done yet moves to a task as usual (a future may move between polls: the next poll
     /// registers the task's waker).
     ///
-    /// The dispatcher does this for the only runnable step (it would only wait for it), and
-    /// for the steps of a wake-up after those of slow modules got their tasks. A module one
+    /// The dispatcher does this for the steps of a wake-up after those of slow modules got
+    /// their tasks (the only runnable step is awaited in place, see `run_alone`). A module one
     /// of whose steps is not done at its first poll, or whose first polls prove slow (see
     /// [`SlowPolls`]), has its steps spawned at once from then on (unless alone), so slow
     /// first polls hold up the steps behind them a few times per module and run at most.
@@ -991,7 +1085,7 @@ impl Dispatcher {
             None => {
                 self.status[idx] = StepStatus::Succeeded;
                 if self.bus.is_observed() {
-                    let output = self.shared.outputs.cells[idx].get().cloned().flatten();
+                    let output = self.shared.outputs.get_non_empty(idx);
                     self.note(
                         idx,
                         Lifecycle::Succeeded {
@@ -1234,11 +1328,19 @@ fn step_context(
         .timeout
         .or(shared.opts.default_timeout)
         .map(|t| Instant::now() + t);
-    let ctx = StepContextBuilder::in_scope(shared.clone(), idx)
-        .deadline(deadline)
-        .attempt(attempt)
-        .feedback(feedback)
-        .build();
+    // Only what differs from a first attempt is set: each builder call moves the whole
+    // context (a call into the contract crate, not inlined), and most steps need none.
+    let mut builder = StepContextBuilder::in_scope(shared.clone(), idx);
+    if deadline.is_some() {
+        builder = builder.deadline(deadline);
+    }
+    if attempt != 1 {
+        builder = builder.attempt(attempt);
+    }
+    if feedback.is_some() {
+        builder = builder.feedback(feedback);
+    }
+    let ctx = builder.build();
     // A model scoped to the step's attempt, when a hook asks for one.
     match (&shared.opts.hooks, &shared.opts.llm) {
         (Some(hooks), Some(llm)) => match hooks.step_llm(llm, &shared.plan.ids[idx], attempt) {
@@ -1466,13 +1568,7 @@ async fn run_split(
     // step, an aborted task).
     let cancel = shared.opts.cancel.child_token();
     let _cancel_on_drop = cancel.clone().drop_guard();
-    let outputs = Arc::new(Outputs {
-        plan: validated.clone(),
-        index: OnceLock::new(),
-        cells: (0..validated.plan.steps.len())
-            .map(|_| OnceLock::new())
-            .collect(),
-    });
+    let outputs = Arc::new(Outputs::new(validated.clone()));
     let parent_info = &shared.info;
     let info = RunInfo::new(
         parent_info.run_id.clone(),
@@ -1514,6 +1610,19 @@ async fn run_split(
     }
 }
 
+/// Polls a step's future once; a panic is the step's failure.
+fn poll_step<F: Future<Output = Done>>(
+    step: Pin<&mut F>,
+    cx: &mut Context<'_>,
+    idx: usize,
+) -> Option<Done> {
+    match std::panic::catch_unwind(AssertUnwindSafe(|| step.poll(cx))) {
+        Ok(Poll::Ready(done)) => Some(done),
+        Ok(Poll::Pending) => None,
+        Err(payload) => Some(panicked(idx, &*payload)),
+    }
+}
+
 /// The result of a step whose module panicked.
 fn panicked(idx: usize, payload: &(dyn std::any::Any + Send)) -> Done {
     let what = payload
@@ -1538,7 +1647,40 @@ fn panicked(idx: usize, payload: &(dyn std::any::Any + Send)) -> Done {
 
 #[cfg(test)]
 mod tests {
-    use super::{SlowPolls, StepOutcome};
+    use super::{Outputs, SlowPolls, StepOutcome};
+    use nuvira_api::{ExecutionPlan, PlanStep, StepOutput};
+    use std::sync::Arc;
+
+    /// An empty output is a flag, not a cell: it still reads as `Empty`, a step with no
+    /// output yet reads as none, and the first output set stays, as with a `OnceLock`.
+    #[test]
+    fn empty_outputs_read_back_and_the_first_output_set_stays() {
+        let plan = ExecutionPlan {
+            goal: "g".into(),
+            outputs: Some(vec!["a".into(), "b".into(), "c".into()]),
+            steps: vec![
+                PlanStep::new("a", "m"),
+                PlanStep::new("b", "m"),
+                PlanStep::new("c", "m"),
+            ],
+            ..Default::default()
+        };
+        let outputs = Outputs::new(Arc::new(crate::validate::validate(&plan, None).unwrap()));
+        let value = || StepOutput::Value(serde_json::json!(1));
+        assert!(outputs.get(0).is_none());
+        outputs.set(0, StepOutput::Empty);
+        outputs.set(0, value());
+        assert!(matches!(outputs.get(0).as_deref(), Some(StepOutput::Empty)));
+        assert!(outputs.get_non_empty(0).is_none());
+        outputs.set(1, value());
+        outputs.set(1, StepOutput::Empty);
+        assert!(matches!(
+            outputs.get(1).as_deref(),
+            Some(StepOutput::Value(_))
+        ));
+        assert!(outputs.get_non_empty(1).is_some());
+        assert!(outputs.get(2).is_none());
+    }
 
     /// One slow first poll (a preempted thread) keeps a module's steps in the dispatcher; a
     /// few slow ones, or slow ones often enough, give them tasks.
