@@ -183,16 +183,28 @@ async fn remove_workspace_volume(docker: &Docker, name: &str) -> Result<(), Sand
     Err(fail(last))
 }
 
-/// Removes a volume; a missing one is fine.
+/// Removes a volume; a missing one is fine. A volume in use by kept containers
+/// ([`crate::docker_keep`], idle: a run in one holds the volume's entry, and an entry in use is
+/// never removed) is removed after them.
 pub(crate) async fn remove_volume(docker: &Docker, name: &str) -> Result<(), String> {
-    match docker
-        .remove_volume(name, Some(RemoveVolumeOptions { force: true }))
-        .await
-    {
-        Ok(()) => Ok(()),
-        Err(bollard::errors::Error::DockerResponseServerError {
+    let remove = || docker.remove_volume(name, Some(RemoveVolumeOptions { force: true }));
+    match remove().await {
+        Ok(())
+        | Err(bollard::errors::Error::DockerResponseServerError {
             status_code: 404, ..
         }) => Ok(()),
+        Err(bollard::errors::Error::DockerResponseServerError {
+            status_code: 409, ..
+        }) => {
+            crate::docker_keep::remove_kept_holding(docker, name).await;
+            match remove().await {
+                Ok(())
+                | Err(bollard::errors::Error::DockerResponseServerError {
+                    status_code: 404, ..
+                }) => Ok(()),
+                Err(e) => Err(e.to_string()),
+            }
+        }
         Err(e) => Err(e.to_string()),
     }
 }

@@ -671,6 +671,26 @@ mod docker {
     }
 
     fn rm_volumes(key: &str) {
+        // The slots' kept containers (nuvira_sandbox::docker_keep) hold the volumes.
+        let kept = std::process::Command::new("docker")
+            .args([
+                "ps",
+                "-aq",
+                "--filter",
+                &format!("label=nuvira.cache.project={key}"),
+            ])
+            .output()
+            .unwrap();
+        let ids: Vec<String> = String::from_utf8_lossy(&kept.stdout)
+            .lines()
+            .map(str::to_owned)
+            .collect();
+        if !ids.is_empty() {
+            let _ = std::process::Command::new("docker")
+                .args(["rm", "-f"])
+                .args(&ids)
+                .output();
+        }
         let _ = std::process::Command::new("docker")
             .args(["volume", "rm", "-f"])
             .args(volumes(&format!("label=nuvira.cache.project={key}")))

@@ -12,3 +12,4 @@ mod limits;
 mod local;
 mod remote;
 mod remote_ssh;
+mod reuse;
