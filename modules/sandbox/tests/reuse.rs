@@ -214,13 +214,15 @@ async fn a_timed_out_run_is_killed_and_the_next_run_is_clean() {
         return;
     };
     slot.run("true").await;
-    let mut req = slot.request("sh -c 'trap \"\" TERM; sleep 1000' & sleep 1000");
+    let mut req = slot.request("echo started; sh -c 'trap \"\" TERM; sleep 1000' & sleep 1000");
     req.limits.timeout = Duration::from_secs(2);
     let started = std::time::Instant::now();
     let out = slot.sandbox.run(&req, &NeverCancelled).await.unwrap();
     assert!(out.timed_out && out.exit_code.is_none(), "{out:?}");
-    // Killed at its timeout, not at the end of its sleep.
+    // Killed at its timeout, not at the end of its sleep: the second exec's `kill -9 -1` ended
+    // the command and its output stream (else the output is given up after 10 s, empty).
     assert!(started.elapsed() < Duration::from_secs(60));
+    assert_eq!(out.stdout.trim(), "started", "{out:?}");
     let next = slot.run(PS).await;
     assert_eq!(next.exit_code, Some(0), "{next:?}");
     assert!(procs(&next).is_empty(), "{next:?}");
