@@ -129,10 +129,10 @@ impl Docker {
             #[cfg(feature = "docker")]
             Self::Up(d) => {
                 let sizes = nuvira_sandbox::docker_cache::volume_sizes(d.client()).await;
-                let list = nuvira_sandbox::docker_cache::list_volumes(d.client()).await?;
+                let list =
+                    nuvira_sandbox::docker_cache::list_volumes(d.client(), root.dir()).await?;
                 Ok(list
                     .into_iter()
-                    .filter(|v| v.belongs_to(root.dir()))
                     .map(|v| {
                         let size = sizes.get(&v.name).copied().unwrap_or(0);
                         (v.name, v.key, v.project_key, v.project, size)

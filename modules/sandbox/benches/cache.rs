@@ -234,7 +234,10 @@ fn heavy_bench(c: &mut Criterion) {
             // The volumes of this bench's projects.
             let key = nuvira_sandbox::cache::project_key(here.path()).unwrap().1;
             let list = rt
-                .block_on(nuvira_sandbox::docker_cache::list_volumes(d.client()))
+                .block_on(nuvira_sandbox::docker_cache::list_volumes(
+                    d.client(),
+                    root.dir(),
+                ))
                 .unwrap();
             let names: Vec<String> = list
                 .into_iter()

@@ -541,11 +541,13 @@ impl CacheVolume {
     }
 }
 
-/// Every volume labelled [`VOLUME_LABEL`].
+/// Every volume labelled [`VOLUME_LABEL`] that belongs to the cache folder `root`
+/// ([`CacheVolume::belongs_to`]: another cache folder's volumes on the same engine, another
+/// user's or another test's, are not its to list or clean).
 ///
 /// # Errors
 /// The engine's error as text.
-pub async fn list_volumes(docker: &Docker) -> Result<Vec<CacheVolume>, String> {
+pub async fn list_volumes(docker: &Docker, root: &Path) -> Result<Vec<CacheVolume>, String> {
     let filters = HashMap::from([("label".to_owned(), vec![format!("{VOLUME_LABEL}=1")])]);
     let list = docker
         .list_volumes(Some(ListVolumesOptions {
@@ -565,6 +567,7 @@ pub async fn list_volumes(docker: &Docker) -> Result<Vec<CacheVolume>, String> {
             project: label(v, VOLUME_PATH_LABEL),
             root: label(v, VOLUME_ROOT_LABEL),
         })
+        .filter(|v| v.belongs_to(root))
         .collect();
     out.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(out)
