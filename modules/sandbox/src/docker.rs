@@ -241,7 +241,12 @@ impl DockerSandbox {
         // The file list is made up front (a bad workspace fails before any container exists);
         // the tar itself is streamed to the engine during the upload.
         let (workspace, include_ignored) = (request.workspace.clone(), request.include_ignored);
-        let cache =
+        if request.cache {
+            // This process's cleanup of the project's kept containers, if one is still going,
+            // ends first: its slot is this run's warm one.
+            crate::docker_keep::wait_for_pending(&request.workspace).await;
+        }
+        let mut cache =
             crate::docker_cache::prepare(&self.docker, request, self.cache_root.as_ref()).await?;
         let mut newer = None;
         let mut extra = Vec::new();
@@ -272,7 +277,7 @@ impl DockerSandbox {
             .await
             .map_err(|e| SandboxError::Failed(format!("list the workspace: {e}")))??,
         };
-        let tar = WorkspaceTar {
+        let mut tar = WorkspaceTar {
             root: request.workspace.clone(),
             entries,
             newer,
@@ -319,10 +324,23 @@ impl DockerSandbox {
         let nonce = name.clone();
         let mut name = name;
         if let Some((entry_dir, labels)) = keep {
-            let exec = (
-                body.cmd.clone().unwrap_or_default(),
-                body.working_dir.clone(),
-            );
+            // The prune script inline in the exec's wrapper when it can be, not uploaded: with
+            // nothing changed, no upload at all (each is a mount of the container by the engine).
+            let mut cmd = body.cmd.clone().unwrap_or_default();
+            if let Some(i) = tar.extra.iter().position(|(p, _)| {
+                p.ends_with(Path::new(crate::docker_track::STATE_DIR).join("prune"))
+            }) && let Ok(inline) = std::str::from_utf8(&tar.extra[i].1)
+                && inline.len() <= crate::docker_track::INLINE_PRUNE_CAP
+            {
+                cmd = crate::docker_track::wrap_with(
+                    &request.command,
+                    crate::walk_options(request.include_ignored).skip_build_dirs,
+                    &nonce,
+                    Some(inline),
+                );
+                tar.extra.remove(i);
+            }
+            let exec = (cmd, body.working_dir.clone());
             let idle = self.reuse_idle.unwrap_or_else(crate::docker_keep::idle);
             let image_id = self
                 .docker
@@ -506,8 +524,20 @@ impl DockerSandbox {
         // A kept container is cleaned now, and kept only when the cleanup passed and its file
         // system is as it was (see crate::docker_keep); the out-of-memory kill of an exec'd
         // process is read from the cleanup.
+        // A command that exited 0 was not killed by a limit (as for a fresh container, no
+        // out-of-memory check is due): its container is cleaned after the result is out, while
+        // the run still holds its slot, when the process waits for background work.
+        let deferred = match (&cache, &kept, &result) {
+            (Some(c), Some(_), Ok(o))
+                if self.background_removal && o.exit_code == Some(0) && !o.timed_out =>
+            {
+                crate::docker_keep::pending(c.run.project())
+            }
+            _ => None,
+        };
         let mut keep_it = false;
-        if let Some(k) = kept.as_mut()
+        if deferred.is_none()
+            && let Some(k) = kept.as_mut()
             && let Ok(outcome) = result.as_mut()
         {
             keep_it = self.settle(k, outcome).await;
@@ -554,6 +584,45 @@ impl DockerSandbox {
                 None => (None, None),
             };
             ws.record_after(all.as_deref(), newer.as_deref());
+        }
+        if let Some(pending) = deferred
+            && let Some(mut k) = kept.take()
+            && let Some(cache) = cache.take()
+            && let Ok(outcome) = result.as_mut()
+        {
+            if let Some(ws) = &cache.workspace {
+                ws.commit();
+            }
+            let how = if k.reused {
+                "reused from the slot's last run"
+            } else {
+                "new"
+            };
+            if let Some(limits) = outcome.info.limits.as_mut() {
+                limits.push_str(&format!(
+                    "; container {how}, cleaned after this run (NUVIRA_DOCKER_REUSE=0 turns reuse off)"
+                ));
+            }
+            // The cleanup, then the slot released: the container is the background task's.
+            guard.disarm();
+            let this = self.clone();
+            let mut seen = outcome.clone();
+            self.cleanup.spawn(REMOVALS.track_future(async move {
+                let keep = this.settle(&mut k, &mut seen).await;
+                if keep {
+                    k.state.used = crate::docker_keep::now_secs();
+                    crate::docker_keep::save_state(&k.entry_dir, &k.state);
+                } else {
+                    remove(&this.docker, &k.state.id).await;
+                }
+                let (evicted, measure) = crate::docker_cache::finish(cache).await;
+                crate::docker_cache::remove_evicted(&this.docker, &evicted).await;
+                if let Some(m) = measure {
+                    m.run(&this.docker).await;
+                }
+                drop(pending);
+            }));
+            return result;
         }
         let (evicted, measure) = match cache {
             Some(cache) => {

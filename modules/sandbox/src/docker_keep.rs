@@ -4,22 +4,26 @@
 //! A fresh container per run costs the engine's create + start + exit (about 200 ms on Docker
 //! 20.10), more than a whole warm `cargo test` of a heavy crate in place. So a run that holds a
 //! project's warm slot ([`crate::cache`]) with a mirrored workspace volume (the `nuvira-host`
-//! image, [`crate::docker_track`]) runs its command with the engine's exec API in a container
+//! image, `docker_track`) runs its command with the engine's exec API in a container
 //! kept for that slot, and the container stays for the slot's next run.
 //!
 //! **A kept container must be indistinguishable, for the next run, from a fresh one:**
 //! - It is created from the run's own container config (image, limits, network, mounts,
-//!   environment, labels) with [`keeper`] as PID 1 instead of the command, `/tmp` a tmpfs, one
+//!   environment, labels) with `keeper` as PID 1 instead of the command, `/tmp` a tmpfs, one
 //!   process more in its pids limit (PID 1's own) and [`KEEP_LABEL`]. The config (minus the
 //!   command and the folder the command runs in, which the exec gives) and the image's id are
 //!   hashed into [`KEEP_CONFIG_LABEL`]; a run whose hash differs replaces the container.
-//! - After each run, a second exec ([`cleanup_script`]) kills every process but PID 1
+//! - After each run, a second exec (`cleanup_script`) kills every process but PID 1
 //!   (`kill -9 -1`, which reaches daemons, `setsid` ones and those that ignore `SIGTERM`) and
 //!   waits until they are gone, empties `/tmp` and `/dev/shm`, and reads the memory cgroup's
 //!   `oom_kill` count. Then the engine's changes list (`GET /containers/{id}/changes`) must equal
 //!   the one taken right after the container started: a run that wrote into the container's
 //!   own file system (`$HOME`, `/var/tmp`, ...) gets it discarded. What `/workspace` holds is
 //!   the mirror's business, as for a fresh container.
+//! - A command that exited 0 is cleaned after its result is returned when the sandbox removes
+//!   containers in the background (the commands' setting): the background task holds the slot
+//!   until the cleanup is done, and a next run of the project in this process waits for it
+//!   (`wait_for_pending`) so that it gets the same slot.
 //! - Anything off (the cleanup fails or finds processes it cannot kill, the changes differ,
 //!   PID 1 died, the run timed out, was cancelled or failed) and the container is removed
 //!   (in the background, as a fresh one's); the next run creates a new one.
@@ -28,7 +32,7 @@
 //!   An out-of-memory kill of an exec'd process leaves the container running and its state's
 //!   `OOMKilled` unset: it is read from the cgroup's `oom_kill` count, which rose.
 //!
-//! **Nothing lingers.** PID 1 ([`keeper`]) exits once no other process has run in the
+//! **Nothing lingers.** PID 1 (`keeper`) exits once no other process has run in the
 //! container for the idle period ([`IDLE_ENV`], default [`DEFAULT_IDLE`]), and the engine
 //! removes the container (`AutoRemove`). A run does not reuse a container within
 //! [`IDLE_MARGIN`] of that exit. Kept containers carry the cache folder's and the project's
@@ -39,7 +43,7 @@
 //! [`DockerSandbox::with_reuse(false)`](crate::DockerSandbox::with_reuse): every run gets a
 //! fresh container, as before.
 //!
-//! The record of a slot's kept container ([`KeptState`]: its id, config hash, changes baseline,
+//! The record of a slot's kept container (`KeptState`: its id, config hash, changes baseline,
 //! `oom_kill` count, last use) is a file in the slot's workspace entry folder, removed before a
 //! run uses the container and written back only once the cleanup passed: two runs never exec
 //! into one container (the slot's lock is exclusive), and a run that dies half-way leaves no
@@ -72,7 +76,39 @@ pub const KEEP_CONFIG_LABEL: &str = "nuvira.keep.config";
 /// The label holding a kept container's warm slot.
 pub const KEEP_SLOT_LABEL: &str = "nuvira.keep.slot";
 
-/// The file of a slot's [`KeptState`] in its workspace entry folder.
+/// Per project (canonical path): held (read) by each cleanup of its kept containers that
+/// runs after its result was returned; a new run of the project in this process takes it
+/// (write) first, so it finds its slot free rather than taking the other, colder one.
+type Pending =
+    std::sync::Mutex<HashMap<std::path::PathBuf, std::sync::Arc<tokio::sync::RwLock<()>>>>;
+static PENDING: std::sync::LazyLock<Pending> = std::sync::LazyLock::new(Default::default);
+
+fn pending_lock(project: &Path) -> Option<std::sync::Arc<tokio::sync::RwLock<()>>> {
+    let mut map = PENDING.lock().ok()?;
+    Some(map.entry(project.to_path_buf()).or_default().clone())
+}
+
+/// A hold on `project` for a cleanup after the result (`None`: a run is waiting for the
+/// project's cleanups: clean now instead).
+pub(crate) fn pending(project: &Path) -> Option<tokio::sync::OwnedRwLockReadGuard<()>> {
+    pending_lock(project)?.try_read_owned().ok()
+}
+
+/// Waits until no cleanup of `workspace`'s kept containers is going in this process.
+pub(crate) async fn wait_for_pending(workspace: &Path) {
+    let Ok(project) = std::fs::canonicalize(workspace) else {
+        return;
+    };
+    let lock = match PENDING.lock() {
+        Ok(map) => map.get(&project).cloned(),
+        Err(_) => None,
+    };
+    if let Some(lock) = lock {
+        drop(lock.write().await);
+    }
+}
+
+/// The file of a slot's `KeptState` in its workspace entry folder.
 const STATE_FILE: &str = "kept.json";
 
 /// Whether runs may reuse kept containers ([`REUSE_ENV`]).
@@ -125,7 +161,7 @@ const CLEAN_OK: &str = "nuvira-clean ok oom=";
 
 /// The cleanup after a run (an exec): kills every process but PID 1 and itself, twice (a
 /// process with a pending `SIGKILL` cannot fork), waits until every process that existed
-/// before is gone (up to 5 s), empties `/tmp` and `/dev/shm`, then prints [`CLEAN_OK`] and the
+/// before is gone (up to 5 s), empties `/tmp` and `/dev/shm`, then prints `CLEAN_OK` and the
 /// memory cgroup's `oom_kill` count (`?` when unknown). Exit 3: processes left; 4: scratch not
 /// emptied.
 pub(crate) fn cleanup_script() -> Vec<String> {
@@ -138,18 +174,23 @@ while :; do
   for p in $b; do [ -d "/proc/$p" ] && l="$l $p"; done
   [ -z "$l" ] && break
   i=$((i+1))
-  if [ $i -gt 500 ]; then echo "nuvira-clean: processes left:$l"; exit 3; fi
-  sleep 0.01
+  if [ $i -gt 1000 ]; then echo "nuvira-clean: processes left:$l"; exit 3; fi
+  # Most are gone within a few checks; then a pause between checks.
+  [ $i -gt 200 ] && sleep 0.01
   kill -9 -1 2>/dev/null
 done
 cd /
-for d in /tmp /dev/shm; do
-  find "$d" -xdev -mindepth 1 -maxdepth 1 -exec rm -rf -- {} + 2>/dev/null
-  if [ -n "$(find "$d" -mindepth 1 -maxdepth 1 2>/dev/null | head -c 1)" ]; then echo "nuvira-clean: $d not emptied"; exit 4; fi
+set --
+for f in /tmp/* /tmp/.[!.]* /tmp/..?* /dev/shm/* /dev/shm/.[!.]* /dev/shm/..?*; do
+  [ -e "$f" ] || [ -L "$f" ] && set -- "$@" "$f"
+done
+[ $# -gt 0 ] && rm -rf -- "$@" 2>/dev/null
+for f in /tmp/* /tmp/.[!.]* /tmp/..?* /dev/shm/* /dev/shm/.[!.]* /dev/shm/..?*; do
+  if [ -e "$f" ] || [ -L "$f" ]; then echo "nuvira-clean: $f not removed"; exit 4; fi
 done
 o=
 for f in /sys/fs/cgroup/memory/memory.oom_control /sys/fs/cgroup/memory.events; do
-  [ -z "$o" ] && [ -r "$f" ] && o=$(sed -n 's/^oom_kill //p' "$f")
+  [ -z "$o" ] && [ -r "$f" ] && while read -r k v; do [ "$k" = oom_kill ] && o=$v; done < "$f"
 done
 echo "nuvira-clean ok oom=${o:-?}"
 "#;
@@ -170,7 +211,7 @@ pub(crate) fn kill_script() -> Vec<String> {
 pub(crate) struct KeptState {
     /// The container's id.
     pub(crate) id: String,
-    /// Its config hash ([`config_hash`]).
+    /// Its config hash (`config_hash`).
     pub(crate) config: String,
     /// Its changes list right after it started, sorted (`kind path`).
     pub(crate) baseline: Vec<String>,
@@ -244,7 +285,7 @@ pub(crate) fn config_hash(body: &ContainerCreateBody, image_id: &str) -> String 
     digest[..12].iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Turns a run's container body into its kept container's: [`keeper`] as PID 1, `/tmp` a
+/// Turns a run's container body into its kept container's: `keeper` as PID 1, `/tmp` a
 /// tmpfs, PID 1's process added to the pids limit, removed by the engine when it exits, and
 /// the labels that [`list_kept`] and `nuvira cache clean` go by.
 pub(crate) fn kept_body(
@@ -353,7 +394,7 @@ pub(crate) async fn exec_small(
     tokio::time::timeout(limit, run).await.ok().flatten()
 }
 
-/// Cleans the container after a run ([`cleanup_script`]); its `oom_kill` count when it passed
+/// Cleans the container after a run (`cleanup_script`); its `oom_kill` count when it passed
 /// (`None`: the count is unknown here), or why not.
 pub(crate) async fn clean(docker: &Docker, id: &str) -> Result<Option<u64>, String> {
     let end = exec_small(docker, id, cleanup_script(), Duration::from_secs(20))

@@ -57,7 +57,14 @@ pub(crate) fn marker(nonce: &str, what: &str) -> Vec<u8> {
 
 /// The wrapper's script (`$@` is the command); `build_dirs`: the folder names left out of the
 /// listings (empty when the upload includes them); `nonce`: the markers' (`[a-z0-9-]`).
+#[cfg(test)]
 fn script(build_dirs: &[&str], nonce: &str) -> String {
+    script_with(build_dirs, nonce, None)
+}
+
+/// [`script`], with the prune script given inline (`Some`) instead of sourced from the
+/// uploaded `$P/prune` (a run in a kept container: no upload at all when nothing changed).
+fn script_with(build_dirs: &[&str], nonce: &str, prune: Option<&str>) -> String {
     let skip: String = build_dirs
         .iter()
         .map(|d| format!(" -o \\( -type d -name {d} \\)"))
@@ -68,10 +75,14 @@ fn script(build_dirs: &[&str], nonce: &str) -> String {
     let newer_file = m("newer-file");
     // In `newer`, an entry that is not a folder is listed twice (its type, in any `find`).
     let typed = "\\( -type d -print0 -o -print0 -print0 \\)";
+    let prune = match prune {
+        // Never a file in the volume: what a run left there is not ours to run.
+        Some(inline) => inline.to_owned(),
+        None => "[ -f \"$P/prune\" ] && . \"$P/prune\"\n".to_owned(),
+    };
     format!(
         r#"P=/workspace/{STATE_DIR}; M=/dev/shm/.nuvira-mark; T=/dev/shm/.nuvira-tick
-[ -f "$P/prune" ] && . "$P/prune"
-rm -rf "$P"
+{prune}rm -rf "$P"
 : > "$M"; : > "$T"; i=0
 while [ $i -lt 5000 ] && [ -z "$(find "$T" -newer "$M" 2>/dev/null)" ]; do echo >> "$T"; i=$((i+1)); done
 rm -f "$T"
@@ -133,6 +144,20 @@ pub(crate) fn parse_trailer(trailer: &[u8], nonce: &str) -> Option<(Listing, Lis
 
 /// The command wrapped ([module docs](self)).
 pub(crate) fn wrap(command: &[String], skip_build_dirs: bool, nonce: &str) -> Vec<String> {
+    wrap_with(command, skip_build_dirs, nonce, None)
+}
+
+/// The largest prune script given inline ([`wrap_with`]); a longer one is uploaded.
+pub(crate) const INLINE_PRUNE_CAP: usize = 64 * 1024;
+
+/// [`wrap`], with the prune script inline (`Some`: UTF-8, at most [`INLINE_PRUNE_CAP`]), for a
+/// command run as an exec: the last run's created entries go without an upload.
+pub(crate) fn wrap_with(
+    command: &[String],
+    skip_build_dirs: bool,
+    nonce: &str,
+    prune: Option<&str>,
+) -> Vec<String> {
     let dirs: &[&str] = if skip_build_dirs {
         nuvira_workspace::walk::BUILD_DIRS
     } else {
@@ -141,7 +166,7 @@ pub(crate) fn wrap(command: &[String], skip_build_dirs: bool, nonce: &str) -> Ve
     let mut out = vec![
         "/bin/sh".to_owned(),
         "-c".to_owned(),
-        script(dirs, nonce),
+        script_with(dirs, nonce, prune),
         "nuvira-sandbox".to_owned(),
     ];
     out.extend(command.iter().cloned());
@@ -401,6 +426,19 @@ mod tests {
         assert!(s.contains(
             "-le 1048576 ]; then cat \"$P/newer\" >&2; else printf '\\000nuvira-n-newer-file\\000' >&2; fi"
         ), "{s}");
+    }
+
+    #[test]
+    fn an_inline_prune_is_run_and_no_file_of_the_volume_is_sourced() {
+        let inline = script_with(&[], "n", Some("rm -rf -- '/workspace/x'\n"));
+        assert!(
+            inline.contains("rm -rf -- '/workspace/x'\nrm -rf \"$P\""),
+            "{inline}"
+        );
+        assert!(!inline.contains(". \"$P/prune\""), "{inline}");
+        let empty = script_with(&[], "n", Some(""));
+        assert!(!empty.contains("$P/prune"), "{empty}");
+        assert!(script(&[], "n").contains("[ -f \"$P/prune\" ] && . \"$P/prune\"\nrm -rf"));
     }
 
     #[test]

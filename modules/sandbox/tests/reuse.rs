@@ -351,3 +351,47 @@ async fn an_idle_kept_container_exits_by_itself_and_is_removed() {
     }
     panic!("the stopped kept container {kept} was not removed");
 }
+
+// With background removal (what the commands use), a run that exited 0 is cleaned after its
+// result is out; the next run of the project in this process waits for that cleanup and gets
+// the same warm slot and container, clean.
+#[tokio::test]
+async fn a_container_cleaned_after_the_result_is_clean_and_warm_for_the_next_run() {
+    let Some(slot) = Slot::new().await else {
+        return;
+    };
+    let sandbox = slot.sandbox.clone().with_background_removal();
+    let run = |script: &str| {
+        let req = slot.request(script);
+        let sandbox = sandbox.clone();
+        async move { sandbox.run(&req, &NeverCancelled).await.unwrap() }
+    };
+    let first = run("true").await;
+    let leave = run(&format!(
+        "setsid nohup sleep 1001 >/dev/null 2>&1 & sh -c 'trap \"\" TERM; exec sleep 1002' & echo x > /tmp/x; {PS}"
+    ))
+    .await;
+    assert_eq!(id(&leave), id(&first), "{leave:?}");
+    let limits = leave.info.limits.clone().unwrap();
+    assert!(limits.contains("cleaned after this run"), "{limits}");
+    let next = run(&format!("{PS}; ls -A /tmp")).await;
+    assert_eq!(id(&next), id(&leave), "{next:?}");
+    assert!(procs(&next).is_empty(), "{next:?}");
+    assert!(!next.stdout.lines().any(|l| l == "x"), "{next:?}");
+    assert!(
+        !next
+            .info
+            .workspace_copy
+            .clone()
+            .unwrap()
+            .contains("warm slot 2"),
+        "the next run took the other slot"
+    );
+    // A run that writes the container's own file system: removed by the cleanup after it.
+    let write = run("mkdir -p \"$HOME\"; echo x > \"$HOME/x\"").await;
+    assert_eq!(id(&write), id(&next));
+    let after = run("test ! -e \"$HOME/x\"").await;
+    assert_eq!(after.exit_code, Some(0), "{after:?}");
+    assert_ne!(id(&after), id(&write));
+    sandbox.wait_for_cleanup().await;
+}
