@@ -324,23 +324,20 @@ impl DockerSandbox {
         let nonce = name.clone();
         let mut name = name;
         if let Some((entry_dir, labels)) = keep {
-            // The prune script inline in the exec's wrapper when it can be, not uploaded: with
-            // nothing changed, no upload at all (each is a mount of the container by the engine).
-            let mut cmd = body.cmd.clone().unwrap_or_default();
+            // The wrapper with the cleanup at its end, and the prune script inline when it can
+            // be, not uploaded: with nothing changed, no upload at all (each is a mount of the
+            // container by the engine).
+            let skip = crate::walk_options(request.include_ignored).skip_build_dirs;
+            let mut cmd = crate::docker_track::wrap_kept(&request.command, skip, &nonce, None);
             if let Some(i) = tar.extra.iter().position(|(p, _)| {
                 p.ends_with(Path::new(crate::docker_track::STATE_DIR).join("prune"))
             }) && let Ok(inline) = std::str::from_utf8(&tar.extra[i].1)
                 && inline.len() <= crate::docker_track::INLINE_PRUNE_CAP
             {
-                cmd = crate::docker_track::wrap_with(
-                    &request.command,
-                    crate::walk_options(request.include_ignored).skip_build_dirs,
-                    &nonce,
-                    Some(inline),
-                );
+                cmd = crate::docker_track::wrap_kept(&request.command, skip, &nonce, Some(inline));
                 tar.extra.remove(i);
             }
-            let exec = (cmd, body.working_dir.clone());
+            let exec = (cmd, body.working_dir.clone(), Default::default());
             let idle = self.reuse_idle.unwrap_or_else(crate::docker_keep::idle);
             let image_id = self
                 .docker
@@ -952,7 +949,7 @@ impl DockerSandbox {
         info: &SandboxInfo,
         started: Instant,
         track: Track<'_>,
-        (cmd, workdir): Exec,
+        (cmd, workdir, report): Exec,
     ) -> Result<SandboxOutcome, SandboxError> {
         use bollard::exec::{CreateExecOptions, StartExecResults};
         let docker = &self.docker;
@@ -1036,8 +1033,8 @@ impl DockerSandbox {
                 return Err(SandboxError::Cancelled);
             }
         };
-        let (stdout, stderr) = pair.unwrap_or_default();
-        let exit_code = if timed_out {
+        let (stdout, mut stderr) = pair.unwrap_or_default();
+        let mut exit_code = if timed_out {
             None
         } else {
             docker
@@ -1046,6 +1043,25 @@ impl DockerSandbox {
                 .map_err(|e| self.engine_error("inspect the command's exec", e))?
                 .exit_code
         };
+        // The wrapper's report, last on standard error: trusted only when the wrapper exited 0
+        // by itself (after its `kill -9 -1`, nothing of the run is left to write).
+        if let Some((nonce, _)) = track {
+            let kept = stderr
+                .take_trailer(&crate::docker_track::marker(nonce, "kept"), |t| {
+                    crate::docker_track::parse_kept(t).is_some()
+                })
+                .and_then(|t| crate::docker_track::parse_kept(&t));
+            if let Some(mut kept) = kept {
+                if exit_code == Some(0) {
+                    exit_code = Some(kept.status);
+                } else {
+                    kept.clean = false;
+                }
+                if let Ok(mut slot) = report.lock() {
+                    *slot = Some(kept);
+                }
+            }
+        }
         self.outcome(
             id,
             request,
@@ -1068,7 +1084,12 @@ impl DockerSandbox {
     /// outcome out-of-memory when the cgroup's `oom_kill` count rose (or PID 1 was killed so).
     async fn settle(&self, kept: &mut Kept, outcome: &mut SandboxOutcome) -> bool {
         let id = kept.state.id.clone();
-        let cleaned = crate::docker_keep::clean(&self.docker, &id).await;
+        // The wrapper's own cleanup when it reported one (no second exec), else the cleanup's.
+        let report = kept.exec.2.lock().ok().and_then(|r| r.clone());
+        let cleaned = match report {
+            Some(r) if r.clean => Ok(r.oom),
+            _ => crate::docker_keep::clean(&self.docker, &id).await,
+        };
         let mut keep = !outcome.timed_out;
         match cleaned {
             Ok(Some(oom)) => {
@@ -1349,8 +1370,13 @@ impl Sandbox for DockerSandbox {
     }
 }
 
-/// The command of a run in a kept container (the wrapped command) and its folder.
-type Exec = (Vec<String>, Option<String>);
+/// The command of a run in a kept container (the wrapped command), its folder, and where its
+/// wrapper's report goes (`docker_track::KeptReport`).
+type Exec = (
+    Vec<String>,
+    Option<String>,
+    std::sync::Arc<std::sync::Mutex<Option<crate::docker_track::KeptReport>>>,
+);
 
 /// A run's use of its slot's kept container ([`crate::docker_keep`]).
 struct Kept {

@@ -13,10 +13,11 @@
 //!   process more in its pids limit (PID 1's own) and [`KEEP_LABEL`]. The config (minus the
 //!   command and the folder the command runs in, which the exec gives) and the image's id are
 //!   hashed into [`KEEP_CONFIG_LABEL`]; a run whose hash differs replaces the container.
-//! - After each run, a second exec (`cleanup_script`) kills every process but PID 1
-//!   (`kill -9 -1`, which reaches daemons, `setsid` ones and those that ignore `SIGTERM`) and
-//!   waits until they are gone, empties `/tmp` and `/dev/shm`, and reads the memory cgroup's
-//!   `oom_kill` count. Then the engine's changes list (`GET /containers/{id}/changes`) must equal
+//! - After each run every process but PID 1 is killed (`kill -9 -1`, which reaches daemons,
+//!   `setsid` ones and those that ignore `SIGTERM`) and waited for, `/tmp` and `/dev/shm` are
+//!   emptied, and the memory cgroup's `oom_kill` count is read: by the command's wrapper
+//!   right after the command (`docker_track`'s kept mode; its report is trusted only when the
+//!   engine says the wrapper exited 0), else by a second exec (`cleanup_script`). Then the engine's changes list (`GET /containers/{id}/changes`) must equal
 //!   the one taken right after the container started: a run that wrote into the container's
 //!   own file system (`$HOME`, `/var/tmp`, ...) gets it discarded. What `/workspace` holds is
 //!   the mirror's business, as for a fresh container.

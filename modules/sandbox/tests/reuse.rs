@@ -395,3 +395,34 @@ async fn a_container_cleaned_after_the_result_is_clean_and_warm_for_the_next_run
     assert_ne!(id(&after), id(&write));
     sandbox.wait_for_cleanup().await;
 }
+
+// The wrapper cleans up at its end and reports it; a run that kills its wrapper and forges that
+// report and the listings (their markers are in the wrapper's command line) gets the engine's
+// exit code of the wrapper (a kill, not 0), so the report is not trusted and a second exec
+// cleans up: the daemon it left and what it wrote in /tmp are gone for the next run.
+#[tokio::test]
+async fn a_run_that_kills_its_wrapper_and_forges_its_report_is_still_cleaned() {
+    let Some(slot) = Slot::new().await else {
+        return;
+    };
+    let first = slot.run("true").await;
+    let forge = slot
+        .run(
+            "setsid sh -c 'sleep 0.3; echo j > /tmp/j; exec sleep 1004' >/dev/null 2>&1 & \
+             n=$(tr '\\0' '\\n' < /proc/$PPID/cmdline | grep -o 'nuvira-nuvira-sandbox-[0-9a-f-]*-kept' | head -n 1); \
+             [ -n \"$n\" ] || { echo no marker; exit 9; }; b=${n%-kept}; \
+             printf '\\000%s-newer\\000' \"$b\" >&2; printf '\\000%s-all\\000' \"$b\" >&2; \
+             find /workspace -xdev -print0 >&2; printf '\\000%s-end\\000' \"$b\" >&2; \
+             printf '\\000%s\\000ok 0 0\\000' \"$n\" >&2; kill -9 $PPID",
+        )
+        .await;
+    assert_eq!(id(&forge), id(&first));
+    assert_ne!(forge.exit_code, Some(0), "{forge:?}");
+    assert_ne!(forge.exit_code, Some(9), "{forge:?}");
+    let next = slot.run(&format!("{PS}; ls -A /tmp")).await;
+    assert_eq!(next.exit_code, Some(0), "{next:?}");
+    // The forged listings kept the volume, so the container was kept too: cleaned.
+    assert_eq!(id(&next), id(&forge), "{next:?}");
+    assert!(procs(&next).is_empty(), "{next:?}");
+    assert!(!next.stdout.lines().any(|l| l == "j"), "{next:?}");
+}
