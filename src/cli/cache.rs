@@ -1,8 +1,9 @@
 //! `nuvira cache list|clean [--repo DIR] [--json]`: the sandboxes' warm build caches.
 //!
 //! `list` shows every cache entry (key, toolchain, size, last use, project folder, Docker
-//! volume) and Docker cache volumes whose entry is gone; `clean` removes entries' folders and
-//! their Docker volumes (all of them, or one repository's with `--repo`). Entries a running
+//! volume), Docker cache volumes whose entry is gone and the containers kept for warm slots
+//! (`nuvira_sandbox::docker_keep`); `clean` removes entries' folders, their Docker volumes and
+//! the kept containers of their slots (all of them, or one repository's with `--repo`). Entries a running
 //! test holds are left and named. See `nuvira_sandbox::cache` and docs/sandbox.md.
 //!
 //! Exit codes: 0 done; 2 bad arguments; 3 the cache folder cannot be used, or (clean) an entry
