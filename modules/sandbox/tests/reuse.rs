@@ -426,3 +426,40 @@ async fn a_run_that_kills_its_wrapper_and_forges_its_report_is_still_cleaned() {
     assert!(procs(&next).is_empty(), "{next:?}");
     assert!(!next.stdout.lines().any(|l| l == "j"), "{next:?}");
 }
+
+// Two runs of one project at once hold the two warm slots: each its own kept container, never
+// one exec'd into by both; each slot's container is reused by that slot's next run.
+#[tokio::test]
+async fn two_runs_at_once_never_share_a_kept_container() {
+    let Some(slot) = Slot::new().await else {
+        return;
+    };
+    // The pip cache volume is shared by the slots: the two runs meet there.
+    std::fs::write(slot.project.path().join("requirements.txt"), "").unwrap();
+    let round = |r: u32| {
+        let runs: Vec<_> = (0..2)
+            .map(|i| {
+                let q = "/nuvira-cache/python";
+                let req = slot.request(&format!(
+                    "touch {q}/r{r}-{i}; while [ ! -e {q}/r{r}-0 ] || [ ! -e {q}/r{r}-1 ]; do :; done"
+                ));
+                let sandbox = slot.sandbox.clone();
+                tokio::spawn(async move { sandbox.run(&req, &NeverCancelled).await.unwrap() })
+            })
+            .collect();
+        async move {
+            let mut ids = Vec::new();
+            for r in runs {
+                let o = r.await.unwrap();
+                assert_eq!(o.exit_code, Some(0), "{o:?}");
+                ids.push(id(&o));
+            }
+            ids.sort();
+            ids
+        }
+    };
+    let first = round(1).await;
+    assert_ne!(first[0], first[1]);
+    assert_eq!(round(2).await, first);
+    assert_eq!(slot.kept().await.len(), 2);
+}
