@@ -313,3 +313,98 @@ fn run_no_cache_turns_the_caches_off_for_every_test_and_execute_step() {
         "{entries:?}\n{warm}"
     );
 }
+
+/// The ids of the kept containers of the project `project_key` (nuvira_sandbox::docker_keep).
+fn kept_of(project_key: &str) -> Vec<String> {
+    let out = std::process::Command::new("docker")
+        .args(["ps", "-aq", "--no-trunc", "--filter", "label=nuvira.keep=1"])
+        .arg("--filter")
+        .arg(format!("label=nuvira.cache.project={project_key}"))
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn a_warm_docker_run_reuses_its_kept_container_which_cache_list_shows_and_clean_removes() {
+    if !docker_ready() {
+        return;
+    }
+    let cache = tempfile::tempdir().unwrap();
+    let (a, b) = (project(), project());
+    let test = |repo: &Path, reuse: Option<&str>| {
+        let mut cmd = nuvira(cache.path());
+        cmd.args(["test", "--sandbox", "docker", "--format", "json"])
+            .args(["--command", "true"])
+            .arg("--repo")
+            .arg(repo);
+        if let Some(v) = reuse {
+            cmd.env("NUVIRA_DOCKER_REUSE", v);
+        }
+        let out = cmd.output().unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v = json_of(&out.stdout);
+        v["sandbox"]["container_id"].as_str().unwrap().to_owned()
+    };
+    let first = test(a.path(), None);
+    assert_eq!(test(a.path(), None), first, "the second run did not reuse");
+    // Off: a fresh container, and the kept one is left for the next run that may use it.
+    let off = test(a.path(), Some("0"));
+    assert_ne!(off, first);
+    assert_eq!(test(a.path(), None), first);
+    test(b.path(), None);
+    let list = nuvira(cache.path())
+        .args(["cache", "list", "--json"])
+        .output()
+        .unwrap();
+    let v = json_of(&list.stdout);
+    let kept = v["kept_containers"].as_array().unwrap();
+    assert_eq!(kept.len(), 2, "{v:#}");
+    let key_a = kept
+        .iter()
+        .find(|k| k["id"] == first.as_str())
+        .unwrap_or_else(|| panic!("{v:#}"))["project_key"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let key_b = kept
+        .iter()
+        .map(|k| k["project_key"].as_str().unwrap().to_owned())
+        .find(|k| *k != key_a)
+        .unwrap();
+    let text = nuvira(cache.path())
+        .args(["cache", "list"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("container nuvira-keep-"), "{text}");
+    assert_eq!(kept_of(&key_a), vec![first.clone()]);
+
+    let clean = nuvira(cache.path())
+        .args(["cache", "clean", "--repo"])
+        .arg(a.path())
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&clean.stdout);
+    assert_eq!(clean.status.code(), Some(0), "{out}");
+    assert!(out.contains("removed container nuvira-keep-"), "{out}");
+    assert!(kept_of(&key_a).is_empty(), "{out}");
+    assert!(volumes_of(&key_a).is_empty(), "{out}");
+    assert_eq!(kept_of(&key_b).len(), 1);
+    let clean = nuvira(cache.path())
+        .args(["cache", "clean"])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&clean.stdout);
+    assert_eq!(clean.status.code(), Some(0), "{out}");
+    assert!(kept_of(&key_b).is_empty(), "{out}");
+    assert!(volumes_of(&key_b).is_empty(), "{out}");
+}

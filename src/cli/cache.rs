@@ -1,8 +1,9 @@
 //! `nuvira cache list|clean [--repo DIR] [--json]`: the sandboxes' warm build caches.
 //!
 //! `list` shows every cache entry (key, toolchain, size, last use, project folder, Docker
-//! volume) and Docker cache volumes whose entry is gone; `clean` removes entries' folders and
-//! their Docker volumes (all of them, or one repository's with `--repo`). Entries a running
+//! volume), Docker cache volumes whose entry is gone and the containers kept for warm slots
+//! (`nuvira_sandbox::docker_keep`); `clean` removes entries' folders, their Docker volumes and
+//! the kept containers of their slots (all of them, or one repository's with `--repo`). Entries a running
 //! test holds are left and named. See `nuvira_sandbox::cache` and docs/sandbox.md.
 //!
 //! Exit codes: 0 done; 2 bad arguments; 3 the cache folder cannot be used, or (clean) an entry
@@ -99,7 +100,7 @@ fn select(root: &CacheRoot, repo: Option<&Path>) -> Result<Vec<EntryInfo>, Strin
 /// The Docker side, when an engine answers.
 enum Docker {
     #[cfg(feature = "docker")]
-    Up(nuvira_sandbox::DockerSandbox),
+    Up(Box<nuvira_sandbox::DockerSandbox>),
     Down(String),
 }
 
@@ -108,7 +109,7 @@ impl Docker {
         #[cfg(feature = "docker")]
         {
             match nuvira_sandbox::DockerSandbox::connect().await {
-                Ok((s, _)) => Self::Up(s),
+                Ok((s, _)) => Self::Up(Box::new(s)),
                 Err(e) => Self::Down(e.to_string()),
             }
         }
@@ -129,10 +130,10 @@ impl Docker {
             #[cfg(feature = "docker")]
             Self::Up(d) => {
                 let sizes = nuvira_sandbox::docker_cache::volume_sizes(d.client()).await;
-                let list = nuvira_sandbox::docker_cache::list_volumes(d.client()).await?;
+                let list =
+                    nuvira_sandbox::docker_cache::list_volumes(d.client(), root.dir()).await?;
                 Ok(list
                     .into_iter()
-                    .filter(|v| v.belongs_to(root.dir()))
                     .map(|v| {
                         let size = sizes.get(&v.name).copied().unwrap_or(0);
                         (v.name, v.key, v.project_key, v.project, size)
@@ -147,6 +148,42 @@ impl Docker {
         }
     }
 
+    /// The kept containers of cache folder `root` (nuvira_sandbox::docker_keep): id, name,
+    /// project key, project, slot, status.
+    async fn kept(&self, root: &CacheRoot) -> Result<Vec<Kept>, String> {
+        match self {
+            #[cfg(feature = "docker")]
+            Self::Up(d) => Ok(
+                nuvira_sandbox::docker_keep::list_kept(d.client(), root.dir())
+                    .await?
+                    .into_iter()
+                    .map(|k| Kept {
+                        id: k.id,
+                        name: k.name,
+                        project_key: k.project_key,
+                        project: k.project,
+                        slot: k.slot,
+                        status: k.status,
+                    })
+                    .collect(),
+            ),
+            Self::Down(e) => {
+                let _ = root;
+                Err(e.clone())
+            }
+        }
+    }
+
+    async fn remove_kept(&self, ids: &[String]) -> Result<(), String> {
+        #[cfg(not(feature = "docker"))]
+        let _ = ids;
+        match self {
+            #[cfg(feature = "docker")]
+            Self::Up(d) => nuvira_sandbox::docker_keep::remove_kept(d.client(), ids).await,
+            Self::Down(e) => Err(e.clone()),
+        }
+    }
+
     async fn remove(&self, names: &[String]) -> Result<(), String> {
         #[cfg(not(feature = "docker"))]
         let _ = names;
@@ -156,6 +193,17 @@ impl Docker {
             Self::Down(e) => Err(e.clone()),
         }
     }
+}
+
+/// A container kept for a warm slot.
+#[derive(Debug, Clone)]
+struct Kept {
+    id: String,
+    name: String,
+    project_key: String,
+    project: String,
+    slot: u32,
+    status: String,
 }
 
 fn human(bytes: u64) -> String {
@@ -215,6 +263,15 @@ async fn list_entries(
                 .collect()
         })
         .unwrap_or_default();
+    let kept: Vec<Kept> = docker
+        .kept(root)
+        .await
+        .map(|k| {
+            k.into_iter()
+                .filter(|k| wanted_project(&k.project_key, &k.project))
+                .collect()
+        })
+        .unwrap_or_default();
     let rows: Vec<_> = entries
         .iter()
         .map(|e| {
@@ -241,6 +298,10 @@ async fn list_entries(
             })).collect::<Vec<_>>(),
             "orphan_volumes": orphans.iter().map(|o| json!({
                 "name": o.0, "key": o.1, "project_key": o.2, "project": o.3, "size": o.4,
+            })).collect::<Vec<_>>(),
+            "kept_containers": kept.iter().map(|k| json!({
+                "id": k.id, "name": k.name, "project_key": k.project_key, "project": k.project,
+                "slot": k.slot, "status": k.status,
             })).collect::<Vec<_>>(),
             "docker": volumes.as_ref().err(),
         });
@@ -280,6 +341,15 @@ async fn list_entries(
             human(o.4)
         ));
     }
+    for k in &kept {
+        out.push_str(&format!(
+            "container {} kept for {} (warm slot {}, {})\n",
+            esc(&k.name),
+            esc(&k.project),
+            k.slot + 1,
+            esc(&k.status)
+        ));
+    }
     if let Err(e) = &volumes {
         out.push_str(&format!("docker volumes not listed: {}\n", esc(e)));
     }
@@ -307,6 +377,27 @@ async fn clean_entries(
         .list()
         .map(|l| l.into_iter().map(|e| e.key).collect())
         .unwrap_or_default();
+    // Kept containers of the projects in scope whose slot is not in use (a run in one holds
+    // its slot's workspace entry, which is then still listed): removed first, they hold volumes.
+    let kept_doomed: Vec<Kept> = docker
+        .kept(root)
+        .await
+        .map(|k| {
+            k.into_iter()
+                .filter(|k| in_scope(&k.project_key, &k.project))
+                .filter(|k| {
+                    let key = nuvira_sandbox::cache::entry_key(
+                        &k.project_key,
+                        nuvira_sandbox::cache::CacheKind::Workspace,
+                        k.slot,
+                    );
+                    !live.contains(&key)
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let kept_ids: Vec<String> = kept_doomed.iter().map(|k| k.id.clone()).collect();
+    let removed_containers = docker.remove_kept(&kept_ids).await;
     let doomed: Vec<String> = match &volumes {
         Ok(v) => v
             .iter()
@@ -328,6 +419,10 @@ async fn clean_entries(
             "in_use": removal.in_use,
             "failed": removal.failed.iter().map(|(k, why)| json!({ "key": k, "error": why })).collect::<Vec<_>>(),
             "removed_volumes": removed_volumes.as_ref().ok(),
+            "removed_containers": removed_containers
+                .as_ref()
+                .ok()
+                .map(|()| kept_doomed.iter().map(|k| &k.name).collect::<Vec<_>>()),
             "docker": removed_volumes.as_ref().err(),
         });
         crate::cli::print_stdout(&format!("{v:#}\n"));
@@ -353,6 +448,14 @@ async fn clean_entries(
                 esc(why)
             ));
         }
+        match &removed_containers {
+            Ok(()) => {
+                for k in &kept_doomed {
+                    out.push_str(&format!("removed container {}\n", esc(&k.name)));
+                }
+            }
+            Err(e) => out.push_str(&format!("kept containers not removed: {}\n", esc(e))),
+        }
         match &removed_volumes {
             Ok(v) => {
                 for name in v {
@@ -365,12 +468,19 @@ async fn clean_entries(
             && removal.in_use.is_empty()
             && removal.failed.is_empty()
             && doomed.is_empty()
+            && kept_doomed.is_empty()
         {
             out.push_str("nothing to clean\n");
         }
         crate::cli::print_stdout(&out);
     }
     if !removal.in_use.is_empty() || !removal.failed.is_empty() {
+        code = exit::ENVIRONMENT;
+    }
+    if let Err(e) = &removed_containers
+        && !e.contains("no Docker engine")
+        && !e.contains("no Docker support")
+    {
         code = exit::ENVIRONMENT;
     }
     if let Err(e) = &removed_volumes

@@ -7,7 +7,8 @@
 //! `benches/projects/heavy-crate` (serde + serde_derive + serde_json + zerocopy with derive,
 //! pinned, with a Cargo.lock) and `benches/projects/flat-pytest`: in-place cold and warm runs
 //! against the first and second sandboxed runs, local and Docker (`nuvira-host`, cpus = the
-//! host's cores, 4 GiB), and Docker's fixed cost (`true` in a cached container). A cold build
+//! host's cores, 4 GiB), and Docker's fixed cost (`true` in a cached container), each with the
+//! slot's kept container reused (the default) and with a fresh container per run. A cold build
 //! takes a minute on the loaded 2-core machine, so the cold/first runs are timed once each
 //! (printed as `first:` lines, in-place first); the warm runs are criterion samples.
 //!
@@ -211,11 +212,20 @@ fn heavy_bench(c: &mut Criterion) {
         });
         g.bench_function("local second", |b| b.iter(|| run(&rt, &local, &req)));
         if let Some(d) = &docker {
+            // The slot's kept container reused (the default), and a fresh container per run
+            // (`NUVIRA_DOCKER_REUSE=0`) beside it.
+            let fresh = d.clone().with_reuse(false);
             g.bench_function("docker second", |b| b.iter(|| run(&rt, d, &docker_req)));
+            g.bench_function("docker second (no reuse)", |b| {
+                b.iter(|| run(&rt, &fresh, &docker_req));
+            });
             let mut fixed = docker_req.clone();
             fixed.command = vec!["true".into()];
             g.bench_function("docker fixed cost (true)", |b| {
                 b.iter(|| run(&rt, d, &fixed));
+            });
+            g.bench_function("docker fixed cost (true, no reuse)", |b| {
+                b.iter(|| run(&rt, &fresh, &fixed));
             });
         }
         g.finish();
@@ -224,7 +234,10 @@ fn heavy_bench(c: &mut Criterion) {
             // The volumes of this bench's projects.
             let key = nuvira_sandbox::cache::project_key(here.path()).unwrap().1;
             let list = rt
-                .block_on(nuvira_sandbox::docker_cache::list_volumes(d.client()))
+                .block_on(nuvira_sandbox::docker_cache::list_volumes(
+                    d.client(),
+                    root.dir(),
+                ))
                 .unwrap();
             let names: Vec<String> = list
                 .into_iter()

@@ -55,6 +55,8 @@ pub struct DockerSandbox {
     engine: crate::remote::EngineConfig,
     cache_root: Option<crate::cache::CacheRoot>,
     background_removal: bool,
+    reuse: bool,
+    reuse_idle: Option<Duration>,
 }
 
 impl DockerSandbox {
@@ -104,6 +106,8 @@ impl DockerSandbox {
                 engine: engine.clone(),
                 cache_root: None,
                 background_removal: false,
+                reuse: true,
+                reuse_idle: None,
             },
             version
                 .version
@@ -161,6 +165,21 @@ impl DockerSandbox {
     /// removes its container before it returns.
     pub fn with_background_removal(mut self) -> Self {
         self.background_removal = true;
+        self
+    }
+
+    /// Whether a warm run may reuse its slot's kept container (default `true`, unless
+    /// `NUVIRA_DOCKER_REUSE=0`; see [`crate::docker_keep`]). `false`: every run gets a fresh
+    /// container.
+    pub fn with_reuse(mut self, reuse: bool) -> Self {
+        self.reuse = reuse;
+        self
+    }
+
+    /// How long a kept container waits for its slot's next run before it exits (default
+    /// `NUVIRA_DOCKER_REUSE_IDLE` seconds, else 10 minutes).
+    pub fn with_reuse_idle(mut self, idle: Duration) -> Self {
+        self.reuse_idle = Some(idle);
         self
     }
 
@@ -222,7 +241,12 @@ impl DockerSandbox {
         // The file list is made up front (a bad workspace fails before any container exists);
         // the tar itself is streamed to the engine during the upload.
         let (workspace, include_ignored) = (request.workspace.clone(), request.include_ignored);
-        let cache =
+        if request.cache {
+            // This process's cleanup of the project's kept containers, if one is still going,
+            // ends first: its slot is this run's warm one.
+            crate::docker_keep::wait_for_pending(&request.workspace).await;
+        }
+        let mut cache =
             crate::docker_cache::prepare(&self.docker, request, self.cache_root.as_ref()).await?;
         let mut newer = None;
         let mut extra = Vec::new();
@@ -253,7 +277,7 @@ impl DockerSandbox {
             .await
             .map_err(|e| SandboxError::Failed(format!("list the workspace: {e}")))??,
         };
-        let tar = WorkspaceTar {
+        let mut tar = WorkspaceTar {
             root: request.workspace.clone(),
             entries,
             newer,
@@ -278,48 +302,191 @@ impl DockerSandbox {
         }
         // The wrapper's listings, taken off the end of standard error.
         let trailer = std::sync::Mutex::new(None);
-        let track = tracked.then_some((name.as_str(), &trailer));
+        let track_nonce = name.clone();
+        let track = tracked.then_some((track_nonce.as_str(), &trailer));
+        // A warm slot's kept container (crate::docker_keep): reused when it matches, else
+        // created here from this run's config with a keeper as PID 1; the command is an exec.
+        let keep = match &cache {
+            Some(c) if tracked && self.reuse && crate::docker_keep::reuse_enabled() => c
+                .run
+                .workspace()
+                .filter(|_| c.workspace.is_some())
+                .map(|lease| {
+                    (
+                        lease.entry_dir().to_path_buf(),
+                        crate::docker_keep::slot_labels(&c.run, lease.slot()),
+                    )
+                }),
+            _ => None,
+        };
+        let mut kept: Option<Kept> = None;
+        // The wrapper's nonce stays `name`; a new kept container gets a name of its own.
+        let nonce = name.clone();
+        let mut name = name;
+        if let Some((entry_dir, labels)) = keep {
+            // The wrapper with the cleanup at its end, and the prune script inline when it can
+            // be, not uploaded: with nothing changed, no upload at all (each is a mount of the
+            // container by the engine).
+            let skip = crate::walk_options(request.include_ignored).skip_build_dirs;
+            let mut cmd = crate::docker_track::wrap_kept(&request.command, skip, &nonce, None);
+            if let Some(i) = tar.extra.iter().position(|(p, _)| {
+                p.ends_with(Path::new(crate::docker_track::STATE_DIR).join("prune"))
+            }) && let Ok(inline) = std::str::from_utf8(&tar.extra[i].1)
+                && inline.len() <= crate::docker_track::INLINE_PRUNE_CAP
+            {
+                cmd = crate::docker_track::wrap_kept(&request.command, skip, &nonce, Some(inline));
+                tar.extra.remove(i);
+            }
+            let exec = (cmd, body.working_dir.clone(), Default::default());
+            let idle = self.reuse_idle.unwrap_or_else(crate::docker_keep::idle);
+            let image_id = self
+                .docker
+                .inspect_image(&image)
+                .await
+                .map_err(|e| self.engine_error(&format!("inspect image {image}"), e))?
+                .id
+                .unwrap_or_default();
+            let hash = crate::docker_keep::config_hash(&body, &image_id);
+            let old = crate::docker_keep::take_state(&entry_dir);
+            let mut reusable = None;
+            if let Some(old) = old {
+                let young = crate::docker_keep::now_secs()
+                    .saturating_sub(old.used)
+                    .saturating_add(crate::docker_keep::IDLE_MARGIN.min(idle / 4).as_secs())
+                    < idle.as_secs();
+                let running = old.config == hash
+                    && young
+                    && self
+                        .docker
+                        .inspect_container(
+                            &old.id,
+                            None::<bollard::query_parameters::InspectContainerOptions>,
+                        )
+                        .await
+                        .ok()
+                        .is_some_and(|c| {
+                            c.state.and_then(|s| s.running) == Some(true)
+                                && c.config
+                                    .and_then(|c| c.labels)
+                                    .and_then(|l| {
+                                        l.get(crate::docker_keep::KEEP_CONFIG_LABEL).cloned()
+                                    })
+                                    .as_deref()
+                                    == Some(hash.as_str())
+                        });
+                if running {
+                    reusable = Some(old);
+                } else {
+                    let docker = self.docker.clone();
+                    let id = old.id;
+                    self.cleanup
+                        .spawn(REMOVALS.track_future(async move { remove(&docker, &id).await }));
+                }
+            }
+            match reusable {
+                Some(state) => {
+                    kept = Some(Kept {
+                        state,
+                        entry_dir,
+                        reused: true,
+                        exec,
+                    });
+                }
+                None => {
+                    name = keep_name();
+                    body = crate::docker_keep::kept_body(body, &hash, &labels, idle);
+                    kept = Some(Kept {
+                        state: crate::docker_keep::KeptState {
+                            id: String::new(),
+                            config: hash,
+                            baseline: Vec::new(),
+                            oom: 0,
+                            used: 0,
+                        },
+                        entry_dir,
+                        reused: false,
+                        exec,
+                    });
+                }
+            }
+        }
+        let reused_id = kept
+            .as_ref()
+            .filter(|k| k.reused)
+            .map(|k| k.state.id.clone());
         // The create call runs in its own task, so that it completes even when this future is
         // dropped; the guard's removal waits for it (a removal sent while the engine is still
         // creating would find nothing and leave the container behind).
         let (created_tx, created_rx) = tokio::sync::oneshot::channel::<()>();
-        let create = {
-            let docker = self.docker.clone();
-            let name = name.clone();
-            self.cleanup.spawn(async move {
-                let r = docker
-                    .create_container(
-                        Some(CreateContainerOptions {
-                            name: Some(name),
-                            ..Default::default()
-                        }),
-                        body,
-                    )
-                    .await;
-                let _ = created_tx.send(());
-                r
-            })
-        };
-        let mut guard = RemovalGuard {
-            docker: self.docker.clone(),
-            tracker: self.cleanup.clone(),
-            name: Some(name.clone()),
-            created: Some(created_rx),
-        };
-        let mut create = create;
-        let created = tokio::select! {
-            r = &mut create => r
-                .map_err(|e| SandboxError::Failed(format!("create a container from {image}: {e}")))?
-                .map_err(|e| self.engine_error(&format!("create a container from {image}"), e))?,
-            () = cancel.cancelled() => {
-                if let Ok(Ok(c)) = create.await {
-                    remove(&self.docker, &c.id).await;
+        let mut guard;
+        let id = if let Some(id) = reused_id {
+            // A run dropped half-way leaves a container nobody cleaned: its guard removes it.
+            drop(created_tx);
+            guard = RemovalGuard {
+                docker: self.docker.clone(),
+                tracker: self.cleanup.clone(),
+                name: Some(id.clone()),
+                created: None,
+            };
+            id
+        } else {
+            let create = {
+                let docker = self.docker.clone();
+                let name = name.clone();
+                self.cleanup.spawn(async move {
+                    let r = docker
+                        .create_container(
+                            Some(CreateContainerOptions {
+                                name: Some(name),
+                                ..Default::default()
+                            }),
+                            body,
+                        )
+                        .await;
+                    let _ = created_tx.send(());
+                    r
+                })
+            };
+            guard = RemovalGuard {
+                docker: self.docker.clone(),
+                tracker: self.cleanup.clone(),
+                name: Some(name.clone()),
+                created: Some(created_rx),
+            };
+            let mut create = create;
+            let created = tokio::select! {
+                r = &mut create => r
+                    .map_err(|e| SandboxError::Failed(format!("create a container from {image}: {e}")))?
+                    .map_err(|e| self.engine_error(&format!("create a container from {image}"), e))?,
+                () = cancel.cancelled() => {
+                    if let Ok(Ok(c)) = create.await {
+                        remove(&self.docker, &c.id).await;
+                    }
+                    guard.disarm();
+                    return Err(SandboxError::Cancelled);
                 }
-                guard.disarm();
-                return Err(SandboxError::Cancelled);
+            };
+            if let Some(k) = kept.as_mut() {
+                // The keeper starts now; the changes it has at once are the baseline a clean
+                // run must leave.
+                self.docker
+                    .start_container(
+                        &created.id,
+                        None::<bollard::query_parameters::StartContainerOptions>,
+                    )
+                    .await
+                    .map_err(|e| self.engine_error("start the container", e))?;
+                k.state.id.clone_from(&created.id);
+                k.state.baseline = crate::docker_keep::changes(&self.docker, &created.id)
+                    .await
+                    .ok_or_else(|| {
+                        SandboxError::Failed(
+                            "list the new container's changes: the engine did not answer".into(),
+                        )
+                    })?;
             }
+            created.id
         };
-        let id = created.id;
         let mut info = SandboxInfo::default();
         info.kind = "docker".into();
         info.image = Some(image.clone());
@@ -335,8 +502,9 @@ impl DockerSandbox {
         on_created(&info);
 
         // Cancellation is honoured in every phase (upload, start, wait, collect).
-        let result = tokio::select! {
-            r = self.drive(&id, request, tar, cancel, &collect, &info, started, track) => r,
+        let exec = kept.as_ref().map(|k| k.exec.clone());
+        let mut result = tokio::select! {
+            r = self.drive(&id, request, tar, cancel, &collect, &info, started, track, exec) => r,
             () = cancel.cancelled() => Err(SandboxError::Cancelled),
         };
         if matches!(result, Err(SandboxError::Cancelled)) {
@@ -350,6 +518,31 @@ impl DockerSandbox {
                 )
                 .await;
         }
+        // A kept container is cleaned now, and kept only when the cleanup passed and its file
+        // system is as it was (see crate::docker_keep); the out-of-memory kill of an exec'd
+        // process is read from the cleanup.
+        // A command that exited 0 was not killed by a limit (as for a fresh container, no
+        // out-of-memory check is due): its container is cleaned after the result is out, while
+        // the run still holds its slot, when the process waits for background work.
+        let deferred = match (&cache, &kept, &result) {
+            (Some(c), Some(_), Ok(o))
+                if self.background_removal && o.exit_code == Some(0) && !o.timed_out =>
+            {
+                crate::docker_keep::pending(c.run.project())
+            }
+            _ => None,
+        };
+        let mut keep_it = false;
+        if deferred.is_none()
+            && let Some(k) = kept.as_mut()
+            && let Ok(outcome) = result.as_mut()
+        {
+            keep_it = self.settle(k, outcome).await;
+        }
+        if let Some(k) = kept.as_mut().filter(|_| keep_it) {
+            k.state.used = crate::docker_keep::now_secs();
+            crate::docker_keep::save_state(&k.entry_dir, &k.state);
+        }
         if let Some(ws) = cache.as_ref().and_then(|c| c.workspace.as_ref())
             && ws.track
         {
@@ -361,7 +554,7 @@ impl DockerSandbox {
                 .ok()
                 .and_then(|mut t| t.take())
                 .filter(|_| finished)
-                .and_then(|t| crate::docker_track::parse_trailer(&t, &name));
+                .and_then(|t| crate::docker_track::parse_trailer(&t, &nonce));
             let (all, newer) = match listed {
                 Some((newer, all)) => {
                     use crate::docker_track::Listing;
@@ -389,6 +582,45 @@ impl DockerSandbox {
             };
             ws.record_after(all.as_deref(), newer.as_deref());
         }
+        if let Some(pending) = deferred
+            && let Some(mut k) = kept.take()
+            && let Some(cache) = cache.take()
+            && let Ok(outcome) = result.as_mut()
+        {
+            if let Some(ws) = &cache.workspace {
+                ws.commit();
+            }
+            let how = if k.reused {
+                "reused from the slot's last run"
+            } else {
+                "new"
+            };
+            if let Some(limits) = outcome.info.limits.as_mut() {
+                limits.push_str(&format!(
+                    "; container {how}, cleaned after this run (NUVIRA_DOCKER_REUSE=0 turns reuse off)"
+                ));
+            }
+            // The cleanup, then the slot released: the container is the background task's.
+            guard.disarm();
+            let this = self.clone();
+            let mut seen = outcome.clone();
+            self.cleanup.spawn(REMOVALS.track_future(async move {
+                let keep = this.settle(&mut k, &mut seen).await;
+                if keep {
+                    k.state.used = crate::docker_keep::now_secs();
+                    crate::docker_keep::save_state(&k.entry_dir, &k.state);
+                } else {
+                    remove(&this.docker, &k.state.id).await;
+                }
+                let (evicted, measure) = crate::docker_cache::finish(cache).await;
+                crate::docker_cache::remove_evicted(&this.docker, &evicted).await;
+                if let Some(m) = measure {
+                    m.run(&this.docker).await;
+                }
+                drop(pending);
+            }));
+            return result;
+        }
         let (evicted, measure) = match cache {
             Some(cache) => {
                 if result.is_ok()
@@ -400,6 +632,23 @@ impl DockerSandbox {
             }
             None => (Vec::new(), None),
         };
+        if keep_it {
+            // The container stays for the slot's next run.
+            guard.disarm();
+            let docker = self.docker.clone();
+            let tail = async move {
+                crate::docker_cache::remove_evicted(&docker, &evicted).await;
+                if let Some(m) = measure {
+                    m.run(&docker).await;
+                }
+            };
+            if self.background_removal {
+                self.cleanup.spawn(REMOVALS.track_future(tail));
+            } else {
+                tail.await;
+            }
+            return result;
+        }
         if self.background_removal && result.is_ok() {
             // The result is known: the removal (and that of evicted volumes, which the
             // container may still hold) and the volumes' measurement need not delay it.
@@ -439,13 +688,21 @@ impl DockerSandbox {
         info: &SandboxInfo,
         started: Instant,
         track: Track<'_>,
+        exec: Option<Exec>,
     ) -> Result<SandboxOutcome, SandboxError> {
         let docker = &self.docker;
         if tar.entries.is_empty() && tar.extra.is_empty() {
             // Nothing changed since the workspace volume's last upload.
-            return self
-                .run_uploaded(id, request, cancel, collect, info, started, track)
-                .await;
+            return match exec {
+                Some(exec) => {
+                    self.run_exec(id, request, cancel, collect, info, started, track, exec)
+                        .await
+                }
+                None => {
+                    self.run_uploaded(id, request, cancel, collect, info, started, track)
+                        .await
+                }
+            };
         }
         let (chunks, packer) = tar.stream();
         let body = bollard::body_try_stream(futures::TryStreamExt::map_ok(chunks, Into::into));
@@ -466,8 +723,16 @@ impl DockerSandbox {
             Err(e) => return Err(SandboxError::Failed(format!("pack the workspace: {e}"))),
         }
         uploaded.map_err(|e| self.engine_error("upload the workspace", e))?;
-        self.run_uploaded(id, request, cancel, collect, info, started, track)
-            .await
+        match exec {
+            Some(exec) => {
+                self.run_exec(id, request, cancel, collect, info, started, track, exec)
+                    .await
+            }
+            None => {
+                self.run_uploaded(id, request, cancel, collect, info, started, track)
+                    .await
+            }
+        }
     }
 
     /// The rest of [`Self::drive`] once the workspace is in the container.
@@ -577,14 +842,54 @@ impl DockerSandbox {
             (exit_code, state.oom_killed.unwrap_or(false))
         };
 
-        let (stdout, mut stderr) = match tokio::time::timeout(Duration::from_secs(5), reader).await
-        {
+        let (stdout, stderr) = match tokio::time::timeout(Duration::from_secs(5), reader).await {
             Ok(Ok(pair)) => pair,
             _ => {
                 reader_abort.abort();
                 (Tail::default(), Tail::default())
             }
         };
+        self.outcome(
+            id,
+            request,
+            collect,
+            info,
+            started,
+            track,
+            Ended {
+                stdout,
+                stderr,
+                exit_code,
+                timed_out,
+                oom_killed,
+            },
+        )
+        .await
+    }
+
+    /// The outcome of a run whose command has ended: the trailer taken off standard error,
+    /// the files collected, what the result says.
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "one private step of run_observed"
+    )]
+    async fn outcome(
+        &self,
+        id: &str,
+        request: &SandboxRequest,
+        collect: &[(String, std::path::PathBuf)],
+        info: &SandboxInfo,
+        started: Instant,
+        track: Track<'_>,
+        ended: Ended,
+    ) -> Result<SandboxOutcome, SandboxError> {
+        let Ended {
+            stdout,
+            mut stderr,
+            exit_code,
+            timed_out,
+            oom_killed,
+        } = ended;
         if let Some((nonce, trailer)) = track
             && let Ok(mut slot) = trailer.lock()
         {
@@ -626,6 +931,219 @@ impl DockerSandbox {
         outcome.collected = collected;
         outcome.workdir = Some(container_workdir(&request.dir));
         Ok(outcome)
+    }
+
+    /// Runs the command as an exec in the kept container `id`, under the timeout: at the
+    /// timeout every process but PID 1 is killed by a second exec (the engine cannot kill an
+    /// exec), or the container when that exec cannot start.
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "one private step of run_observed"
+    )]
+    async fn run_exec(
+        &self,
+        id: &str,
+        request: &SandboxRequest,
+        cancel: &dyn CancelSignal,
+        collect: &[(String, std::path::PathBuf)],
+        info: &SandboxInfo,
+        started: Instant,
+        track: Track<'_>,
+        (cmd, workdir, report): Exec,
+    ) -> Result<SandboxOutcome, SandboxError> {
+        use bollard::exec::{CreateExecOptions, StartExecResults};
+        let docker = &self.docker;
+        let exec = docker
+            .create_exec(
+                id,
+                CreateExecOptions {
+                    cmd: Some(cmd),
+                    attach_stdout: Some(true),
+                    attach_stderr: Some(true),
+                    working_dir: workdir,
+                    ..Default::default()
+                },
+            )
+            .await
+            .map_err(|e| self.engine_error("run the command in the kept container", e))?;
+        let StartExecResults::Attached { mut output, .. } = docker
+            .start_exec(&exec.id, None)
+            .await
+            .map_err(|e| self.engine_error("start the command in the kept container", e))?
+        else {
+            return Err(SandboxError::Failed(
+                "start the command in the kept container: the engine did not attach".into(),
+            ));
+        };
+        let reader = tokio::spawn(async move {
+            let (mut out, mut err) = (Tail::default(), Tail::default());
+            while let Some(Ok(chunk)) = output.next().await {
+                match chunk {
+                    LogOutput::StdErr { message } => err.push(&message),
+                    LogOutput::StdOut { message } | LogOutput::Console { message } => {
+                        out.push(&message);
+                    }
+                    LogOutput::StdIn { .. } => {}
+                }
+            }
+            (out, err)
+        });
+        let reader_abort = reader.abort_handle();
+        let _abort_reader = AbortOnDrop(reader_abort.clone());
+        let mut reader = reader;
+        let kill_all = || async {
+            let killed = crate::docker_keep::exec_small(
+                docker,
+                id,
+                crate::docker_keep::kill_script(),
+                Duration::from_secs(10),
+            )
+            .await
+            .is_some_and(|e| e.exit_code == Some(0));
+            if !killed {
+                let _ = docker
+                    .kill_container(
+                        id,
+                        Some(KillContainerOptions {
+                            signal: "SIGKILL".into(),
+                        }),
+                    )
+                    .await;
+            }
+        };
+        let mut timed_out = false;
+        let pair = tokio::select! {
+            r = &mut reader => r.ok(),
+            () = tokio::time::sleep(request.limits.timeout) => {
+                timed_out = true;
+                kill_all().await;
+                // The engine closes the output within 2 s of the exec's end.
+                match tokio::time::timeout(Duration::from_secs(10), &mut reader).await {
+                    Ok(r) => r.ok(),
+                    Err(_) => {
+                        reader_abort.abort();
+                        None
+                    }
+                }
+            }
+            () = cancel.cancelled() => {
+                let _ = docker
+                    .kill_container(id, Some(KillContainerOptions { signal: "SIGKILL".into() }))
+                    .await;
+                return Err(SandboxError::Cancelled);
+            }
+        };
+        let (stdout, mut stderr) = pair.unwrap_or_default();
+        let mut exit_code = if timed_out {
+            None
+        } else {
+            docker
+                .inspect_exec(&exec.id)
+                .await
+                .map_err(|e| self.engine_error("inspect the command's exec", e))?
+                .exit_code
+        };
+        // The wrapper's report, last on standard error: trusted only when the wrapper exited 0
+        // by itself (after its `kill -9 -1`, nothing of the run is left to write).
+        if let Some((nonce, _)) = track {
+            let kept = stderr
+                .take_trailer(&crate::docker_track::marker(nonce, "kept"), |t| {
+                    crate::docker_track::parse_kept(t).is_some()
+                })
+                .and_then(|t| crate::docker_track::parse_kept(&t));
+            if let Some(mut kept) = kept {
+                if exit_code == Some(0) {
+                    exit_code = Some(kept.status);
+                } else {
+                    kept.clean = false;
+                }
+                if let Ok(mut slot) = report.lock() {
+                    *slot = Some(kept);
+                }
+            }
+        }
+        self.outcome(
+            id,
+            request,
+            collect,
+            info,
+            started,
+            track,
+            Ended {
+                stdout,
+                stderr,
+                exit_code,
+                timed_out,
+                oom_killed: false,
+            },
+        )
+        .await
+    }
+
+    /// Cleans the kept container after a run and says whether it may be kept; marks the
+    /// outcome out-of-memory when the cgroup's `oom_kill` count rose (or PID 1 was killed so).
+    async fn settle(&self, kept: &mut Kept, outcome: &mut SandboxOutcome) -> bool {
+        let id = kept.state.id.clone();
+        // The wrapper's own cleanup when it reported one (no second exec), else the cleanup's.
+        let report = kept.exec.2.lock().ok().and_then(|r| r.clone());
+        let cleaned = match report {
+            Some(r) if r.clean => Ok(r.oom),
+            _ => crate::docker_keep::clean(&self.docker, &id).await,
+        };
+        let mut keep = !outcome.timed_out;
+        match cleaned {
+            Ok(Some(oom)) => {
+                if oom > kept.state.oom {
+                    outcome.oom_killed = true;
+                    outcome.info.oom_killed = true;
+                }
+                kept.state.oom = oom;
+            }
+            Ok(None) => {
+                // No count to tell an out-of-memory kill by: not kept after a kill.
+                keep &= outcome.exit_code == Some(0);
+            }
+            Err(why) => {
+                tracing::debug!("kept container {id} discarded: {why}");
+                keep = false;
+                // PID 1 itself may have been killed for memory.
+                if let Ok(c) = self
+                    .docker
+                    .inspect_container(
+                        &id,
+                        None::<bollard::query_parameters::InspectContainerOptions>,
+                    )
+                    .await
+                    && c.state.and_then(|s| s.oom_killed) == Some(true)
+                {
+                    outcome.oom_killed = true;
+                    outcome.info.oom_killed = true;
+                }
+            }
+        }
+        if keep {
+            let now = crate::docker_keep::changes(&self.docker, &id).await;
+            if now.as_ref() != Some(&kept.state.baseline) {
+                tracing::debug!("kept container {id} discarded: its file system changed: {now:?}");
+                keep = false;
+            }
+        }
+        let how = if kept.reused {
+            "reused from the slot's last run"
+        } else {
+            "new"
+        };
+        let fate = if keep {
+            "kept for the next run"
+        } else {
+            "removed after this run"
+        };
+        if let Some(limits) = outcome.info.limits.as_mut() {
+            limits.push_str(&format!(
+                "; container {how}, {fate} (NUVIRA_DOCKER_REUSE=0 turns reuse off)"
+            ));
+        }
+        keep
     }
 
     fn container_body(
@@ -850,6 +1368,37 @@ impl Sandbox for DockerSandbox {
     ) -> Result<SandboxOutcome, SandboxError> {
         self.run_observed(request, cancel, &|_| {}).await
     }
+}
+
+/// The command of a run in a kept container (the wrapped command), its folder, and where its
+/// wrapper's report goes (`docker_track::KeptReport`).
+type Exec = (
+    Vec<String>,
+    Option<String>,
+    std::sync::Arc<std::sync::Mutex<Option<crate::docker_track::KeptReport>>>,
+);
+
+/// A run's use of its slot's kept container ([`crate::docker_keep`]).
+struct Kept {
+    state: crate::docker_keep::KeptState,
+    entry_dir: std::path::PathBuf,
+    /// Used by an earlier run (else created by this one).
+    reused: bool,
+    exec: Exec,
+}
+
+/// How a run's command ended, before the outcome is made.
+struct Ended {
+    stdout: Tail,
+    stderr: Tail,
+    exit_code: Option<i64>,
+    timed_out: bool,
+    oom_killed: bool,
+}
+
+/// A kept container's name: `nuvira-keep-<pid>-<n>-<nanos>`.
+fn keep_name() -> String {
+    container_name().replacen("nuvira-sandbox-", "nuvira-keep-", 1)
 }
 
 /// A tracked run's nonce (the container's name, in the wrapper's markers) and where its

@@ -183,16 +183,28 @@ async fn remove_workspace_volume(docker: &Docker, name: &str) -> Result<(), Sand
     Err(fail(last))
 }
 
-/// Removes a volume; a missing one is fine.
+/// Removes a volume; a missing one is fine. A volume in use by kept containers
+/// ([`crate::docker_keep`], idle: a run in one holds the volume's entry, and an entry in use is
+/// never removed) is removed after them.
 pub(crate) async fn remove_volume(docker: &Docker, name: &str) -> Result<(), String> {
-    match docker
-        .remove_volume(name, Some(RemoveVolumeOptions { force: true }))
-        .await
-    {
-        Ok(()) => Ok(()),
-        Err(bollard::errors::Error::DockerResponseServerError {
+    let remove = || docker.remove_volume(name, Some(RemoveVolumeOptions { force: true }));
+    match remove().await {
+        Ok(())
+        | Err(bollard::errors::Error::DockerResponseServerError {
             status_code: 404, ..
         }) => Ok(()),
+        Err(bollard::errors::Error::DockerResponseServerError {
+            status_code: 409, ..
+        }) => {
+            crate::docker_keep::remove_kept_holding(docker, name).await;
+            match remove().await {
+                Ok(())
+                | Err(bollard::errors::Error::DockerResponseServerError {
+                    status_code: 404, ..
+                }) => Ok(()),
+                Err(e) => Err(e.to_string()),
+            }
+        }
         Err(e) => Err(e.to_string()),
     }
 }
@@ -529,11 +541,13 @@ impl CacheVolume {
     }
 }
 
-/// Every volume labelled [`VOLUME_LABEL`].
+/// Every volume labelled [`VOLUME_LABEL`] that belongs to the cache folder `root`
+/// ([`CacheVolume::belongs_to`]: another cache folder's volumes on the same engine, another
+/// user's or another test's, are not its to list or clean).
 ///
 /// # Errors
 /// The engine's error as text.
-pub async fn list_volumes(docker: &Docker) -> Result<Vec<CacheVolume>, String> {
+pub async fn list_volumes(docker: &Docker, root: &Path) -> Result<Vec<CacheVolume>, String> {
     let filters = HashMap::from([("label".to_owned(), vec![format!("{VOLUME_LABEL}=1")])]);
     let list = docker
         .list_volumes(Some(ListVolumesOptions {
@@ -553,6 +567,7 @@ pub async fn list_volumes(docker: &Docker) -> Result<Vec<CacheVolume>, String> {
             project: label(v, VOLUME_PATH_LABEL),
             root: label(v, VOLUME_ROOT_LABEL),
         })
+        .filter(|v| v.belongs_to(root))
         .collect();
     out.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(out)

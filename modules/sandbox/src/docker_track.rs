@@ -22,6 +22,12 @@
 //!    after the container (each list only up to [`INLINE_CAP`], else a marker saying it is in
 //!    its file), then exits with the command's status.
 //!
+//! In a kept container ([`crate::docker_keep`]) the wrapper also kills every other process
+//! but PID 1 right after the command (before the listing), empties `/tmp` and `/dev/shm`
+//! after it, and writes a report (clean or not, the command's status, the memory cgroup's
+//! `oom_kill` count) last on standard error, then exits 0; the prune list is given inline
+//! instead of uploaded.
+//!
 //! After the run the host takes the lists off the end of standard error (the user sees
 //! standard error without them; standard error is left whole when they do not parse),
 //! downloading a list from the stopped container when it was too long (capped at [`LIST_CAP`]), and compares them with the manifest of what it uploaded ([`reconcile`]):
@@ -57,7 +63,15 @@ pub(crate) fn marker(nonce: &str, what: &str) -> Vec<u8> {
 
 /// The wrapper's script (`$@` is the command); `build_dirs`: the folder names left out of the
 /// listings (empty when the upload includes them); `nonce`: the markers' (`[a-z0-9-]`).
+#[cfg(test)]
 fn script(build_dirs: &[&str], nonce: &str) -> String {
+    script_with(build_dirs, nonce, None, false)
+}
+
+/// [`script`], with the prune script given inline (`Some`) instead of sourced from the
+/// uploaded `$P/prune` (a run in a kept container: no upload at all when nothing changed), and
+/// for a run in a kept container (`kept`) the cleanup after the command ([`KEPT_END`]).
+fn script_with(build_dirs: &[&str], nonce: &str, prune: Option<&str>, kept: bool) -> String {
     let skip: String = build_dirs
         .iter()
         .map(|d| format!(" -o \\( -type d -name {d} \\)"))
@@ -68,16 +82,28 @@ fn script(build_dirs: &[&str], nonce: &str) -> String {
     let newer_file = m("newer-file");
     // In `newer`, an entry that is not a folder is listed twice (its type, in any `find`).
     let typed = "\\( -type d -print0 -o -print0 -print0 \\)";
+    let kill = if kept { KEPT_KILL } else { "" };
+    let end_kept = if kept {
+        format!(
+            "{KEPT_END}printf '\\000nuvira-{nonce}-kept\\000%s %s %s\\000' \"$K\" \"$s\" \"${{o:-?}}\" >&2\ns=0\n"
+        )
+    } else {
+        String::new()
+    };
+    let prune = match prune {
+        // Never a file in the volume: what a run left there is not ours to run.
+        Some(inline) => inline.to_owned(),
+        None => "[ -f \"$P/prune\" ] && . \"$P/prune\"\n".to_owned(),
+    };
     format!(
         r#"P=/workspace/{STATE_DIR}; M=/dev/shm/.nuvira-mark; T=/dev/shm/.nuvira-tick
-[ -f "$P/prune" ] && . "$P/prune"
-rm -rf "$P"
+{prune}rm -rf "$P"
 : > "$M"; : > "$T"; i=0
 while [ $i -lt 5000 ] && [ -z "$(find "$T" -newer "$M" 2>/dev/null)" ]; do echo >> "$T"; i=$((i+1)); done
 rm -f "$T"
 "$@"
 s=$?
-if [ -f "$M" ] && rm -rf "$P" 2>/dev/null && mkdir "$P" 2>/dev/null; then
+{kill}if [ -f "$M" ] && rm -rf "$P" 2>/dev/null && mkdir "$P" 2>/dev/null; then
   if {{ {walk} -cnewer "$M" {typed} > "$P/newer" 2>/dev/null || {walk} -newer "$M" {typed} > "$P/newer" 2>/dev/null; }} && {walk} -print0 > "$P/all.tmp" 2>/dev/null && mv "$P/all.tmp" "$P/all" 2>/dev/null; then
     {begin}; if [ "$(wc -c < "$P/newer")" -le {INLINE_CAP} ]; then cat "$P/newer" >&2; else {newer_file}; fi
     if [ "$(wc -c < "$P/all")" -le {INLINE_CAP} ]; then {all}; cat "$P/all" >&2; else {all_file}; fi
@@ -85,9 +111,74 @@ if [ -f "$M" ] && rm -rf "$P" 2>/dev/null && mkdir "$P" 2>/dev/null; then
   fi
 fi
 rm -f "$M"
-exit $s
+{end_kept}exit $s
 "#
     )
+}
+
+/// In a kept container, right after the command: every process but PID 1 and the wrapper is
+/// killed (`kill -9 -1` reaches daemons, `setsid` ones, those ignoring `SIGTERM`; a process
+/// with a pending `SIGKILL` cannot fork) and waited for, so nothing of the run changes the
+/// workspace after the listing or writes anywhere after the cleanup. `K` is `ok` or `left`.
+const KEPT_KILL: &str = r#"K=ok
+b=
+for p in /proc/[0-9]*; do p=${p#/proc/}; [ "$p" = 1 ] || [ "$p" = $$ ] || b="$b $p"; done
+kill -9 -1 2>/dev/null; kill -9 -1 2>/dev/null
+i=0
+while :; do
+  l=
+  for p in $b; do [ -d "/proc/$p" ] && l=1; done
+  [ -z "$l" ] && break
+  i=$((i+1))
+  if [ $i -gt 1000 ]; then K=left; break; fi
+  [ $i -gt 200 ] && sleep 0.01
+  kill -9 -1 2>/dev/null
+done
+"#;
+
+/// In a kept container, after the listing: `/tmp` and `/dev/shm` emptied (`K=scratch` when
+/// something is left), the memory cgroup's `oom_kill` count read, and the report
+/// `\0nuvira-<nonce>-kept\0K STATUS OOM\0` written last on standard error; the wrapper then
+/// exits 0 (the engine's exit code of the exec says the wrapper ran to its end: a run that
+/// kills it gets another; the command's status is in the report).
+const KEPT_END: &str = r#"set --
+for f in /tmp/* /tmp/.[!.]* /tmp/..?* /dev/shm/* /dev/shm/.[!.]* /dev/shm/..?*; do
+  [ -e "$f" ] || [ -L "$f" ] && set -- "$@" "$f"
+done
+[ $# -gt 0 ] && rm -rf -- "$@" 2>/dev/null
+for f in /tmp/* /tmp/.[!.]* /tmp/..?* /dev/shm/* /dev/shm/.[!.]* /dev/shm/..?*; do
+  if [ -e "$f" ] || [ -L "$f" ]; then K=scratch; fi
+done
+o=
+for f in /sys/fs/cgroup/memory/memory.oom_control /sys/fs/cgroup/memory.events; do
+  [ -z "$o" ] && [ -r "$f" ] && while read -r k v; do [ "$k" = oom_kill ] && o=$v; done < "$f"
+done
+"#;
+
+/// What the wrapper of a run in a kept container reported at its end.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct KeptReport {
+    /// Every other process was gone and the scratch folders empty.
+    pub(crate) clean: bool,
+    /// The command's exit status.
+    pub(crate) status: i64,
+    /// The memory cgroup's `oom_kill` count (`None`: unknown).
+    pub(crate) oom: Option<u64>,
+}
+
+/// Parses the report (what followed the `kept` marker: `K STATUS OOM\0`).
+pub(crate) fn parse_kept(trailer: &[u8]) -> Option<KeptReport> {
+    let text = std::str::from_utf8(trailer.strip_suffix(b"\0")?).ok()?;
+    let mut parts = text.split(' ');
+    let (k, status, oom) = (parts.next()?, parts.next()?, parts.next()?);
+    if parts.next().is_some() {
+        return None;
+    }
+    Some(KeptReport {
+        clean: k == "ok",
+        status: status.parse().ok()?,
+        oom: oom.parse().ok(),
+    })
 }
 
 /// Where one of the run's listings is.
@@ -141,7 +232,34 @@ pub(crate) fn wrap(command: &[String], skip_build_dirs: bool, nonce: &str) -> Ve
     let mut out = vec![
         "/bin/sh".to_owned(),
         "-c".to_owned(),
-        script(dirs, nonce),
+        script_with(dirs, nonce, None, false),
+        "nuvira-sandbox".to_owned(),
+    ];
+    out.extend(command.iter().cloned());
+    out
+}
+
+/// The largest prune script given inline ([`wrap_kept`]); a longer one is uploaded.
+pub(crate) const INLINE_PRUNE_CAP: usize = 64 * 1024;
+
+/// [`wrap`], for a command run as an exec in a kept container (the cleanup at its end, see
+/// `KEPT_END`), with the prune script inline (`Some`: UTF-8, at most [`INLINE_PRUNE_CAP`]): the
+/// last run's created entries go without an upload.
+pub(crate) fn wrap_kept(
+    command: &[String],
+    skip_build_dirs: bool,
+    nonce: &str,
+    prune: Option<&str>,
+) -> Vec<String> {
+    let dirs: &[&str] = if skip_build_dirs {
+        nuvira_workspace::walk::BUILD_DIRS
+    } else {
+        &[]
+    };
+    let mut out = vec![
+        "/bin/sh".to_owned(),
+        "-c".to_owned(),
+        script_with(dirs, nonce, prune, true),
         "nuvira-sandbox".to_owned(),
     ];
     out.extend(command.iter().cloned());
@@ -401,6 +519,38 @@ mod tests {
         assert!(s.contains(
             "-le 1048576 ]; then cat \"$P/newer\" >&2; else printf '\\000nuvira-n-newer-file\\000' >&2; fi"
         ), "{s}");
+    }
+
+    #[test]
+    fn an_inline_prune_is_run_and_no_file_of_the_volume_is_sourced() {
+        let inline = script_with(&[], "n", Some("rm -rf -- '/workspace/x'\n"), true);
+        assert!(
+            inline.contains("rm -rf -- '/workspace/x'\nrm -rf \"$P\""),
+            "{inline}"
+        );
+        assert!(!inline.contains(". \"$P/prune\""), "{inline}");
+        let empty = script_with(&[], "n", Some(""), true);
+        assert!(
+            empty.contains("kill -9 -1") && empty.contains("nuvira-n-kept"),
+            "{empty}"
+        );
+        assert!(!script(&[], "n").contains("kill -9 -1"));
+        assert_eq!(
+            parse_kept(b"ok 3 2\0"),
+            Some(KeptReport {
+                clean: true,
+                status: 3,
+                oom: Some(2)
+            })
+        );
+        assert_eq!(
+            parse_kept(b"left 0 ?\0").map(|r| (r.clean, r.oom)),
+            Some((false, None))
+        );
+        assert_eq!(parse_kept(b"ok 0 1"), None);
+        assert_eq!(parse_kept(b"ok x 1\0"), None);
+        assert!(!empty.contains("$P/prune"), "{empty}");
+        assert!(script(&[], "n").contains("[ -f \"$P/prune\" ] && . \"$P/prune\"\nrm -rf"));
     }
 
     #[test]

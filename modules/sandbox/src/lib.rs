@@ -29,6 +29,8 @@ pub mod docker;
 #[cfg(feature = "docker")]
 pub mod docker_cache;
 #[cfg(feature = "docker")]
+pub mod docker_keep;
+#[cfg(feature = "docker")]
 mod docker_track;
 pub mod limits;
 pub mod local;

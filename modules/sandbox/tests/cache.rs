@@ -672,6 +672,26 @@ mod docker {
     }
 
     fn rm_volumes(key: &str) {
+        // The slots' kept containers (nuvira_sandbox::docker_keep) hold the volumes.
+        let kept = std::process::Command::new("docker")
+            .args([
+                "ps",
+                "-aq",
+                "--filter",
+                &format!("label=nuvira.cache.project={key}"),
+            ])
+            .output()
+            .unwrap();
+        let ids: Vec<String> = String::from_utf8_lossy(&kept.stdout)
+            .lines()
+            .map(str::to_owned)
+            .collect();
+        if !ids.is_empty() {
+            let _ = std::process::Command::new("docker")
+                .args(["rm", "-f"])
+                .args(&ids)
+                .output();
+        }
         let _ = std::process::Command::new("docker")
             .args(["volume", "rm", "-f"])
             .args(volumes(&format!("label=nuvira.cache.project={key}")))
@@ -992,6 +1012,80 @@ mod docker {
         assert!(note.contains("1 left by the last run removed"), "{note}");
         sandbox.wait_for_cleanup().await;
         rm_volumes(&key);
+    }
+
+    // The listings over 1 MiB (docker_track::INLINE_CAP) are read from the container instead
+    // of standard error, each on its own: `all` long and `newer` short (many uploaded files,
+    // one created), then `newer` long and `all` short (a created entry is listed twice in
+    // `newer`). A listing that could not be read would make the volume again (a full upload):
+    // the prune of exactly what the run created says both were read.
+    #[tokio::test]
+    async fn docker_listings_over_a_mebibyte_are_read_from_the_container_one_at_a_time() {
+        let Some(sandbox) = docker(HOST).await else {
+            return;
+        };
+        let base = tempfile::tempdir().unwrap();
+        let sandbox = sandbox
+            .with_cache_root(CacheRoot::at(base.path(), u64::MAX))
+            .with_background_removal();
+        let p = cargo_project();
+        let (_, key) = project_key(p.path()).unwrap();
+        // 6,000 uploaded files of 200-byte names: `all` is about 1.3 MiB.
+        let long = "u".repeat(196);
+        for i in 0..6000 {
+            std::fs::write(p.path().join(format!("{i:04}{long}")), "").unwrap();
+        }
+        let first = sandbox
+            .run(&host_run(p.path(), "true"), &NeverCancelled)
+            .await
+            .unwrap();
+        assert_eq!(first.exit_code, Some(0), "{first:?}");
+        let made = sandbox
+            .run(&host_run(p.path(), "echo made > new.txt"), &NeverCancelled)
+            .await
+            .unwrap();
+        assert_eq!(made.exit_code, Some(0), "{made:?}");
+        assert_eq!(made.stderr, "", "{made:?}");
+        let next = sandbox
+            .run(&host_run(p.path(), "test ! -e new.txt"), &NeverCancelled)
+            .await
+            .unwrap();
+        assert_eq!(next.exit_code, Some(0), "{next:?}");
+        let note = next.info.workspace_copy.clone().unwrap();
+        assert!(
+            note.contains("uploaded: 0 changed") && note.contains("1 left by the last run removed"),
+            "{note}"
+        );
+
+        // A small workspace; 3,000 created files of 200-byte names: `newer` (each twice) is
+        // about 1.3 MiB, `all` about 0.65 MiB.
+        let q = cargo_project();
+        let (_, key_q) = project_key(q.path()).unwrap();
+        let first = sandbox
+            .run(&host_run(q.path(), "true"), &NeverCancelled)
+            .await
+            .unwrap();
+        assert_eq!(first.exit_code, Some(0), "{first:?}");
+        let many = format!("mkdir made && cd made && seq 3000 | sed 's/$/{long}/' | xargs touch");
+        let made = sandbox
+            .run(&host_run(q.path(), &many), &NeverCancelled)
+            .await
+            .unwrap();
+        assert_eq!(made.exit_code, Some(0), "{made:?}");
+        assert_eq!(made.stderr, "", "{made:?}");
+        let next = sandbox
+            .run(&host_run(q.path(), "test ! -e made"), &NeverCancelled)
+            .await
+            .unwrap();
+        assert_eq!(next.exit_code, Some(0), "{next:?}");
+        let note = next.info.workspace_copy.clone().unwrap();
+        assert!(
+            note.contains("uploaded: 0 changed") && note.contains("1 left by the last run removed"),
+            "{note}"
+        );
+        sandbox.wait_for_cleanup().await;
+        rm_volumes(&key);
+        rm_volumes(&key_q);
     }
 
     #[tokio::test]

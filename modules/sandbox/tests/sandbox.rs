@@ -16,3 +16,4 @@ mod local;
 mod remote;
 #[cfg(feature = "docker")]
 mod remote_ssh;
+mod reuse;

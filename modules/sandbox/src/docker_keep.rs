@@ -1,0 +1,587 @@
+//! Reusing a running container per warm slot: a warm Docker run costs an `exec`, not a
+//! container.
+//!
+//! A fresh container per run costs the engine's create + start + exit (about 200 ms on Docker
+//! 20.10), more than a whole warm `cargo test` of a heavy crate in place. So a run that holds a
+//! project's warm slot ([`crate::cache`]) with a mirrored workspace volume (the `nuvira-host`
+//! image, `docker_track`) runs its command with the engine's exec API in a container
+//! kept for that slot, and the container stays for the slot's next run.
+//!
+//! **A kept container must be indistinguishable, for the next run, from a fresh one:**
+//! - It is created from the run's own container config (image, limits, network, mounts,
+//!   environment, labels) with `keeper` as PID 1 instead of the command, `/tmp` a tmpfs, one
+//!   process more in its pids limit (PID 1's own) and [`KEEP_LABEL`]. The config (minus the
+//!   command and the folder the command runs in, which the exec gives) and the image's id are
+//!   hashed into [`KEEP_CONFIG_LABEL`]; a run whose hash differs replaces the container.
+//! - After each run every process but PID 1 is killed (`kill -9 -1`, which reaches daemons,
+//!   `setsid` ones and those that ignore `SIGTERM`) and waited for, `/tmp` and `/dev/shm` are
+//!   emptied, and the memory cgroup's `oom_kill` count is read: by the command's wrapper
+//!   right after the command (`docker_track`'s kept mode; its report is trusted only when the
+//!   engine says the wrapper exited 0), else by a second exec (`cleanup_script`). Then the engine's changes list (`GET /containers/{id}/changes`) must equal
+//!   the one taken right after the container started: a run that wrote into the container's
+//!   own file system (`$HOME`, `/var/tmp`, ...) gets it discarded. What `/workspace` holds is
+//!   the mirror's business, as for a fresh container.
+//! - A command that exited 0 is cleaned after its result is returned when the sandbox removes
+//!   containers in the background (the commands' setting): the background task holds the slot
+//!   until the cleanup is done, and a next run of the project in this process waits for it
+//!   (`wait_for_pending`) so that it gets the same slot.
+//! - Anything off (the cleanup fails or finds processes it cannot kill, the changes differ,
+//!   PID 1 died, the run timed out, was cancelled or failed) and the container is removed
+//!   (in the background, as a fresh one's); the next run creates a new one.
+//! - A timeout kills the run's processes with that `kill -9 -1` exec (the engine has no kill for
+//!   an exec), or, when even that cannot start (the pids limit is full), the container.
+//!   An out-of-memory kill of an exec'd process leaves the container running and its state's
+//!   `OOMKilled` unset: it is read from the cgroup's `oom_kill` count, which rose.
+//!
+//! **Nothing lingers.** PID 1 (`keeper`) exits once no other process has run in the
+//! container for the idle period ([`IDLE_ENV`], default [`DEFAULT_IDLE`]), and the engine
+//! removes the container (`AutoRemove`). A run does not reuse a container within
+//! [`IDLE_MARGIN`] of that exit. Kept containers carry the cache folder's and the project's
+//! labels, so `nuvira cache list` shows them and `nuvira cache clean [--repo]` removes them
+//! ([`list_kept`], [`remove_kept`]).
+//!
+//! **Opt out** with `NUVIRA_DOCKER_REUSE=0` ([`REUSE_ENV`]) or
+//! [`DockerSandbox::with_reuse(false)`](crate::DockerSandbox::with_reuse): every run gets a
+//! fresh container, as before.
+//!
+//! The record of a slot's kept container (`KeptState`: its id, config hash, changes baseline,
+//! `oom_kill` count, last use) is a file in the slot's workspace entry folder, removed before a
+//! run uses the container and written back only once the cleanup passed: two runs never exec
+//! into one container (the slot's lock is exclusive), and a run that dies half-way leaves no
+//! record, so the next run starts a new container (its removal guard removes the old one).
+
+use crate::cache::{VOLUME_PATH_LABEL, VOLUME_PROJECT_LABEL, VOLUME_ROOT_LABEL};
+use bollard::Docker;
+use bollard::models::ContainerCreateBody;
+use bollard::query_parameters::{ListContainersOptions, RemoveContainerOptions};
+use futures::StreamExt;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::Duration;
+
+/// Set to `0`, `false`, `no` or `off` to give every Docker run a fresh container.
+pub const REUSE_ENV: &str = "NUVIRA_DOCKER_REUSE";
+/// How long (seconds) a kept container waits for its next run before it exits by itself.
+pub const IDLE_ENV: &str = "NUVIRA_DOCKER_REUSE_IDLE";
+/// The default idle period: 10 minutes.
+pub const DEFAULT_IDLE: Duration = Duration::from_secs(600);
+/// A container this close to its idle exit is replaced rather than reused.
+pub const IDLE_MARGIN: Duration = Duration::from_secs(30);
+
+/// The label of kept containers (`nuvira.keep=1`).
+pub const KEEP_LABEL: &str = "nuvira.keep";
+/// The label holding a kept container's config hash.
+pub const KEEP_CONFIG_LABEL: &str = "nuvira.keep.config";
+/// The label holding a kept container's warm slot.
+pub const KEEP_SLOT_LABEL: &str = "nuvira.keep.slot";
+
+/// Per project (canonical path): held (read) by each cleanup of its kept containers that
+/// runs after its result was returned; a new run of the project in this process takes it
+/// (write) first, so it finds its slot free rather than taking the other, colder one.
+type Pending =
+    std::sync::Mutex<HashMap<std::path::PathBuf, std::sync::Arc<tokio::sync::RwLock<()>>>>;
+static PENDING: std::sync::LazyLock<Pending> = std::sync::LazyLock::new(Default::default);
+
+fn pending_lock(project: &Path) -> Option<std::sync::Arc<tokio::sync::RwLock<()>>> {
+    let mut map = PENDING.lock().ok()?;
+    Some(map.entry(project.to_path_buf()).or_default().clone())
+}
+
+/// A hold on `project` for a cleanup after the result (`None`: a run is waiting for the
+/// project's cleanups: clean now instead).
+pub(crate) fn pending(project: &Path) -> Option<tokio::sync::OwnedRwLockReadGuard<()>> {
+    pending_lock(project)?.try_read_owned().ok()
+}
+
+/// Waits until no cleanup of `workspace`'s kept containers is going in this process.
+pub(crate) async fn wait_for_pending(workspace: &Path) {
+    let Ok(project) = std::fs::canonicalize(workspace) else {
+        return;
+    };
+    let lock = match PENDING.lock() {
+        Ok(map) => map.get(&project).cloned(),
+        Err(_) => None,
+    };
+    if let Some(lock) = lock {
+        drop(lock.write().await);
+    }
+}
+
+/// The file of a slot's `KeptState` in its workspace entry folder.
+const STATE_FILE: &str = "kept.json";
+
+/// Whether runs may reuse kept containers ([`REUSE_ENV`]).
+pub fn reuse_enabled() -> bool {
+    !std::env::var(REUSE_ENV).is_ok_and(|v| is_off(&v))
+}
+
+fn is_off(v: &str) -> bool {
+    matches!(
+        v.trim().to_ascii_lowercase().as_str(),
+        "0" | "false" | "no" | "off"
+    )
+}
+
+/// The idle period ([`IDLE_ENV`], else [`DEFAULT_IDLE`]; at least 1 s).
+pub fn idle() -> Duration {
+    std::env::var(IDLE_ENV)
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map_or(DEFAULT_IDLE, |s| Duration::from_secs(s.max(1)))
+}
+
+/// PID 1 of a kept container: ignores the signals a run could send it, and exits once no
+/// other process has been seen for `idle` (checked every second; a run in progress is a
+/// process). Its `sleep` also reaps what runs leave to it: killed orphans are gone as soon as
+/// the `kill -9 -1` of the cleanup reaches that `sleep`.
+pub(crate) fn keeper(idle: Duration) -> Vec<String> {
+    let script = format!(
+        "trap '' INT HUP TERM QUIT USR1 USR2 ALRM PIPE
+n=0
+while [ \"$n\" -lt {} ]; do
+  sleep 1
+  b=0
+  for p in /proc/[0-9]*; do [ \"$p\" = /proc/1 ] || b=1; done
+  if [ $b = 1 ]; then n=0; else n=$((n+1)); fi
+done
+",
+        idle.as_secs().max(1)
+    );
+    vec![
+        "/bin/sh".into(),
+        "-c".into(),
+        script,
+        "nuvira-keeper".into(),
+    ]
+}
+
+/// What the cleanup prints on success, before the `oom_kill` count.
+const CLEAN_OK: &str = "nuvira-clean ok oom=";
+
+/// The cleanup after a run (an exec): kills every process but PID 1 and itself, twice (a
+/// process with a pending `SIGKILL` cannot fork), waits until every process that existed
+/// before is gone (up to 5 s), empties `/tmp` and `/dev/shm`, then prints `CLEAN_OK` and the
+/// memory cgroup's `oom_kill` count (`?` when unknown). Exit 3: processes left; 4: scratch not
+/// emptied.
+pub(crate) fn cleanup_script() -> Vec<String> {
+    let script = r#"b=
+for p in /proc/[0-9]*; do p=${p#/proc/}; [ "$p" = 1 ] || [ "$p" = $$ ] || b="$b $p"; done
+kill -9 -1 2>/dev/null; kill -9 -1 2>/dev/null
+i=0
+while :; do
+  l=
+  for p in $b; do [ -d "/proc/$p" ] && l="$l $p"; done
+  [ -z "$l" ] && break
+  i=$((i+1))
+  if [ $i -gt 1000 ]; then echo "nuvira-clean: processes left:$l"; exit 3; fi
+  # Most are gone within a few checks; then a pause between checks.
+  [ $i -gt 200 ] && sleep 0.01
+  kill -9 -1 2>/dev/null
+done
+cd /
+set --
+for f in /tmp/* /tmp/.[!.]* /tmp/..?* /dev/shm/* /dev/shm/.[!.]* /dev/shm/..?*; do
+  [ -e "$f" ] || [ -L "$f" ] && set -- "$@" "$f"
+done
+[ $# -gt 0 ] && rm -rf -- "$@" 2>/dev/null
+for f in /tmp/* /tmp/.[!.]* /tmp/..?* /dev/shm/* /dev/shm/.[!.]* /dev/shm/..?*; do
+  if [ -e "$f" ] || [ -L "$f" ]; then echo "nuvira-clean: $f not removed"; exit 4; fi
+done
+o=
+for f in /sys/fs/cgroup/memory/memory.oom_control /sys/fs/cgroup/memory.events; do
+  [ -z "$o" ] && [ -r "$f" ] && while read -r k v; do [ "$k" = oom_kill ] && o=$v; done < "$f"
+done
+echo "nuvira-clean ok oom=${o:-?}"
+"#;
+    vec!["/bin/sh".into(), "-c".into(), script.into()]
+}
+
+/// Kills every process but PID 1 (a timed-out run's), twice.
+pub(crate) fn kill_script() -> Vec<String> {
+    vec![
+        "/bin/sh".into(),
+        "-c".into(),
+        "kill -9 -1 2>/dev/null; kill -9 -1 2>/dev/null; exit 0".into(),
+    ]
+}
+
+/// A slot's kept container, as recorded between runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct KeptState {
+    /// The container's id.
+    pub(crate) id: String,
+    /// Its config hash (`config_hash`).
+    pub(crate) config: String,
+    /// Its changes list right after it started, sorted (`kind path`).
+    pub(crate) baseline: Vec<String>,
+    /// The memory cgroup's `oom_kill` count after the last cleanup.
+    pub(crate) oom: u64,
+    /// When a run last finished in it (seconds since the epoch).
+    pub(crate) used: u64,
+}
+
+/// Takes the slot's record (removing it: it is written back only after a clean run).
+pub(crate) fn take_state(entry_dir: &Path) -> Option<KeptState> {
+    let path = entry_dir.join(STATE_FILE);
+    let bytes = std::fs::read(&path).ok();
+    let _ = std::fs::remove_file(&path);
+    serde_json::from_slice(&bytes?).ok()
+}
+
+/// Records the slot's kept container for its next run.
+pub(crate) fn save_state(entry_dir: &Path, state: &KeptState) {
+    let path = entry_dir.join(STATE_FILE);
+    let tmp = entry_dir.join(format!("{STATE_FILE}.tmp"));
+    let ok = serde_json::to_vec(state)
+        .ok()
+        .is_some_and(|b| std::fs::write(&tmp, b).is_ok() && std::fs::rename(&tmp, &path).is_ok());
+    if !ok {
+        tracing::warn!(
+            "the next run will use a new container: the record of container {} could not be written in {}",
+            state.id,
+            entry_dir.display()
+        );
+    }
+}
+
+pub(crate) fn now_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// The hash of what makes a container what it is for a run: its create body without the
+/// command and working folder (the exec gives those), and the image's id (a tag rebuilt is
+/// another image).
+pub(crate) fn config_hash(body: &ContainerCreateBody, image_id: &str) -> String {
+    let mut body = body.clone();
+    body.cmd = None;
+    body.working_dir = None;
+    let mut h = Sha256::new();
+    h.update(image_id.as_bytes());
+    h.update([0]);
+    // Environment order does not matter to a process; maps serialize in arbitrary order.
+    if let Some(env) = body.env.as_mut() {
+        env.sort();
+    }
+    let labels: Option<std::collections::BTreeMap<_, _>> = body
+        .labels
+        .take()
+        .map(|l| l.into_iter().collect::<std::collections::BTreeMap<_, _>>());
+    let tmpfs: Option<std::collections::BTreeMap<_, _>> = body
+        .host_config
+        .as_mut()
+        .and_then(|h| h.tmpfs.take())
+        .map(|t| t.into_iter().collect());
+    let volumes: Option<Vec<String>> = body
+        .volumes
+        .take()
+        .map(|v| v.into_keys().collect::<std::collections::BTreeSet<_>>())
+        .map(|s| s.into_iter().collect());
+    h.update(serde_json::to_vec(&body).unwrap_or_default());
+    h.update(serde_json::to_vec(&(labels, tmpfs, volumes)).unwrap_or_default());
+    let digest = h.finalize();
+    digest[..12].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Turns a run's container body into its kept container's: `keeper` as PID 1, `/tmp` a
+/// tmpfs, PID 1's process added to the pids limit, removed by the engine when it exits, and
+/// the labels that [`list_kept`] and `nuvira cache clean` go by.
+pub(crate) fn kept_body(
+    mut body: ContainerCreateBody,
+    hash: &str,
+    labels: &[(&str, String)],
+    idle: Duration,
+) -> ContainerCreateBody {
+    body.cmd = Some(keeper(idle));
+    body.attach_stdout = Some(false);
+    body.attach_stderr = Some(false);
+    let host = body.host_config.get_or_insert_with(Default::default);
+    host.tmpfs.get_or_insert_with(HashMap::new).insert(
+        "/tmp".to_owned(),
+        "rw,exec,nosuid,nodev,mode=1777".to_owned(),
+    );
+    if let Some(p) = host.pids_limit.as_mut() {
+        *p = p.saturating_add(1);
+    }
+    host.auto_remove = Some(true);
+    let l = body.labels.get_or_insert_with(HashMap::new);
+    l.insert(KEEP_LABEL.to_owned(), "1".to_owned());
+    l.insert(KEEP_CONFIG_LABEL.to_owned(), hash.to_owned());
+    for (k, v) in labels {
+        l.insert((*k).to_owned(), v.clone());
+    }
+    body
+}
+
+/// The labels of a slot's kept container: the cache folder, the project, the slot.
+pub(crate) fn slot_labels(run: &crate::cache::RunCache, slot: u32) -> Vec<(&'static str, String)> {
+    vec![
+        (
+            VOLUME_ROOT_LABEL,
+            run.root().dir().to_string_lossy().into_owned(),
+        ),
+        (VOLUME_PROJECT_LABEL, run.project_key().to_owned()),
+        (
+            VOLUME_PATH_LABEL,
+            run.project().to_string_lossy().into_owned(),
+        ),
+        (KEEP_SLOT_LABEL, slot.to_string()),
+    ]
+}
+
+/// The container's changes list, sorted (`kind path`); `None` when the engine did not answer.
+pub(crate) async fn changes(docker: &Docker, id: &str) -> Option<Vec<String>> {
+    let list = docker.container_changes(id).await.ok()?;
+    let mut out: Vec<String> = list
+        .unwrap_or_default()
+        .into_iter()
+        .map(|c| format!("{:?} {}", c.kind, c.path))
+        .collect();
+    out.sort();
+    Some(out)
+}
+
+/// What an exec printed and how it ended.
+pub(crate) struct ExecEnd {
+    pub(crate) stdout: Vec<u8>,
+    pub(crate) exit_code: Option<i64>,
+}
+
+/// Runs `cmd` in the container as an exec and waits for it (at most `limit`), keeping its
+/// standard output (up to 64 KiB); `None` when it could not start or did not end in time.
+pub(crate) async fn exec_small(
+    docker: &Docker,
+    id: &str,
+    cmd: Vec<String>,
+    limit: Duration,
+) -> Option<ExecEnd> {
+    use bollard::exec::{CreateExecOptions, StartExecResults};
+    let run = async {
+        let exec = docker
+            .create_exec(
+                id,
+                CreateExecOptions {
+                    cmd: Some(cmd),
+                    attach_stdout: Some(true),
+                    attach_stderr: Some(true),
+                    working_dir: Some("/".to_owned()),
+                    ..Default::default()
+                },
+            )
+            .await
+            .ok()?;
+        let StartExecResults::Attached { mut output, .. } =
+            docker.start_exec(&exec.id, None).await.ok()?
+        else {
+            return None;
+        };
+        let mut stdout = Vec::new();
+        while let Some(Ok(chunk)) = output.next().await {
+            if let bollard::container::LogOutput::StdOut { message } = chunk
+                && stdout.len() < 64 * 1024
+            {
+                stdout.extend_from_slice(&message);
+            }
+        }
+        let inspect = docker.inspect_exec(&exec.id).await.ok()?;
+        Some(ExecEnd {
+            stdout,
+            exit_code: inspect.exit_code,
+        })
+    };
+    tokio::time::timeout(limit, run).await.ok().flatten()
+}
+
+/// Cleans the container after a run (`cleanup_script`); its `oom_kill` count when it passed
+/// (`None`: the count is unknown here), or why not.
+pub(crate) async fn clean(docker: &Docker, id: &str) -> Result<Option<u64>, String> {
+    let end = exec_small(docker, id, cleanup_script(), Duration::from_secs(20))
+        .await
+        .ok_or_else(|| "the cleanup could not run".to_owned())?;
+    let text = String::from_utf8_lossy(&end.stdout);
+    if end.exit_code != Some(0) {
+        return Err(format!(
+            "the cleanup failed ({}): {}",
+            end.exit_code
+                .map_or("killed".into(), |c| format!("exit {c}")),
+            text.trim()
+        ));
+    }
+    let count = text
+        .lines()
+        .rev()
+        .find_map(|l| l.strip_prefix(CLEAN_OK))
+        .ok_or_else(|| format!("the cleanup said: {}", text.trim()))?;
+    Ok(count.trim().parse().ok())
+}
+
+/// A kept container, as the engine lists it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct KeptContainer {
+    /// Its id.
+    pub id: String,
+    /// Its name.
+    pub name: String,
+    /// Its project key.
+    pub project_key: String,
+    /// Its project folder.
+    pub project: String,
+    /// Its warm slot.
+    pub slot: u32,
+    /// The cache folder it belongs to.
+    pub root: String,
+    /// The engine's status text (e.g. `Up 3 minutes`).
+    pub status: String,
+}
+
+/// Every kept container of cache folder `root` on the engine.
+///
+/// # Errors
+/// The engine's error as text.
+pub async fn list_kept(docker: &Docker, root: &Path) -> Result<Vec<KeptContainer>, String> {
+    let filters = HashMap::from([("label".to_owned(), vec![format!("{KEEP_LABEL}=1")])]);
+    let list = docker
+        .list_containers(Some(ListContainersOptions {
+            all: true,
+            filters: Some(filters),
+            ..Default::default()
+        }))
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut out: Vec<KeptContainer> = list
+        .into_iter()
+        .filter_map(|c| {
+            let labels = c.labels.unwrap_or_default();
+            let label = |k: &str| labels.get(k).cloned().unwrap_or_default();
+            let kept = KeptContainer {
+                id: c.id?,
+                name: c
+                    .names
+                    .and_then(|n| n.into_iter().next())
+                    .map(|n| n.trim_start_matches('/').to_owned())
+                    .unwrap_or_default(),
+                project_key: label(VOLUME_PROJECT_LABEL),
+                project: label(VOLUME_PATH_LABEL),
+                slot: label(KEEP_SLOT_LABEL).parse().unwrap_or(0),
+                root: label(VOLUME_ROOT_LABEL),
+                status: c.status.unwrap_or_default(),
+            };
+            (Path::new(&kept.root) == root).then_some(kept)
+        })
+        .collect();
+    out.sort_by(|a, b| (&a.project_key, a.slot).cmp(&(&b.project_key, b.slot)));
+    Ok(out)
+}
+
+/// Removes containers (forced, with their anonymous volumes); a missing one is fine.
+///
+/// # Errors
+/// The first engine error, naming the container.
+pub async fn remove_kept(docker: &Docker, ids: &[String]) -> Result<(), String> {
+    for id in ids {
+        match docker
+            .remove_container(
+                id,
+                Some(RemoveContainerOptions {
+                    force: true,
+                    v: true,
+                    ..Default::default()
+                }),
+            )
+            .await
+        {
+            Ok(())
+            | Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 404 | 409,
+                ..
+            }) => {}
+            Err(e) => return Err(format!("remove the kept container {id}: {e}")),
+        }
+    }
+    Ok(())
+}
+
+/// Removes the kept containers that hold volume `name` (they are idle: a run in one holds the
+/// volume's entry, which is then not removed); for a volume about to be removed.
+pub(crate) async fn remove_kept_holding(docker: &Docker, name: &str) {
+    let filters = HashMap::from([
+        ("volume".to_owned(), vec![name.to_owned()]),
+        ("label".to_owned(), vec![format!("{KEEP_LABEL}=1")]),
+    ]);
+    let Ok(list) = docker
+        .list_containers(Some(ListContainersOptions {
+            all: true,
+            filters: Some(filters),
+            ..Default::default()
+        }))
+        .await
+    else {
+        return;
+    };
+    let ids: Vec<String> = list.into_iter().filter_map(|c| c.id).collect();
+    let _ = remove_kept(docker, &ids).await;
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn the_config_hash_ignores_the_command_and_folder_and_order_but_not_limits_or_env() {
+        let mut a = ContainerCreateBody {
+            image: Some("nuvira-host:latest".into()),
+            cmd: Some(vec!["true".into()]),
+            working_dir: Some("/workspace".into()),
+            env: Some(vec!["A=1".into(), "B=2".into()]),
+            host_config: Some(bollard::models::HostConfig {
+                memory: Some(1 << 30),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let h = config_hash(&a, "sha256:1");
+        let mut b = a.clone();
+        b.cmd = Some(vec!["false".into()]);
+        b.working_dir = Some("/workspace/sub".into());
+        b.env = Some(vec!["B=2".into(), "A=1".into()]);
+        assert_eq!(config_hash(&b, "sha256:1"), h);
+        assert_ne!(config_hash(&a, "sha256:2"), h);
+        a.env = Some(vec!["A=1".into(), "B=3".into()]);
+        assert_ne!(config_hash(&a, "sha256:1"), h);
+        b.host_config.as_mut().unwrap().memory = Some(2 << 30);
+        assert_ne!(config_hash(&b, "sha256:1"), h);
+    }
+
+    #[test]
+    fn reuse_is_turned_off_by_the_usual_words() {
+        for (v, off) in [
+            ("0", true),
+            (" off", true),
+            ("False", true),
+            ("no", true),
+            ("1", false),
+            ("", false),
+        ] {
+            assert_eq!(is_off(v), off, "{v}");
+        }
+    }
+
+    #[test]
+    fn the_state_is_taken_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = KeptState {
+            id: "abc".into(),
+            config: "h".into(),
+            baseline: vec!["Added /usr".into()],
+            oom: 2,
+            used: 5,
+        };
+        save_state(dir.path(), &s);
+        assert_eq!(take_state(dir.path()), Some(s));
+        assert_eq!(take_state(dir.path()), None);
+    }
+}

@@ -1,0 +1,465 @@
+//! A warm slot's kept container (nuvira_sandbox::docker_keep), adversarially, on the real
+//! engine: what a run leaves (processes, scratch files, writes to the container's own file
+//! system) never reaches the next run, a run that kills PID 1, times out, fills the pids limit
+//! or runs out of memory does not break the next one, and reuse is real and can be turned off.
+
+use crate::common::docker;
+use nuvira_api::{NeverCancelled, Sandbox, SandboxOutcome, SandboxRequest};
+use nuvira_sandbox::DockerSandbox;
+use nuvira_sandbox::cache::CacheRoot;
+use std::time::Duration;
+
+const HOST: &str = "nuvira-host:latest";
+
+/// A project, a sandbox with its own cache folder, and the kept containers removed at the end.
+struct Slot {
+    sandbox: DockerSandbox,
+    project: tempfile::TempDir,
+    base: tempfile::TempDir,
+}
+
+impl Slot {
+    async fn new() -> Option<Self> {
+        let sandbox = docker(HOST).await?;
+        let base = tempfile::tempdir().unwrap();
+        let project = tempfile::tempdir().unwrap();
+        std::fs::write(project.path().join("input.txt"), "in").unwrap();
+        Some(Self {
+            sandbox: sandbox.with_cache_root(CacheRoot::at(base.path(), u64::MAX)),
+            project,
+            base,
+        })
+    }
+
+    fn request(&self, script: &str) -> SandboxRequest {
+        let mut req = SandboxRequest::new(
+            self.project.path(),
+            vec!["sh".into(), "-c".into(), script.into()],
+        );
+        req.cache = true;
+        req.limits.timeout = Duration::from_secs(60);
+        req
+    }
+
+    async fn run(&self, script: &str) -> SandboxOutcome {
+        self.sandbox
+            .run(&self.request(script), &NeverCancelled)
+            .await
+            .unwrap()
+    }
+
+    /// The kept containers of this cache folder.
+    async fn kept(&self) -> Vec<nuvira_sandbox::docker_keep::KeptContainer> {
+        let root = CacheRoot::at(self.base.path(), u64::MAX);
+        nuvira_sandbox::docker_keep::list_kept(self.sandbox.client(), root.dir())
+            .await
+            .unwrap()
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        // The kept containers and the volumes of this test's cache folder.
+        let root = CacheRoot::at(self.base.path(), u64::MAX);
+        let base = root.dir().to_string_lossy().into_owned();
+        for what in [["ps", "-aq"], ["volume", "ls"]] {
+            let mut cmd = std::process::Command::new("docker");
+            cmd.args(what);
+            if what[0] == "volume" {
+                cmd.arg("-q");
+            }
+            let out = cmd
+                .args(["--filter", &format!("label=nuvira.cache.root={base}")])
+                .output()
+                .unwrap();
+            let ids: Vec<String> = String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .map(str::to_owned)
+                .collect();
+            if !ids.is_empty() {
+                let mut rm = std::process::Command::new("docker");
+                if what[0] == "volume" {
+                    rm.args(["volume", "rm", "-f"]);
+                } else {
+                    rm.args(["rm", "-f"]);
+                }
+                let _ = rm.args(&ids).output();
+            }
+        }
+    }
+}
+
+fn id(o: &SandboxOutcome) -> String {
+    o.info.container_id.clone().unwrap()
+}
+
+/// `ps`-like: the command names of every process but PID 1 and the caller's own.
+const PS: &str = "for p in /proc/[0-9]*; do [ \"$p\" = /proc/1 ] || [ \"$p\" = /proc/$$ ] || { c=$(tr '\\0\\n' '  ' < $p/cmdline 2>/dev/null); [ -n \"$c\" ] && echo \"PROC $c\"; }; done; true";
+
+/// Whether a file the look-up script checks was found.
+fn found(o: &SandboxOutcome) -> bool {
+    o.stdout.lines().any(|l| l.starts_with("FOUND /"))
+}
+
+fn procs(o: &SandboxOutcome) -> Vec<&str> {
+    o.stdout
+        .lines()
+        .filter(|l| l.starts_with("PROC "))
+        // PID 1's own `sleep 1`, and this run's wrapper and listing.
+        .filter(|l| {
+            *l != "PROC sleep 1 "
+                && !l.contains("P=/workspace/.nuvira")
+                && !l.contains("/proc/[0-9]")
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_warm_run_reuses_the_container_and_sees_nothing_the_last_run_left() {
+    let Some(slot) = Slot::new().await else {
+        return;
+    };
+    let first = slot.run("true").await;
+    assert_eq!(first.exit_code, Some(0), "{first:?}");
+
+    let limits = first.info.limits.clone().unwrap();
+    assert!(
+        limits.contains("container new, kept for the next run"),
+        "{limits}"
+    );
+    // Processes: a background one, a setsid daemon, one that ignores SIGTERM, a stopped one;
+    // scratch files in /tmp and /dev/shm.
+    let leave = slot
+        .run(&format!(
+            "sleep 1000 & setsid nohup sleep 1001 >/dev/null 2>&1 & \
+             sh -c 'trap \"\" TERM HUP INT; exec sleep 1002' & \
+             sh -c 'kill -STOP $$; sleep 1003' & \
+             echo x > /tmp/x; echo x > /dev/shm/x; mkdir -p /tmp/d/e; {PS}"
+        ))
+        .await;
+    assert_eq!(leave.exit_code, Some(0), "{leave:?}");
+    assert_eq!(id(&leave), id(&first), "not reused: {leave:?}");
+    for n in ["sleep 1000", "sleep 1001", "sleep 1002", "sleep 1003"] {
+        assert!(
+            procs(&leave).iter().any(|p| p.contains(n)),
+            "{n}: {leave:?}"
+        );
+    }
+    let look = "ls -A /tmp /dev/shm; for f in /tmp/x /etc/x \"$HOME/x\" /var/tmp/x; do [ -e \"$f\" ] && echo \"FOUND $f\"; done; true";
+    let next = slot.run(&format!("{PS}; {look}")).await;
+    assert_eq!(next.exit_code, Some(0), "{next:?}");
+    assert_eq!(id(&next), id(&leave), "not reused: {next:?}");
+    assert!(procs(&next).is_empty(), "left running: {next:?}");
+    assert!(!found(&next), "{next:?}");
+    let listed: Vec<&str> = next
+        .stdout
+        .lines()
+        .filter(|l| ["x", "d"].contains(l))
+        .collect();
+    assert!(listed.is_empty(), "scratch kept: {next:?}");
+    // Writes into the container's own file system ($HOME, /var/tmp; /etc is the host's,
+    // read-only): that container is not kept (its changes differ), the next run gets a new one.
+    let write = slot
+        .run("mkdir -p \"$HOME\" /var/tmp; echo x > \"$HOME/x\"; echo x > /var/tmp/x; echo x > /etc/x; true")
+        .await;
+    assert_eq!(id(&write), id(&next));
+    let limits = write.info.limits.clone().unwrap();
+    assert!(limits.contains("removed after this run"), "{limits}");
+    let after = slot.run(look).await;
+    assert_eq!(after.exit_code, Some(0), "{after:?}");
+    assert!(!found(&after), "{after:?}");
+    assert_ne!(id(&after), id(&write), "{after:?}");
+    // Kept again from there, and writing /tmp does not stop that.
+    let again = slot.run("echo x > /tmp/y").await;
+    assert_eq!(id(&again), id(&after));
+    let clean = slot.run(&format!("{PS}; {look}")).await;
+    assert_eq!(id(&clean), id(&after));
+    assert!(procs(&clean).is_empty(), "{clean:?}");
+    assert!(!clean.stdout.lines().any(|l| l == "y"), "{clean:?}");
+    assert_eq!(slot.kept().await.len(), 1);
+}
+
+#[tokio::test]
+async fn a_run_that_kills_pid_1_or_whose_container_dies_does_not_break_the_next_run() {
+    let Some(slot) = Slot::new().await else {
+        return;
+    };
+    let first = slot.run("true").await;
+    // Every signal a run can send PID 1 from inside.
+    let killer = slot
+        .run("for s in KILL TERM INT HUP QUIT USR1 USR2 ALRM PIPE; do kill -$s 1; done; true")
+        .await;
+    assert_eq!(id(&killer), id(&first));
+    let next = slot.run("cat input.txt").await;
+    assert_eq!(next.exit_code, Some(0), "{next:?}");
+    assert_eq!(next.stdout, "in");
+    // PID 1 killed from outside while the container waits.
+    let kept = id(&next);
+    let out = std::process::Command::new("docker")
+        .args(["kill", &kept])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let after = slot.run("cat input.txt").await;
+    assert_eq!(after.exit_code, Some(0), "{after:?}");
+    assert_eq!(after.stdout, "in");
+    assert_ne!(id(&after), kept);
+    // Reused from then on.
+    assert_eq!(id(&slot.run("true").await), id(&after));
+}
+
+#[tokio::test]
+async fn a_timed_out_run_is_killed_and_the_next_run_is_clean() {
+    let Some(slot) = Slot::new().await else {
+        return;
+    };
+    slot.run("true").await;
+    let mut req = slot.request("echo started; sh -c 'trap \"\" TERM; sleep 1000' & sleep 1000");
+    req.limits.timeout = Duration::from_secs(2);
+    let started = std::time::Instant::now();
+    let out = slot.sandbox.run(&req, &NeverCancelled).await.unwrap();
+    assert!(out.timed_out && out.exit_code.is_none(), "{out:?}");
+    // Killed at its timeout, not at the end of its sleep: the second exec's `kill -9 -1` ended
+    // the command and its output stream (else the output is given up after 10 s, empty).
+    assert!(started.elapsed() < Duration::from_secs(60));
+    assert_eq!(out.stdout.trim(), "started", "{out:?}");
+    let next = slot.run(PS).await;
+    assert_eq!(next.exit_code, Some(0), "{next:?}");
+    assert!(procs(&next).is_empty(), "{next:?}");
+    assert_ne!(id(&next), id(&out));
+}
+
+#[tokio::test]
+async fn a_pids_limit_hit_is_reported_and_the_next_run_is_clean() {
+    let Some(slot) = Slot::new().await else {
+        return;
+    };
+    slot.run("true").await;
+    let mut req = slot.request("i=0; while [ $i -lt 200 ]; do sleep 1000 & i=$((i+1)); done; wait");
+    req.limits.pids = 32;
+    req.limits.timeout = Duration::from_secs(30);
+    let out = slot.sandbox.run(&req, &NeverCancelled).await.unwrap();
+    assert!(out.info.pids_limited, "{out:?}");
+    let mut next = slot.request(PS);
+    next.limits.pids = 32;
+    let next = slot.sandbox.run(&next, &NeverCancelled).await.unwrap();
+    assert_eq!(next.exit_code, Some(0), "{next:?}");
+    assert!(procs(&next).is_empty(), "{next:?}");
+}
+
+#[tokio::test]
+async fn an_out_of_memory_kill_in_a_kept_container_is_reported_as_such() {
+    let Some(slot) = Slot::new().await else {
+        return;
+    };
+    let small = |script: &str| {
+        let mut r = slot.request(script);
+        r.limits.memory_bytes = 64 << 20;
+        r
+    };
+    let first = slot
+        .sandbox
+        .run(&small("true"), &NeverCancelled)
+        .await
+        .unwrap();
+    let hog = slot
+        .sandbox
+        .run(
+            &small("head -c 400m /dev/zero | tail > /dev/null; echo survived"),
+            &NeverCancelled,
+        )
+        .await
+        .unwrap();
+    assert!(hog.oom_killed && hog.info.oom_killed, "{hog:?}");
+    assert_eq!(id(&hog), id(&first), "the hog ran in the kept container");
+    let next = slot
+        .sandbox
+        .run(&small("echo fine"), &NeverCancelled)
+        .await
+        .unwrap();
+    assert_eq!(next.exit_code, Some(0), "{next:?}");
+    assert!(!next.oom_killed, "{next:?}");
+}
+
+#[tokio::test]
+async fn reuse_can_be_turned_off_and_a_different_config_gets_another_container() {
+    let Some(slot) = Slot::new().await else {
+        return;
+    };
+    let a = slot.run("true").await;
+    assert_eq!(id(&slot.run("true").await), id(&a));
+    // Other limits or environment: not the same container.
+    let mut req = slot.request("echo $V");
+    req.env.insert("V".into(), "other".into());
+    let other = slot.sandbox.run(&req, &NeverCancelled).await.unwrap();
+    assert_eq!(other.stdout.trim(), "other");
+    assert_ne!(id(&other), id(&a));
+    let mut req = slot.request("true");
+    req.limits.memory_bytes = 3 << 30;
+    assert_ne!(
+        id(&slot.sandbox.run(&req, &NeverCancelled).await.unwrap()),
+        id(&other)
+    );
+    // Off: a fresh container per run, none kept.
+    let off = slot.sandbox.clone().with_reuse(false);
+    let (x, y) = (
+        off.run(&slot.request("true"), &NeverCancelled)
+            .await
+            .unwrap(),
+        off.run(&slot.request("true"), &NeverCancelled)
+            .await
+            .unwrap(),
+    );
+    assert_ne!(id(&x), id(&y));
+    assert!(!x.info.limits.clone().unwrap().contains("container"));
+    off.wait_for_cleanup().await;
+    assert!(
+        slot.kept()
+            .await
+            .iter()
+            .all(|k| k.id != id(&x) && k.id != id(&y)),
+        "{:?}",
+        slot.kept().await
+    );
+}
+
+#[tokio::test]
+async fn an_idle_kept_container_exits_by_itself_and_is_removed() {
+    let Some(slot) = Slot::new().await else {
+        return;
+    };
+    let sandbox = slot.sandbox.clone().with_reuse_idle(Duration::from_secs(2));
+    let out = sandbox
+        .run(&slot.request("true"), &NeverCancelled)
+        .await
+        .unwrap();
+    let kept = id(&out);
+    assert!(out.info.limits.unwrap().contains("kept for the next run"));
+    // Waits for it to stop (PID 1 exits once it has seen no other process for 2 s); the
+    // engine then removes it (AutoRemove).
+    let waited = std::process::Command::new("timeout")
+        .args(["60", "docker", "wait", &kept])
+        .output()
+        .unwrap();
+    assert_ne!(waited.status.code(), Some(124), "still running after 60 s");
+    for _ in 0..100 {
+        if slot.kept().await.iter().all(|k| k.id != kept) {
+            return;
+        }
+        // The engine's removal after the exit is its own; poll its list.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("the stopped kept container {kept} was not removed");
+}
+
+// With background removal (what the commands use), a run that exited 0 is cleaned after its
+// result is out; the next run of the project in this process waits for that cleanup and gets
+// the same warm slot and container, clean.
+#[tokio::test]
+async fn a_container_cleaned_after_the_result_is_clean_and_warm_for_the_next_run() {
+    let Some(slot) = Slot::new().await else {
+        return;
+    };
+    let sandbox = slot.sandbox.clone().with_background_removal();
+    let run = |script: &str| {
+        let req = slot.request(script);
+        let sandbox = sandbox.clone();
+        async move { sandbox.run(&req, &NeverCancelled).await.unwrap() }
+    };
+    let first = run("true").await;
+    let leave = run(&format!(
+        "setsid nohup sleep 1001 >/dev/null 2>&1 & sh -c 'trap \"\" TERM; exec sleep 1002' & echo x > /tmp/x; {PS}"
+    ))
+    .await;
+    assert_eq!(id(&leave), id(&first), "{leave:?}");
+    let limits = leave.info.limits.clone().unwrap();
+    assert!(limits.contains("cleaned after this run"), "{limits}");
+    let next = run(&format!("{PS}; ls -A /tmp")).await;
+    assert_eq!(id(&next), id(&leave), "{next:?}");
+    assert!(procs(&next).is_empty(), "{next:?}");
+    assert!(!next.stdout.lines().any(|l| l == "x"), "{next:?}");
+    assert!(
+        !next
+            .info
+            .workspace_copy
+            .clone()
+            .unwrap()
+            .contains("warm slot 2"),
+        "the next run took the other slot"
+    );
+    // A run that writes the container's own file system: removed by the cleanup after it.
+    let write = run("mkdir -p \"$HOME\"; echo x > \"$HOME/x\"").await;
+    assert_eq!(id(&write), id(&next));
+    let after = run("test ! -e \"$HOME/x\"").await;
+    assert_eq!(after.exit_code, Some(0), "{after:?}");
+    assert_ne!(id(&after), id(&write));
+    sandbox.wait_for_cleanup().await;
+}
+
+// The wrapper cleans up at its end and reports it; a run that kills its wrapper and forges that
+// report and the listings (their markers are in the wrapper's command line) gets the engine's
+// exit code of the wrapper (a kill, not 0), so the report is not trusted and a second exec
+// cleans up: the daemon it left and what it wrote in /tmp are gone for the next run.
+#[tokio::test]
+async fn a_run_that_kills_its_wrapper_and_forges_its_report_is_still_cleaned() {
+    let Some(slot) = Slot::new().await else {
+        return;
+    };
+    let first = slot.run("true").await;
+    let forge = slot
+        .run(
+            "setsid sh -c 'sleep 0.3; echo j > /tmp/j; exec sleep 1004' >/dev/null 2>&1 & \
+             n=$(tr '\\0' '\\n' < /proc/$PPID/cmdline | grep -o 'nuvira-nuvira-sandbox-[0-9a-f-]*-kept' | head -n 1); \
+             [ -n \"$n\" ] || { echo no marker; exit 9; }; b=${n%-kept}; \
+             printf '\\000%s-newer\\000' \"$b\" >&2; printf '\\000%s-all\\000' \"$b\" >&2; \
+             find /workspace -xdev -print0 >&2; printf '\\000%s-end\\000' \"$b\" >&2; \
+             printf '\\000%s\\000ok 0 0\\000' \"$n\" >&2; kill -9 $PPID",
+        )
+        .await;
+    assert_eq!(id(&forge), id(&first));
+    assert_ne!(forge.exit_code, Some(0), "{forge:?}");
+    assert_ne!(forge.exit_code, Some(9), "{forge:?}");
+    let next = slot.run(&format!("{PS}; ls -A /tmp")).await;
+    assert_eq!(next.exit_code, Some(0), "{next:?}");
+    // The forged listings kept the volume, so the container was kept too: cleaned.
+    assert_eq!(id(&next), id(&forge), "{next:?}");
+    assert!(procs(&next).is_empty(), "{next:?}");
+    assert!(!next.stdout.lines().any(|l| l == "j"), "{next:?}");
+}
+
+// Two runs of one project at once hold the two warm slots: each its own kept container, never
+// one exec'd into by both; each slot's container is reused by that slot's next run.
+#[tokio::test]
+async fn two_runs_at_once_never_share_a_kept_container() {
+    let Some(slot) = Slot::new().await else {
+        return;
+    };
+    // The pip cache volume is shared by the slots: the two runs meet there.
+    std::fs::write(slot.project.path().join("requirements.txt"), "").unwrap();
+    let round = |r: u32| {
+        let runs: Vec<_> = (0..2)
+            .map(|i| {
+                let q = "/nuvira-cache/python";
+                let req = slot.request(&format!(
+                    "touch {q}/r{r}-{i}; while [ ! -e {q}/r{r}-0 ] || [ ! -e {q}/r{r}-1 ]; do :; done"
+                ));
+                let sandbox = slot.sandbox.clone();
+                tokio::spawn(async move { sandbox.run(&req, &NeverCancelled).await.unwrap() })
+            })
+            .collect();
+        async move {
+            let mut ids = Vec::new();
+            for r in runs {
+                let o = r.await.unwrap();
+                assert_eq!(o.exit_code, Some(0), "{o:?}");
+                ids.push(id(&o));
+            }
+            ids.sort();
+            ids
+        }
+    };
+    let first = round(1).await;
+    assert_ne!(first[0], first[1]);
+    assert_eq!(round(2).await, first);
+    assert_eq!(slot.kept().await.len(), 2);
+}
