@@ -16,4 +16,5 @@ mod local;
 mod remote;
 #[cfg(feature = "docker")]
 mod remote_ssh;
+#[cfg(feature = "docker")]
 mod reuse;
