@@ -539,6 +539,31 @@ enum Emptied {
     TooDeep,
 }
 
+/// Opens the plain file `path` for reading by path, not following a symlink at its last
+/// component and without blocking: a file swapped for a FIFO (or anything but a plain file)
+/// since it was checked is refused once open, never waited on.
+///
+/// # Errors
+/// [`io::ErrorKind::InvalidInput`] for anything but a plain file, or the open's error.
+pub fn open_plain_file(path: &Path) -> io::Result<std::fs::File> {
+    let mut opts = std::fs::OpenOptions::new();
+    opts.read(true);
+    #[cfg(unix)]
+    {
+        use rustix::fs::OFlags;
+        use std::os::unix::fs::OpenOptionsExt as _;
+        opts.custom_flags((OFlags::NONBLOCK | OFlags::NOFOLLOW).bits() as i32);
+    }
+    let file = opts.open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "it is not a plain file",
+        ));
+    }
+    Ok(file)
+}
+
 /// A modification time in ms since the Unix epoch (0 when unknown).
 fn ms_of(m: &cap_std::fs::Metadata) -> u64 {
     m.modified()
