@@ -31,7 +31,9 @@ pub mod resume;
 pub mod writer;
 
 use nuvira_api::{ExecutionPlan, ExecutionReport, ModelUsage};
-use nuvira_workspace::{HeldDir, HeldKind, Workspace, WorkspaceError, folder_locked};
+use nuvira_workspace::{
+    HeldDir, HeldKind, MAX_REMOVE_DEPTH, Removal, Workspace, WorkspaceError, folder_locked,
+};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -397,6 +399,8 @@ impl RunStore {
             let id = &run.meta.id;
             let held = match root.open_dir(id) {
                 Ok(held) => held,
+                // Removed since the scan (by another gc): nothing to say.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
                 Err(e) => {
                     out.ignored.push((id.clone(), io_reason(&e)));
                     continue;
@@ -407,6 +411,10 @@ impl RunStore {
             // that starts now finds it taken (and refuses) instead of losing its folder.
             match held.try_lock() {
                 Ok(Some(_locked)) => {
+                    // Removed by another gc meanwhile (that held the lock until it was gone).
+                    if held.is_removed() {
+                        continue;
+                    }
                     // `run.json` again, now that nobody can be changing it: a resume that came
                     // and went since the scan leaves another one (and a new start).
                     match load_held(&held, run.dir.clone(), id) {
@@ -416,12 +424,13 @@ impl RunStore {
                             continue;
                         }
                     }
-                    if !dry_run {
-                        remove_held(held, &run.dir)?;
+                    nuvira_workspace::fault_point("gc-locked");
+                    if dry_run || remove_held(&root, id, held, &mut out.ignored) {
+                        out.removed.push(id.clone());
                     }
-                    out.removed.push(id.clone());
                 }
                 Ok(None) => out.kept += 1,
+                Err(_) if held.is_removed() => {}
                 Err(e) => out.ignored.push((id.clone(), io_reason(&e))),
             }
         }
@@ -441,6 +450,8 @@ impl RunStore {
         for dead in abandoned {
             let held = match root.open_dir(&dead.id) {
                 Ok(held) => held,
+                // Removed since the scan (by another gc): nothing to say.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
                 Err(e) => {
                     out.ignored.push((dead.id.clone(), io_reason(&e)));
                     continue;
@@ -451,17 +462,27 @@ impl RunStore {
             // run that holds it keeps it.
             match held.try_lock() {
                 Ok(Some(_locked)) => {
-                    // Still no `run.json` now that nobody can be writing one.
-                    if held.kind_of(META_FILE).is_some() {
-                        out.kept_incomplete += 1;
+                    if held.is_removed() {
                         continue;
                     }
-                    if !dry_run {
-                        remove_held(held, &dead.dir)?;
+                    // Still no `run.json` now that nobody can be writing one.
+                    match held.kind_of(META_FILE) {
+                        Ok(None) => {}
+                        Ok(Some(_)) => {
+                            out.kept_incomplete += 1;
+                            continue;
+                        }
+                        Err(e) => {
+                            out.ignored.push((dead.id.clone(), io_reason(&e)));
+                            continue;
+                        }
                     }
-                    out.abandoned.push(dead.id.clone());
+                    if dry_run || remove_held(&root, &dead.id, held, &mut out.ignored) {
+                        out.abandoned.push(dead.id.clone());
+                    }
                 }
                 Ok(None) => out.kept_incomplete += 1,
+                Err(_) if held.is_removed() => {}
                 Err(e) => out.ignored.push((dead.id.clone(), io_reason(&e))),
             }
         }
@@ -511,6 +532,8 @@ fn scan(root: &HeldDir) -> Result<Scan, RunsError> {
         // Opened without following a symlink: one swapped in since the listing is refused.
         let held = match root.open_dir(&name) {
             Ok(held) => held,
+            // Removed since the listing (by another gc).
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
             Err(e) => {
                 scan.ignored.push((name, io_reason(&e)));
                 continue;
@@ -519,7 +542,7 @@ fn scan(root: &HeldDir) -> Result<Scan, RunsError> {
         let dir = root.path().join(&name);
         match load_held(&held, dir.clone(), &name) {
             Ok(run) => scan.runs.push(run),
-            Err(_) if held.kind_of(META_FILE).is_none() => {
+            Err(_) if matches!(held.kind_of(META_FILE), Ok(None)) => {
                 scan.incomplete.push(Incomplete::of_held(&held, dir, name));
             }
             Err(e) => scan.ignored.push((name, e.to_string())),
@@ -546,13 +569,31 @@ fn load_held(held: &HeldDir, dir: PathBuf, id: &str) -> Result<StoredRun, RunsEr
     StoredRun::parse(dir, id, &bytes)
 }
 
-/// Removes a run folder through its handle (see [`HeldDir::remove_all`]: never through a
-/// symlink, and only the folder that was opened).
-fn remove_held(held: HeldDir, dir: &Path) -> Result<(), RunsError> {
-    held.remove_all().map_err(|source| RunsError::Write {
-        path: dir.to_owned(),
-        source,
-    })
+/// Removes the run folder `id` of `root` through its handle (see [`HeldDir::remove_entry`]:
+/// never through a symlink, only the folder that was opened, and only while it is still
+/// `.nuvira/runs/<id>`); `true` when it is gone. One that cannot be removed (or was moved
+/// away meanwhile) is reported in `ignored` and left: the rest of gc goes on.
+fn remove_held(
+    root: &HeldDir,
+    id: &str,
+    held: HeldDir,
+    ignored: &mut Vec<(String, String)>,
+) -> bool {
+    let why = match root.remove_entry(id, held) {
+        Ok(Removal::Removed) => return true,
+        // Another gc removed it meanwhile: not this one's, and nothing to report.
+        Ok(Removal::Gone) => return false,
+        Ok(Removal::Moved) => {
+            "it was moved out of .nuvira/runs during gc: left where it went".to_owned()
+        }
+        Ok(Removal::TooDeep) => format!(
+            "it holds folders nested deeper than {MAX_REMOVE_DEPTH} levels: left as it is; remove it by hand"
+        ),
+        Ok(_) => "it was not removed".to_owned(),
+        Err(e) => format!("it could not be removed: {}", io_reason(&e)),
+    };
+    ignored.push((id.to_owned(), why));
+    false
 }
 
 /// A run folder without `run.json`: a run killed before its first write (between making its

@@ -11,9 +11,11 @@
 
 use crate::support::{Sentinel, nuvira_path};
 use nix::fcntl::{AT_FDCWD, RenameFlags, renameat2};
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Barrier, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 /// Old runs in each repository (all but the newest doomed by `--keep 1`).
@@ -46,11 +48,30 @@ fn fill_run(dir: &Path, i: usize) {
     std::fs::write(dir.join("events.jsonl"), "").unwrap();
 }
 
-/// Spins (yielding) until `d` has passed: paces the attacker without sleeping.
-fn pause(d: Duration) {
-    let until = Instant::now() + d;
-    while Instant::now() < until {
-        std::thread::yield_now();
+/// The attacker's stop signal: set once, waited on with a timeout (the attacker's pacing).
+#[derive(Default)]
+struct Stop {
+    stopped: Mutex<bool>,
+    cv: Condvar,
+}
+
+impl Stop {
+    fn set(&self) {
+        *self.stopped.lock().unwrap() = true;
+        self.cv.notify_all();
+    }
+
+    fn is_set(&self) -> bool {
+        *self.stopped.lock().unwrap()
+    }
+
+    /// Waits (blocked, not spinning) until `d` has passed or the stop came.
+    fn pause(&self, d: Duration) {
+        let guard = self.stopped.lock().unwrap();
+        let _ = self
+            .cv
+            .wait_timeout_while(guard, d, |stopped| !*stopped)
+            .unwrap();
     }
 }
 
@@ -72,26 +93,26 @@ fn pairs(repo: &Path, whole: bool) -> Vec<(PathBuf, PathBuf)> {
 /// The attacker: exchanges each pair atomically (`renameat2(RENAME_EXCHANGE)`, so the name
 /// always exists) until told to stop, holding the link a short while and the real folder a
 /// varying one; then puts the real folders back where they still exist.
-fn swapper(pairs: &[(PathBuf, PathBuf)], stop: &AtomicBool, swaps: &AtomicU64) {
+fn swapper(pairs: &[(PathBuf, PathBuf)], stop: &Stop, swaps: &AtomicU64) {
     let mut n: u64 = 0;
     let mut swapped = false;
     let exchange = |a: &Path, b: &Path| {
         // A run folder gc removed (wherever it was) leaves nothing to exchange with.
         let _ = renameat2(AT_FDCWD, a, AT_FDCWD, b, RenameFlags::RENAME_EXCHANGE);
     };
-    while !stop.load(Ordering::Relaxed) {
+    while !stop.is_set() {
         for (a, b) in pairs {
             exchange(a, b);
         }
         swapped = !swapped;
         if swapped {
             swaps.fetch_add(1, Ordering::Relaxed);
-            pause(Duration::from_micros(100));
+            stop.pause(Duration::from_micros(100));
         } else {
             n = n
                 .wrapping_mul(6364136223846793005)
                 .wrapping_add(1442695040888963407);
-            pause(Duration::from_micros(50 + (n >> 33) % 600));
+            stop.pause(Duration::from_micros(50 + (n >> 33) % 600));
         }
     }
     if swapped {
@@ -134,7 +155,7 @@ fn gc_raced_by_symlink_swaps_of_the_runs_folder_or_its_run_folders_never_removes
         std::os::unix::fs::symlink(&victim, repo.path().join(".nuvira/runs-link")).unwrap();
 
         let pairs = pairs(repo.path(), whole);
-        let stop = Arc::new(AtomicBool::new(false));
+        let stop = Arc::new(Stop::default());
         let swaps = Arc::new(AtomicU64::new(0));
         let attacker = {
             let (stop, swaps) = (stop.clone(), swaps.clone());
@@ -153,7 +174,7 @@ fn gc_raced_by_symlink_swaps_of_the_runs_folder_or_its_run_folders_never_removes
             .env_remove("NUVIRA_CONFIG")
             .output()
             .unwrap();
-        stop.store(true, Ordering::Relaxed);
+        stop.set();
         attacker.join().unwrap();
         total_swaps += swaps.load(Ordering::Relaxed);
 
@@ -168,8 +189,22 @@ fn gc_raced_by_symlink_swaps_of_the_runs_folder_or_its_run_folders_never_removes
             out.status.code()
         );
         sentinel.assert_unchanged(outside.path());
+        // What gc said it removed is exactly what is gone.
+        let said: BTreeSet<String> = stderr
+            .lines()
+            .filter_map(|l| l.strip_prefix("removed "))
+            .filter(|id| id.starts_with("run-"))
+            .map(str::to_owned)
+            .collect();
+        let gone: BTreeSet<String> = (0..RUNS)
+            .map(id)
+            // (A run folder removed while the attacker had it at its other name leaves the
+            // symlink at its own.)
+            .filter(|id| !std::fs::symlink_metadata(runs.join(id)).is_ok_and(|m| m.is_dir()))
+            .collect();
+        assert_eq!(said, gone, "{ctx}");
         if out.status.success() {
-            removed += stderr.matches("removed run-").count();
+            removed += said.len();
         } else {
             // Refused at the start: `.nuvira/runs` was the link when gc opened it.
             assert!(
@@ -201,4 +236,180 @@ fn gc_raced_by_symlink_swaps_of_the_runs_folder_or_its_run_folders_never_removes
         "no trial removed anything: the race was never run"
     );
     assert!(total_swaps >= TRIALS as u64 * 2, "{total_swaps} swaps");
+}
+
+/// `runs gc` as the CLI runs it, for `repo` (`--keep 1 --keep-days 0`).
+fn gc_command(repo: &Path) -> std::process::Command {
+    let mut cmd = std::process::Command::new(nuvira_path());
+    cmd.args(["runs", "gc", "--keep", "1", "--keep-days", "0", "--repo"])
+        .arg(repo)
+        .env_remove("NUVIRA_RUNS_KEEP")
+        .env_remove("NUVIRA_RUNS_KEEP_DAYS")
+        .env_remove("NUVIRA_CONFIG");
+    cmd
+}
+
+#[test]
+fn two_gcs_at_once_over_the_same_folders_both_succeed_and_remove_each_folder_once() {
+    use nuvira::runs::{Retention, RunStore};
+    const ROUNDS: usize = 60;
+    let policy = Retention {
+        keep_runs: Some(1),
+        keep_days: None,
+    };
+    for round in 0..ROUNDS {
+        let repo = tempfile::tempdir().unwrap();
+        let runs = repo.path().join(".nuvira/runs");
+        for i in 0..RUNS {
+            fill_run(&runs.join(id(i)), i);
+            // And an abandoned folder (no run.json) for each.
+            let dead = runs.join(format!("run-{}-dead{i:02}", 5_000 + i));
+            std::fs::create_dir_all(dead.join("calls")).unwrap();
+            std::fs::write(dead.join("calls/0000.json"), "{}").unwrap();
+        }
+        let start = Arc::new(Barrier::new(2));
+        let gcs: Vec<_> = (0..2)
+            .map(|_| {
+                let (start, repo) = (start.clone(), repo.path().to_owned());
+                std::thread::spawn(move || {
+                    let store = RunStore::open(&repo).unwrap();
+                    start.wait();
+                    store.gc_with_grace(policy, &[], false, Duration::ZERO)
+                })
+            })
+            .collect();
+        let outs: Vec<_> = gcs
+            .into_iter()
+            .map(|g| g.join().unwrap())
+            .map(|r| r.unwrap_or_else(|e| panic!("round {round}: a gc failed: {e}")))
+            .collect();
+        let mut removed: Vec<String> = outs
+            .iter()
+            .flat_map(|o| o.removed.iter().chain(&o.abandoned).cloned())
+            .collect();
+        for o in &outs {
+            assert!(o.ignored.is_empty(), "round {round}: {:?}", o.ignored);
+        }
+        removed.sort();
+        let n = removed.len();
+        removed.dedup();
+        assert_eq!(
+            n,
+            removed.len(),
+            "round {round}: removed twice: {removed:?}"
+        );
+        // Every folder but the newest run is gone, each said by one of the two.
+        assert_eq!(removed.len(), 2 * RUNS - 1, "round {round}: {removed:?}");
+        let left: Vec<_> = std::fs::read_dir(&runs)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(left, vec![std::ffi::OsString::from(id(RUNS - 1))]);
+    }
+}
+
+#[test]
+fn a_run_folder_thousands_of_levels_deep_is_left_and_said_the_others_still_go() {
+    use nix::fcntl::{OFlag, openat};
+    use nix::sys::stat::{Mode, mkdirat};
+    let repo = tempfile::tempdir().unwrap();
+    let runs = repo.path().join(".nuvira/runs");
+    for i in 0..3 {
+        fill_run(&runs.join(id(i)), i);
+    }
+    // 3000 levels in the oldest run folder, made relative to a handle.
+    let mut fd = nix::fcntl::open(
+        &runs.join(id(0)),
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY,
+        Mode::empty(),
+    )
+    .unwrap();
+    for _ in 0..3000 {
+        mkdirat(&fd, "d", Mode::from_bits_truncate(0o755)).unwrap();
+        fd = openat(
+            &fd,
+            "d",
+            OFlag::O_RDONLY | OFlag::O_DIRECTORY,
+            Mode::empty(),
+        )
+        .unwrap();
+    }
+    drop(fd);
+    // Under an ordinary descriptor limit (a handle per level would run out of it).
+    let mut cmd = std::process::Command::new("sh");
+    cmd.args(["-c", "ulimit -n 1024 && exec \"$@\"", "sh"])
+        .arg(nuvira_path())
+        .args(["runs", "gc", "--keep", "1", "--keep-days", "0", "--repo"])
+        .arg(repo.path())
+        .env_remove("NUVIRA_RUNS_KEEP")
+        .env_remove("NUVIRA_RUNS_KEEP_DAYS")
+        .env_remove("NUVIRA_CONFIG");
+    let out = cmd.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!("left alone: {}", id(0)))
+            && stderr.contains("nested deeper than 256 levels"),
+        "{stderr}"
+    );
+    assert!(stderr.contains(&format!("removed {}", id(1))), "{stderr}");
+    assert!(!runs.join(id(1)).exists());
+    assert!(runs.join(id(0)).join("d/d/d").is_dir());
+    assert!(runs.join(id(2)).join("run.json").is_file());
+}
+
+#[test]
+fn a_run_folder_moved_out_of_the_runs_folder_during_gc_keeps_its_files() {
+    use std::io::{BufRead as _, BufReader, Write as _};
+    let repo = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let runs = repo.path().join(".nuvira/runs");
+    for i in 0..3 {
+        fill_run(&runs.join(id(i)), i);
+    }
+    let mut child = gc_command(repo.path())
+        .env(nuvira_workspace::FAULT_PAUSE_AT_ENV, "gc-locked")
+        .stdin(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut said = String::new();
+    let mut pauses = 0;
+    loop {
+        let mut line = String::new();
+        if stderr.read_line(&mut line).unwrap() == 0 {
+            break;
+        }
+        said.push_str(&line);
+        if line.trim() == "nuvira: paused at gc-locked" {
+            // gc holds the oldest run folder, locked and re-read: it moves out now.
+            if pauses == 0 {
+                std::fs::rename(runs.join(id(0)), outside.path().join("victim")).unwrap();
+            }
+            pauses += 1;
+            writeln!(stdin).unwrap();
+        }
+    }
+    assert!(child.wait().unwrap().success(), "{said}");
+    assert_eq!(pauses, 2, "{said}");
+    let victim = outside.path().join("victim");
+    assert_eq!(
+        std::fs::read_to_string(victim.join("run.json")).unwrap(),
+        meta(0),
+        "{said}"
+    );
+    for f in 0..FILES {
+        assert!(
+            victim.join("calls").join(format!("{f:04}.json")).is_file(),
+            "{said}"
+        );
+    }
+    assert!(
+        said.contains(&format!("left alone: {} (it was moved out", id(0))),
+        "{said}"
+    );
+    assert!(said.contains(&format!("removed {}", id(1))), "{said}");
+    assert!(!runs.join(id(1)).exists());
 }

@@ -62,7 +62,7 @@ pub mod walk;
 pub use atomic::{atomic_write, mode_of, remove_durably, remove_temp_files_of, sync_dir};
 pub use beneath::FileBytes;
 pub use folder_lock::{FAULT_PAUSE_AT_ENV, FolderLock, fault_point, folder_locked};
-pub use held_dir::{HeldDir, HeldKind};
+pub use held_dir::{HeldDir, HeldKind, MAX_DEPTH as MAX_REMOVE_DEPTH, Removal, open_plain_file};
 #[cfg(feature = "fault-injection")]
 pub use journal::FAULT_CRASH_AFTER_WRITES_ENV;
 #[doc(hidden)]

@@ -47,7 +47,7 @@
   function keyOf(n) {
     if (n.nodeType !== 1) return null;
     const k = n.id || n.getAttribute('data-step') || n.getAttribute('data-call') ||
-      n.getAttribute('data-run') || n.getAttribute('data-path') ||
+      n.getAttribute('data-run') || n.getAttribute('data-path') || n.getAttribute('data-failure') ||
       (n.hasAttribute('data-from') ? n.getAttribute('data-from') + '>' + n.getAttribute('data-to') : null);
     return k === null || k === '' ? null : n.nodeName + '|' + k;
   }
@@ -536,8 +536,11 @@
   }
 
   function testsSection(failures) {
-    return el('section', { id: 'tests' }, el('h2', null, 'Test failures'), failures.map(([s, f]) => el('article', { class: 'failure' },
-      el('h3', { class: 'test-name' }, String(f.title || '').replace(/^test failed: /, '')),
+    // Keyed by step, test and place: an opened "captured output" stays with its failure when
+    // failures come and go around it.
+    const name = (f) => String(f.title || '').replace(/^test failed: /, '');
+    return el('section', { id: 'tests' }, el('h2', null, 'Test failures'), failures.map(([s, f]) => el('article', { class: 'failure', 'data-failure': s.id + '|' + name(f) + '|' + location_(f) },
+      el('h3', { class: 'test-name' }, name(f)),
       el('p', null, el('code', null, location_(f)), ' · step ', el('code', null, s.id)),
       el('pre', { class: 'message' }, f.message),
       f.detail && f.detail.trim() ? el('details', null, el('summary', null, 'captured output'), el('pre', null, f.detail)) : null)));

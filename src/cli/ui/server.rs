@@ -399,6 +399,21 @@ async fn events(
         .into_response())
 }
 
+/// The status of `run` as gc judges it: `running` only while its `run.json` says so *and*
+/// its folder's lock is held (a lock never outlives its process; a pid can be reused by
+/// another process, which would keep the stream following forever); `interrupted` when it
+/// says `running` and nobody holds the lock. When the lock cannot be looked at, by its pid.
+fn live_status(run: &StoredRun) -> &str {
+    if run.meta.status != "running" {
+        return &run.meta.status;
+    }
+    match nuvira_workspace::folder_locked(&run.dir) {
+        Ok(true) => "running",
+        Ok(false) => "interrupted",
+        Err(_) => run.status(),
+    }
+}
+
 /// The state of one followed `events.jsonl`.
 struct Tail {
     store: Arc<History>,
@@ -508,10 +523,10 @@ impl Tail {
     fn poll(&mut self) -> bool {
         // Status first, then the file: a run seen over before a read that finds nothing new
         // has written its last line.
-        // (`status()` looks at the run's process each time: a killed run ends the stream even
-        // though its `run.json` did not change.)
+        // (`live_status` looks at the run folder's lock each time: a killed run ends the
+        // stream even though its `run.json` did not change.)
         let (status, path) = match self.run() {
-            Some(run) => (run.status().to_owned(), Some(run.events_path())),
+            Some(run) => (live_status(run).to_owned(), Some(run.events_path())),
             None => ("gone".to_owned(), None),
         };
         let over = status != "running";
@@ -555,7 +570,7 @@ impl Tail {
         if len == self.offset {
             return queued;
         }
-        let Ok(mut file) = std::fs::File::open(path) else {
+        let Ok(mut file) = nuvira_workspace::open_plain_file(path) else {
             return queued;
         };
         if file.seek(SeekFrom::Start(self.offset)).is_err() {
@@ -627,7 +642,13 @@ mod tests {
     use std::io::Write as _;
 
     /// A repository with one run marked `running` by this (live) process, and its tail.
-    fn live_run() -> (tempfile::TempDir, std::path::PathBuf, Tail) {
+    /// A run folder whose `run.json` says `running`, its lock held (as its process holds it).
+    fn live_run() -> (
+        tempfile::TempDir,
+        std::path::PathBuf,
+        Tail,
+        nuvira_workspace::FolderLock,
+    ) {
         let repo = tempfile::tempdir().unwrap();
         let dir = repo.path().join(".nuvira/runs/run-1-live");
         std::fs::create_dir_all(&dir).unwrap();
@@ -636,7 +657,10 @@ mod tests {
         std::fs::write(dir.join("run.json"), meta.to_string()).unwrap();
         let ws = nuvira_workspace::Workspace::open(repo.path()).unwrap();
         let tail = Tail::new(Arc::new(History { ws }), "run-1-live".into(), 0);
-        (repo, dir, tail)
+        let lock = nuvira_workspace::FolderLock::try_acquire(&dir)
+            .unwrap()
+            .unwrap();
+        (repo, dir, tail, lock)
     }
 
     fn append(path: &std::path::Path, bytes: &[u8]) {
@@ -656,7 +680,7 @@ mod tests {
 
     #[test]
     fn tail_sends_whole_lines_only_skips_torn_and_oversized_ones_and_restarts_on_a_new_file() {
-        let (_repo, dir, mut t) = live_run();
+        let (_repo, dir, mut t, _lock) = live_run();
         let events = dir.join(crate::runs::EVENTS_FILE);
         // No file yet: nothing, and the stream goes on (the run is alive).
         assert!(!t.poll());
@@ -714,7 +738,7 @@ mod tests {
 
     #[test]
     fn tail_reads_run_json_again_only_when_it_changed() {
-        let (_repo, dir, mut t) = live_run();
+        let (_repo, dir, mut t, _lock) = live_run();
         let events = dir.join(crate::runs::EVENTS_FILE);
         append(&events, b"{\"seq\":0,\"type\":\"run:started\"}\n");
         assert!(t.poll());
@@ -743,16 +767,57 @@ mod tests {
 
     #[test]
     fn tail_ends_for_a_killed_run_whose_run_json_still_says_running() {
-        let (_repo, dir, mut t) = live_run();
+        let (_repo, dir, mut t, lock) = live_run();
+        drop(lock);
+        // The run's process: alive, holding the folder's lock (on its own open of the
+        // folder, kept across the exec), until killed.
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "exec 9<\"$0\"; flock -n 9 || exit 1; exec sleep 30"])
+            .arg(&dir)
+            .spawn()
+            .unwrap();
+        while !nuvira_workspace::folder_locked(&dir).unwrap() {
+            assert!(child.try_wait().unwrap().is_none(), "flock gave up");
+            std::thread::yield_now();
+        }
+        replace_meta(&dir, "running", child.id());
         assert!(!t.poll());
-        let mut child = std::process::Command::new("true").spawn().unwrap();
-        let pid = child.id();
+        assert!(!t.done, "alive: followed");
+        let reads = t.meta_reads;
+        child.kill().unwrap();
         child.wait().unwrap();
-        replace_meta(&dir, "running", pid);
-        // Read once (changed), then the process is found gone each look without a read.
+        // Found over at the next look, without reading run.json again (it did not change).
         assert!(t.poll());
         assert!(t.done, "the run is over: its process is gone");
-        assert_eq!(t.meta_reads, 2);
+        assert_eq!(t.meta_reads, reads);
+        assert_eq!(drain(&mut t), 1, "end");
+    }
+
+    #[test]
+    fn tail_ends_for_a_run_whose_pid_is_alive_but_whose_lock_nobody_holds() {
+        let (_repo, _dir, mut t, lock) = live_run();
+        assert!(!t.poll());
+        assert!(!t.done);
+        // Its pid (this test's) is alive, but the lock is gone: a pid reused by another
+        // process keeps no stream going.
+        drop(lock);
+        assert!(t.poll());
+        assert!(t.done);
+        let end = format!("{:?}", t.queue.back().unwrap());
+        assert!(end.contains("interrupted"), "{end}");
+    }
+
+    #[test]
+    fn tail_does_not_block_on_an_events_file_swapped_for_a_fifo() {
+        let (_repo, dir, mut t, _lock) = live_run();
+        let events = dir.join(crate::runs::EVENTS_FILE);
+        append(&events, b"{\"seq\":0,\"type\":\"run:started\"}\n");
+        // Swapped for a FIFO after the check: the open must neither block nor read it.
+        std::fs::remove_file(&events).unwrap();
+        nix::unistd::mkfifo(&events, nix::sys::stat::Mode::from_bits_truncate(0o644)).unwrap();
+        assert!(nuvira_workspace::open_plain_file(&events).is_err());
+        assert!(!t.poll());
+        assert!(!t.done);
     }
 
     #[test]
