@@ -354,13 +354,24 @@ fn a_warm_docker_run_reuses_its_kept_container_which_cache_list_shows_and_clean_
         let v = json_of(&out.stdout);
         v["sandbox"]["container_id"].as_str().unwrap().to_owned()
     };
-    let first = test(a.path(), None);
-    assert_eq!(test(a.path(), None), first, "the second run did not reuse");
+    // Reuse is opt-in: without it every run gets a fresh container.
+    let plain = test(a.path(), None);
+    assert_ne!(
+        test(a.path(), None),
+        plain,
+        "a run reused without opting in"
+    );
+    let first = test(a.path(), Some("1"));
+    assert_eq!(
+        test(a.path(), Some("1")),
+        first,
+        "the second run did not reuse"
+    );
     // Off: a fresh container, and the kept one is left for the next run that may use it.
     let off = test(a.path(), Some("0"));
     assert_ne!(off, first);
-    assert_eq!(test(a.path(), None), first);
-    test(b.path(), None);
+    assert_eq!(test(a.path(), Some("1")), first);
+    test(b.path(), Some("1"));
     let list = nuvira(cache.path())
         .args(["cache", "list", "--json"])
         .output()

@@ -212,9 +212,10 @@ fn heavy_bench(c: &mut Criterion) {
         });
         g.bench_function("local second", |b| b.iter(|| run(&rt, &local, &req)));
         if let Some(d) = &docker {
-            // The slot's kept container reused (the default), and a fresh container per run
-            // (`NUVIRA_DOCKER_REUSE=0`) beside it.
+            // The slot's kept container reused (`NUVIRA_DOCKER_REUSE=1`), and a fresh container
+            // per run (the default) beside it.
             let fresh = d.clone().with_reuse(false);
+            let d = &d.clone().with_reuse(true);
             g.bench_function("docker second", |b| b.iter(|| run(&rt, d, &docker_req)));
             g.bench_function("docker second (no reuse)", |b| {
                 b.iter(|| run(&rt, &fresh, &docker_req));

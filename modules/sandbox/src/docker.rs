@@ -106,7 +106,7 @@ impl DockerSandbox {
                 engine: engine.clone(),
                 cache_root: None,
                 background_removal: false,
-                reuse: true,
+                reuse: false,
                 reuse_idle: None,
             },
             version
@@ -168,9 +168,9 @@ impl DockerSandbox {
         self
     }
 
-    /// Whether a warm run may reuse its slot's kept container (default `true`, unless
-    /// `NUVIRA_DOCKER_REUSE=0`; see [`crate::docker_keep`]). `false`: every run gets a fresh
-    /// container.
+    /// Whether a warm run may reuse its slot's kept container (default `false`: every run gets
+    /// a fresh container). `NUVIRA_DOCKER_REUSE` set to an on or off word overrides it; see
+    /// [`crate::docker_keep`].
     pub fn with_reuse(mut self, reuse: bool) -> Self {
         self.reuse = reuse;
         self
@@ -307,7 +307,7 @@ impl DockerSandbox {
         // A warm slot's kept container (crate::docker_keep): reused when it matches, else
         // created here from this run's config with a keeper as PID 1; the command is an exec.
         let keep = match &cache {
-            Some(c) if tracked && self.reuse && crate::docker_keep::reuse_enabled() => c
+            Some(c) if tracked && crate::docker_keep::reuse_enabled(self.reuse) => c
                 .run
                 .workspace()
                 .filter(|_| c.workspace.is_some())

@@ -40,9 +40,10 @@
 //! labels, so `nuvira cache list` shows them and `nuvira cache clean [--repo]` removes them
 //! ([`list_kept`], [`remove_kept`]).
 //!
-//! **Opt out** with `NUVIRA_DOCKER_REUSE=0` ([`REUSE_ENV`]) or
-//! [`DockerSandbox::with_reuse(false)`](crate::DockerSandbox::with_reuse): every run gets a
-//! fresh container, as before.
+//! **Opt in** with `NUVIRA_DOCKER_REUSE=1` ([`REUSE_ENV`]) or
+//! [`DockerSandbox::with_reuse(true)`](crate::DockerSandbox::with_reuse); by default (and with
+//! `NUVIRA_DOCKER_REUSE=0`) every run gets a fresh container. Reuse stays opt-in until the
+//! known ways for one run to leave state for the next (docs/sandbox.md) are closed.
 //!
 //! The record of a slot's kept container (`KeptState`: its id, config hash, changes baseline,
 //! `oom_kill` count, last use) is a file in the slot's workspace entry folder, removed before a
@@ -61,7 +62,8 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::time::Duration;
 
-/// Set to `0`, `false`, `no` or `off` to give every Docker run a fresh container.
+/// Set to `1`, `true`, `yes` or `on` to let warm Docker runs reuse their slot's kept container;
+/// `0`, `false`, `no` or `off` gives every run a fresh container (the default).
 pub const REUSE_ENV: &str = "NUVIRA_DOCKER_REUSE";
 /// How long (seconds) a kept container waits for its next run before it exits by itself.
 pub const IDLE_ENV: &str = "NUVIRA_DOCKER_REUSE_IDLE";
@@ -112,9 +114,23 @@ pub(crate) async fn wait_for_pending(workspace: &Path) {
 /// The file of a slot's `KeptState` in its workspace entry folder.
 const STATE_FILE: &str = "kept.json";
 
-/// Whether runs may reuse kept containers ([`REUSE_ENV`]).
-pub fn reuse_enabled() -> bool {
-    !std::env::var(REUSE_ENV).is_ok_and(|v| is_off(&v))
+/// Whether runs may reuse kept containers: [`REUSE_ENV`] when it is set to an on or off word,
+/// else `default` (the sandbox's [`with_reuse`](crate::DockerSandbox::with_reuse), off unless
+/// the library user turned it on). Reuse is opt-in while the known ways for one run to leave
+/// state for the next are open (docs/sandbox.md, "Kept containers").
+pub fn reuse_enabled(default: bool) -> bool {
+    match std::env::var(REUSE_ENV) {
+        Ok(v) if is_off(&v) => false,
+        Ok(v) if is_on(&v) => true,
+        _ => default,
+    }
+}
+
+fn is_on(v: &str) -> bool {
+    matches!(
+        v.trim().to_ascii_lowercase().as_str(),
+        "1" | "true" | "yes" | "on"
+    )
 }
 
 fn is_off(v: &str) -> bool {
@@ -557,7 +573,16 @@ mod tests {
     }
 
     #[test]
-    fn reuse_is_turned_off_by_the_usual_words() {
+    fn reuse_is_turned_on_and_off_by_the_usual_words() {
+        for (v, on) in [
+            ("1", true),
+            (" ON", true),
+            ("yes", true),
+            ("0", false),
+            ("", false),
+        ] {
+            assert_eq!(is_on(v), on, "{v}");
+        }
         for (v, off) in [
             ("0", true),
             (" off", true),

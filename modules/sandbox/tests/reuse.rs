@@ -25,7 +25,9 @@ impl Slot {
         let project = tempfile::tempdir().unwrap();
         std::fs::write(project.path().join("input.txt"), "in").unwrap();
         Some(Self {
-            sandbox: sandbox.with_cache_root(CacheRoot::at(base.path(), u64::MAX)),
+            sandbox: sandbox
+                .with_cache_root(CacheRoot::at(base.path(), u64::MAX))
+                .with_reuse(true),
             project,
             base,
         })
