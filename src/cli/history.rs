@@ -67,7 +67,7 @@ pub(crate) struct Loaded<'a> {
 
 /// Starts recording run `run_id` of `plan` on `bus` (a resumed run reopens its folder).
 #[expect(clippy::too_many_arguments, reason = "the run's parts, passed once")]
-pub(crate) fn start(
+pub(crate) async fn start(
     ws: &Workspace,
     args: &Args,
     run_id: &str,
@@ -175,7 +175,7 @@ pub(crate) fn start(
             Err(e) => return Err(Fail::invalid(format!("cannot replay: {e}"))),
         }
     }
-    log.adopt(planner);
+    log.adopt(planner).await;
     h.calls = Some(Arc::new(log));
     Ok(h)
 }

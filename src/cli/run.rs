@@ -692,21 +692,24 @@ async fn run(args: Args) -> Result<u8, Fail> {
     // Events and their consumers.
     let bus = crate::EventBus::new(run_id.as_str());
     let mut history = match &ws {
-        Some(ws) => super::history::start(
-            ws,
-            &args,
-            &run_id,
-            &plan,
-            resumed.as_ref(),
-            &bus,
-            &settings,
-            &planner_log,
-            super::history::Loaded {
-                config: &config,
-                journal: snapshot.as_ref(),
-                resume_lock,
-            },
-        )?,
+        Some(ws) => {
+            super::history::start(
+                ws,
+                &args,
+                &run_id,
+                &plan,
+                resumed.as_ref(),
+                &bus,
+                &settings,
+                &planner_log,
+                super::history::Loaded {
+                    config: &config,
+                    journal: snapshot.as_ref(),
+                    resume_lock,
+                },
+            )
+            .await?
+        }
         None => super::history::History::default(),
     };
     let store = match &args.events {

@@ -553,10 +553,15 @@ impl CallLog {
     /// Takes over the calls of another log that had no folder (the planner's, made before
     /// the run folder existed): their records are written into this log's folder, numbering
     /// goes on after them, and their usage (and a budget they exceeded) counts here.
-    pub fn adopt(&self, other: &CallLog) {
+    ///
+    /// The records are written like a call's own ([`write_off_runtime`](Self::write_off_runtime)):
+    /// durably, on a thread of tokio's blocking pool rather than the runtime's thread awaiting
+    /// this, and on disk when it returns. Await it before the run's first step, so that they
+    /// are on disk before any step's success is recorded.
+    pub async fn adopt(&self, other: &CallLog) {
         let records = other.take_pending();
         for r in &records {
-            self.write(r);
+            self.write_off_runtime(r).await;
         }
         let last = records.iter().map(|r| r.call).max().unwrap_or(0);
         self.next.fetch_max(last + 1, Ordering::Relaxed);
@@ -1149,6 +1154,68 @@ mod tests {
         );
         // And resume would answer from it.
         assert_eq!(Recorded::from_dir(&calls).unwrap().len(), 1);
+    }
+
+    /// The planner's calls (a log without a folder) adopted by the run's log: their records
+    /// are written on the blocking pool, not on the runtime's thread (the write is held, and
+    /// this single-threaded runtime's other task still runs), and are on disk when `adopt`
+    /// returns.
+    #[tokio::test(flavor = "current_thread")]
+    async fn adopted_records_are_written_off_the_runtime_and_on_disk_when_adopt_returns() {
+        let dir = tempfile::tempdir().unwrap();
+        let calls = dir.path().join("calls");
+        let bus = nuvira_engine::EventBus::new("run-adopt");
+        let planner = Arc::new(
+            CallLog::new(
+                None,
+                Arc::new(bus.clone()),
+                Config::default(),
+                Budget::default(),
+                CancellationToken::new(),
+            )
+            .buffering(),
+        );
+        let client = planner.client(Arc::new(Answer), None, 1);
+        let ask = LlmRequest::new(vec![ChatMessage::user("plan")]);
+        assert_eq!(client.complete(&ask).await.unwrap().text, "done");
+        let (entered_tx, mut entered) = tokio::sync::mpsc::unbounded_channel::<()>();
+        let (release, release_rx) = std::sync::mpsc::channel::<()>();
+        let release_rx = Mutex::new(release_rx);
+        let mut log = CallLog::new(
+            Some(calls.clone()),
+            Arc::new(bus.clone()),
+            Config::default(),
+            Budget::default(),
+            CancellationToken::new(),
+        );
+        log.write_hook = Some(Arc::new(move || {
+            let _ = entered_tx.send(());
+            let _ = release_rx
+                .lock()
+                .unwrap()
+                .recv_timeout(std::time::Duration::from_secs(30));
+        }));
+        let log = Arc::new(log);
+        let adopting = {
+            let (log, planner) = (log.clone(), planner.clone());
+            tokio::spawn(async move { log.adopt(&planner).await })
+        };
+        entered.recv().await.unwrap();
+        assert!(
+            !adopting.is_finished(),
+            "adopt went on while its write was held"
+        );
+        assert!(read_calls(&calls).unwrap().is_empty());
+        release.send(()).unwrap();
+        adopting.await.unwrap();
+        let on_disk = read_calls(&calls).unwrap();
+        assert_eq!(
+            on_disk.len(),
+            1,
+            "the planner's call is on disk when adopt returns"
+        );
+        assert_eq!(on_disk[0].step, None);
+        assert_eq!(log.usage().calls, 1);
     }
 
     #[test]
