@@ -554,7 +554,7 @@ impl CallLog {
     /// the run folder existed): their records are written into this log's folder, numbering
     /// goes on after them, and their usage (and a budget they exceeded) counts here.
     ///
-    /// The records are written like a call's own ([`write_off_runtime`](Self::write_off_runtime)):
+    /// The records are written like a call's own (`write_off_runtime`):
     /// durably, on a thread of tokio's blocking pool rather than the runtime's thread awaiting
     /// this, and on disk when it returns. Await it before the run's first step, so that they
     /// are on disk before any step's success is recorded.
