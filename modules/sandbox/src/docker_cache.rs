@@ -379,26 +379,34 @@ pub async fn volume_sizes(docker: &Docker) -> BTreeMap<String, u64> {
     try_volume_sizes(docker).await.unwrap_or_default()
 }
 
-/// [`volume_sizes`], `None` when the engine did not answer (within 10 s) or refused.
+/// [`volume_sizes`], `None` when the engine did not answer (within 30 s) or refused.
 async fn try_volume_sizes(docker: &Docker) -> Option<BTreeMap<String, u64>> {
-    // The engine runs one disk-usage walk at a time and refuses a second meanwhile (409):
-    // wait for it a little.
-    let mut attempts = 0;
+    // The engine runs one disk-usage walk at a time and refuses a second meanwhile:
+    // wait for it, up to 40 s (a walk over large volumes, or several runs measuring at once,
+    // takes seconds; this runs after the result, so the wait delays no run).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(40);
+    let mut pause = std::time::Duration::from_millis(50);
     let df = loop {
-        attempts += 1;
         // No `type` filter: bollard cannot encode its list (the call failed on every run),
         // and engines before API 1.42 ignore it anyway.
         let df = tokio::time::timeout(
-            std::time::Duration::from_secs(10),
+            std::time::Duration::from_secs(30),
             docker.df(None::<bollard::query_parameters::DataUsageOptions>),
         )
         .await;
         match df {
             Ok(Ok(df)) => break df,
+            // 409 on newer engines; Docker 20.10 answers 500 "a disk usage operation is
+            // already running".
             Ok(Err(bollard::errors::Error::DockerResponseServerError {
-                status_code: 409, ..
-            })) if attempts < 20 => {
-                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                status_code,
+                message,
+            })) if (status_code == 409
+                || (status_code == 500 && message.contains("already running")))
+                && std::time::Instant::now() + pause < deadline =>
+            {
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(std::time::Duration::from_millis(500));
             }
             Ok(Err(e)) => {
                 tracing::warn!("the cache volumes' sizes are unknown: `docker system df`: {e}");
