@@ -770,9 +770,13 @@ mod tests {
         let (_repo, dir, mut t, lock) = live_run();
         drop(lock);
         // The run's process: alive, holding the folder's lock (on its own open of the
-        // folder, kept across the exec), until killed.
+        // folder, kept across the exec), until killed. It waits for the lock: a process
+        // another test forks at that moment holds a copy of the dropped one until it execs.
         let mut child = std::process::Command::new("sh")
-            .args(["-c", "exec 9<\"$0\"; flock -n 9 || exit 1; exec sleep 30"])
+            .args([
+                "-c",
+                "exec 9<\"$0\"; flock -w 20 9 || exit 1; exec sleep 30",
+            ])
             .arg(&dir)
             .spawn()
             .unwrap();
