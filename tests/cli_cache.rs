@@ -335,10 +335,11 @@ fn a_warm_docker_run_reuses_its_kept_container_which_cache_list_shows_and_clean_
     }
     let cache = tempfile::tempdir().unwrap();
     let (a, b) = (project(), project());
-    let test = |repo: &Path, reuse: Option<&str>| {
+    let run = |repo: &Path, reuse: Option<&str>, extra: &[&str]| {
         let mut cmd = nuvira(cache.path());
         cmd.args(["test", "--sandbox", "docker", "--format", "json"])
             .args(["--command", "true"])
+            .args(extra)
             .arg("--repo")
             .arg(repo);
         if let Some(v) = reuse {
@@ -354,24 +355,21 @@ fn a_warm_docker_run_reuses_its_kept_container_which_cache_list_shows_and_clean_
         let v = json_of(&out.stdout);
         v["sandbox"]["container_id"].as_str().unwrap().to_owned()
     };
-    // Reuse is opt-in: without it every run gets a fresh container.
-    let plain = test(a.path(), None);
-    assert_ne!(
-        test(a.path(), None),
-        plain,
-        "a run reused without opting in"
-    );
-    let first = test(a.path(), Some("1"));
-    assert_eq!(
-        test(a.path(), Some("1")),
-        first,
-        "the second run did not reuse"
-    );
-    // Off: a fresh container, and the kept one is left for the next run that may use it.
+    let test = |repo: &Path, reuse: Option<&str>| run(repo, reuse, &[]);
+    // Reuse is the default: the second run execs into the container kept by the first.
+    let first = test(a.path(), None);
+    assert_eq!(test(a.path(), None), first, "the second run did not reuse");
+    assert_eq!(test(a.path(), Some("1")), first);
+    // Off: a fresh container each run, and the kept one is left for the next run that may use
+    // it. `--no-cache` (no warm slot) never uses one either.
     let off = test(a.path(), Some("0"));
     assert_ne!(off, first);
-    assert_eq!(test(a.path(), Some("1")), first);
-    test(b.path(), Some("1"));
+    assert_ne!(test(a.path(), Some("off")), off);
+    let cold = run(a.path(), None, &["--no-cache"]);
+    assert!(![first.as_str(), off.as_str()].contains(&cold.as_str()));
+    assert_ne!(run(a.path(), None, &["--no-cache"]), cold);
+    assert_eq!(test(a.path(), None), first);
+    test(b.path(), None);
     let list = nuvira(cache.path())
         .args(["cache", "list", "--json"])
         .output()

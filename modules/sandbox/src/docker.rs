@@ -106,7 +106,7 @@ impl DockerSandbox {
                 engine: engine.clone(),
                 cache_root: None,
                 background_removal: false,
-                reuse: false,
+                reuse: true,
                 reuse_idle: None,
             },
             version
@@ -168,9 +168,9 @@ impl DockerSandbox {
         self
     }
 
-    /// Whether a warm run may reuse its slot's kept container (default `false`: every run gets
-    /// a fresh container). `NUVIRA_DOCKER_REUSE` set to an on or off word overrides it; see
-    /// [`crate::docker_keep`].
+    /// Whether a warm run may reuse its slot's kept container (default `true`; `false`: every
+    /// run gets a fresh container). `NUVIRA_DOCKER_REUSE` set to an on or off word overrides
+    /// it; see [`crate::docker_keep`].
     pub fn with_reuse(mut self, reuse: bool) -> Self {
         self.reuse = reuse;
         self
@@ -337,16 +337,33 @@ impl DockerSandbox {
                 cmd = crate::docker_track::wrap_kept(&request.command, skip, &nonce, Some(inline));
                 tar.extra.remove(i);
             }
-            let exec = (cmd, body.working_dir.clone(), Default::default());
             let idle = self.reuse_idle.unwrap_or_else(crate::docker_keep::idle);
-            let image_id = self
+            let inspected = self
                 .docker
                 .inspect_image(&image)
                 .await
-                .map_err(|e| self.engine_error(&format!("inspect image {image}"), e))?
-                .id
-                .unwrap_or_default();
-            let hash = crate::docker_keep::config_hash(&body, &image_id);
+                .map_err(|e| self.engine_error(&format!("inspect image {image}"), e))?;
+            let image_id = inspected.id.unwrap_or_default();
+            // The user a fresh container's command runs as (the create body's, else the
+            // image's, else root): the execs' user; PID 1 runs as another.
+            let run_user = body
+                .user
+                .clone()
+                .filter(|u| !u.is_empty())
+                .or_else(|| {
+                    inspected
+                        .config
+                        .and_then(|c| c.user)
+                        .filter(|u| !u.is_empty())
+                })
+                .unwrap_or_else(|| "0:0".to_owned());
+            let exec = (
+                cmd,
+                body.working_dir.clone(),
+                Default::default(),
+                run_user.clone(),
+            );
+            let hash = crate::docker_keep::config_hash(&body, &image_id, idle);
             let old = crate::docker_keep::take_state(&entry_dir);
             let mut reusable = None;
             if let Some(old) = old {
@@ -394,13 +411,14 @@ impl DockerSandbox {
                 }
                 None => {
                     name = keep_name();
-                    body = crate::docker_keep::kept_body(body, &hash, &labels, idle);
+                    body = crate::docker_keep::kept_body(body, &hash, &labels, idle, &run_user);
                     kept = Some(Kept {
                         state: crate::docker_keep::KeptState {
                             id: String::new(),
                             config: hash,
                             baseline: Vec::new(),
                             oom: 0,
+                            state: String::new(),
                             used: 0,
                         },
                         entry_dir,
@@ -484,6 +502,14 @@ impl DockerSandbox {
                             "list the new container's changes: the engine did not answer".into(),
                         )
                     })?;
+                k.state.state = crate::docker_keep::state(&self.docker, &created.id, &k.exec.3)
+                    .await
+                    .ok_or_else(|| {
+                        SandboxError::Failed(
+                            "read the new kept container's state: the exec failed (NUVIRA_DOCKER_REUSE=0 turns reuse off)"
+                                .into(),
+                        )
+                    })?;
             }
             created.id
         };
@@ -549,6 +575,16 @@ impl DockerSandbox {
             // What the command changed in the volume, from the stopped container (missing
             // when it was killed at its timeout, or the run failed: the volume is made again).
             let finished = result.as_ref().is_ok_and(|o| !o.timed_out);
+            // In a kept container the listings are the run's word too unless the wrapper's
+            // report is trusted and says every other process was gone before it listed.
+            let finished = finished
+                && kept.as_ref().is_none_or(|k| {
+                    k.exec
+                        .2
+                        .lock()
+                        .ok()
+                        .is_some_and(|r| r.as_ref().is_some_and(|r| r.clean))
+                });
             let listed = trailer
                 .lock()
                 .ok()
@@ -949,7 +985,7 @@ impl DockerSandbox {
         info: &SandboxInfo,
         started: Instant,
         track: Track<'_>,
-        (cmd, workdir, report): Exec,
+        (cmd, workdir, report, user): Exec,
     ) -> Result<SandboxOutcome, SandboxError> {
         use bollard::exec::{CreateExecOptions, StartExecResults};
         let docker = &self.docker;
@@ -961,6 +997,7 @@ impl DockerSandbox {
                     attach_stdout: Some(true),
                     attach_stderr: Some(true),
                     working_dir: workdir,
+                    user: Some(user.clone()),
                     ..Default::default()
                 },
             )
@@ -995,6 +1032,7 @@ impl DockerSandbox {
             let killed = crate::docker_keep::exec_small(
                 docker,
                 id,
+                &user,
                 crate::docker_keep::kill_script(),
                 Duration::from_secs(10),
             )
@@ -1051,12 +1089,10 @@ impl DockerSandbox {
                     crate::docker_track::parse_kept(t).is_some()
                 })
                 .and_then(|t| crate::docker_track::parse_kept(&t));
+            let (code, trusted) = trust_report(exit_code, timed_out, kept.as_ref())?;
+            exit_code = code;
             if let Some(mut kept) = kept {
-                if exit_code == Some(0) {
-                    exit_code = Some(kept.status);
-                } else {
-                    kept.clean = false;
-                }
+                kept.clean &= trusted;
                 if let Ok(mut slot) = report.lock() {
                     *slot = Some(kept);
                 }
@@ -1087,25 +1123,47 @@ impl DockerSandbox {
         // The wrapper's own cleanup when it reported one (no second exec), else the cleanup's.
         let report = kept.exec.2.lock().ok().and_then(|r| r.clone());
         let cleaned = match report {
-            Some(r) if r.clean => Ok(r.oom),
-            _ => crate::docker_keep::clean(&self.docker, &id).await,
+            Some(r) if r.clean => Ok(crate::docker_keep::Cleaned {
+                oom: r.oom,
+                state: r.state,
+            }),
+            _ => crate::docker_keep::clean(&self.docker, &id, &kept.exec.3).await,
         };
-        let mut keep = !outcome.timed_out;
+        // Why the container goes, when it does (said in the result's limits).
+        let mut gone: Option<&str> = outcome.timed_out.then_some("the run timed out");
         match cleaned {
-            Ok(Some(oom)) => {
-                if oom > kept.state.oom {
-                    outcome.oom_killed = true;
-                    outcome.info.oom_killed = true;
+            Ok(found) => {
+                match found.oom {
+                    Some(oom) => {
+                        if oom > kept.state.oom {
+                            outcome.oom_killed = true;
+                            outcome.info.oom_killed = true;
+                        }
+                        kept.state.oom = oom;
+                    }
+                    // No count to tell an out-of-memory kill by: not kept after a kill.
+                    None if outcome.exit_code != Some(0) => {
+                        gone = gone.or(Some(
+                            "the command failed and no out-of-memory count is readable",
+                        ));
+                    }
+                    None => {}
                 }
-                kept.state.oom = oom;
-            }
-            Ok(None) => {
-                // No count to tell an out-of-memory kill by: not kept after a kill.
-                keep &= outcome.exit_code == Some(0);
+                // Docker's /etc files, /dev, message queues, System V IPC: as they were when
+                // the container started, or it goes.
+                if found.state != kept.state.state {
+                    tracing::debug!(
+                        "kept container {id} discarded: its state outside the file system changed: {:?}",
+                        found.state
+                    );
+                    gone = gone.or(Some(
+                        "the run left state outside the file system (/dev, /etc/hosts, message queues or IPC)",
+                    ));
+                }
             }
             Err(why) => {
-                tracing::debug!("kept container {id} discarded: {why}");
-                keep = false;
+                tracing::debug!("kept container {id} discarded: {why:?}");
+                gone = gone.or(Some("its cleanup failed or left processes"));
                 // PID 1 itself may have been killed for memory.
                 if let Ok(c) = self
                     .docker
@@ -1121,11 +1179,11 @@ impl DockerSandbox {
                 }
             }
         }
-        if keep {
+        if gone.is_none() {
             let now = crate::docker_keep::changes(&self.docker, &id).await;
             if now.as_ref() != Some(&kept.state.baseline) {
                 tracing::debug!("kept container {id} discarded: its file system changed: {now:?}");
-                keep = false;
+                gone = Some("the run wrote the container's own file system");
             }
         }
         let how = if kept.reused {
@@ -1133,17 +1191,16 @@ impl DockerSandbox {
         } else {
             "new"
         };
-        let fate = if keep {
-            "kept for the next run"
-        } else {
-            "removed after this run"
+        let fate = match gone {
+            None => "kept for the next run".to_owned(),
+            Some(why) => format!("removed after this run ({why})"),
         };
         if let Some(limits) = outcome.info.limits.as_mut() {
             limits.push_str(&format!(
                 "; container {how}, {fate} (NUVIRA_DOCKER_REUSE=0 turns reuse off)"
             ));
         }
-        keep
+        gone.is_none()
     }
 
     fn container_body(
@@ -1370,13 +1427,39 @@ impl Sandbox for DockerSandbox {
     }
 }
 
-/// The command of a run in a kept container (the wrapped command), its folder, and where its
-/// wrapper's report goes (`docker_track::KeptReport`).
+/// The command of a run in a kept container (the wrapped command), its folder, where its
+/// wrapper's report goes (`docker_track::KeptReport`), and the user it runs as (the run's).
 type Exec = (
     Vec<String>,
     Option<String>,
     std::sync::Arc<std::sync::Mutex<Option<crate::docker_track::KeptReport>>>,
+    String,
 );
+
+/// The command's exit status in a kept container, and whether the wrapper's report is
+/// trusted: only when the engine says the wrapper itself exited 0 (it then exits after its
+/// report, which is its last word). A wrapper that did not (the run killed it, or it timed
+/// out) keeps the engine's code, and its report (a run can forge one) is not trusted. A
+/// wrapper that exited 0 without a report is an error: the command's status is unknown, and
+/// a run must not pass by losing it.
+fn trust_report(
+    exit_code: Option<i64>,
+    timed_out: bool,
+    report: Option<&crate::docker_track::KeptReport>,
+) -> Result<(Option<i64>, bool), SandboxError> {
+    match (exit_code, report) {
+        _ if timed_out => Ok((exit_code, false)),
+        (Some(0), Some(r)) => Ok((Some(r.status), true)),
+        (Some(0), None) => Err(SandboxError::Failed(
+            "the command's wrapper in the kept container exited without its report, so the \
+             command's exit status is unknown (the run may have tampered with the wrapper); the \
+             container is removed: run again, or set NUVIRA_DOCKER_REUSE=0 to give every run a \
+             fresh container"
+                .into(),
+        )),
+        _ => Ok((exit_code, false)),
+    }
+}
 
 /// A run's use of its slot's kept container ([`crate::docker_keep`]).
 struct Kept {
@@ -1650,6 +1733,41 @@ impl std::io::Write for ChunkWriter {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
+
+    #[test]
+    fn a_kept_containers_report_is_trusted_only_from_a_wrapper_that_exited_0_and_never_missing() {
+        let report = |status| crate::docker_track::KeptReport {
+            clean: true,
+            status,
+            oom: Some(0),
+            state: String::new(),
+        };
+        // The wrapper ran to its end: the command's status is the report's.
+        assert_eq!(
+            trust_report(Some(0), false, Some(&report(3))).unwrap(),
+            (Some(3), true)
+        );
+        // Killed (the run killed its wrapper and may have forged the report): the engine's
+        // code, the report not trusted.
+        assert_eq!(
+            trust_report(Some(137), false, Some(&report(0))).unwrap(),
+            (Some(137), false)
+        );
+        assert_eq!(
+            trust_report(Some(137), false, None).unwrap(),
+            (Some(137), false)
+        );
+        assert_eq!(
+            trust_report(None, true, Some(&report(0))).unwrap(),
+            (None, false)
+        );
+        // Exit 0 and no report: unknown, never a pass.
+        let err = trust_report(Some(0), false, None).unwrap_err().to_string();
+        assert!(
+            err.contains("without its report") && err.contains("NUVIRA_DOCKER_REUSE=0"),
+            "{err}"
+        );
+    }
 
     /// A workspace with Nuvira's journal (originals of edited files) at the root and nested,
     /// the root's `.git`, a nested repository's `.git` folder and a submodule's `.git` file.

@@ -40,10 +40,16 @@
 //! labels, so `nuvira cache list` shows them and `nuvira cache clean [--repo]` removes them
 //! ([`list_kept`], [`remove_kept`]).
 //!
-//! **Opt in** with `NUVIRA_DOCKER_REUSE=1` ([`REUSE_ENV`]) or
-//! [`DockerSandbox::with_reuse(true)`](crate::DockerSandbox::with_reuse); by default (and with
-//! `NUVIRA_DOCKER_REUSE=0`) every run gets a fresh container. Reuse stays opt-in until the
-//! known ways for one run to leave state for the next (docs/sandbox.md) are closed.
+//! **PID 1 is another user's** (`keeper_user`): a run cannot signal, `ptrace` or `prlimit`
+//! it. **State outside the file system** (`STATE`: Docker's `/etc/hosts`, `/etc/resolv.conf`
+//! and `/etc/hostname`, the `/dev` tmpfs, POSIX message queues, System V IPC) must be what it
+//! was when the container started, or the container goes. A wrapper that exits 0 without its
+//! report is an error (the command's status is unknown), never a pass.
+//!
+//! **On by default**; `NUVIRA_DOCKER_REUSE=0` ([`REUSE_ENV`]) or
+//! [`DockerSandbox::with_reuse(false)`](crate::DockerSandbox::with_reuse) gives every run a
+//! fresh container, as does a run without the warm caches (`--no-cache`). What reuse leaves open
+//! (a run can `ptrace` its own wrapper, as it can poison its caches) is in docs/sandbox.md.
 //!
 //! The record of a slot's kept container (`KeptState`: its id, config hash, changes baseline,
 //! `oom_kill` count, last use) is a file in the slot's workspace entry folder, removed before a
@@ -62,8 +68,8 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::time::Duration;
 
-/// Set to `1`, `true`, `yes` or `on` to let warm Docker runs reuse their slot's kept container;
-/// `0`, `false`, `no` or `off` gives every run a fresh container (the default).
+/// `0`, `false`, `no` or `off` gives every warm Docker run a fresh container; `1`, `true`, `yes`
+/// or `on` lets them reuse their slot's kept container (the default).
 pub const REUSE_ENV: &str = "NUVIRA_DOCKER_REUSE";
 /// How long (seconds) a kept container waits for its next run before it exits by itself.
 pub const IDLE_ENV: &str = "NUVIRA_DOCKER_REUSE_IDLE";
@@ -115,9 +121,8 @@ pub(crate) async fn wait_for_pending(workspace: &Path) {
 const STATE_FILE: &str = "kept.json";
 
 /// Whether runs may reuse kept containers: [`REUSE_ENV`] when it is set to an on or off word,
-/// else `default` (the sandbox's [`with_reuse`](crate::DockerSandbox::with_reuse), off unless
-/// the library user turned it on). Reuse is opt-in while the known ways for one run to leave
-/// state for the next are open (docs/sandbox.md, "Kept containers").
+/// else `default` (the sandbox's [`with_reuse`](crate::DockerSandbox::with_reuse), on unless
+/// the library user turned it off).
 pub fn reuse_enabled(default: bool) -> bool {
     match std::env::var(REUSE_ENV) {
         Ok(v) if is_off(&v) => false,
@@ -176,42 +181,114 @@ done
 /// What the cleanup prints on success, before the `oom_kill` count.
 const CLEAN_OK: &str = "nuvira-clean ok oom=";
 
-/// The cleanup after a run (an exec): kills every process but PID 1 and itself, twice (a
-/// process with a pending `SIGKILL` cannot fork), waits until every process that existed
-/// before is gone (up to 5 s), empties `/tmp` and `/dev/shm`, then prints `CLEAN_OK` and the
-/// memory cgroup's `oom_kill` count (`?` when unknown). Exit 3: processes left; 4: scratch not
-/// emptied.
-pub(crate) fn cleanup_script() -> Vec<String> {
-    let script = r#"b=
-for p in /proc/[0-9]*; do p=${p#/proc/}; [ "$p" = 1 ] || [ "$p" = $$ ] || b="$b $p"; done
+/// The user PID 1 of a kept container runs as: not the run's (`run_user`, the image's), so
+/// that the run can neither signal, `ptrace` nor `prlimit` it (that takes the same user or
+/// capabilities the run does not have); `nobody` (65534), or 65533 when the run is `nobody`.
+pub(crate) fn keeper_user(run_user: &str) -> String {
+    let name = run_user.split(':').next().unwrap_or_default();
+    if matches!(name, "65534" | "nobody") {
+        "65533:65533".to_owned()
+    } else {
+        "65534:65534".to_owned()
+    }
+}
+
+/// Shell: every process of the run's user but PID 1 and this shell killed (`kill -9 -1`,
+/// twice: a process with a pending `SIGKILL` cannot fork) and waited for; `K` is `ok`, or
+/// `left` when one is still there after 1,000 checks. Only the processes that were there
+/// before the kill and are this user's are waited for (PID 1's `sleep` is PID 1's user's: the
+/// kill cannot reach it, nor could the run); a zombie counts as gone (it runs nothing, and PID
+/// 1 reaps it within a second).
+pub(crate) const KILL_ALL: &str = r#"K=ok
+b=
+for p in /proc/[0-9]*; do p=${p#/proc/}; [ "$p" = 1 ] || [ "$p" = $$ ] || { [ -O "/proc/$p" ] && b="$b $p"; }; done
 kill -9 -1 2>/dev/null; kill -9 -1 2>/dev/null
 i=0
 while :; do
   l=
-  for p in $b; do [ -d "/proc/$p" ] && l="$l $p"; done
+  for p in $b; do
+    if [ -d "/proc/$p" ] && read -r t 2>/dev/null < "/proc/$p/stat"; then t=${t##*) }; [ "${t%% *}" = Z ] || l="$l $p"; fi
+  done
   [ -z "$l" ] && break
   i=$((i+1))
-  if [ $i -gt 1000 ]; then echo "nuvira-clean: processes left:$l"; exit 3; fi
+  if [ $i -gt 1000 ]; then K=left; break; fi
   # Most are gone within a few checks; then a pause between checks.
   [ $i -gt 200 ] && sleep 0.01
   kill -9 -1 2>/dev/null
 done
-cd /
+"#;
+
+/// Shell: `/tmp` and `/dev/shm` given back their mode (a run may `chmod 0` them to hide what
+/// they hold) and emptied; `K=scratch` when something is left.
+pub(crate) const SCRATCH: &str = r#"chmod 1777 /tmp /dev/shm 2>/dev/null
 set --
 for f in /tmp/* /tmp/.[!.]* /tmp/..?* /dev/shm/* /dev/shm/.[!.]* /dev/shm/..?*; do
   [ -e "$f" ] || [ -L "$f" ] && set -- "$@" "$f"
 done
 [ $# -gt 0 ] && rm -rf -- "$@" 2>/dev/null
 for f in /tmp/* /tmp/.[!.]* /tmp/..?* /dev/shm/* /dev/shm/.[!.]* /dev/shm/..?*; do
-  if [ -e "$f" ] || [ -L "$f" ]; then echo "nuvira-clean: $f not removed"; exit 4; fi
+  if [ -e "$f" ] || [ -L "$f" ]; then K=scratch; fi
 done
-o=
+"#;
+
+/// Shell: `o`, the memory cgroup's `oom_kill` count (empty when unknown).
+pub(crate) const OOM: &str = r#"o=
 for f in /sys/fs/cgroup/memory/memory.oom_control /sys/fs/cgroup/memory.events; do
   [ -z "$o" ] && [ -r "$f" ] && while read -r k v; do [ "$k" = oom_kill ] && o=$v; done < "$f"
 done
-echo "nuvira-clean ok oom=${o:-?}"
 "#;
-    vec!["/bin/sh".into(), "-c".into(), script.into()]
+
+/// Shell: `S`, the state a run can leave outside the file system's changes list and the
+/// scratch folders: the contents of Docker's `/etc/hosts`, `/etc/resolv.conf` and
+/// `/etc/hostname` (bind mounts, writable by the run unless the root is read-only; their first
+/// 200 lines, read by the shell; the engine touches them after the start, so not their times),
+/// every entry of the `/dev` tmpfs and of `/dev/mqueue` (POSIX message queues), each with its
+/// type and mode, owner, size and change time (one `stat`), and the number of System V IPC
+/// objects. A kept container is kept only while `S` is what it was right after it started.
+pub(crate) const STATE: &str = r#"S=
+for f in /etc/hosts /etc/resolv.conf /etc/hostname; do
+  S="$S$f:
+"
+  n=0; l=
+  while { IFS= read -r l || [ -n "$l" ]; } && [ $n -lt 200 ]; do S="$S $l
+"; n=$((n+1)); l=; done 2>/dev/null < "$f"
+done
+set -- /dev /dev/mqueue
+for f in /dev/* /dev/.[!.]* /dev/..?* /dev/mqueue/* /dev/mqueue/.[!.]* /dev/mqueue/..?*; do
+  if [ "$f" != /dev/shm ] && { [ -e "$f" ] || [ -L "$f" ]; }; then set -- "$@" "$f"; fi
+done
+S="$S$(stat -c '%n %f %u %g %s %Z' -- "$@" 2>&1)"
+for f in shm sem msg; do
+  n=0
+  while read -r l; do n=$((n+1)); done 2>/dev/null < "/proc/sysvipc/$f"
+  S="$S
+ipc $f $n"
+done
+"#;
+
+/// The state script alone (for the baseline right after a kept container started): prints `S`.
+pub(crate) fn state_script() -> Vec<String> {
+    vec![
+        "/bin/sh".into(),
+        "-c".into(),
+        format!("{STATE}printf '%s' \"$S\"\n"),
+    ]
+}
+
+/// The cleanup after a run (an exec) when the wrapper's own did not pass: [`KILL_ALL`] (exit
+/// 3 when processes are left), [`SCRATCH`] (exit 4 when something is left), then prints the
+/// [`STATE`] text and, last, `CLEAN_OK` and the memory cgroup's `oom_kill` count (`?` when
+/// unknown).
+pub(crate) fn cleanup_script() -> Vec<String> {
+    let script = format!(
+        r#"{KILL_ALL}[ "$K" = ok ] || {{ echo "nuvira-clean: processes left"; exit 3; }}
+cd /
+{SCRATCH}[ "$K" = ok ] || {{ echo "nuvira-clean: scratch not emptied"; exit 4; }}
+{OOM}{STATE}printf '%s\n' "$S"
+echo "nuvira-clean ok oom=${{o:-?}}"
+"#
+    );
+    vec!["/bin/sh".into(), "-c".into(), script]
 }
 
 /// Kills every process but PID 1 (a timed-out run's), twice.
@@ -234,6 +311,9 @@ pub(crate) struct KeptState {
     pub(crate) baseline: Vec<String>,
     /// The memory cgroup's `oom_kill` count after the last cleanup.
     pub(crate) oom: u64,
+    /// The [`STATE`] text right after it started.
+    #[serde(default)]
+    pub(crate) state: String,
     /// When a run last finished in it (seconds since the epoch).
     pub(crate) used: u64,
 }
@@ -268,14 +348,21 @@ pub(crate) fn now_secs() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
+/// The version of what a kept container is (its keeper, its user, its checks), in its hash: a
+/// container an older Nuvira kept is replaced, not reused.
+const KEEP_VERSION: &str = "keep-2";
+
 /// The hash of what makes a container what it is for a run: its create body without the
-/// command and working folder (the exec gives those), and the image's id (a tag rebuilt is
-/// another image).
-pub(crate) fn config_hash(body: &ContainerCreateBody, image_id: &str) -> String {
+/// command and working folder (the exec gives those), the image's id (a tag rebuilt is another
+/// image), the keeper's idle period and [`KEEP_VERSION`].
+pub(crate) fn config_hash(body: &ContainerCreateBody, image_id: &str, idle: Duration) -> String {
     let mut body = body.clone();
     body.cmd = None;
     body.working_dir = None;
     let mut h = Sha256::new();
+    h.update(KEEP_VERSION.as_bytes());
+    h.update([0]);
+    h.update(idle.as_secs().to_le_bytes());
     h.update(image_id.as_bytes());
     h.update([0]);
     // Environment order does not matter to a process; maps serialize in arbitrary order.
@@ -302,16 +389,19 @@ pub(crate) fn config_hash(body: &ContainerCreateBody, image_id: &str) -> String 
     digest[..12].iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Turns a run's container body into its kept container's: `keeper` as PID 1, `/tmp` a
-/// tmpfs, PID 1's process added to the pids limit, removed by the engine when it exits, and
-/// the labels that [`list_kept`] and `nuvira cache clean` go by.
+/// Turns a run's container body into its kept container's: `keeper` as PID 1, run as
+/// [`keeper_user`] of `run_user`, `/tmp` a tmpfs, PID 1 and its `sleep` added to the pids
+/// limit, removed by the engine when it exits, and the labels that [`list_kept`] and `nuvira
+/// cache clean` go by.
 pub(crate) fn kept_body(
     mut body: ContainerCreateBody,
     hash: &str,
     labels: &[(&str, String)],
     idle: Duration,
+    run_user: &str,
 ) -> ContainerCreateBody {
     body.cmd = Some(keeper(idle));
+    body.user = Some(keeper_user(run_user));
     body.attach_stdout = Some(false);
     body.attach_stderr = Some(false);
     let host = body.host_config.get_or_insert_with(Default::default);
@@ -320,7 +410,7 @@ pub(crate) fn kept_body(
         "rw,exec,nosuid,nodev,mode=1777".to_owned(),
     );
     if let Some(p) = host.pids_limit.as_mut() {
-        *p = p.saturating_add(1);
+        *p = p.saturating_add(2);
     }
     host.auto_remove = Some(true);
     let l = body.labels.get_or_insert_with(HashMap::new);
@@ -348,9 +438,13 @@ pub(crate) fn slot_labels(run: &crate::cache::RunCache, slot: u32) -> Vec<(&'sta
     ]
 }
 
-/// The container's changes list, sorted (`kind path`); `None` when the engine did not answer.
+/// The container's changes list, sorted (`kind path`); `None` when the engine did not answer
+/// (within 20 s).
 pub(crate) async fn changes(docker: &Docker, id: &str) -> Option<Vec<String>> {
-    let list = docker.container_changes(id).await.ok()?;
+    let list = tokio::time::timeout(Duration::from_secs(20), docker.container_changes(id))
+        .await
+        .ok()?
+        .ok()?;
     let mut out: Vec<String> = list
         .unwrap_or_default()
         .into_iter()
@@ -366,11 +460,13 @@ pub(crate) struct ExecEnd {
     pub(crate) exit_code: Option<i64>,
 }
 
-/// Runs `cmd` in the container as an exec and waits for it (at most `limit`), keeping its
-/// standard output (up to 64 KiB); `None` when it could not start or did not end in time.
+/// Runs `cmd` in the container as an exec of `user` (the run's: PID 1's is another) and waits
+/// for it (at most `limit`), keeping its standard output (up to 64 KiB); `None` when it could
+/// not start or did not end in time.
 pub(crate) async fn exec_small(
     docker: &Docker,
     id: &str,
+    user: &str,
     cmd: Vec<String>,
     limit: Duration,
 ) -> Option<ExecEnd> {
@@ -384,6 +480,7 @@ pub(crate) async fn exec_small(
                     attach_stdout: Some(true),
                     attach_stderr: Some(true),
                     working_dir: Some("/".to_owned()),
+                    user: Some(user.to_owned()),
                     ..Default::default()
                 },
             )
@@ -411,10 +508,23 @@ pub(crate) async fn exec_small(
     tokio::time::timeout(limit, run).await.ok().flatten()
 }
 
-/// Cleans the container after a run (`cleanup_script`); its `oom_kill` count when it passed
-/// (`None`: the count is unknown here), or why not.
-pub(crate) async fn clean(docker: &Docker, id: &str) -> Result<Option<u64>, String> {
-    let end = exec_small(docker, id, cleanup_script(), Duration::from_secs(20))
+/// What a cleanup found: the memory cgroup's `oom_kill` count (`None`: unknown here) and the
+/// [`STATE`] text.
+pub(crate) struct Cleaned {
+    pub(crate) oom: Option<u64>,
+    pub(crate) state: String,
+}
+
+/// The [`STATE`] text of the container (a new one's baseline); `None` when the exec failed.
+pub(crate) async fn state(docker: &Docker, id: &str, user: &str) -> Option<String> {
+    let end = exec_small(docker, id, user, state_script(), Duration::from_secs(20)).await?;
+    (end.exit_code == Some(0)).then(|| String::from_utf8_lossy(&end.stdout).into_owned())
+}
+
+/// Cleans the container after a run (`cleanup_script`, as `user`): what it found when it
+/// passed, or why not.
+pub(crate) async fn clean(docker: &Docker, id: &str, user: &str) -> Result<Cleaned, String> {
+    let end = exec_small(docker, id, user, cleanup_script(), Duration::from_secs(20))
         .await
         .ok_or_else(|| "the cleanup could not run".to_owned())?;
     let text = String::from_utf8_lossy(&end.stdout);
@@ -426,12 +536,16 @@ pub(crate) async fn clean(docker: &Docker, id: &str) -> Result<Option<u64>, Stri
             text.trim()
         ));
     }
-    let count = text
-        .lines()
-        .rev()
-        .find_map(|l| l.strip_prefix(CLEAN_OK))
+    // The state text, then the line of `CLEAN_OK` last.
+    let body = text.strip_suffix('\n').unwrap_or(&text);
+    let (state, last) = body.rsplit_once('\n').unwrap_or(("", body));
+    let count = last
+        .strip_prefix(CLEAN_OK)
         .ok_or_else(|| format!("the cleanup said: {}", text.trim()))?;
-    Ok(count.trim().parse().ok())
+    Ok(Cleaned {
+        oom: count.trim().parse().ok(),
+        state: state.to_owned(),
+    })
 }
 
 /// A kept container, as the engine lists it.
@@ -559,17 +673,19 @@ mod tests {
             }),
             ..Default::default()
         };
-        let h = config_hash(&a, "sha256:1");
+        let h = config_hash(&a, "sha256:1", DEFAULT_IDLE);
         let mut b = a.clone();
         b.cmd = Some(vec!["false".into()]);
         b.working_dir = Some("/workspace/sub".into());
         b.env = Some(vec!["B=2".into(), "A=1".into()]);
-        assert_eq!(config_hash(&b, "sha256:1"), h);
-        assert_ne!(config_hash(&a, "sha256:2"), h);
+        assert_eq!(config_hash(&b, "sha256:1", DEFAULT_IDLE), h);
+        assert_ne!(config_hash(&a, "sha256:2", DEFAULT_IDLE), h);
+        // Another idle period: another keeper.
+        assert_ne!(config_hash(&b, "sha256:1", Duration::from_secs(5)), h);
         a.env = Some(vec!["A=1".into(), "B=3".into()]);
-        assert_ne!(config_hash(&a, "sha256:1"), h);
+        assert_ne!(config_hash(&a, "sha256:1", DEFAULT_IDLE), h);
         b.host_config.as_mut().unwrap().memory = Some(2 << 30);
-        assert_ne!(config_hash(&b, "sha256:1"), h);
+        assert_ne!(config_hash(&b, "sha256:1", DEFAULT_IDLE), h);
     }
 
     #[test]
@@ -596,6 +712,30 @@ mod tests {
     }
 
     #[test]
+    fn pid_1_runs_as_another_user_than_the_run() {
+        assert_eq!(keeper_user("0:0"), "65534:65534");
+        assert_eq!(keeper_user("1000"), "65534:65534");
+        assert_eq!(keeper_user("65534:65534"), "65533:65533");
+        assert_eq!(keeper_user("nobody"), "65533:65533");
+        let body = kept_body(
+            ContainerCreateBody {
+                host_config: Some(bollard::models::HostConfig {
+                    pids_limit: Some(32),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+            "h",
+            &[],
+            DEFAULT_IDLE,
+            "0:0",
+        );
+        assert_eq!(body.user.as_deref(), Some("65534:65534"));
+        // PID 1 and its `sleep`: the run keeps the limit it asked for.
+        assert_eq!(body.host_config.unwrap().pids_limit, Some(34));
+    }
+
+    #[test]
     fn the_state_is_taken_once() {
         let dir = tempfile::tempdir().unwrap();
         let s = KeptState {
@@ -603,6 +743,7 @@ mod tests {
             config: "h".into(),
             baseline: vec!["Added /usr".into()],
             oom: 2,
+            state: "/etc/hosts 81a4 0 0 174 1".into(),
             used: 5,
         };
         save_state(dir.path(), &s);

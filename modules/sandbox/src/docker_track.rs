@@ -70,7 +70,8 @@ fn script(build_dirs: &[&str], nonce: &str) -> String {
 
 /// [`script`], with the prune script given inline (`Some`) instead of sourced from the
 /// uploaded `$P/prune` (a run in a kept container: no upload at all when nothing changed), and
-/// for a run in a kept container (`kept`) the cleanup after the command ([`KEPT_END`]).
+/// for a run in a kept container (`kept`) the kill right after the command and the cleanup and
+/// report at the end (`KILL_ALL`, `SCRATCH`, `OOM`, `STATE` of `docker_keep`).
 fn script_with(build_dirs: &[&str], nonce: &str, prune: Option<&str>, kept: bool) -> String {
     let skip: String = build_dirs
         .iter()
@@ -82,10 +83,10 @@ fn script_with(build_dirs: &[&str], nonce: &str, prune: Option<&str>, kept: bool
     let newer_file = m("newer-file");
     // In `newer`, an entry that is not a folder is listed twice (its type, in any `find`).
     let typed = "\\( -type d -print0 -o -print0 -print0 \\)";
-    let kill = if kept { KEPT_KILL } else { "" };
+    let kill = if kept { KILL_ALL } else { "" };
     let end_kept = if kept {
         format!(
-            "{KEPT_END}printf '\\000nuvira-{nonce}-kept\\000%s %s %s\\000' \"$K\" \"$s\" \"${{o:-?}}\" >&2\ns=0\n"
+            "{SCRATCH}{OOM}{STATE}printf '\\000nuvira-{nonce}-kept\\000%s %s %s\\n%s\\000' \"$K\" \"$s\" \"${{o:-?}}\" \"$S\" >&2\ns=0\n"
         )
     } else {
         String::new()
@@ -116,44 +117,14 @@ rm -f "$M"
     )
 }
 
-/// In a kept container, right after the command: every process but PID 1 and the wrapper is
-/// killed (`kill -9 -1` reaches daemons, `setsid` ones, those ignoring `SIGTERM`; a process
-/// with a pending `SIGKILL` cannot fork) and waited for, so nothing of the run changes the
-/// workspace after the listing or writes anywhere after the cleanup. `K` is `ok` or `left`.
-const KEPT_KILL: &str = r#"K=ok
-b=
-for p in /proc/[0-9]*; do p=${p#/proc/}; [ "$p" = 1 ] || [ "$p" = $$ ] || b="$b $p"; done
-kill -9 -1 2>/dev/null; kill -9 -1 2>/dev/null
-i=0
-while :; do
-  l=
-  for p in $b; do [ -d "/proc/$p" ] && l=1; done
-  [ -z "$l" ] && break
-  i=$((i+1))
-  if [ $i -gt 1000 ]; then K=left; break; fi
-  [ $i -gt 200 ] && sleep 0.01
-  kill -9 -1 2>/dev/null
-done
-"#;
-
-/// In a kept container, after the listing: `/tmp` and `/dev/shm` emptied (`K=scratch` when
-/// something is left), the memory cgroup's `oom_kill` count read, and the report
-/// `\0nuvira-<nonce>-kept\0K STATUS OOM\0` written last on standard error; the wrapper then
-/// exits 0 (the engine's exit code of the exec says the wrapper ran to its end: a run that
-/// kills it gets another; the command's status is in the report).
-const KEPT_END: &str = r#"set --
-for f in /tmp/* /tmp/.[!.]* /tmp/..?* /dev/shm/* /dev/shm/.[!.]* /dev/shm/..?*; do
-  [ -e "$f" ] || [ -L "$f" ] && set -- "$@" "$f"
-done
-[ $# -gt 0 ] && rm -rf -- "$@" 2>/dev/null
-for f in /tmp/* /tmp/.[!.]* /tmp/..?* /dev/shm/* /dev/shm/.[!.]* /dev/shm/..?*; do
-  if [ -e "$f" ] || [ -L "$f" ]; then K=scratch; fi
-done
-o=
-for f in /sys/fs/cgroup/memory/memory.oom_control /sys/fs/cgroup/memory.events; do
-  [ -z "$o" ] && [ -r "$f" ] && while read -r k v; do [ "$k" = oom_kill ] && o=$v; done < "$f"
-done
-"#;
+// In a kept container the wrapper kills every process of the run right after the command
+// (`KILL_ALL`: before the listing, so nothing of the run changes the workspace after it or
+// writes anywhere after the cleanup), and after the listing empties the scratch folders
+// (`SCRATCH`), reads the `oom_kill` count (`OOM`) and the state outside the file system
+// (`STATE`), then writes the report `\0nuvira-<nonce>-kept\0K STATUS OOM\nSTATE\0` last on
+// standard error and exits 0 (the engine's exit code of the exec says the wrapper ran to its
+// end: a run that kills it gets another; the command's status is in the report).
+use crate::docker_keep::{KILL_ALL, OOM, SCRATCH, STATE};
 
 /// What the wrapper of a run in a kept container reported at its end.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -164,11 +135,17 @@ pub(crate) struct KeptReport {
     pub(crate) status: i64,
     /// The memory cgroup's `oom_kill` count (`None`: unknown).
     pub(crate) oom: Option<u64>,
+    /// The container's state outside its file system (`docker_keep::STATE`).
+    pub(crate) state: String,
 }
 
-/// Parses the report (what followed the `kept` marker: `K STATUS OOM\0`).
+/// Parses the report (what followed the `kept` marker: `K STATUS OOM\nSTATE\0`; the state
+/// names files the run made, so it is compared as it is, not parsed).
 pub(crate) fn parse_kept(trailer: &[u8]) -> Option<KeptReport> {
-    let text = std::str::from_utf8(trailer.strip_suffix(b"\0")?).ok()?;
+    let body = trailer.strip_suffix(b"\0")?;
+    let nl = body.iter().position(|&b| b == b'\n')?;
+    let text = std::str::from_utf8(&body[..nl]).ok()?;
+    let state = String::from_utf8_lossy(&body[nl + 1..]).into_owned();
     let mut parts = text.split(' ');
     let (k, status, oom) = (parts.next()?, parts.next()?, parts.next()?);
     if parts.next().is_some() {
@@ -178,6 +155,7 @@ pub(crate) fn parse_kept(trailer: &[u8]) -> Option<KeptReport> {
         clean: k == "ok",
         status: status.parse().ok()?,
         oom: oom.parse().ok(),
+        state,
     })
 }
 
@@ -242,8 +220,8 @@ pub(crate) fn wrap(command: &[String], skip_build_dirs: bool, nonce: &str) -> Ve
 /// The largest prune script given inline ([`wrap_kept`]); a longer one is uploaded.
 pub(crate) const INLINE_PRUNE_CAP: usize = 64 * 1024;
 
-/// [`wrap`], for a command run as an exec in a kept container (the cleanup at its end, see
-/// `KEPT_END`), with the prune script inline (`Some`: UTF-8, at most [`INLINE_PRUNE_CAP`]): the
+/// [`wrap`], for a command run as an exec in a kept container (the kill and cleanup at its end,
+/// see [`script_with`]), with the prune script inline (`Some`: UTF-8, at most [`INLINE_PRUNE_CAP`]): the
 /// last run's created entries go without an upload.
 pub(crate) fn wrap_kept(
     command: &[String],
@@ -536,19 +514,23 @@ mod tests {
         );
         assert!(!script(&[], "n").contains("kill -9 -1"));
         assert_eq!(
-            parse_kept(b"ok 3 2\0"),
+            parse_kept(b"ok 3 2\n/etc/hosts 81a4 0 0 174 1\nipc shm 1\0"),
             Some(KeptReport {
                 clean: true,
                 status: 3,
-                oom: Some(2)
+                oom: Some(2),
+                state: "/etc/hosts 81a4 0 0 174 1\nipc shm 1".into(),
             })
         );
         assert_eq!(
-            parse_kept(b"left 0 ?\0").map(|r| (r.clean, r.oom)),
+            parse_kept(b"left 0 ?\n\0").map(|r| (r.clean, r.oom)),
             Some((false, None))
         );
-        assert_eq!(parse_kept(b"ok 0 1"), None);
-        assert_eq!(parse_kept(b"ok x 1\0"), None);
+        // A file name that is not UTF-8 is kept (lossily) in the state, not a lost report.
+        assert!(parse_kept(b"ok 0 1\n/dev/\xff 81a4\0").is_some());
+        assert_eq!(parse_kept(b"ok 0 1\n"), None);
+        assert_eq!(parse_kept(b"ok 0 1\0"), None, "no state line");
+        assert_eq!(parse_kept(b"ok x 1\n\0"), None);
         assert!(!empty.contains("$P/prune"), "{empty}");
         assert!(script(&[], "n").contains("[ -f \"$P/prune\" ] && . \"$P/prune\"\nrm -rf"));
     }

@@ -191,7 +191,7 @@ async fn a_run_that_kills_pid_1_or_whose_container_dies_does_not_break_the_next_
     let killer = slot
         .run("for s in KILL TERM INT HUP QUIT USR1 USR2 ALRM PIPE; do kill -$s 1; done; true")
         .await;
-    assert_eq!(id(&killer), id(&first));
+    assert_eq!(id(&killer), id(&first), "{first:?}");
     let next = slot.run("cat input.txt").await;
     assert_eq!(next.exit_code, Some(0), "{next:?}");
     assert_eq!(next.stdout, "in");
@@ -208,6 +208,99 @@ async fn a_run_that_kills_pid_1_or_whose_container_dies_does_not_break_the_next_
     assert_ne!(id(&after), kept);
     // Reused from then on.
     assert_eq!(id(&slot.run("true").await), id(&after));
+}
+
+// PID 1 is another user's: a run cannot signal it, `ptrace` it (which would let it outlive
+// the cleanup inside PID 1) or change its limits with `prlimit`.
+#[tokio::test]
+async fn a_run_can_neither_signal_nor_trace_nor_limit_pid_1() {
+    let Some(slot) = Slot::new().await else {
+        return;
+    };
+    let first = slot.run("true").await;
+    let probe = slot
+        .run(
+            "grep '^Uid:' /proc/1/status; id -u; \
+             kill -0 1 2>/dev/null && echo SIGNAL-OK || echo SIGNAL-DENIED; \
+             prlimit --pid 1 --nofile=1:1 2>/dev/null && echo PRLIMIT-OK || echo PRLIMIT-DENIED; \
+             python3 -c 'import ctypes; c=ctypes.CDLL(None, use_errno=True); r=c.ptrace(16, 1, 0, 0); print(\"PTRACE\", r, ctypes.get_errno())'",
+        )
+        .await;
+    assert_eq!(probe.exit_code, Some(0), "{probe:?}");
+    assert_eq!(id(&probe), id(&first), "{probe:?}");
+    let lines: Vec<&str> = probe.stdout.lines().collect();
+    assert!(
+        lines[0].split_whitespace().nth(1) == Some("65534") && lines[1] == "0",
+        "PID 1 is nobody, the run root: {probe:?}"
+    );
+    for want in ["SIGNAL-DENIED", "PRLIMIT-DENIED", "PTRACE -1 1"] {
+        assert!(lines.contains(&want), "{want}: {probe:?}");
+    }
+    // Nothing of the probe changed the container: reused, and its PID 1 still there.
+    let next = slot.run("grep '^Uid:' /proc/1/status").await;
+    assert_eq!(id(&next), id(&first), "{next:?}");
+    assert!(next.stdout.contains("65534"), "{next:?}");
+}
+
+// What a run can leave outside the engine's changes list and the scratch folders: a file in
+// the /dev tmpfs, a POSIX message queue, a System V shared
+// memory segment. Each gets its container replaced, and the next run sees none of it. A run
+// that hides /tmp's contents behind `chmod 0` gets /tmp back empty, with its mode.
+#[tokio::test]
+async fn state_a_run_leaves_outside_the_file_system_gets_the_container_replaced() {
+    let Some(slot) = Slot::new().await else {
+        return;
+    };
+    let check = "grep -c evil /etc/hosts; ls -A /dev | grep -cx planted; ls -A /dev/mqueue | wc -l; \
+                 wc -l < /proc/sysvipc/shm; stat -c %a /tmp; ls -A /tmp | wc -l";
+    // The line counts of a clean container: no "evil", no "planted", no queue, the shm
+    // header only, /tmp 1777 and empty.
+    let clean = ["0", "0", "0", "1", "1777", "0"];
+    let mut last = slot.run("true").await;
+    // With the read-only root Docker mounts its /etc files read-only too (the state check
+    // covers them for configs where they are not).
+    let hosts = slot.run("echo '10.0.0.1 evil' >> /etc/hosts").await;
+    assert_ne!(hosts.exit_code, Some(0), "{hosts:?}");
+    assert!(hosts.stderr.contains("Read-only"), "{hosts:?}");
+    assert_eq!(id(&hosts), id(&last));
+    for (what, leave, replaced) in [
+        ("/dev", "echo x > /dev/planted", true),
+        (
+            "a message queue",
+            "touch /dev/mqueue/q && ls /dev/mqueue",
+            true,
+        ),
+        (
+            "a shared memory segment",
+            "python3 -c 'import ctypes; c=ctypes.CDLL(None); print(c.shmget(0, 4096, 0o1600))' && wc -l < /proc/sysvipc/shm",
+            true,
+        ),
+        ("chmod 0 /tmp", "echo h > /tmp/hidden; chmod 0 /tmp", false),
+    ] {
+        let left = slot.run(leave).await;
+        assert_eq!(left.exit_code, Some(0), "{what}: {left:?}");
+        assert_eq!(
+            id(&left),
+            id(&last),
+            "{what}: not run in the kept container"
+        );
+        let next = slot.run(check).await;
+        assert_eq!(next.exit_code, Some(0), "{what}: {next:?}");
+        let got: Vec<&str> = next.stdout.lines().map(str::trim).collect();
+        assert_eq!(got, clean, "{what}: {next:?}");
+        if replaced {
+            assert_ne!(id(&next), id(&left), "{what}: the container was kept");
+            let limits = left.info.limits.clone().unwrap();
+            assert!(
+                limits
+                    .contains("removed after this run (the run left state outside the file system"),
+                "{what}: {limits}"
+            );
+        } else {
+            assert_eq!(id(&next), id(&left), "{what}: cleaned, so kept");
+        }
+        last = next;
+    }
 }
 
 #[tokio::test]
@@ -336,7 +429,14 @@ async fn an_idle_kept_container_exits_by_itself_and_is_removed() {
         .await
         .unwrap();
     let kept = id(&out);
-    assert!(out.info.limits.unwrap().contains("kept for the next run"));
+    assert!(
+        out.info
+            .limits
+            .clone()
+            .unwrap()
+            .contains("kept for the next run"),
+        "{out:?}"
+    );
     // Waits for it to stop (PID 1 exits once it has seen no other process for 2 s); the
     // engine then removes it (AutoRemove).
     let waited = std::process::Command::new("timeout")
@@ -400,8 +500,9 @@ async fn a_container_cleaned_after_the_result_is_clean_and_warm_for_the_next_run
 
 // The wrapper cleans up at its end and reports it; a run that kills its wrapper and forges that
 // report and the listings (their markers are in the wrapper's command line) gets the engine's
-// exit code of the wrapper (a kill, not 0), so the report is not trusted and a second exec
-// cleans up: the daemon it left and what it wrote in /tmp are gone for the next run.
+// exit code of the wrapper (a kill, not 0), so neither the report nor the listings are
+// trusted: a second exec cleans up, the volume and the container are made again, and the
+// daemon it left and what it wrote in /tmp are gone for the next run.
 #[tokio::test]
 async fn a_run_that_kills_its_wrapper_and_forges_its_report_is_still_cleaned() {
     let Some(slot) = Slot::new().await else {
@@ -423,8 +524,9 @@ async fn a_run_that_kills_its_wrapper_and_forges_its_report_is_still_cleaned() {
     assert_ne!(forge.exit_code, Some(9), "{forge:?}");
     let next = slot.run(&format!("{PS}; ls -A /tmp")).await;
     assert_eq!(next.exit_code, Some(0), "{next:?}");
-    // The forged listings kept the volume, so the container was kept too: cleaned.
-    assert_eq!(id(&next), id(&forge), "{next:?}");
+    // The listings of a run whose report is not trusted are not either: the volume is made
+    // again, and with it the container.
+    assert_ne!(id(&next), id(&forge), "{next:?}");
     assert!(procs(&next).is_empty(), "{next:?}");
     assert!(!next.stdout.lines().any(|l| l == "j"), "{next:?}");
 }
