@@ -357,11 +357,11 @@ impl DockerSandbox {
                         .filter(|u| !u.is_empty())
                 })
                 .unwrap_or_else(|| "0:0".to_owned());
-            let exec = (
+            let mut exec = (
                 cmd,
                 body.working_dir.clone(),
                 Default::default(),
-                run_user.clone(),
+                crate::docker_keep::Who::new(&run_user),
             );
             let hash = crate::docker_keep::config_hash(&body, &image_id, idle);
             let old = crate::docker_keep::take_state(&entry_dir);
@@ -402,6 +402,7 @@ impl DockerSandbox {
             }
             match reusable {
                 Some(state) => {
+                    exec.3.host_pid = state.pid;
                     kept = Some(Kept {
                         state,
                         entry_dir,
@@ -419,6 +420,7 @@ impl DockerSandbox {
                             baseline: Vec::new(),
                             oom: 0,
                             state: String::new(),
+                            pid: None,
                             used: 0,
                         },
                         entry_dir,
@@ -502,7 +504,20 @@ impl DockerSandbox {
                             "list the new container's changes: the engine did not answer".into(),
                         )
                     })?;
-                k.state.state = crate::docker_keep::state(&self.docker, &created.id, &k.exec.3)
+                // PID 1's pid on this machine, for the host's look at what a run left.
+                k.state.pid = self
+                    .docker
+                    .inspect_container(
+                        &created.id,
+                        None::<bollard::query_parameters::InspectContainerOptions>,
+                    )
+                    .await
+                    .ok()
+                    .and_then(|c| c.state?.pid)
+                    .and_then(|p| u32::try_from(p).ok())
+                    .filter(|&p| p > 0);
+                k.exec.3.host_pid = k.state.pid;
+                k.state.state = crate::docker_keep::state(&self.docker, &created.id, &k.exec.3.user)
                     .await
                     .ok_or_else(|| {
                         SandboxError::Failed(
@@ -583,7 +598,7 @@ impl DockerSandbox {
                         .2
                         .lock()
                         .ok()
-                        .is_some_and(|r| r.as_ref().is_some_and(|r| r.clean))
+                        .is_some_and(|r| r.as_ref().is_some_and(|r| r.killed))
                 });
             let listed = trailer
                 .lock()
@@ -985,7 +1000,7 @@ impl DockerSandbox {
         info: &SandboxInfo,
         started: Instant,
         track: Track<'_>,
-        (cmd, workdir, report, user): Exec,
+        (cmd, workdir, report, who): Exec,
     ) -> Result<SandboxOutcome, SandboxError> {
         use bollard::exec::{CreateExecOptions, StartExecResults};
         let docker = &self.docker;
@@ -997,7 +1012,7 @@ impl DockerSandbox {
                     attach_stdout: Some(true),
                     attach_stderr: Some(true),
                     working_dir: workdir,
-                    user: Some(user.clone()),
+                    user: Some(who.user.clone()),
                     ..Default::default()
                 },
             )
@@ -1032,7 +1047,7 @@ impl DockerSandbox {
             let killed = crate::docker_keep::exec_small(
                 docker,
                 id,
-                &user,
+                &who.user,
                 crate::docker_keep::kill_script(),
                 Duration::from_secs(10),
             )
@@ -1093,6 +1108,16 @@ impl DockerSandbox {
             exit_code = code;
             if let Some(mut kept) = kept {
                 kept.clean &= trusted;
+                kept.killed &= trusted;
+                // The wrapper says every process is gone; the host checks (a run can trace the
+                // wrapper and fake that), before the listings are trusted.
+                if kept.killed
+                    && crate::docker_keep::only_keeper_left(docker, id, &who).await != Some(true)
+                {
+                    kept.clean = false;
+                    kept.killed = false;
+                    kept.survivors = true;
+                }
                 if let Ok(mut slot) = report.lock() {
                     *slot = Some(kept);
                 }
@@ -1122,12 +1147,24 @@ impl DockerSandbox {
         let id = kept.state.id.clone();
         // The wrapper's own cleanup when it reported one (no second exec), else the cleanup's.
         let report = kept.exec.2.lock().ok().and_then(|r| r.clone());
+        let survivors = report.as_ref().is_some_and(|r| r.survivors);
         let cleaned = match report {
+            _ if survivors => Err("the host saw processes of the run after its end".to_owned()),
             Some(r) if r.clean => Ok(crate::docker_keep::Cleaned {
                 oom: r.oom,
                 state: r.state,
             }),
-            _ => crate::docker_keep::clean(&self.docker, &id, &kept.exec.3).await,
+            _ => match crate::docker_keep::clean(&self.docker, &id, &kept.exec.3.user).await {
+                // The cleanup is the run's user's too: the host checks what it left.
+                Ok(_)
+                    if crate::docker_keep::only_keeper_left(&self.docker, &id, &kept.exec.3)
+                        .await
+                        != Some(true) =>
+                {
+                    Err("the host saw processes of the run after the cleanup".to_owned())
+                }
+                other => other,
+            },
         };
         // Why the container goes, when it does (said in the result's limits).
         let mut gone: Option<&str> = outcome.timed_out.then_some("the run timed out");
@@ -1163,7 +1200,11 @@ impl DockerSandbox {
             }
             Err(why) => {
                 tracing::debug!("kept container {id} discarded: {why:?}");
-                gone = gone.or(Some("its cleanup failed or left processes"));
+                gone = gone.or(Some(if survivors {
+                    "processes of the run were still running after it"
+                } else {
+                    "its cleanup failed or left processes"
+                }));
                 // PID 1 itself may have been killed for memory.
                 if let Ok(c) = self
                     .docker
@@ -1428,12 +1469,13 @@ impl Sandbox for DockerSandbox {
 }
 
 /// The command of a run in a kept container (the wrapped command), its folder, where its
-/// wrapper's report goes (`docker_track::KeptReport`), and the user it runs as (the run's).
+/// wrapper's report goes (`docker_track::KeptReport`), and who runs in the container (the
+/// run's user for the execs, PID 1's uid and host pid).
 type Exec = (
     Vec<String>,
     Option<String>,
     std::sync::Arc<std::sync::Mutex<Option<crate::docker_track::KeptReport>>>,
-    String,
+    crate::docker_keep::Who,
 );
 
 /// The command's exit status in a kept container, and whether the wrapper's report is
@@ -1738,6 +1780,8 @@ mod tests {
     fn a_kept_containers_report_is_trusted_only_from_a_wrapper_that_exited_0_and_never_missing() {
         let report = |status| crate::docker_track::KeptReport {
             clean: true,
+            killed: true,
+            survivors: false,
             status,
             oom: Some(0),
             state: String::new(),

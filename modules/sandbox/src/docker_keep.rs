@@ -43,8 +43,10 @@
 //! **PID 1 is another user's** (`keeper_user`): a run cannot signal, `ptrace` or `prlimit`
 //! it. **State outside the file system** (`STATE`: Docker's `/etc/hosts`, `/etc/resolv.conf`
 //! and `/etc/hostname`, the `/dev` tmpfs, POSIX message queues, System V IPC) must be what it
-//! was when the container started, or the container goes. A wrapper that exits 0 without its
-//! report is an error (the command's status is unknown), never a pass.
+//! was when the container started, or the container goes. The wrapper and the cleanup are the
+//! run's user's (a run can trace them), so the host checks that no process of the run is left
+//! ([`only_keeper_left`]) before the listings are trusted and the container kept. A wrapper
+//! that exits 0 without its report is an error (the command's status is unknown), never a pass.
 //!
 //! **On by default**; `NUVIRA_DOCKER_REUSE=0` ([`REUSE_ENV`]) or
 //! [`DockerSandbox::with_reuse(false)`](crate::DockerSandbox::with_reuse) gives every run a
@@ -184,7 +186,7 @@ const CLEAN_OK: &str = "nuvira-clean ok oom=";
 /// The user PID 1 of a kept container runs as: not the run's (`run_user`, the image's), so
 /// that the run can neither signal, `ptrace` nor `prlimit` it (that takes the same user or
 /// capabilities the run does not have); `nobody` (65534), or 65533 when the run is `nobody`.
-pub(crate) fn keeper_user(run_user: &str) -> String {
+pub fn keeper_user(run_user: &str) -> String {
     let name = run_user.split(':').next().unwrap_or_default();
     if matches!(name, "65534" | "nobody") {
         "65533:65533".to_owned()
@@ -198,7 +200,10 @@ pub(crate) fn keeper_user(run_user: &str) -> String {
 /// `left` when one is still there after 1,000 checks. Only the processes that were there
 /// before the kill and are this user's are waited for (PID 1's `sleep` is PID 1's user's: the
 /// kill cannot reach it, nor could the run); a zombie counts as gone (it runs nothing, and PID
-/// 1 reaps it within a second).
+/// 1 reaps it within a second; its state is read from `status`, whose name line is escaped,
+/// not from `stat`, whose raw name can hold a newline). This is the fast path only: a run can
+/// `ptrace` this shell, so the processes left are checked again from the host
+/// ([`only_keeper_left`]).
 pub(crate) const KILL_ALL: &str = r#"K=ok
 b=
 for p in /proc/[0-9]*; do p=${p#/proc/}; [ "$p" = 1 ] || [ "$p" = $$ ] || { [ -O "/proc/$p" ] && b="$b $p"; }; done
@@ -207,7 +212,10 @@ i=0
 while :; do
   l=
   for p in $b; do
-    if [ -d "/proc/$p" ] && read -r t 2>/dev/null < "/proc/$p/stat"; then t=${t##*) }; [ "${t%% *}" = Z ] || l="$l $p"; fi
+    if [ -d "/proc/$p" ]; then
+      z=; while read -r k v r; do [ "$k" = State: ] && { [ "$v" = Z ] && z=1; break; }; done 2>/dev/null < "/proc/$p/status"
+      [ -n "$z" ] || l="$l $p"
+    fi
   done
   [ -z "$l" ] && break
   i=$((i+1))
@@ -219,15 +227,22 @@ done
 "#;
 
 /// Shell: `/tmp` and `/dev/shm` given back their mode (a run may `chmod 0` them to hide what
-/// they hold) and emptied; `K=scratch` when something is left.
+/// they hold) and emptied, their folders made writable first (a test may leave a read-only
+/// one; `chmod -R` follows no link, and links are not given to it); `K=scratch` when
+/// something is left and `K` was `ok`.
 pub(crate) const SCRATCH: &str = r#"chmod 1777 /tmp /dev/shm 2>/dev/null
+set --
+for f in /tmp/* /tmp/.[!.]* /tmp/..?* /dev/shm/* /dev/shm/.[!.]* /dev/shm/..?*; do
+  [ -d "$f" ] && [ ! -L "$f" ] && set -- "$@" "$f"
+done
+[ $# -gt 0 ] && chmod -R u+rwX -- "$@" 2>/dev/null
 set --
 for f in /tmp/* /tmp/.[!.]* /tmp/..?* /dev/shm/* /dev/shm/.[!.]* /dev/shm/..?*; do
   [ -e "$f" ] || [ -L "$f" ] && set -- "$@" "$f"
 done
 [ $# -gt 0 ] && rm -rf -- "$@" 2>/dev/null
 for f in /tmp/* /tmp/.[!.]* /tmp/..?* /dev/shm/* /dev/shm/.[!.]* /dev/shm/..?*; do
-  if [ -e "$f" ] || [ -L "$f" ]; then K=scratch; fi
+  if [ -e "$f" ] || [ -L "$f" ]; then [ "$K" = ok ] && K=scratch; fi
 done
 "#;
 
@@ -239,25 +254,22 @@ done
 "#;
 
 /// Shell: `S`, the state a run can leave outside the file system's changes list and the
-/// scratch folders: the contents of Docker's `/etc/hosts`, `/etc/resolv.conf` and
-/// `/etc/hostname` (bind mounts, writable by the run unless the root is read-only; their first
-/// 200 lines, read by the shell; the engine touches them after the start, so not their times),
-/// every entry of the `/dev` tmpfs and of `/dev/mqueue` (POSIX message queues), each with its
-/// type and mode, owner, size and change time (one `stat`), and the number of System V IPC
-/// objects. A kept container is kept only while `S` is what it was right after it started.
-pub(crate) const STATE: &str = r#"S=
-for f in /etc/hosts /etc/resolv.conf /etc/hostname; do
-  S="$S$f:
-"
-  n=0; l=
-  while { IFS= read -r l || [ -n "$l" ]; } && [ $n -lt 200 ]; do S="$S $l
-"; n=$((n+1)); l=; done 2>/dev/null < "$f"
+/// scratch folders: Docker's `/etc/hosts`, `/etc/resolv.conf` and `/etc/hostname` (bind
+/// mounts, writable by the run unless the root is read-only: their checksums, modes, owners
+/// and inodes; the engine touches them after the start, so not their times), the folders
+/// `/dev`, `/dev/mqueue`, `/dev/pts` (mode, owner, inode: their times change when a healthy
+/// run opens and unlinks a message queue), every entry in them (type and mode, owner, size,
+/// inode, links, device numbers, change time to the nanosecond: a swap of two device nodes
+/// changes the inodes), and the number of System V IPC objects. A kept container is kept only
+/// while `S` is what it was right after it started.
+pub(crate) const STATE: &str = r#"set --
+for f in /dev/* /dev/.[!.]* /dev/..?* /dev/mqueue/* /dev/mqueue/.[!.]* /dev/mqueue/..?* /dev/pts/* /dev/pts/.[!.]* /dev/pts/..?*; do
+  case $f in /dev/shm|/dev/mqueue|/dev/pts) continue;; esac
+  if [ -e "$f" ] || [ -L "$f" ]; then set -- "$@" "$f"; fi
 done
-set -- /dev /dev/mqueue
-for f in /dev/* /dev/.[!.]* /dev/..?* /dev/mqueue/* /dev/mqueue/.[!.]* /dev/mqueue/..?*; do
-  if [ "$f" != /dev/shm ] && { [ -e "$f" ] || [ -L "$f" ]; }; then set -- "$@" "$f"; fi
-done
-S="$S$(stat -c '%n %f %u %g %s %Z' -- "$@" 2>&1)"
+S=$(cksum /etc/hosts /etc/resolv.conf /etc/hostname 2>&1
+stat -c '%n %f %u %g %i' -- /etc/hosts /etc/resolv.conf /etc/hostname /dev /dev/mqueue /dev/pts 2>&1
+stat -c '%n %f %u %g %s %i %h %t %T %.9Z' -- "$@" 2>&1)
 for f in shm sem msg; do
   n=0
   while read -r l; do n=$((n+1)); done 2>/dev/null < "/proc/sysvipc/$f"
@@ -314,6 +326,9 @@ pub(crate) struct KeptState {
     /// The [`STATE`] text right after it started.
     #[serde(default)]
     pub(crate) state: String,
+    /// PID 1's pid on this machine (`None`: unknown, e.g. a remote engine's).
+    #[serde(default)]
+    pub(crate) pid: Option<u32>,
     /// When a run last finished in it (seconds since the epoch).
     pub(crate) used: u64,
 }
@@ -506,6 +521,106 @@ pub(crate) async fn exec_small(
         })
     };
     tokio::time::timeout(limit, run).await.ok().flatten()
+}
+
+/// Who runs in a kept container: the run's user (of every exec), PID 1's uid, and PID 1's pid
+/// on this machine (when the engine is local), for [`only_keeper_left`].
+#[derive(Debug, Clone, Default)]
+pub struct Who {
+    /// The run's user (`uid[:gid]` or a name), of every exec.
+    pub user: String,
+    /// PID 1's uid.
+    pub keeper_uid: u32,
+    /// PID 1's pid on this machine.
+    pub host_pid: Option<u32>,
+}
+
+impl Who {
+    /// For a run as `run_user`: PID 1's uid is [`keeper_user`]'s; the host pid unknown.
+    pub fn new(run_user: &str) -> Self {
+        let keeper = keeper_user(run_user);
+        Self {
+            user: run_user.to_owned(),
+            keeper_uid: keeper
+                .split(':')
+                .next()
+                .and_then(|u| u.parse().ok())
+                .unwrap_or(65534),
+            host_pid: None,
+        }
+    }
+}
+
+/// Whether every process left in the container is PID 1's user's (a zombie of one thread
+/// aside), as the **host** sees them: a run can `ptrace` the wrapper and the cleanup (they
+/// are its user's) and fake their report, never this. Read from the container's cgroup on
+/// this machine when PID 1's pid is known and its cgroup names the container (`cgroup.procs`,
+/// then each process's `status`: well under a millisecond), else from the engine (`top`).
+/// `None`: neither could tell.
+pub async fn only_keeper_left(docker: &Docker, id: &str, who: &Who) -> Option<bool> {
+    if let Some(pids) = who.host_pid.and_then(|p| cgroup_procs(p, id)) {
+        return Some(pids.iter().all(|&p| keeper_or_gone(p, who.keeper_uid)));
+    }
+    let top = tokio::time::timeout(
+        Duration::from_secs(20),
+        docker.top_processes(
+            id,
+            Some(bollard::query_parameters::TopOptions {
+                ps_args: "-o pid,uid,stat,nlwp".to_owned(),
+            }),
+        ),
+    )
+    .await
+    .ok()?
+    .ok()?;
+    let titles = top.titles?;
+    let col = |name: &str| titles.iter().position(|t| t.eq_ignore_ascii_case(name));
+    let (uid, stat, nlwp) = (col("UID")?, col("STAT")?, col("NLWP")?);
+    Some(top.processes.unwrap_or_default().iter().all(|row| {
+        let field = |i: usize| row.get(i).map_or("", String::as_str);
+        field(uid).trim() == who.keeper_uid.to_string()
+            || field(stat).starts_with('Z') && field(nlwp).trim() == "1"
+    }))
+}
+
+/// The processes of the container `id` whose PID 1 is `host_pid` on this machine, from its
+/// cgroup (v2, or v1's `pids` or `memory` controller); `None` when that cgroup is not this
+/// container's (another machine's engine, another pid namespace, PID 1 gone and its pid reused).
+fn cgroup_procs(host_pid: u32, id: &str) -> Option<Vec<u32>> {
+    let cgroups = std::fs::read_to_string(format!("/proc/{host_pid}/cgroup")).ok()?;
+    for line in cgroups.lines() {
+        let mut parts = line.splitn(3, ':');
+        let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+        if !path.contains(id) || path.contains("..") {
+            continue;
+        }
+        let file = if controllers.is_empty() {
+            format!("/sys/fs/cgroup{path}/cgroup.procs")
+        } else if controllers.split(',').any(|c| c == "pids" || c == "memory") {
+            format!("/sys/fs/cgroup/{controllers}{path}/cgroup.procs")
+        } else {
+            continue;
+        };
+        if let Ok(text) = std::fs::read_to_string(&file) {
+            return Some(text.lines().filter_map(|l| l.trim().parse().ok()).collect());
+        }
+    }
+    None
+}
+
+/// Whether process `pid` (on this machine) is gone, a zombie of one thread, or `uid`'s.
+fn keeper_or_gone(pid: u32, uid: u32) -> bool {
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return true;
+    };
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.split_whitespace().next())
+            .unwrap_or_default()
+    };
+    field("Uid:") == uid.to_string() || field("State:") == "Z" && field("Threads:") == "1"
 }
 
 /// What a cleanup found: the memory cgroup's `oom_kill` count (`None`: unknown here) and the
@@ -744,6 +859,7 @@ mod tests {
             baseline: vec!["Added /usr".into()],
             oom: 2,
             state: "/etc/hosts 81a4 0 0 174 1".into(),
+            pid: Some(7),
             used: 5,
         };
         save_state(dir.path(), &s);

@@ -131,6 +131,10 @@ use crate::docker_keep::{KILL_ALL, OOM, SCRATCH, STATE};
 pub(crate) struct KeptReport {
     /// Every other process was gone and the scratch folders empty.
     pub(crate) clean: bool,
+    /// Every other process was gone before the listing (the listings may be trusted).
+    pub(crate) killed: bool,
+    /// The host saw processes of the run left after the wrapper ended (whatever it reported).
+    pub(crate) survivors: bool,
     /// The command's exit status.
     pub(crate) status: i64,
     /// The memory cgroup's `oom_kill` count (`None`: unknown).
@@ -153,6 +157,8 @@ pub(crate) fn parse_kept(trailer: &[u8]) -> Option<KeptReport> {
     }
     Some(KeptReport {
         clean: k == "ok",
+        killed: k != "left",
+        survivors: false,
         status: status.parse().ok()?,
         oom: oom.parse().ok(),
         state,
@@ -517,14 +523,21 @@ mod tests {
             parse_kept(b"ok 3 2\n/etc/hosts 81a4 0 0 174 1\nipc shm 1\0"),
             Some(KeptReport {
                 clean: true,
+                killed: true,
+                survivors: false,
                 status: 3,
                 oom: Some(2),
                 state: "/etc/hosts 81a4 0 0 174 1\nipc shm 1".into(),
             })
         );
         assert_eq!(
-            parse_kept(b"left 0 ?\n\0").map(|r| (r.clean, r.oom)),
-            Some((false, None))
+            parse_kept(b"left 0 ?\n\0").map(|r| (r.clean, r.killed, r.oom)),
+            Some((false, false, None))
+        );
+        // Scratch not emptied: not clean, but the processes were gone before the listing.
+        assert_eq!(
+            parse_kept(b"scratch 0 1\n\0").map(|r| (r.clean, r.killed)),
+            Some((false, true))
         );
         // A file name that is not UTF-8 is kept (lossily) in the state, not a lost report.
         assert!(parse_kept(b"ok 0 1\n/dev/\xff 81a4\0").is_some());

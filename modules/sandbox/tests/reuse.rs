@@ -303,6 +303,88 @@ async fn state_a_run_leaves_outside_the_file_system_gets_the_container_replaced(
     }
 }
 
+// The wrapper and the cleanup are the run's user's, so a run can trace them and fake their
+// word that every process is gone; the host's look at the container's processes cannot be
+// faked. A process of the run's user left in the kept container is seen, from the container's
+// cgroup on this machine and from the engine's `top`, and its end is seen too.
+#[tokio::test]
+async fn the_host_sees_a_process_of_the_run_left_in_the_kept_container() {
+    use nuvira_sandbox::docker_keep::{Who, only_keeper_left};
+    let Some(slot) = Slot::new().await else {
+        return;
+    };
+    let first = slot.run("true").await;
+    let kept = id(&first);
+    let docker = slot.sandbox.client();
+    let pid = docker
+        .inspect_container(
+            &kept,
+            None::<bollard::query_parameters::InspectContainerOptions>,
+        )
+        .await
+        .unwrap()
+        .state
+        .unwrap()
+        .pid
+        .unwrap();
+    let local = Who {
+        host_pid: Some(u32::try_from(pid).unwrap()),
+        ..Who::new("0:0")
+    };
+    let engine = Who::new("0:0");
+    for who in [&local, &engine] {
+        assert_eq!(
+            only_keeper_left(docker, &kept, who).await,
+            Some(true),
+            "{who:?}"
+        );
+    }
+    // A process of the run's user that no wrapper killed.
+    let out = std::process::Command::new("docker")
+        .args(["exec", "-d", "-u", "0:0", &kept, "sleep", "1000"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let left = || async {
+        (
+            only_keeper_left(docker, &kept, &local).await,
+            only_keeper_left(docker, &kept, &engine).await,
+        )
+    };
+    let mut seen = left().await;
+    for _ in 0..200 {
+        if seen == (Some(false), Some(false)) {
+            break;
+        }
+        seen = left().await;
+    }
+    assert_eq!(
+        seen,
+        (Some(false), Some(false)),
+        "the left process was not seen"
+    );
+    // The next run's wrapper kills it, and the host sees it gone.
+    let next = slot.run("true").await;
+    assert_eq!(id(&next), kept, "{next:?}");
+    for who in [&local, &engine] {
+        assert_eq!(
+            only_keeper_left(docker, &kept, who).await,
+            Some(true),
+            "{who:?}"
+        );
+    }
+    // Another container's cgroup is not taken for this one's.
+    let other = Who {
+        host_pid: Some(std::process::id()),
+        ..Who::new("0:0")
+    };
+    assert_eq!(
+        only_keeper_left(docker, &kept, &other).await,
+        Some(true),
+        "this process is no container's PID 1: the engine is asked instead"
+    );
+}
+
 #[tokio::test]
 async fn a_timed_out_run_is_killed_and_the_next_run_is_clean() {
     let Some(slot) = Slot::new().await else {
