@@ -1489,6 +1489,42 @@ async fn steps_that_block_on_their_first_poll_get_tasks_and_run_side_by_side() {
     assert!(m.most.load(Ordering::SeqCst) >= 2);
 }
 
+/// Like [`Blocking`], after waiting once: the step is not done at its first poll, and its
+/// second poll blocks its thread.
+#[derive(Default)]
+struct BlockingAfterWait(Blocking);
+
+#[async_trait]
+impl Module for BlockingAfterWait {
+    fn name(&self) -> &str {
+        "blocking-after-wait"
+    }
+    fn write_set(&self, _step: &PlanStep) -> WriteSet {
+        WriteSet::ReadOnly
+    }
+    async fn run(&self, step: &PlanStep, ctx: &StepContext) -> Result<StepOutput, ModuleError> {
+        tokio::task::yield_now().await;
+        self.0.run(step, ctx).await
+    }
+}
+
+/// Steps not done at their first poll stay in the dispatcher while their polls are quick;
+/// when later polls prove slow (synchronous work after an await), the steps move to tasks
+/// and run side by side on the runtime's two workers instead of one after another.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn steps_that_block_after_waiting_get_tasks_and_run_side_by_side() {
+    let m = Arc::new(BlockingAfterWait::default());
+    let engine = Engine::builder().module(m.clone()).max_parallel(4).build();
+    let steps: Vec<_> = (0..40)
+        .map(|i| PlanStep::new(format!("b{i}"), "blocking-after-wait"))
+        .collect();
+    let summary = within(engine.run(plan(steps), EventBus::new("r"), RunSettings::default()))
+        .await
+        .unwrap();
+    assert_eq!(summary.status, RunStatus::Succeeded);
+    assert!(m.0.most.load(Ordering::SeqCst) >= 2);
+}
+
 /// The only runnable step runs in the dispatcher's own task (no task of its own): a
 /// cancellation still stops it at its next await, and its future is dropped before `run`
 /// returns, as an aborted task's would be.
