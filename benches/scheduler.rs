@@ -34,7 +34,8 @@ mod common;
 
 mod scheduler_drivers;
 use scheduler_drivers::{
-    CAP, Competitor, Noop, Sleep, YieldOnce, baseline, baseline_sleep, makespan_plan, runtime,
+    CAP, Competitor, Noop, Sleep, YieldOnce, baseline, baseline_one_task, baseline_sleep,
+    makespan_plan, runtime,
 };
 
 fn overhead(c: &mut Criterion) {
@@ -151,6 +152,17 @@ fn makespan(c: &mut Criterion) {
             let (ch, ind) = (children.clone(), indeg.clone());
             async move {
                 let done = baseline_sleep(ch, ind, CAP).await;
+                assert_eq!(done, n);
+            }
+        })
+    });
+    // The same driver with its steps polled in its own task (no task per step): the
+    // makespan of a driver that never wakes another worker.
+    group.bench_function(BenchmarkId::new("baseline-one-task", path), |b| {
+        b.to_async(&rt).iter(|| {
+            let (ch, ind) = (children.clone(), indeg.clone());
+            async move {
+                let done = baseline_one_task(ch, ind, CAP).await;
                 assert_eq!(done, n);
             }
         })
