@@ -14,7 +14,9 @@
 //!
 //! A second group measures makespan on a layered graph of 1 ms sleep steps against the
 //! critical path's own sleeps run back to back in one task (the bound no scheduler can beat),
-//! and the baseline's makespan on the same graph (what the 1 ms timer costs any driver).
+//! and the baseline's makespan on the same graph (what the 1 ms timer costs any driver), also
+//! with its steps polled in its own task (`baseline-one-task`: no task per step, as Nuvira
+//! keeps waiting steps resident in its dispatcher).
 //! `scheduler_icount makespan DRIVER-stamped RUNS` shows where that time goes natively: the
 //! dispatch latency from a step's last dependency waking to the step starting, and the
 //! length of the sleeps themselves.
