@@ -14,7 +14,9 @@
 //!
 //! A second group measures makespan on a layered graph of 1 ms sleep steps against the
 //! critical path's own sleeps run back to back in one task (the bound no scheduler can beat),
-//! and the baseline's makespan on the same graph (what the 1 ms timer costs any driver).
+//! and the baseline's makespan on the same graph (what the 1 ms timer costs any driver), also
+//! with its steps polled in its own task (`baseline-one-task`: no task per step, as Nuvira
+//! keeps waiting steps resident in its dispatcher).
 //! `scheduler_icount makespan DRIVER-stamped RUNS` shows where that time goes natively: the
 //! dispatch latency from a step's last dependency waking to the step starting, and the
 //! length of the sleeps themselves.
@@ -34,7 +36,8 @@ mod common;
 
 mod scheduler_drivers;
 use scheduler_drivers::{
-    CAP, Competitor, Noop, Sleep, YieldOnce, baseline, baseline_sleep, makespan_plan, runtime,
+    CAP, Competitor, Noop, Sleep, YieldOnce, baseline, baseline_one_task, baseline_sleep,
+    makespan_plan, runtime,
 };
 
 fn overhead(c: &mut Criterion) {
@@ -151,6 +154,17 @@ fn makespan(c: &mut Criterion) {
             let (ch, ind) = (children.clone(), indeg.clone());
             async move {
                 let done = baseline_sleep(ch, ind, CAP).await;
+                assert_eq!(done, n);
+            }
+        })
+    });
+    // The same driver with its steps polled in its own task (no task per step): the
+    // makespan of a driver that never wakes another worker.
+    group.bench_function(BenchmarkId::new("baseline-one-task", path), |b| {
+        b.to_async(&rt).iter(|| {
+            let (ch, ind) = (children.clone(), indeg.clone());
+            async move {
+                let done = baseline_one_task(ch, ind, CAP).await;
                 assert_eq!(done, n);
             }
         })

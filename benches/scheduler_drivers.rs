@@ -167,6 +167,51 @@ where
     .unwrap_or(0)
 }
 
+/// The baseline's Kahn driver with its steps polled in its own task (`FuturesUnordered`), no
+/// task per step: what a driver that never crosses threads gets on the same graph.
+pub async fn baseline_one_task(
+    children: Arc<Vec<Vec<usize>>>,
+    indeg: Arc<Vec<usize>>,
+    cap: usize,
+) -> usize {
+    use futures::StreamExt;
+    tokio::spawn(async move {
+        let mut remaining = (*indeg).clone();
+        let mut ready: VecDeque<usize> = (0..remaining.len())
+            .filter(|&i| remaining[i] == 0)
+            .collect();
+        let mut set = futures::stream::FuturesUnordered::new();
+        let mut in_flight = 0;
+        let mut done = 0;
+        loop {
+            while in_flight < cap {
+                let Some(i) = ready.pop_front() else { break };
+                set.push(Box::pin(async move {
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                    i
+                }));
+                in_flight += 1;
+            }
+            match set.next().await {
+                Some(i) => {
+                    in_flight -= 1;
+                    done += 1;
+                    for &c in &children[i] {
+                        remaining[c] -= 1;
+                        if remaining[c] == 0 {
+                            ready.push_back(c);
+                        }
+                    }
+                }
+                None => break,
+            }
+        }
+        done
+    })
+    .await
+    .unwrap_or(0)
+}
+
 /// The makespan graph of `benches/scheduler.rs`: 20 layers of 10 steps that each sleep 1 ms
 /// (`module`), 1–3 dependencies in the layer before, one sink (critical path 21 steps).
 pub fn makespan_plan(module: &str) -> nuvira_api::ExecutionPlan {

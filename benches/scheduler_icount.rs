@@ -13,8 +13,10 @@
 //! driver, `nuvira` for the engine with history, `nuvira-no-history`), and how many runs after
 //! one warm-up run. The graph `makespan` (the 1 ms-step graph of the bench's makespan group)
 //! prints the mean and median wall time per run instead, natively; its drivers are those
-//! three and `bound` (the critical path's sleeps back to back in one task). The difference between two counts divided by the difference in runs and
-//! by the steps is the cost of one step; `scripts/sched-icount.sh` does that for every pair.
+//! three, `one-task` (the baseline's driver polling its steps in its own task, no task per
+//! step) and `bound` (the critical path's sleeps back to back in one task). The difference
+//! between two counts divided by the difference in runs and by the steps is the cost of one
+//! step; `scripts/sched-icount.sh` does that for every pair.
 //! Without arguments (as `cargo bench` runs every bench) it runs each pair once, as a check.
 
 use nuvira::{Engine, EventBus, RunSettings};
@@ -28,7 +30,8 @@ use std::time::{Duration, Instant};
 mod common;
 mod scheduler_drivers;
 use scheduler_drivers::{
-    CAP, Noop, Sleep, YieldOnce, baseline, baseline_sleep, baseline_steps, makespan_plan, runtime,
+    CAP, Noop, Sleep, YieldOnce, baseline, baseline_one_task, baseline_sleep, baseline_steps,
+    makespan_plan, runtime,
 };
 
 fn main() {
@@ -180,6 +183,10 @@ fn drive(graph: &str, driver: &str, runs: usize) {
                             i
                         })
                         .await;
+                    assert_eq!(done, n);
+                }
+                "one-task" if graph == "makespan" => {
+                    let done = baseline_one_task(children.clone(), indeg.clone(), CAP).await;
                     assert_eq!(done, n);
                 }
                 "baseline" if graph == "makespan" => {

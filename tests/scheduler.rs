@@ -1489,6 +1489,73 @@ async fn steps_that_block_on_their_first_poll_get_tasks_and_run_side_by_side() {
     assert!(m.most.load(Ordering::SeqCst) >= 2);
 }
 
+/// Steps that wait (here for the cancellation) stay in the dispatcher, polled there with
+/// their own wakers: eight of them waiting at once cost no task each (the runtime counts the
+/// dispatcher, the cancellation sentinel and this test's trigger), and the cancellation still
+/// stops every one of them before `run` returns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiting_steps_cost_no_task_each_and_stop_at_the_cancellation() {
+    let m = Arc::new(Scripted::default());
+    let steps: Vec<_> = (0..8)
+        .map(|i| step(&format!("w{i}"), &[], "until-cancelled"))
+        .collect();
+    let settings = RunSettings::default();
+    let cancel = settings.cancel.clone();
+    let m2 = m.clone();
+    let trigger = tokio::spawn(async move {
+        m2.until_started(8).await;
+        let alive = tokio::runtime::Handle::current()
+            .metrics()
+            .num_alive_tasks();
+        cancel.cancel();
+        alive
+    });
+    let summary = within(engine(&m, 8).run(plan(steps), EventBus::new("r"), settings))
+        .await
+        .unwrap();
+    let alive = trigger.await.unwrap();
+    assert!(alive < 8, "{alive} tasks alive while 8 steps waited");
+    assert_eq!(summary.status, RunStatus::Cancelled);
+    assert_eq!(m.running.load(Ordering::SeqCst), 0);
+    assert_eq!(m.dropped.load(Ordering::SeqCst), 8);
+}
+
+/// Like [`Blocking`], after waiting once: the step is not done at its first poll, and its
+/// second poll blocks its thread.
+#[derive(Default)]
+struct BlockingAfterWait(Blocking);
+
+#[async_trait]
+impl Module for BlockingAfterWait {
+    fn name(&self) -> &str {
+        "blocking-after-wait"
+    }
+    fn write_set(&self, _step: &PlanStep) -> WriteSet {
+        WriteSet::ReadOnly
+    }
+    async fn run(&self, step: &PlanStep, ctx: &StepContext) -> Result<StepOutput, ModuleError> {
+        tokio::task::yield_now().await;
+        self.0.run(step, ctx).await
+    }
+}
+
+/// Steps not done at their first poll stay in the dispatcher while their polls are quick;
+/// when later polls prove slow (synchronous work after an await), the steps move to tasks
+/// and run side by side on the runtime's two workers instead of one after another.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn steps_that_block_after_waiting_get_tasks_and_run_side_by_side() {
+    let m = Arc::new(BlockingAfterWait::default());
+    let engine = Engine::builder().module(m.clone()).max_parallel(4).build();
+    let steps: Vec<_> = (0..40)
+        .map(|i| PlanStep::new(format!("b{i}"), "blocking-after-wait"))
+        .collect();
+    let summary = within(engine.run(plan(steps), EventBus::new("r"), RunSettings::default()))
+        .await
+        .unwrap();
+    assert_eq!(summary.status, RunStatus::Succeeded);
+    assert!(m.0.most.load(Ordering::SeqCst) >= 2);
+}
+
 /// The only runnable step runs in the dispatcher's own task (no task of its own): a
 /// cancellation still stops it at its next await, and its future is dropped before `run`
 /// returns, as an aborted task's would be.

@@ -1,10 +1,11 @@
 //! The scheduler: runs a validated plan's steps as soon as their dependencies succeed.
 //!
 //! Shape (after nextest's dispatcher/executor split): one **dispatcher** task owns all graph
-//! state — dependency counters, statuses, the ready queue, the write-set table — and spawns one
-//! task per step into a `JoinSet`. Step tasks never touch graph state; they run their module
+//! state — dependency counters, statuses, the ready queue, the write-set table — and runs the
+//! steps' futures, polling them itself while their polls are quick and giving them tasks in a
+//! `JoinSet` when not (see below). Step futures never touch graph state; they run their module
 //! (with retries under the recovery policy), store their output in a write-once cell, and hand
-//! their result back through the `JoinSet`. Nothing is shared behind a mutex.
+//! their result back. Nothing is shared behind a mutex.
 //!
 //! Guarantees:
 //! - a step starts only after every dependency **succeeded**;
@@ -19,9 +20,10 @@
 //! - in a dry run, steps of kind `test` and `execute` are not run (they succeed with a note):
 //!   edits are only previewed, so they would test the unchanged workspace (see
 //!   [`ModuleKind::runs_in_dry_run`](nuvira_api::ModuleKind::runs_in_dry_run));
-//! - on cancellation every running step task is aborted and awaited before [`run`] returns, so
-//!   no step task outlives the run (work a module moved to a blocking thread cannot be
-//!   interrupted: modules must do blocking work in bounded pieces or check the cancel signal).
+//! - on cancellation every running step task is aborted and awaited, and every step the
+//!   dispatcher polls itself is dropped, before [`run`] returns, so no step outlives the run
+//!   (work a module moved to a blocking thread cannot be interrupted: modules must do
+//!   blocking work in bounded pieces or check the cancel signal).
 //!
 //! The dispatcher runs as a spawned task, not inside the caller's future: polled by
 //! `block_on`, the same loop was measured 5–46× slower on a 10,000-step chain.
@@ -29,11 +31,16 @@
 //! The dispatcher polls a step once itself before giving it a task. A step that finishes on
 //! that poll (a no-op, a step whose work is done, a resumed step) costs no task at all: less
 //! than spawning and joining one, which is most of what a hand-written JoinSet driver spends
-//! per step. One that does not finish moves to a task and is polled there with the task's
-//! waker. So that slow first polls do not run one after another in the dispatcher, a module
-//! with a step not done at its first poll, or with first polls slower than 50 µs (more than
-//! two, and more than one in sixteen), has its steps given tasks at once for the rest of the
-//! run, before the dispatcher polls the quick ones. The only runnable step (nothing else
+//! per step. One that does not finish (it waits on a timer, I/O, another task) stays
+//! **resident**: the dispatcher keeps polling it in its own task, each resident step with a
+//! waker of its own (a `FuturesUnordered`), so a wake-up handles every step woken by then,
+//! and waiting steps cost no task, no spawn and no wake-up of another worker: on a graph of
+//! 1 ms sleeps the time from a layer's timers firing to the next layer's timers being set,
+//! which adds to each layer's makespan, is one thread's work. A resident step whose poll
+//! takes longer than 50 µs moves to a task at once. So that slow polls do not run one after
+//! another in the dispatcher, a module with polls slower than 50 µs (more than two, and more
+//! than one in sixteen), has its steps given tasks at once for the rest of the run, before
+//! the dispatcher polls the quick ones. The only runnable step (nothing else
 //! running or ready) gets no task at all: the dispatcher would only wait for it, so it awaits
 //! the step in its own task, watching for cancellation between polls. Its first poll is
 //! with a no-op waker, and a step not done then is polled again at once with the
@@ -51,6 +58,8 @@
 use crate::events::{EMPTY_OUTPUT, EventBus, Lifecycle};
 use crate::validate::ValidatedPlan;
 use futures::FutureExt;
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
 use nuvira_api::engine::{RunInfo, RunScope, StepContextBuilder};
 use nuvira_api::{
     CancelSignal, ErrorCategory, EventKind, Failure, LlmClient, Module, ModuleError, PlanStep,
@@ -514,15 +523,77 @@ struct Dispatcher {
     inline_done: Vec<Done>,
     /// Steps of this wake-up whose first poll happens in the dispatcher (kept for its buffer).
     to_poll: Vec<usize>,
-    /// Modules (by address) whose steps are given a task at once: one of their steps was not
-    /// done at its first poll, or their first polls proved slow (see [`SlowPolls`]).
+    /// Modules (by address) whose steps are given a task at once: their polls in the
+    /// dispatcher proved slow (see [`SlowPolls`]).
     spawn_first: Vec<usize>,
-    /// Modules (by address) with first polls in the dispatcher that took longer than
+    /// Modules (by address) with polls in the dispatcher that took longer than
     /// [`INLINE_POLL_LIMIT`].
     slow_polls: Vec<(usize, SlowPolls)>,
     /// The only runnable step `launch` started (nothing else running or ready): `run` awaits
     /// it in the dispatcher's own task instead of giving it one (see `run_alone`).
     alone: Option<usize>,
+    /// Steps not done at their first poll that the dispatcher goes on polling in its own task,
+    /// each woken by its own waker (see [`Resident`]).
+    resident: FuturesUnordered<Resident>,
+    /// What the resident steps' polls of one wake-up gave (kept for its buffer).
+    polled: Vec<Polled>,
+}
+
+/// A step's future, boxed so it can move from the dispatcher to a task between two polls.
+type StepFuture = Pin<Box<dyn Future<Output = Done> + Send>>;
+
+/// A step the dispatcher polls in its own task after its first poll, when that poll was
+/// quick and not the end: waiting on a timer, I/O or another task costs it no task, no spawn
+/// and no wake-up of another worker, and a wake-up of the dispatcher handles every resident
+/// step woken by then. A poll slower than [`INLINE_POLL_LIMIT`] moves the step to a task (and
+/// counts against its module, see [`SlowPolls`]), so slow synchronous work does not hold up
+/// the dispatcher more than once per step.
+struct Resident {
+    idx: usize,
+    /// `None` once the step has moved on (it is never polled again then).
+    step: Option<StepFuture>,
+}
+
+/// What polling a resident step gave.
+enum Polled {
+    /// It ended; `bool`: its last poll was slow.
+    Done(Done, bool),
+    /// A poll was slow and it is not done: it moves to a task.
+    Slow(usize, StepFuture),
+}
+
+impl Future for Resident {
+    type Output = Polled;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Polled> {
+        let idx = self.idx;
+        let Some(step) = self.step.as_mut() else {
+            return Poll::Pending;
+        };
+        let started = Instant::now();
+        match poll_step(step.as_mut(), cx, idx) {
+            Some(done) => Poll::Ready(Polled::Done(done, started.elapsed() > INLINE_POLL_LIMIT)),
+            None if started.elapsed() > INLINE_POLL_LIMIT => match self.step.take() {
+                Some(step) => Poll::Ready(Polled::Slow(idx, step)),
+                None => Poll::Pending,
+            },
+            None => Poll::Pending,
+        }
+    }
+}
+
+/// Polls the resident steps that were woken, with the dispatcher's context, into `polled`.
+fn poll_resident(
+    resident: &mut FuturesUnordered<Resident>,
+    cx: &mut Context<'_>,
+    polled: &mut Vec<Polled>,
+) {
+    if resident.is_empty() {
+        return;
+    }
+    while let Poll::Ready(Some(p)) = resident.poll_next_unpin(cx) {
+        polled.push(p);
+    }
 }
 
 /// How long a step's first poll may take in the dispatcher and still count as quick. A step
@@ -596,6 +667,8 @@ impl Dispatcher {
             spawn_first: Vec::new(),
             slow_polls: Vec::new(),
             alone: None,
+            resident: FuturesUnordered::new(),
+            polled: Vec::new(),
         }
     }
 
@@ -666,6 +739,15 @@ impl Dispatcher {
                         Err(_) => {}
                     }
                 }
+                if !self.resident.is_empty() {
+                    let (resident, polled) = (&mut self.resident, &mut self.polled);
+                    std::future::poll_fn(|cx| {
+                        poll_resident(resident, cx, polled);
+                        Poll::Ready(())
+                    })
+                    .await;
+                    self.handle_polled();
+                }
                 if was_cancelled || self.shared.opts.cancel.is_cancelled() {
                     was_cancelled = true;
                     break;
@@ -676,9 +758,20 @@ impl Dispatcher {
             if self.in_flight == 0 {
                 break;
             }
-            // Every step that has finished by now is handled before the next launch, so one
-            // wake-up starts their dependents together and publishes their events at once.
-            let mut joined = self.tasks.join_next().await;
+            // Every step that has finished by now, resident or in a task, is handled before the
+            // next launch, so one wake-up starts their dependents together and publishes their
+            // events at once.
+            let (tasks, resident, polled) = (&mut self.tasks, &mut self.resident, &mut self.polled);
+            let mut joined = std::future::poll_fn(|cx| {
+                poll_resident(resident, cx, polled);
+                match tasks.poll_join_next(cx) {
+                    Poll::Pending if polled.is_empty() => Poll::Pending,
+                    Poll::Pending => Poll::Ready(None),
+                    Poll::Ready(joined) => Poll::Ready(joined),
+                }
+            })
+            .await;
+            self.handle_polled();
             let mut ended = false;
             while let Some(result) = joined {
                 match result {
@@ -693,7 +786,7 @@ impl Dispatcher {
                 }
                 joined = self.tasks.try_join_next();
             }
-            if ended || self.tasks.is_empty() {
+            if ended || (self.tasks.is_empty() && self.resident.is_empty()) {
                 break;
             }
         }
@@ -745,6 +838,27 @@ impl Dispatcher {
             steps: self.outcomes(),
             duration,
         }
+    }
+
+    /// Handles what the resident steps' polls gave: ended steps finish, slow ones get tasks.
+    fn handle_polled(&mut self) {
+        if self.polled.is_empty() {
+            return;
+        }
+        let mut polled = std::mem::take(&mut self.polled);
+        for p in polled.drain(..) {
+            match p {
+                Polled::Done(done, slow) => {
+                    self.count_poll(done.idx, slow);
+                    self.finish(done);
+                }
+                Polled::Slow(idx, step) => {
+                    self.count_poll(idx, true);
+                    self.spawn_step_future(idx, step);
+                }
+            }
+        }
+        self.polled = polled;
     }
 
     /// Every step's outcome, in plan order. Outputs stayed in their cells while the run went
@@ -850,8 +964,8 @@ impl Dispatcher {
             // The dispatcher would only wait for it: `run` awaits it in place (`run_alone`).
             self.alone = start.pop();
         } else {
-            // Steps of modules known to be slow (or not done at once) get tasks first, so they
-            // run on other workers while the dispatcher polls the quick ones.
+            // Steps of modules known to be slow get tasks first, so they run on other workers
+            // while the dispatcher polls the quick ones.
             let mut poll = std::mem::take(&mut self.to_poll);
             for i in start.drain(..) {
                 if self.polls_in_place(i) {
@@ -863,8 +977,8 @@ impl Dispatcher {
             for i in poll.drain(..) {
                 // A step polled here may cancel the run: the rest get tasks, which the
                 // cancellation aborts, as it would have had they been spawned. A module that
-                // proved slow (or not done at once) during this loop gets tasks for the rest
-                // of it too, so one wake-up runs at most a few slow first polls in a row.
+                // proved slow during this loop gets tasks for the rest of it too, so one
+                // wake-up runs at most a few slow first polls in a row.
                 let in_place = !self.shared.opts.cancel.is_cancelled() && self.polls_in_place(i);
                 self.spawn(i, in_place);
             }
@@ -874,7 +988,7 @@ impl Dispatcher {
     }
 
     /// Whether step `idx`'s first poll happens in the dispatcher: unless its module's steps
-    /// proved slow or not done at once (see `run_inline_first`).
+    /// proved slow (see `run_inline_first`).
     fn polls_in_place(&self, idx: usize) -> bool {
         self.spawn_first.is_empty() || !self.spawn_first.contains(&self.module_addr(idx))
     }
@@ -992,9 +1106,6 @@ impl Dispatcher {
     /// the sentinel, the only other task. `None`: the run was cancelled, and the step's future
     /// is dropped here, as an aborted task's would be (the step stays `Running` for
     /// `cancel_all`).
-    ///
-    /// A step not done at its first poll marks its module as one whose steps get tasks at
-    /// once when others run beside them, as `run_inline_first` does.
     async fn run_alone(&mut self, idx: usize) -> Option<Done> {
         self.in_flight += 1;
         let mut step = std::pin::pin!(run_step(self.shared.clone(), idx));
@@ -1029,10 +1140,10 @@ impl Dispatcher {
             }
         })
         .await;
-        match &done {
-            Some(d) if polls == 1 => self.count_poll(idx, d.duration > INLINE_POLL_LIMIT),
-            Some(_) => self.spawn_module_first(idx),
-            None => {}
+        if let Some(d) = &done
+            && polls == 1
+        {
+            self.count_poll(idx, d.duration > INLINE_POLL_LIMIT);
         }
         done
     }
@@ -1040,33 +1151,44 @@ impl Dispatcher {
     /// Polls step `idx` once here, in the dispatcher, before giving it a task. A step that
     /// completes at once (a no-op, a step whose work is already done, a resumed step) then
     /// costs no task: spawning and joining one costs more than such a step. One that is not
-    /// done yet moves to a task as usual (a future may move between polls: the next poll
-    /// registers the task's waker).
+    /// done yet stays [`Resident`] (the next poll, in the resident set, registers its own
+    /// waker).
     ///
     /// The dispatcher does this for the steps of a wake-up after those of slow modules got
-    /// their tasks (the only runnable step is awaited in place, see `run_alone`). A module one
-    /// of whose steps is not done at its first poll, or whose first polls prove slow (see
-    /// [`SlowPolls`]), has its steps spawned at once from then on (unless alone), so slow
-    /// first polls hold up the steps behind them a few times per module and run at most.
+    /// their tasks (the only runnable step is awaited in place, see `run_alone`). A module
+    /// whose polls prove slow (see [`SlowPolls`]) has its steps spawned at once from then on
+    /// (unless alone), so slow polls hold up the steps behind them a few times per module
+    /// and run at most.
     fn run_inline_first(&mut self, shared: Arc<Shared>, idx: usize) {
-        let mut step: Pin<Box<dyn Future<Output = Done> + Send>> = Box::pin(run_step(shared, idx));
+        let mut step: StepFuture = Box::pin(run_step(shared, idx));
         let mut cx = Context::from_waker(Waker::noop());
+        let polled_at = Instant::now();
         match std::panic::catch_unwind(AssertUnwindSafe(|| step.as_mut().poll(&mut cx))) {
             Ok(Poll::Ready(done)) => {
                 self.count_poll(idx, done.duration > INLINE_POLL_LIMIT);
                 self.inline_done.push(done);
             }
             Err(payload) => self.inline_done.push(panicked(idx, &*payload)),
-            Ok(Poll::Pending) => {
-                self.spawn_module_first(idx);
-                self.spawn_task(async move {
-                    AssertUnwindSafe(step)
-                        .catch_unwind()
-                        .await
-                        .unwrap_or_else(|payload| panicked(idx, &*payload))
-                });
+            // A slow first poll that did not end: the step's next polls may be as slow.
+            Ok(Poll::Pending) if polled_at.elapsed() > INLINE_POLL_LIMIT => {
+                self.count_poll(idx, true);
+                self.spawn_step_future(idx, step);
             }
+            Ok(Poll::Pending) => self.resident.push(Resident {
+                idx,
+                step: Some(step),
+            }),
         }
+    }
+
+    /// Gives a step future that was polled in the dispatcher a task of its own.
+    fn spawn_step_future(&mut self, idx: usize, step: StepFuture) {
+        self.spawn_task(async move {
+            AssertUnwindSafe(step)
+                .catch_unwind()
+                .await
+                .unwrap_or_else(|payload| panicked(idx, &*payload))
+        });
     }
 
     fn finish(&mut self, done: Done) {
@@ -1200,6 +1322,9 @@ impl Dispatcher {
                 },
             );
         }
+        // Resident steps are dropped here, as aborted tasks are (they stay `Running` below).
+        self.resident.clear();
+        self.polled.clear();
         self.tasks.abort_all();
         while let Some(joined) = self.tasks.join_next().await {
             if let Ok(done) = joined
@@ -1611,7 +1736,7 @@ async fn run_split(
 }
 
 /// Polls a step's future once; a panic is the step's failure.
-fn poll_step<F: Future<Output = Done>>(
+fn poll_step<F: Future<Output = Done> + ?Sized>(
     step: Pin<&mut F>,
     cx: &mut Context<'_>,
     idx: usize,
