@@ -80,9 +80,13 @@ fn script_with(build_dirs: &[&str], nonce: &str, prune: Option<&str>, kept: bool
     let walk = format!("find /workspace -xdev \\( -path \"$P\"{skip} \\) -prune -o");
     let m = |what: &str| format!("printf '\\000nuvira-{nonce}-{what}\\000' >&2");
     let (begin, all, all_file, end) = (m("newer"), m("all"), m("all-file"), m("end"));
+    // The `all` marker into a file, so that one `cat` sends `newer`, it and `all`.
+    let all_to_m = format!("printf '\\000nuvira-{nonce}-all\\000' > \"$P/m\"");
     let newer_file = m("newer-file");
     // In `newer`, an entry that is not a folder is listed twice (its type, in any `find`).
-    let typed = "\\( -type d -print0 -o -print0 -print0 \\)";
+    // One walk writes both listings (GNU `find` opens a file named by several `-fprint0`s
+    // once): each `find` is a fork and a walk of the volume.
+    let typed = "\\( -type d -fprint0 \"$P/newer\" -o -fprint0 \"$P/newer\" -fprint0 \"$P/newer\" \\)";
     let kill = if kept { KILL_ALL } else { "" };
     let end_kept = if kept {
         format!(
@@ -105,9 +109,14 @@ rm -f "$T"
 "$@"
 s=$?
 {kill}if [ -f "$M" ] && rm -rf "$P" 2>/dev/null && mkdir "$P" 2>/dev/null; then
-  if {{ {walk} -cnewer "$M" {typed} > "$P/newer" 2>/dev/null || {walk} -newer "$M" {typed} > "$P/newer" 2>/dev/null; }} && {walk} -print0 > "$P/all.tmp" 2>/dev/null && mv "$P/all.tmp" "$P/all" 2>/dev/null; then
-    {begin}; if [ "$(wc -c < "$P/newer")" -le {INLINE_CAP} ]; then cat "$P/newer" >&2; else {newer_file}; fi
-    if [ "$(wc -c < "$P/all")" -le {INLINE_CAP} ]; then {all}; cat "$P/all" >&2; else {all_file}; fi
+  if {walk} -fprint0 "$P/all" -cnewer "$M" {typed} 2>/dev/null || {{ rm -f "$P/all" "$P/newer"; {walk} -fprint0 "$P/all" -newer "$M" {typed} 2>/dev/null; }}; then
+    set -- $(stat -c %s "$P/newer" "$P/all" 2>/dev/null)
+    if [ "${{1:-x}}" -le {INLINE_CAP} ] 2>/dev/null && [ "${{2:-x}}" -le {INLINE_CAP} ] 2>/dev/null; then
+      {all_to_m}; {begin}; cat "$P/newer" "$P/m" "$P/all" >&2
+    else
+      {begin}; if [ "${{1:-x}}" -le {INLINE_CAP} ] 2>/dev/null; then cat "$P/newer" >&2; else {newer_file}; fi
+      if [ "${{2:-x}}" -le {INLINE_CAP} ] 2>/dev/null; then {all}; cat "$P/all" >&2; else {all_file}; fi
+    fi
     {end}
   fi
 fi
@@ -501,8 +510,11 @@ mod tests {
         // The wrapper caps `newer` as it caps `all`.
         let s = script(&[], "n");
         assert!(s.contains(
-            "-le 1048576 ]; then cat \"$P/newer\" >&2; else printf '\\000nuvira-n-newer-file\\000' >&2; fi"
+            "-le 1048576 ] 2>/dev/null; then cat \"$P/newer\" >&2; else printf '\\000nuvira-n-newer-file\\000' >&2; fi"
         ), "{s}");
+        // Both short: one `cat` of `newer`, the `all` marker and `all`, after one walk.
+        assert!(s.contains("cat \"$P/newer\" \"$P/m\" \"$P/all\" >&2"), "{s}");
+        assert_eq!(s.matches("-fprint0 \"$P/all\" -cnewer").count(), 1, "{s}");
     }
 
     #[test]
