@@ -86,7 +86,8 @@ fn script_with(build_dirs: &[&str], nonce: &str, prune: Option<&str>, kept: bool
     // In `newer`, an entry that is not a folder is listed twice (its type, in any `find`).
     // One walk writes both listings (GNU `find` opens a file named by several `-fprint0`s
     // once): each `find` is a fork and a walk of the volume.
-    let typed = "\\( -type d -fprint0 \"$P/newer\" -o -fprint0 \"$P/newer\" -fprint0 \"$P/newer\" \\)";
+    let typed =
+        "\\( -type d -fprint0 \"$P/newer\" -o -fprint0 \"$P/newer\" -fprint0 \"$P/newer\" \\)";
     let kill = if kept { KILL_ALL } else { "" };
     let end_kept = if kept {
         format!(
@@ -513,7 +514,10 @@ mod tests {
             "-le 1048576 ] 2>/dev/null; then cat \"$P/newer\" >&2; else printf '\\000nuvira-n-newer-file\\000' >&2; fi"
         ), "{s}");
         // Both short: one `cat` of `newer`, the `all` marker and `all`, after one walk.
-        assert!(s.contains("cat \"$P/newer\" \"$P/m\" \"$P/all\" >&2"), "{s}");
+        assert!(
+            s.contains("cat \"$P/newer\" \"$P/m\" \"$P/all\" >&2"),
+            "{s}"
+        );
         assert_eq!(s.matches("-fprint0 \"$P/all\" -cnewer").count(), 1, "{s}");
     }
 
