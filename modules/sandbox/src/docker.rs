@@ -814,20 +814,8 @@ impl DockerSandbox {
             )
             .await
             .map_err(|e| self.engine_error("attach to the container", e))?;
-        let mut output = attached.output;
-        let reader = tokio::spawn(async move {
-            let (mut out, mut err) = (Tail::default(), Tail::default());
-            while let Some(Ok(chunk)) = output.next().await {
-                match chunk {
-                    LogOutput::StdErr { message } => err.push(&message),
-                    LogOutput::StdOut { message } | LogOutput::Console { message } => {
-                        out.push(&message);
-                    }
-                    LogOutput::StdIn { .. } => {}
-                }
-            }
-            (out, err)
-        });
+        let output = attached.output;
+        let reader = tokio::spawn(read_output(output));
         let reader_abort = reader.abort_handle();
         let _abort_reader = AbortOnDrop(reader_abort.clone());
 
@@ -1018,7 +1006,7 @@ impl DockerSandbox {
             )
             .await
             .map_err(|e| self.engine_error("run the command in the kept container", e))?;
-        let StartExecResults::Attached { mut output, .. } = docker
+        let StartExecResults::Attached { output, .. } = docker
             .start_exec(&exec.id, None)
             .await
             .map_err(|e| self.engine_error("start the command in the kept container", e))?
@@ -1027,19 +1015,7 @@ impl DockerSandbox {
                 "start the command in the kept container: the engine did not attach".into(),
             ));
         };
-        let reader = tokio::spawn(async move {
-            let (mut out, mut err) = (Tail::default(), Tail::default());
-            while let Some(Ok(chunk)) = output.next().await {
-                match chunk {
-                    LogOutput::StdErr { message } => err.push(&message),
-                    LogOutput::StdOut { message } | LogOutput::Console { message } => {
-                        out.push(&message);
-                    }
-                    LogOutput::StdIn { .. } => {}
-                }
-            }
-            (out, err)
-        });
+        let reader = tokio::spawn(read_output(output));
         let reader_abort = reader.abort_handle();
         let _abort_reader = AbortOnDrop(reader_abort.clone());
         let mut reader = reader;
@@ -1519,6 +1495,25 @@ struct Ended {
     exit_code: Option<i64>,
     timed_out: bool,
     oom_killed: bool,
+}
+
+/// Reads an attached container's or exec's output stream to its end, keeping the tail of
+/// standard output and of standard error.
+async fn read_output<S>(mut output: S) -> (Tail, Tail)
+where
+    S: futures::Stream<Item = Result<LogOutput, bollard::errors::Error>> + Unpin,
+{
+    let (mut out, mut err) = (Tail::default(), Tail::default());
+    while let Some(Ok(chunk)) = output.next().await {
+        match chunk {
+            LogOutput::StdErr { message } => err.push(&message),
+            LogOutput::StdOut { message } | LogOutput::Console { message } => {
+                out.push(&message);
+            }
+            LogOutput::StdIn { .. } => {}
+        }
+    }
+    (out, err)
 }
 
 /// A kept container's name: `nuvira-keep-<pid>-<n>-<nanos>`.
