@@ -246,8 +246,20 @@ impl DockerSandbox {
             // ends first: its slot is this run's warm one.
             crate::docker_keep::wait_for_pending(&request.workspace).await;
         }
-        let mut cache =
-            crate::docker_cache::prepare(&self.docker, request, self.cache_root.as_ref()).await?;
+        // The image's id and user, for a kept container's config (looked up while the cache
+        // is prepared, not after it).
+        let reuse_wanted = request.cache && crate::docker_keep::reuse_enabled(self.reuse);
+        let (cache, mut image_info) = tokio::join!(
+            crate::docker_cache::prepare(&self.docker, request, self.cache_root.as_ref()),
+            async {
+                if reuse_wanted {
+                    Some(self.docker.inspect_image(&image).await)
+                } else {
+                    None
+                }
+            }
+        );
+        let mut cache = cache?;
         let mut newer = None;
         let mut extra = Vec::new();
         if let Some(ws) = cache.as_ref().and_then(|c| c.workspace.as_ref())
@@ -338,11 +350,11 @@ impl DockerSandbox {
                 tar.extra.remove(i);
             }
             let idle = self.reuse_idle.unwrap_or_else(crate::docker_keep::idle);
-            let inspected = self
-                .docker
-                .inspect_image(&image)
-                .await
-                .map_err(|e| self.engine_error(&format!("inspect image {image}"), e))?;
+            let inspected = match image_info.take() {
+                Some(info) => info,
+                None => self.docker.inspect_image(&image).await,
+            }
+            .map_err(|e| self.engine_error(&format!("inspect image {image}"), e))?;
             let image_id = inspected.id.unwrap_or_default();
             // The user a fresh container's command runs as (the create body's, else the
             // image's, else root): the execs' user; PID 1 runs as another.
@@ -421,6 +433,7 @@ impl DockerSandbox {
                             oom: 0,
                             state: String::new(),
                             pid: None,
+                            upper: None,
                             used: 0,
                         },
                         entry_dir,
@@ -504,19 +517,38 @@ impl DockerSandbox {
                             "list the new container's changes: the engine did not answer".into(),
                         )
                     })?;
-                // PID 1's pid on this machine, for the host's look at what a run left.
-                k.state.pid = self
+                // PID 1's pid on this machine, for the host's look at what a run left, and
+                // the overlay upper folder, read here instead of the engine's changes list
+                // when the engine is this machine's.
+                let inspected = self
                     .docker
                     .inspect_container(
                         &created.id,
                         None::<bollard::query_parameters::InspectContainerOptions>,
                     )
                     .await
-                    .ok()
-                    .and_then(|c| c.state?.pid)
+                    .ok();
+                k.state.pid = inspected
+                    .as_ref()
+                    .and_then(|c| c.state.as_ref()?.pid)
                     .and_then(|p| u32::try_from(p).ok())
                     .filter(|&p| p > 0);
                 k.exec.3.host_pid = k.state.pid;
+                if let Some(pid) = k.state.pid
+                    && crate::docker_keep::is_local(pid, &created.id)
+                    && let Some(upper) = crate::docker_keep::upper_dir(
+                        inspected.as_ref().and_then(|c| c.graph_driver.as_ref()),
+                    )
+                {
+                    let dir = upper.clone();
+                    k.state.upper = tokio::task::spawn_blocking(move || {
+                        crate::docker_keep::upper_listing(&dir)
+                    })
+                    .await
+                    .ok()
+                    .flatten()
+                    .map(|listing| (upper, listing));
+                }
                 k.state.state = crate::docker_keep::state(&self.docker, &created.id, &k.exec.3.user)
                     .await
                     .ok_or_else(|| {
@@ -1170,7 +1202,7 @@ impl DockerSandbox {
                         found.state
                     );
                     gone = gone.or(Some(
-                        "the run left state outside the file system (/dev, /etc/hosts, message queues or IPC)",
+                        "the run left state outside the file system (/dev, the modes of /tmp or /dev/shm, /etc/hosts, message queues or IPC)",
                     ));
                 }
             }
@@ -1197,9 +1229,52 @@ impl DockerSandbox {
             }
         }
         if gone.is_none() {
-            let now = crate::docker_keep::changes(&self.docker, &id).await;
-            if now.as_ref() != Some(&kept.state.baseline) {
-                tracing::debug!("kept container {id} discarded: its file system changed: {now:?}");
+            // The overlay upper folder read on this machine when it could be at the start
+            // (PID 1 still this container's: the engine is this machine's), else the engine's
+            // changes list.
+            let upper = kept
+                .state
+                .upper
+                .clone()
+                .filter(|_| {
+                    kept.state
+                        .pid
+                        .is_some_and(|pid| crate::docker_keep::is_local(pid, &id))
+                })
+                .map(|(dir, baseline)| async move {
+                    let now = tokio::task::spawn_blocking(move || {
+                        crate::docker_keep::upper_listing(&dir)
+                    })
+                    .await
+                    .ok()
+                    .flatten()?;
+                    Some((now == baseline, now))
+                });
+            let upper = match upper {
+                Some(read) => read.await,
+                None => None,
+            };
+            let same = match upper {
+                Some((same, now)) => {
+                    if !same {
+                        tracing::debug!(
+                            "kept container {id} discarded: its upper folder changed: {now:?}"
+                        );
+                    }
+                    same
+                }
+                None => {
+                    let now = crate::docker_keep::changes(&self.docker, &id).await;
+                    let same = now.as_ref() == Some(&kept.state.baseline);
+                    if !same {
+                        tracing::debug!(
+                            "kept container {id} discarded: its file system changed: {now:?}"
+                        );
+                    }
+                    same
+                }
+            };
+            if !same {
                 gone = Some("the run wrote the container's own file system");
             }
         }

@@ -41,8 +41,9 @@
 //! ([`list_kept`], [`remove_kept`]).
 //!
 //! **PID 1 is another user's** (`keeper_user`): a run cannot signal, `ptrace` or `prlimit`
-//! it. **State outside the file system** (`STATE`: Docker's `/etc/hosts`, `/etc/resolv.conf`
-//! and `/etc/hostname`, the `/dev` tmpfs, POSIX message queues, System V IPC) must be what it
+//! it. **State outside the file system** (`STATE_START`: Docker's `/etc/hosts`, `/etc/resolv.conf`
+//! and `/etc/hostname`, the `/dev` tmpfs, the modes of `/tmp` and `/dev/shm`, POSIX message
+//! queues, System V IPC) must be what it
 //! was when the container started, or the container goes. The wrapper and the cleanup are the
 //! run's user's (a run can trace them), so the host checks that no process of the run is left
 //! ([`only_keeper_left`]) before the listings are trusted and the container kept. A wrapper
@@ -67,7 +68,7 @@ use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// `0`, `false`, `no` or `off` gives every warm Docker run a fresh container; `1`, `true`, `yes`
@@ -226,17 +227,18 @@ while :; do
 done
 "#;
 
-/// Shell: `/tmp` and `/dev/shm` given back their mode (a run may `chmod 0` them to hide what
-/// they hold) and emptied, their folders made writable first (a test may leave a read-only
-/// one; `chmod -R` follows no link, and links are not given to it); `K=scratch` when
-/// something is left and `K` was `ok`.
-pub(crate) const SCRATCH: &str = r#"chmod 1777 /tmp /dev/shm 2>/dev/null
-set --
+/// Shell: `/tmp` and `/dev/shm` emptied, their folders made writable first (a test may leave
+/// a read-only one; `chmod -R` follows no link, and links are not given to it), and `$R` too
+/// when set (the wrapper's listings, once sent); `K=scratch` when something is left and `K`
+/// was `ok`. A run that changes the mode of `/tmp` or `/dev/shm` (`chmod 0` hides what they
+/// hold) changes [`STATE_START`]: its container is not kept.
+pub(crate) const SCRATCH: &str = r#"set --
 for f in /tmp/* /tmp/.[!.]* /tmp/..?* /dev/shm/* /dev/shm/.[!.]* /dev/shm/..?*; do
   [ -d "$f" ] && [ ! -L "$f" ] && set -- "$@" "$f"
 done
 [ $# -gt 0 ] && chmod -R u+rwX -- "$@" 2>/dev/null
 set --
+[ -n "$R" ] && set -- "$R"
 for f in /tmp/* /tmp/.[!.]* /tmp/..?* /dev/shm/* /dev/shm/.[!.]* /dev/shm/..?*; do
   [ -e "$f" ] || [ -L "$f" ] && set -- "$@" "$f"
 done
@@ -257,19 +259,31 @@ done
 /// scratch folders: Docker's `/etc/hosts`, `/etc/resolv.conf` and `/etc/hostname` (bind
 /// mounts, writable by the run unless the root is read-only: their checksums, modes, owners
 /// and inodes; the engine touches them after the start, so not their times), the folders
-/// `/dev`, `/dev/mqueue`, `/dev/pts` (mode, owner, inode: their times change when a healthy
-/// run opens and unlinks a message queue), every entry in them (type and mode, owner, size,
-/// inode, links, device numbers, change time to the nanosecond: a swap of two device nodes
-/// changes the inodes), and the number of System V IPC objects. A kept container is kept only
-/// while `S` is what it was right after it started.
-pub(crate) const STATE: &str = r#"set --
+/// `/dev`, `/dev/mqueue`, `/dev/pts`, `/tmp`, `/dev/shm` (mode, owner, inode: their times
+/// change when a healthy run opens and unlinks a message queue or a temporary file), every
+/// entry in the first three (type and mode, owner, size, inode, links, device numbers, change
+/// time to the nanosecond: a swap of two device nodes changes the inodes), and the number of
+/// System V IPC objects. A kept container is kept only while `S` is what it was right after it
+/// started. In two halves: [`STATE_START`] starts reading it in the background (into
+/// `/dev/shm/.nuvira-state`; the wrapper lists `/workspace` meanwhile), [`STATE_END`] waits
+/// for it and sets `S` (before [`SCRATCH`], which removes the file).
+pub(crate) const STATE_START: &str = r#"set --
 for f in /dev/* /dev/.[!.]* /dev/..?* /dev/mqueue/* /dev/mqueue/.[!.]* /dev/mqueue/..?* /dev/pts/* /dev/pts/.[!.]* /dev/pts/..?*; do
   case $f in /dev/shm|/dev/mqueue|/dev/pts) continue;; esac
   if [ -e "$f" ] || [ -L "$f" ]; then set -- "$@" "$f"; fi
 done
-S=$(cksum /etc/hosts /etc/resolv.conf /etc/hostname 2>&1
-stat -c '%n %f %u %g %i' -- /etc/hosts /etc/resolv.conf /etc/hostname /dev /dev/mqueue /dev/pts 2>&1
-stat -c '%n %f %u %g %s %i %h %t %T %.9Z' -- "$@" 2>&1)
+F=/dev/shm/.nuvira-state
+{ cksum /etc/hosts /etc/resolv.conf /etc/hostname
+stat -c '%n %f %u %g %i' -- /etc/hosts /etc/resolv.conf /etc/hostname /dev /dev/mqueue /dev/pts /tmp /dev/shm
+stat -c '%n %f %u %g %s %i %h %t %T %.9Z' -- "$@"; } > "$F" 2>&1 &
+J=$!
+"#;
+
+/// The second half of the state ([`STATE_START`]).
+pub(crate) const STATE_END: &str = r#"wait "$J"
+S=
+while IFS= read -r l || [ -n "$l" ]; do S="${S:+$S
+}$l"; done < "$F"
 for f in shm sem msg; do
   n=0
   while read -r l; do n=$((n+1)); done 2>/dev/null < "/proc/sysvipc/$f"
@@ -283,20 +297,22 @@ pub(crate) fn state_script() -> Vec<String> {
     vec![
         "/bin/sh".into(),
         "-c".into(),
-        format!("{STATE}printf '%s' \"$S\"\n"),
+        format!("{STATE_START}{STATE_END}rm -f \"$F\"\nprintf '%s' \"$S\"\n"),
     ]
 }
 
 /// The cleanup after a run (an exec) when the wrapper's own did not pass: [`KILL_ALL`] (exit
 /// 3 when processes are left), [`SCRATCH`] (exit 4 when something is left), then prints the
-/// [`STATE`] text and, last, `CLEAN_OK` and the memory cgroup's `oom_kill` count (`?` when
+/// [`STATE_START`] text and, last, `CLEAN_OK` and the memory cgroup's `oom_kill` count (`?` when
 /// unknown).
 pub(crate) fn cleanup_script() -> Vec<String> {
     let script = format!(
         r#"{KILL_ALL}[ "$K" = ok ] || {{ echo "nuvira-clean: processes left"; exit 3; }}
 cd /
+R=
 {SCRATCH}[ "$K" = ok ] || {{ echo "nuvira-clean: scratch not emptied"; exit 4; }}
-{OOM}{STATE}printf '%s\n' "$S"
+{OOM}{STATE_START}{STATE_END}rm -f "$F"
+printf '%s\n' "$S"
 echo "nuvira-clean ok oom=${{o:-?}}"
 "#
     );
@@ -323,12 +339,16 @@ pub(crate) struct KeptState {
     pub(crate) baseline: Vec<String>,
     /// The memory cgroup's `oom_kill` count after the last cleanup.
     pub(crate) oom: u64,
-    /// The [`STATE`] text right after it started.
+    /// The [`STATE_START`] text right after it started.
     #[serde(default)]
     pub(crate) state: String,
     /// PID 1's pid on this machine (`None`: unknown, e.g. a remote engine's).
     #[serde(default)]
     pub(crate) pid: Option<u32>,
+    /// The container's overlay upper folder on this machine and its [`upper_listing`] right
+    /// after it started (`None`: not readable here; the engine's changes list is compared).
+    #[serde(default)]
+    pub(crate) upper: Option<(PathBuf, Vec<String>)>,
     /// When a run last finished in it (seconds since the epoch).
     pub(crate) used: u64,
 }
@@ -365,7 +385,7 @@ pub(crate) fn now_secs() -> u64 {
 
 /// The version of what a kept container is (its keeper, its user, its checks), in its hash: a
 /// container an older Nuvira kept is replaced, not reused.
-const KEEP_VERSION: &str = "keep-2";
+const KEEP_VERSION: &str = "keep-3";
 
 /// The hash of what makes a container what it is for a run: its create body without the
 /// command and working folder (the exec gives those), the image's id (a tag rebuilt is another
@@ -583,6 +603,65 @@ pub async fn only_keeper_left(docker: &Docker, id: &str, who: &Who) -> Option<bo
     }))
 }
 
+/// Whether the container `id`'s PID 1 is `host_pid` on this machine (its cgroup names the
+/// container: the engine is this machine's).
+pub(crate) fn is_local(host_pid: u32, id: &str) -> bool {
+    cgroup_procs(host_pid, id).is_some()
+}
+
+/// The overlay upper folder of a container as the engine's inspect tells it (`overlay2`).
+pub(crate) fn upper_dir(driver: Option<&bollard::models::DriverData>) -> Option<PathBuf> {
+    let driver = driver.filter(|d| d.name == "overlay2")?;
+    let dir = PathBuf::from(driver.data.get("UpperDir")?);
+    dir.is_absolute().then_some(dir)
+}
+
+/// The most entries [`upper_listing`] reads (more: `None`, and the engine's list is asked).
+const UPPER_CAP: usize = 10_000;
+
+/// Every entry of a container's own file system changes, read from its overlay upper folder on
+/// this machine (what the engine's changes list is made from, so a few hundred microseconds
+/// instead of the engine's milliseconds): path, type and mode, owner, size, inode and change
+/// time to the nanosecond (a change time cannot be set back), sorted; no link is followed.
+/// `None` when it cannot be read (another machine's engine, not root) or is too large.
+pub(crate) fn upper_listing(upper: &Path) -> Option<Vec<String>> {
+    use std::os::unix::fs::MetadataExt;
+    let mut out = Vec::new();
+    let mut dirs = vec![(upper.to_path_buf(), 0usize)];
+    let top = std::fs::symlink_metadata(upper).ok()?;
+    if !top.is_dir() {
+        return None;
+    }
+    while let Some((dir, depth)) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).ok()? {
+            let entry = entry.ok()?;
+            let path = entry.path();
+            let meta = std::fs::symlink_metadata(&path).ok()?;
+            let rel = path.strip_prefix(upper).ok()?;
+            out.push(format!(
+                "{:?} {:o} {} {} {} {} {} {}.{:09}",
+                rel.as_os_str(),
+                meta.mode(),
+                meta.uid(),
+                meta.gid(),
+                meta.size(),
+                meta.ino(),
+                meta.rdev(),
+                meta.ctime(),
+                meta.ctime_nsec()
+            ));
+            if out.len() > UPPER_CAP || depth > 256 {
+                return None;
+            }
+            if meta.file_type().is_dir() {
+                dirs.push((path, depth + 1));
+            }
+        }
+    }
+    out.sort();
+    Some(out)
+}
+
 /// The processes of the container `id` whose PID 1 is `host_pid` on this machine, from its
 /// cgroup (v2, or v1's `pids` or `memory` controller); `None` when that cgroup is not this
 /// container's (another machine's engine, another pid namespace, PID 1 gone and its pid reused).
@@ -624,13 +703,13 @@ fn keeper_or_gone(pid: u32, uid: u32) -> bool {
 }
 
 /// What a cleanup found: the memory cgroup's `oom_kill` count (`None`: unknown here) and the
-/// [`STATE`] text.
+/// [`STATE_START`] text.
 pub(crate) struct Cleaned {
     pub(crate) oom: Option<u64>,
     pub(crate) state: String,
 }
 
-/// The [`STATE`] text of the container (a new one's baseline); `None` when the exec failed.
+/// The [`STATE_START`] text of the container (a new one's baseline); `None` when the exec failed.
 pub(crate) async fn state(docker: &Docker, id: &str, user: &str) -> Option<String> {
     let end = exec_small(docker, id, user, state_script(), Duration::from_secs(20)).await?;
     (end.exit_code == Some(0)).then(|| String::from_utf8_lossy(&end.stdout).into_owned())
@@ -850,6 +929,61 @@ mod tests {
         assert_eq!(body.host_config.unwrap().pids_limit, Some(34));
     }
 
+    // The upper folder's listing sees a new entry, a rewrite in place, a change of mode, and
+    // a link swapped for a file, never follows a link out, and gives up past its cap.
+    #[test]
+    fn the_upper_listing_sees_every_change_and_follows_no_link() {
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("secret"), "s").unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let upper = dir.path();
+        std::fs::create_dir_all(upper.join("root/.cargo")).unwrap();
+        std::fs::write(upper.join("root/f"), "one").unwrap();
+        std::os::unix::fs::symlink(outside.path(), upper.join("out")).unwrap();
+        let base = upper_listing(upper).unwrap();
+        assert_eq!(base.len(), 4, "{base:?}");
+        assert!(!base.iter().any(|l| l.contains("secret")), "{base:?}");
+        assert_eq!(upper_listing(upper).unwrap(), base, "read twice, the same");
+        let changed = |what: &str| {
+            let now = upper_listing(upper).unwrap();
+            assert_ne!(now, base, "{what} not seen");
+        };
+        std::fs::write(upper.join("root/new"), "").unwrap();
+        changed("a new file");
+        std::fs::remove_file(upper.join("root/new")).unwrap();
+        // Same size, same inode: only the change time tells. The file system's clock ticks
+        // first (a run rewrites a file long after the baseline; here it could be the same tick).
+        let then = std::fs::metadata(upper.join("root/f"))
+            .unwrap()
+            .modified()
+            .unwrap();
+        let probe = outside.path().join("probe");
+        while std::fs::write(&probe, "").is_ok()
+            && std::fs::metadata(&probe).unwrap().modified().unwrap() <= then
+        {
+            std::hint::spin_loop();
+        }
+        std::fs::write(upper.join("root/f"), "two").unwrap();
+        changed("a rewrite in place");
+        let base = upper_listing(upper).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(upper.join("root/f"), std::fs::Permissions::from_mode(0o600))
+            .unwrap();
+        let now = upper_listing(upper).unwrap();
+        assert_ne!(now, base, "a change of mode not seen");
+        std::fs::remove_file(upper.join("out")).unwrap();
+        std::fs::write(upper.join("out"), "").unwrap();
+        let swapped = upper_listing(upper).unwrap();
+        assert_ne!(swapped, now, "a link swapped for a file not seen");
+        // Past the cap: unknown, so the engine's list is asked instead.
+        for i in 0..=UPPER_CAP {
+            std::fs::write(upper.join(format!("root/.cargo/{i}")), "").unwrap();
+        }
+        assert_eq!(upper_listing(upper), None);
+        assert_eq!(upper_listing(&upper.join("missing")), None);
+        assert_eq!(upper_dir(None), None);
+    }
+
     #[test]
     fn the_state_is_taken_once() {
         let dir = tempfile::tempdir().unwrap();
@@ -860,6 +994,10 @@ mod tests {
             oom: 2,
             state: "/etc/hosts 81a4 0 0 174 1".into(),
             pid: Some(7),
+            upper: Some((
+                "/u".into(),
+                vec!["\"root\" 40755 0 0 4096 12 0 1.000000002".into()],
+            )),
             used: 5,
         };
         save_state(dir.path(), &s);

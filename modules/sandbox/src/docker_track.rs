@@ -11,7 +11,10 @@
 //!    nothing is to go, so what is sourced is never a file a run left; `.nuvira` is never part
 //!    of the workspace upload), then removes `/workspace/.nuvira`, so the command never sees it;
 //! 2. marks the time (a file in `/dev/shm`, then waits for the file system's clock to tick, so
-//!    that every change the command makes is strictly newer than the mark);
+//!    that every change the command makes is strictly newer than the mark: a file touched until
+//!    the shell's own `[ -nt ]` sees it newer, with no process started, which compares
+//!    nanoseconds in dash since 0.5.11; where it compares seconds, `find -newer` after 5,000
+//!    touches);
 //! 3. runs the command as a child and keeps its exit status;
 //! 4. removes whatever the command left at `/workspace/.nuvira` and makes it anew, then lists
 //!    every entry of `/workspace` (`all`) and those changed since the mark (`newer`;
@@ -71,7 +74,7 @@ fn script(build_dirs: &[&str], nonce: &str) -> String {
 /// [`script`], with the prune script given inline (`Some`) instead of sourced from the
 /// uploaded `$P/prune` (a run in a kept container: no upload at all when nothing changed), and
 /// for a run in a kept container (`kept`) the kill right after the command and the cleanup and
-/// report at the end (`KILL_ALL`, `SCRATCH`, `OOM`, `STATE` of `docker_keep`).
+/// report at the end (`KILL_ALL`, `SCRATCH`, `OOM`, `STATE_START`, `STATE_END` of `docker_keep`).
 fn script_with(build_dirs: &[&str], nonce: &str, prune: Option<&str>, kept: bool) -> String {
     let skip: String = build_dirs
         .iter()
@@ -88,10 +91,22 @@ fn script_with(build_dirs: &[&str], nonce: &str, prune: Option<&str>, kept: bool
     // once): each `find` is a fork and a walk of the volume.
     let typed =
         "\\( -type d -fprint0 \"$P/newer\" -o -fprint0 \"$P/newer\" -fprint0 \"$P/newer\" \\)";
-    let kill = if kept { KILL_ALL } else { "" };
+    // In a kept container, the state outside the file system read while `/workspace` is listed.
+    let kill = if kept {
+        format!("{KILL_ALL}{STATE_START}")
+    } else {
+        String::new()
+    };
+    // In a kept container the scratch cleanup at the end removes the tick and the mark in
+    // `/dev/shm`, and `$P` once its listings were sent whole (`R`): no `rm` of their own.
+    let (rm_tick, rm_mark, sent) = if kept {
+        ("", "", " R=\"$P\"")
+    } else {
+        ("rm -f \"$T\"\n", "rm -f \"$M\"\n", "")
+    };
     let end_kept = if kept {
         format!(
-            "{SCRATCH}{OOM}{STATE}printf '\\000nuvira-{nonce}-kept\\000%s %s %s\\n%s\\000' \"$K\" \"$s\" \"${{o:-?}}\" \"$S\" >&2\ns=0\n"
+            "{STATE_END}{SCRATCH}{OOM}printf '\\000nuvira-{nonce}-kept\\000%s %s %s\\n%s\\000' \"$K\" \"$s\" \"${{o:-?}}\" \"$S\" >&2\ns=0\n"
         )
     } else {
         String::new()
@@ -103,17 +118,20 @@ fn script_with(build_dirs: &[&str], nonce: &str, prune: Option<&str>, kept: bool
     };
     format!(
         r#"P=/workspace/{STATE_DIR}; M=/dev/shm/.nuvira-mark; T=/dev/shm/.nuvira-tick
-{prune}rm -rf "$P"
+R=
+{prune}if [ -e "$P" ] || [ -L "$P" ]; then rm -rf "$P"; fi
 : > "$M"; : > "$T"; i=0
-while [ $i -lt 5000 ] && [ -z "$(find "$T" -newer "$M" 2>/dev/null)" ]; do echo >> "$T"; i=$((i+1)); done
-rm -f "$T"
-"$@"
+while [ $i -lt 5000 ] && ! [ "$T" -nt "$M" ]; do echo >> "$T"; i=$((i+1)); done
+i=0
+while [ $i -lt 5000 ] && ! [ "$T" -nt "$M" ] && [ -z "$(find "$T" -newer "$M" 2>/dev/null)" ]; do echo >> "$T"; i=$((i+1)); done
+{rm_tick}"$@"
 s=$?
-{kill}if [ -f "$M" ] && rm -rf "$P" 2>/dev/null && mkdir "$P" 2>/dev/null; then
+{kill}if [ -e "$P" ] || [ -L "$P" ]; then rm -rf "$P" 2>/dev/null; fi
+if [ -f "$M" ] && mkdir "$P" 2>/dev/null; then
   if {walk} -fprint0 "$P/all" -cnewer "$M" {typed} 2>/dev/null || {{ rm -f "$P/all" "$P/newer"; {walk} -fprint0 "$P/all" -newer "$M" {typed} 2>/dev/null; }}; then
     set -- $(stat -c %s "$P/newer" "$P/all" 2>/dev/null)
     if [ "${{1:-x}}" -le {INLINE_CAP} ] 2>/dev/null && [ "${{2:-x}}" -le {INLINE_CAP} ] 2>/dev/null; then
-      {all_to_m}; {begin}; cat "$P/newer" "$P/m" "$P/all" >&2
+      {all_to_m}; {begin}; cat "$P/newer" "$P/m" "$P/all" >&2;{sent}
     else
       {begin}; if [ "${{1:-x}}" -le {INLINE_CAP} ] 2>/dev/null; then cat "$P/newer" >&2; else {newer_file}; fi
       if [ "${{2:-x}}" -le {INLINE_CAP} ] 2>/dev/null; then {all}; cat "$P/all" >&2; else {all_file}; fi
@@ -121,20 +139,19 @@ s=$?
     {end}
   fi
 fi
-rm -f "$M"
-{end_kept}exit $s
+{rm_mark}{end_kept}exit $s
 "#
     )
 }
 
 // In a kept container the wrapper kills every process of the run right after the command
 // (`KILL_ALL`: before the listing, so nothing of the run changes the workspace after it or
-// writes anywhere after the cleanup), and after the listing empties the scratch folders
-// (`SCRATCH`), reads the `oom_kill` count (`OOM`) and the state outside the file system
-// (`STATE`), then writes the report `\0nuvira-<nonce>-kept\0K STATUS OOM\nSTATE\0` last on
+// writes anywhere after the cleanup) and starts reading the state outside the file system in
+// the background (`STATE_START`), and after the listing waits for it (`STATE_END`), empties
+// the scratch folders (`SCRATCH`), reads the `oom_kill` count (`OOM`), then writes the report `\0nuvira-<nonce>-kept\0K STATUS OOM\nSTATE\0` last on
 // standard error and exits 0 (the engine's exit code of the exec says the wrapper ran to its
 // end: a run that kills it gets another; the command's status is in the report).
-use crate::docker_keep::{KILL_ALL, OOM, SCRATCH, STATE};
+use crate::docker_keep::{KILL_ALL, OOM, SCRATCH, STATE_END, STATE_START};
 
 /// What the wrapper of a run in a kept container reported at its end.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -149,7 +166,7 @@ pub(crate) struct KeptReport {
     pub(crate) status: i64,
     /// The memory cgroup's `oom_kill` count (`None`: unknown).
     pub(crate) oom: Option<u64>,
-    /// The container's state outside its file system (`docker_keep::STATE`).
+    /// The container's state outside its file system (`docker_keep::STATE_START`).
     pub(crate) state: String,
 }
 
@@ -525,7 +542,7 @@ mod tests {
     fn an_inline_prune_is_run_and_no_file_of_the_volume_is_sourced() {
         let inline = script_with(&[], "n", Some("rm -rf -- '/workspace/x'\n"), true);
         assert!(
-            inline.contains("rm -rf -- '/workspace/x'\nrm -rf \"$P\""),
+            inline.contains("rm -rf -- '/workspace/x'\nif [ -e \"$P\" ] || [ -L \"$P\" ]; then rm -rf \"$P\"; fi"),
             "{inline}"
         );
         assert!(!inline.contains(". \"$P/prune\""), "{inline}");
@@ -561,7 +578,9 @@ mod tests {
         assert_eq!(parse_kept(b"ok 0 1\0"), None, "no state line");
         assert_eq!(parse_kept(b"ok x 1\n\0"), None);
         assert!(!empty.contains("$P/prune"), "{empty}");
-        assert!(script(&[], "n").contains("[ -f \"$P/prune\" ] && . \"$P/prune\"\nrm -rf"));
+        assert!(
+            script(&[], "n").contains("[ -f \"$P/prune\" ] && . \"$P/prune\"\nif [ -e \"$P\" ]")
+        );
     }
 
     #[test]

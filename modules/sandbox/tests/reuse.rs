@@ -179,6 +179,26 @@ async fn a_warm_run_reuses_the_container_and_sees_nothing_the_last_run_left() {
     assert!(procs(&clean).is_empty(), "{clean:?}");
     assert!(!clean.stdout.lines().any(|l| l == "y"), "{clean:?}");
     assert_eq!(slot.kept().await.len(), 1);
+    // A change the engine's changes list cannot show: the mode of a folder the list names
+    // already (`/root`, made for the toolchain's mounts). Seen where the container's overlay
+    // folder can be read on this machine (a local engine, as root), which is what is compared
+    // there instead of the engine's list.
+    if std::fs::read_dir("/var/lib/docker/overlay2").is_ok() {
+        let mode = slot.run("chmod 0700 /root && stat -c %a /root").await;
+        assert_eq!(mode.stdout.trim(), "700", "{mode:?}");
+        assert_eq!(id(&mode), id(&clean));
+        let limits = mode.info.limits.clone().unwrap();
+        assert!(
+            limits
+                .contains("removed after this run (the run wrote the container's own file system)"),
+            "{limits}"
+        );
+        let fresh = slot.run("stat -c %a /root").await;
+        assert_ne!(id(&fresh), id(&mode), "{fresh:?}");
+        assert_ne!(fresh.stdout.trim(), "700", "{fresh:?}");
+    } else {
+        eprintln!("the overlay folders are not readable here: the engine's changes list is used");
+    }
 }
 
 #[tokio::test]
@@ -244,8 +264,8 @@ async fn a_run_can_neither_signal_nor_trace_nor_limit_pid_1() {
 
 // What a run can leave outside the engine's changes list and the scratch folders: a file in
 // the /dev tmpfs, a POSIX message queue, a System V shared
-// memory segment. Each gets its container replaced, and the next run sees none of it. A run
-// that hides /tmp's contents behind `chmod 0` gets /tmp back empty, with its mode.
+// memory segment, /tmp's contents hidden behind `chmod 0`. Each gets its container replaced,
+// and the next run sees none of it. A read-only folder left in /tmp is emptied: kept.
 #[tokio::test]
 async fn state_a_run_leaves_outside_the_file_system_gets_the_container_replaced() {
     let Some(slot) = Slot::new().await else {
@@ -275,7 +295,12 @@ async fn state_a_run_leaves_outside_the_file_system_gets_the_container_replaced(
             "python3 -c 'import ctypes; c=ctypes.CDLL(None); print(c.shmget(0, 4096, 0o1600))' && wc -l < /proc/sysvipc/shm",
             true,
         ),
-        ("chmod 0 /tmp", "echo h > /tmp/hidden; chmod 0 /tmp", false),
+        ("chmod 0 /tmp", "echo h > /tmp/hidden; chmod 0 /tmp", true),
+        (
+            "a read-only folder in /tmp",
+            "mkdir -p /tmp/ro/in && touch /tmp/ro/in/f && chmod -R a-w /tmp/ro",
+            false,
+        ),
     ] {
         let left = slot.run(leave).await;
         assert_eq!(left.exit_code, Some(0), "{what}: {left:?}");
