@@ -534,21 +534,6 @@ impl DockerSandbox {
                     .and_then(|p| u32::try_from(p).ok())
                     .filter(|&p| p > 0);
                 k.exec.3.host_pid = k.state.pid;
-                if let Some(pid) = k.state.pid
-                    && crate::docker_keep::is_local(pid, &created.id)
-                    && let Some(upper) = crate::docker_keep::upper_dir(
-                        inspected.as_ref().and_then(|c| c.graph_driver.as_ref()),
-                    )
-                {
-                    let dir = upper.clone();
-                    k.state.upper = tokio::task::spawn_blocking(move || {
-                        crate::docker_keep::upper_listing(&dir)
-                    })
-                    .await
-                    .ok()
-                    .flatten()
-                    .map(|listing| (upper, listing));
-                }
                 k.state.state = crate::docker_keep::state(&self.docker, &created.id, &k.exec.3.user)
                     .await
                     .ok_or_else(|| {
@@ -557,6 +542,24 @@ impl DockerSandbox {
                                 .into(),
                         )
                     })?;
+                // After the first exec (the state's): what it changes once, before any run.
+                if let Some(pid) = k.state.pid
+                    && crate::docker_keep::is_local(pid, &created.id)
+                    && let Some(upper) = crate::docker_keep::upper_dir(
+                        inspected.as_ref().and_then(|c| c.graph_driver.as_ref()),
+                    )
+                {
+                    let (dir, changes) = (upper.clone(), k.state.baseline.clone());
+                    k.state.upper = tokio::task::spawn_blocking(move || {
+                        crate::docker_keep::upper_matches(&dir, &changes)
+                            .then(|| crate::docker_keep::upper_listing(&dir))
+                            .flatten()
+                    })
+                    .await
+                    .ok()
+                    .flatten()
+                    .map(|listing| (upper, listing));
+                }
             }
             created.id
         };
@@ -1232,33 +1235,27 @@ impl DockerSandbox {
             // The overlay upper folder read on this machine when it could be at the start
             // (PID 1 still this container's: the engine is this machine's), else the engine's
             // changes list.
-            let upper = kept
-                .state
-                .upper
-                .clone()
-                .filter(|_| {
-                    kept.state
+            // A container whose upper folder was read at the start is compared that way
+            // only: a folder that cannot be read now (or PID 1 no longer this container's)
+            // counts as changed, never as a reason for the weaker list.
+            let same = match kept.state.upper.clone() {
+                Some((dir, baseline)) => {
+                    let local = kept
+                        .state
                         .pid
-                        .is_some_and(|pid| crate::docker_keep::is_local(pid, &id))
-                })
-                .map(|(dir, baseline)| async move {
-                    let now = tokio::task::spawn_blocking(move || {
-                        crate::docker_keep::upper_listing(&dir)
-                    })
-                    .await
-                    .ok()
-                    .flatten()?;
-                    Some((now == baseline, now))
-                });
-            let upper = match upper {
-                Some(read) => read.await,
-                None => None,
-            };
-            let same = match upper {
-                Some((same, now)) => {
+                        .is_some_and(|pid| crate::docker_keep::is_local(pid, &id));
+                    let now = if local {
+                        tokio::task::spawn_blocking(move || crate::docker_keep::upper_listing(&dir))
+                            .await
+                            .ok()
+                            .flatten()
+                    } else {
+                        None
+                    };
+                    let same = now.as_ref() == Some(&baseline);
                     if !same {
                         tracing::debug!(
-                            "kept container {id} discarded: its upper folder changed: {now:?}"
+                            "kept container {id} discarded: its upper folder changed or could not be read: {now:?}"
                         );
                     }
                     same

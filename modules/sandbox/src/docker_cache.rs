@@ -250,23 +250,13 @@ pub(crate) async fn prepare(
     let mut mounts = Vec::new();
     let mut env = BTreeMap::new();
     let mut volumes = BTreeMap::new();
-    // One round trip for all the volumes, not one after the other, the workspace volume's
-    // looked up at the same time (made below, once it is known whether it must be made again).
-    let workspace_volume = run.workspace().map(|ws| volume_name(ws.key()));
-    let (toolchain_volumes, workspace_exists) = tokio::join!(
-        futures::future::try_join_all(run.toolchains().iter().map(|lease| {
-            let name = volume_name(lease.key());
-            let labels = labels(&run, lease.key());
-            async move { ensure_volume(docker, &name, labels).await }
-        })),
-        async {
-            match &workspace_volume {
-                Some(name) => docker.inspect_volume(name).await.is_ok(),
-                None => false,
-            }
-        }
-    );
-    toolchain_volumes?;
+    // One round trip for all the volumes, not one after the other.
+    futures::future::try_join_all(run.toolchains().iter().map(|lease| {
+        let name = volume_name(lease.key());
+        let labels = labels(&run, lease.key());
+        async move { ensure_volume(docker, &name, labels).await }
+    }))
+    .await?;
     for lease in run.toolchains() {
         let name = volume_name(lease.key());
         let _ = lease.mark_volume();
@@ -315,8 +305,6 @@ pub(crate) async fn prepare(
         let fresh = if remake {
             remove_workspace_volume(docker, &name).await?;
             ensure_volume(docker, &name, labels(&run, ws.key())).await?
-        } else if workspace_exists {
-            false
         } else {
             ensure_volume(docker, &name, labels(&run, ws.key())).await?
         };

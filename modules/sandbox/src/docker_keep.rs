@@ -17,9 +17,12 @@
 //!   `setsid` ones and those that ignore `SIGTERM`) and waited for, `/tmp` and `/dev/shm` are
 //!   emptied, and the memory cgroup's `oom_kill` count is read: by the command's wrapper
 //!   right after the command (`docker_track`'s kept mode; its report is trusted only when the
-//!   engine says the wrapper exited 0), else by a second exec (`cleanup_script`). Then the engine's changes list (`GET /containers/{id}/changes`) must equal
-//!   the one taken right after the container started: a run that wrote into the container's
-//!   own file system (`$HOME`, `/var/tmp`, ...) gets it discarded. What `/workspace` holds is
+//!   engine says the wrapper exited 0), else by a second exec (`cleanup_script`). Then the
+//!   container's own file system must be as it was right after the start (after the first
+//!   exec): its overlay upper folder read on this machine (`upper_listing`, when the engine
+//!   is local and the folder readable: a folder that cannot be read then counts as changed),
+//!   else the engine's changes list (`GET /containers/{id}/changes`). A run that wrote into the
+//!   container's own file system (`$HOME`, `/var/tmp`, ...) gets it discarded. What `/workspace` holds is
 //!   the mirror's business, as for a fresh container.
 //! - A command that exited 0 is cleaned after its result is returned when the sandbox removes
 //!   containers in the background (the commands' setting): the background task holds the slot
@@ -41,7 +44,7 @@
 //! ([`list_kept`], [`remove_kept`]).
 //!
 //! **PID 1 is another user's** (`keeper_user`): a run cannot signal, `ptrace` or `prlimit`
-//! it. **State outside the file system** (`STATE_START`: Docker's `/etc/hosts`, `/etc/resolv.conf`
+//! it. **State outside the file system** (`STATE`: Docker's `/etc/hosts`, `/etc/resolv.conf`
 //! and `/etc/hostname`, the `/dev` tmpfs, the modes of `/tmp` and `/dev/shm`, POSIX message
 //! queues, System V IPC) must be what it
 //! was when the container started, or the container goes. The wrapper and the cleanup are the
@@ -55,7 +58,7 @@
 //! (a run can `ptrace` its own wrapper, as it can poison its caches) is in docs/sandbox.md.
 //!
 //! The record of a slot's kept container (`KeptState`: its id, config hash, changes baseline,
-//! `oom_kill` count, last use) is a file in the slot's workspace entry folder, removed before a
+//! upper folder listing, `oom_kill` count, last use) is a file in the slot's workspace entry folder, removed before a
 //! run uses the container and written back only once the cleanup passed: two runs never exec
 //! into one container (the slot's lock is exclusive), and a run that dies half-way leaves no
 //! record, so the next run starts a new container (its removal guard removes the old one).
@@ -231,7 +234,7 @@ done
 /// a read-only one; `chmod -R` follows no link, and links are not given to it), and `$R` too
 /// when set (the wrapper's listings, once sent); `K=scratch` when something is left and `K`
 /// was `ok`. A run that changes the mode of `/tmp` or `/dev/shm` (`chmod 0` hides what they
-/// hold) changes [`STATE_START`]: its container is not kept.
+/// hold) changes [`STATE`]: its container is not kept.
 pub(crate) const SCRATCH: &str = r#"set --
 for f in /tmp/* /tmp/.[!.]* /tmp/..?* /dev/shm/* /dev/shm/.[!.]* /dev/shm/..?*; do
   [ -d "$f" ] && [ ! -L "$f" ] && set -- "$@" "$f"
@@ -264,26 +267,16 @@ done
 /// entry in the first three (type and mode, owner, size, inode, links, device numbers, change
 /// time to the nanosecond: a swap of two device nodes changes the inodes), and the number of
 /// System V IPC objects. A kept container is kept only while `S` is what it was right after it
-/// started. In two halves: [`STATE_START`] starts reading it in the background (into
-/// `/dev/shm/.nuvira-state`; the wrapper lists `/workspace` meanwhile), [`STATE_END`] waits
-/// for it and sets `S` (before [`SCRATCH`], which removes the file).
-pub(crate) const STATE_START: &str = r#"set --
+/// started. (In the wrapper it is read while the `find` of `/workspace` runs in the
+/// background: no file of its own that a run could plant.)
+pub(crate) const STATE: &str = r#"set --
 for f in /dev/* /dev/.[!.]* /dev/..?* /dev/mqueue/* /dev/mqueue/.[!.]* /dev/mqueue/..?* /dev/pts/* /dev/pts/.[!.]* /dev/pts/..?*; do
   case $f in /dev/shm|/dev/mqueue|/dev/pts) continue;; esac
   if [ -e "$f" ] || [ -L "$f" ]; then set -- "$@" "$f"; fi
 done
-F=/dev/shm/.nuvira-state
-{ cksum /etc/hosts /etc/resolv.conf /etc/hostname
-stat -c '%n %f %u %g %i' -- /etc/hosts /etc/resolv.conf /etc/hostname /dev /dev/mqueue /dev/pts /tmp /dev/shm
-stat -c '%n %f %u %g %s %i %h %t %T %.9Z' -- "$@"; } > "$F" 2>&1 &
-J=$!
-"#;
-
-/// The second half of the state ([`STATE_START`]).
-pub(crate) const STATE_END: &str = r#"wait "$J"
-S=
-while IFS= read -r l || [ -n "$l" ]; do S="${S:+$S
-}$l"; done < "$F"
+S=$(cksum /etc/hosts /etc/resolv.conf /etc/hostname 2>&1
+stat -c '%n %f %u %g %i' -- /etc/hosts /etc/resolv.conf /etc/hostname /dev /dev/mqueue /dev/pts /tmp /dev/shm 2>&1
+stat -c '%n %f %u %g %s %i %h %t %T %.9Z' -- "$@" 2>&1)
 for f in shm sem msg; do
   n=0
   while read -r l; do n=$((n+1)); done 2>/dev/null < "/proc/sysvipc/$f"
@@ -297,13 +290,13 @@ pub(crate) fn state_script() -> Vec<String> {
     vec![
         "/bin/sh".into(),
         "-c".into(),
-        format!("{STATE_START}{STATE_END}rm -f \"$F\"\nprintf '%s' \"$S\"\n"),
+        format!("{STATE}printf '%s' \"$S\"\n"),
     ]
 }
 
 /// The cleanup after a run (an exec) when the wrapper's own did not pass: [`KILL_ALL`] (exit
 /// 3 when processes are left), [`SCRATCH`] (exit 4 when something is left), then prints the
-/// [`STATE_START`] text and, last, `CLEAN_OK` and the memory cgroup's `oom_kill` count (`?` when
+/// [`STATE`] text and, last, `CLEAN_OK` and the memory cgroup's `oom_kill` count (`?` when
 /// unknown).
 pub(crate) fn cleanup_script() -> Vec<String> {
     let script = format!(
@@ -311,8 +304,7 @@ pub(crate) fn cleanup_script() -> Vec<String> {
 cd /
 R=
 {SCRATCH}[ "$K" = ok ] || {{ echo "nuvira-clean: scratch not emptied"; exit 4; }}
-{OOM}{STATE_START}{STATE_END}rm -f "$F"
-printf '%s\n' "$S"
+{OOM}{STATE}printf '%s\n' "$S"
 echo "nuvira-clean ok oom=${{o:-?}}"
 "#
     );
@@ -339,7 +331,7 @@ pub(crate) struct KeptState {
     pub(crate) baseline: Vec<String>,
     /// The memory cgroup's `oom_kill` count after the last cleanup.
     pub(crate) oom: u64,
-    /// The [`STATE_START`] text right after it started.
+    /// The [`STATE`] text right after it started.
     #[serde(default)]
     pub(crate) state: String,
     /// PID 1's pid on this machine (`None`: unknown, e.g. a remote engine's).
@@ -632,6 +624,15 @@ pub(crate) fn upper_listing(upper: &Path) -> Option<Vec<String>> {
     if !top.is_dir() {
         return None;
     }
+    // The folder itself is the container's `/`: its mode, owner and inode (not its change
+    // time: the kernel's overlay sets its own attributes on it after the start).
+    out.push(format!(
+        "/ {:o} {} {} {}",
+        top.mode(),
+        top.uid(),
+        top.gid(),
+        top.ino()
+    ));
     while let Some((dir, depth)) = dirs.pop() {
         for entry in std::fs::read_dir(&dir).ok()? {
             let entry = entry.ok()?;
@@ -660,6 +661,20 @@ pub(crate) fn upper_listing(upper: &Path) -> Option<Vec<String>> {
     }
     out.sort();
     Some(out)
+}
+
+/// Whether `upper` holds every entry of the engine's changes list `changes` (`kind path`
+/// lines, [`changes`]): the folder read here is the container's, not a folder of the same
+/// name in another mount namespace.
+pub(crate) fn upper_matches(upper: &Path, changes: &[String]) -> bool {
+    changes.iter().all(|c| {
+        c.split_once(' ').is_some_and(|(_, path)| {
+            let rel = path.trim_start_matches('/');
+            !rel.is_empty()
+                && !rel.split('/').any(|p| p == "..")
+                && std::fs::symlink_metadata(upper.join(rel)).is_ok()
+        })
+    })
 }
 
 /// The processes of the container `id` whose PID 1 is `host_pid` on this machine, from its
@@ -703,13 +718,13 @@ fn keeper_or_gone(pid: u32, uid: u32) -> bool {
 }
 
 /// What a cleanup found: the memory cgroup's `oom_kill` count (`None`: unknown here) and the
-/// [`STATE_START`] text.
+/// [`STATE`] text.
 pub(crate) struct Cleaned {
     pub(crate) oom: Option<u64>,
     pub(crate) state: String,
 }
 
-/// The [`STATE_START`] text of the container (a new one's baseline); `None` when the exec failed.
+/// The [`STATE`] text of the container (a new one's baseline); `None` when the exec failed.
 pub(crate) async fn state(docker: &Docker, id: &str, user: &str) -> Option<String> {
     let end = exec_small(docker, id, user, state_script(), Duration::from_secs(20)).await?;
     (end.exit_code == Some(0)).then(|| String::from_utf8_lossy(&end.stdout).into_owned())
@@ -941,7 +956,13 @@ mod tests {
         std::fs::write(upper.join("root/f"), "one").unwrap();
         std::os::unix::fs::symlink(outside.path(), upper.join("out")).unwrap();
         let base = upper_listing(upper).unwrap();
-        assert_eq!(base.len(), 4, "{base:?}");
+        assert_eq!(base.len(), 5, "{base:?}");
+        assert!(upper_matches(
+            upper,
+            &["Modified /root".into(), "Added /root/.cargo".into()]
+        ));
+        assert!(!upper_matches(upper, &["Added /var".into()]));
+        assert!(!upper_matches(upper, &["Added /root/../root".into()]));
         assert!(!base.iter().any(|l| l.contains("secret")), "{base:?}");
         assert_eq!(upper_listing(upper).unwrap(), base, "read twice, the same");
         let changed = |what: &str| {
@@ -975,6 +996,13 @@ mod tests {
         std::fs::write(upper.join("out"), "").unwrap();
         let swapped = upper_listing(upper).unwrap();
         assert_ne!(swapped, now, "a link swapped for a file not seen");
+        // The container's `/` itself: its mode.
+        std::fs::set_permissions(upper, std::fs::Permissions::from_mode(0o700)).unwrap();
+        assert_ne!(
+            upper_listing(upper).unwrap(),
+            swapped,
+            "a mode of / not seen"
+        );
         // Past the cap: unknown, so the engine's list is asked instead.
         for i in 0..=UPPER_CAP {
             std::fs::write(upper.join(format!("root/.cargo/{i}")), "").unwrap();

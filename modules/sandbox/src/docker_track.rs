@@ -13,7 +13,7 @@
 //! 2. marks the time (a file in `/dev/shm`, then waits for the file system's clock to tick, so
 //!    that every change the command makes is strictly newer than the mark: a file touched until
 //!    the shell's own `[ -nt ]` sees it newer, with no process started, which compares
-//!    nanoseconds in dash since 0.5.11; where it compares seconds, `find -newer` after 5,000
+//!    nanoseconds in dash since 0.5.11; where it compares seconds, `find -newer` after 2,000
 //!    touches);
 //! 3. runs the command as a child and keeps its exit status;
 //! 4. removes whatever the command left at `/workspace/.nuvira` and makes it anew, then lists
@@ -74,7 +74,7 @@ fn script(build_dirs: &[&str], nonce: &str) -> String {
 /// [`script`], with the prune script given inline (`Some`) instead of sourced from the
 /// uploaded `$P/prune` (a run in a kept container: no upload at all when nothing changed), and
 /// for a run in a kept container (`kept`) the kill right after the command and the cleanup and
-/// report at the end (`KILL_ALL`, `SCRATCH`, `OOM`, `STATE_START`, `STATE_END` of `docker_keep`).
+/// report at the end (`KILL_ALL`, `SCRATCH`, `OOM`, `STATE` of `docker_keep`).
 fn script_with(build_dirs: &[&str], nonce: &str, prune: Option<&str>, kept: bool) -> String {
     let skip: String = build_dirs
         .iter()
@@ -92,21 +92,30 @@ fn script_with(build_dirs: &[&str], nonce: &str, prune: Option<&str>, kept: bool
     let typed =
         "\\( -type d -fprint0 \"$P/newer\" -o -fprint0 \"$P/newer\" -fprint0 \"$P/newer\" \\)";
     // In a kept container, the state outside the file system read while `/workspace` is listed.
-    let kill = if kept {
-        format!("{KILL_ALL}{STATE_START}")
+    let kill = if kept { KILL_ALL } else { "" };
+    // In a kept container the `find` of `/workspace` runs in the background while the state
+    // outside the file system is read (`STATE`: two processes at once on two cores).
+    let newer_c = format!("{walk} -fprint0 \"$P/all\" -cnewer \"$M\" {typed} 2>/dev/null");
+    let (walk_start, walk_done, state) = if kept {
+        (
+            format!("{newer_c} &\n  L=$!"),
+            "wait \"$L\"".to_owned(),
+            STATE,
+        )
     } else {
-        String::new()
+        ("L=1".to_owned(), newer_c, "")
     };
     // In a kept container the scratch cleanup at the end removes the tick and the mark in
     // `/dev/shm`, and `$P` once its listings were sent whole (`R`): no `rm` of their own.
-    let (rm_tick, rm_mark, sent) = if kept {
-        ("", "", " R=\"$P\"")
+    // The command sees the tick and the mark in either (no `rm` between them and it).
+    let (rm_mark, sent) = if kept {
+        ("", " R=\"$P\"")
     } else {
-        ("rm -f \"$T\"\n", "rm -f \"$M\"\n", "")
+        ("rm -f \"$M\" \"$T\"\n", "")
     };
     let end_kept = if kept {
         format!(
-            "{STATE_END}{SCRATCH}{OOM}printf '\\000nuvira-{nonce}-kept\\000%s %s %s\\n%s\\000' \"$K\" \"$s\" \"${{o:-?}}\" \"$S\" >&2\ns=0\n"
+            "{SCRATCH}{OOM}printf '\\000nuvira-{nonce}-kept\\000%s %s %s\\n%s\\000' \"$K\" \"$s\" \"${{o:-?}}\" \"$S\" >&2\ns=0\n"
         )
     } else {
         String::new()
@@ -121,14 +130,18 @@ fn script_with(build_dirs: &[&str], nonce: &str, prune: Option<&str>, kept: bool
 R=
 {prune}if [ -e "$P" ] || [ -L "$P" ]; then rm -rf "$P"; fi
 : > "$M"; : > "$T"; i=0
-while [ $i -lt 5000 ] && ! [ "$T" -nt "$M" ]; do echo >> "$T"; i=$((i+1)); done
+while [ $i -lt 2000 ] && ! [ "$T" -nt "$M" ]; do echo >> "$T"; i=$((i+1)); done
 i=0
 while [ $i -lt 5000 ] && ! [ "$T" -nt "$M" ] && [ -z "$(find "$T" -newer "$M" 2>/dev/null)" ]; do echo >> "$T"; i=$((i+1)); done
-{rm_tick}"$@"
+"$@"
 s=$?
 {kill}if [ -e "$P" ] || [ -L "$P" ]; then rm -rf "$P" 2>/dev/null; fi
+L=
 if [ -f "$M" ] && mkdir "$P" 2>/dev/null; then
-  if {walk} -fprint0 "$P/all" -cnewer "$M" {typed} 2>/dev/null || {{ rm -f "$P/all" "$P/newer"; {walk} -fprint0 "$P/all" -newer "$M" {typed} 2>/dev/null; }}; then
+  {walk_start}
+fi
+{state}if [ -n "$L" ]; then
+  if {walk_done} || {{ rm -f "$P/all" "$P/newer"; {walk} -fprint0 "$P/all" -newer "$M" {typed} 2>/dev/null; }}; then
     set -- $(stat -c %s "$P/newer" "$P/all" 2>/dev/null)
     if [ "${{1:-x}}" -le {INLINE_CAP} ] 2>/dev/null && [ "${{2:-x}}" -le {INLINE_CAP} ] 2>/dev/null; then
       {all_to_m}; {begin}; cat "$P/newer" "$P/m" "$P/all" >&2;{sent}
@@ -146,12 +159,12 @@ fi
 
 // In a kept container the wrapper kills every process of the run right after the command
 // (`KILL_ALL`: before the listing, so nothing of the run changes the workspace after it or
-// writes anywhere after the cleanup) and starts reading the state outside the file system in
-// the background (`STATE_START`), and after the listing waits for it (`STATE_END`), empties
-// the scratch folders (`SCRATCH`), reads the `oom_kill` count (`OOM`), then writes the report `\0nuvira-<nonce>-kept\0K STATUS OOM\nSTATE\0` last on
+// writes anywhere after the cleanup), reads the state outside the file system (`STATE`) while
+// the listing's `find` runs in the background, then empties the scratch folders (`SCRATCH`),
+// reads the `oom_kill` count (`OOM`), then writes the report `\0nuvira-<nonce>-kept\0K STATUS OOM\nSTATE\0` last on
 // standard error and exits 0 (the engine's exit code of the exec says the wrapper ran to its
 // end: a run that kills it gets another; the command's status is in the report).
-use crate::docker_keep::{KILL_ALL, OOM, SCRATCH, STATE_END, STATE_START};
+use crate::docker_keep::{KILL_ALL, OOM, SCRATCH, STATE};
 
 /// What the wrapper of a run in a kept container reported at its end.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -166,7 +179,7 @@ pub(crate) struct KeptReport {
     pub(crate) status: i64,
     /// The memory cgroup's `oom_kill` count (`None`: unknown).
     pub(crate) oom: Option<u64>,
-    /// The container's state outside its file system (`docker_keep::STATE_START`).
+    /// The container's state outside its file system (`docker_keep::STATE`).
     pub(crate) state: String,
 }
 
