@@ -55,7 +55,7 @@
 //! would stall the run, since that other step may be waiting for the dispatcher. Blocking
 //! work belongs in `tokio::task::spawn_blocking`.
 
-use crate::events::{EMPTY_OUTPUT, EventBus, Lifecycle};
+use crate::events::{EMPTY_OUTPUT, EventBus, Planned};
 use crate::validate::ValidatedPlan;
 use futures::FutureExt;
 use futures::StreamExt;
@@ -516,7 +516,7 @@ struct Dispatcher {
     /// Module names handed to `step:started` events, by module address.
     module_names: Vec<(usize, Arc<str>)>,
     /// Lifecycle events noted while handling one wake-up, published together by `flush`.
-    pending: Vec<(u32, Lifecycle)>,
+    pending: Vec<(u32, Planned)>,
     /// Steps `launch` is starting (kept to reuse its buffer).
     to_start: Vec<usize>,
     /// Steps that finished on their first poll, in the dispatcher (see `run_inline_first`).
@@ -632,6 +632,20 @@ struct Detail {
 /// steps and edges).
 fn small(n: usize) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+/// The module name of step `idx`, shared: a run uses few modules (each registered under one
+/// name, the one its steps give), so events reuse one name per module, found in `names` by the
+/// module's address. Only events a consumer receives need it: the history takes the name from
+/// the plan.
+fn module_name(names: &mut Vec<(usize, Arc<str>)>, shared: &Shared, idx: usize) -> Arc<str> {
+    let addr = Arc::as_ptr(&shared.modules[idx]).cast::<()>() as usize;
+    if let Some((_, known)) = names.iter().find(|(a, _)| *a == addr) {
+        return known.clone();
+    }
+    let known: Arc<str> = Arc::from(shared.step(idx).module.as_str());
+    names.push((addr, known.clone()));
+    known
 }
 
 impl Dispatcher {
@@ -918,7 +932,7 @@ impl Dispatcher {
 
     fn make_ready(&mut self, i: usize) {
         if self.bus.is_observed() {
-            self.note(i, Lifecycle::Ready);
+            self.note(i, Planned::Ready);
         }
         self.ready.push_back(i);
     }
@@ -953,8 +967,7 @@ impl Dispatcher {
             }
             self.status[i] = StepStatus::Running;
             if self.bus.is_observed() {
-                let module = self.module_name(i);
-                self.note(i, Lifecycle::Started { module, attempt: 1 });
+                self.note(i, Planned::Started { attempt: 1 });
             }
             start.push(i);
         }
@@ -1032,7 +1045,7 @@ impl Dispatcher {
     }
 
     /// Notes a lifecycle event of step `idx`, published with the wake-up's others.
-    fn note(&mut self, idx: usize, what: Lifecycle) {
+    fn note(&mut self, idx: usize, what: Planned) {
         self.pending.push((small(idx), what));
     }
 
@@ -1041,12 +1054,15 @@ impl Dispatcher {
         if !self.pending.is_empty() {
             let now = crate::events::now_ms();
             for (idx, what) in &self.pending {
-                if let Lifecycle::Started { .. } = what {
+                if let Planned::Started { .. } = what {
                     self.started_ms[*idx as usize] = now;
                 }
             }
+            let (names, shared) = (&mut self.module_names, &self.shared);
             self.bus
-                .publish_plan_steps(now, &self.shared.plan, &mut self.pending);
+                .publish_plan_steps(now, &shared.plan, &mut self.pending, |idx| {
+                    module_name(names, shared, idx as usize)
+                });
         }
     }
 
@@ -1054,18 +1070,6 @@ impl Dispatcher {
     fn publish(&mut self, step: Option<Arc<str>>, kind: EventKind) {
         self.flush();
         self.bus.publish(step, kind);
-    }
-
-    /// The module name of step `idx`, shared: a run uses few modules (each registered under
-    /// one name), so events reuse one name per module, found by the module's address.
-    fn module_name(&mut self, idx: usize) -> Arc<str> {
-        let addr = Arc::as_ptr(&self.shared.modules[idx]).cast::<()>() as usize;
-        if let Some((_, known)) = self.module_names.iter().find(|(a, _)| *a == addr) {
-            return known.clone();
-        }
-        let known: Arc<str> = Arc::from(self.shared.step(idx).module.as_str());
-        self.module_names.push((addr, known.clone()));
-        known
     }
 
     /// Gives step `idx` a task; `in_place`: its first poll happens here (see
@@ -1210,7 +1214,7 @@ impl Dispatcher {
                     let output = self.shared.outputs.get_non_empty(idx);
                     self.note(
                         idx,
-                        Lifecycle::Succeeded {
+                        Planned::Succeeded {
                             duration_ms: millis(done.duration),
                             output,
                         },
