@@ -490,6 +490,58 @@ fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
+/// Event stamps (milliseconds since the Unix epoch, as [`now_ms`](crate::events::now_ms)
+/// gives) for instants the dispatcher reads: the monotonic clock is read once per burst, and
+/// that reading also starts the step run alone after it (see `run_alone`). The wall clock is
+/// read again only once the millisecond it last gave is over, by the monotonic clock: a
+/// stamp is the one `now_ms` would have given (but for the two clocks' drift within that
+/// millisecond, and a wall-clock step showing up to a millisecond late), for a comparison,
+/// not a second clock read and a conversion per burst.
+struct WallClock {
+    /// The stamp of the current millisecond, and the instant it ends.
+    ms: u64,
+    until: Instant,
+}
+
+impl WallClock {
+    fn new() -> Self {
+        let mut clock = Self {
+            ms: 0,
+            until: Instant::now(),
+        };
+        clock.resync(clock.until);
+        clock
+    }
+
+    /// The stamp of `at`, read just now.
+    fn ms(&mut self, at: Instant) -> u64 {
+        if at >= self.until {
+            self.resync(at);
+        }
+        self.ms
+    }
+
+    /// Reads the wall clock (just after `at`): its millisecond, and when it ends.
+    fn resync(&mut self, at: Instant) {
+        let wall = since_epoch();
+        self.ms = wall
+            .as_secs()
+            .saturating_mul(1000)
+            .saturating_add(u64::from(wall.subsec_millis()));
+        let left = 1_000_000 - wall.subsec_nanos() % 1_000_000;
+        self.until = at
+            .checked_add(Duration::from_nanos(u64::from(left)))
+            .unwrap_or(at);
+    }
+}
+
+/// The wall clock since the Unix epoch (zero before it, as [`now_ms`](crate::events::now_ms)).
+fn since_epoch() -> Duration {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+}
+
 struct Dispatcher {
     shared: Arc<Shared>,
     write_sets: Vec<WriteSet>,
@@ -506,6 +558,8 @@ struct Dispatcher {
     /// When each step's `step:started` was stamped (ms since the epoch; 0 while unobserved),
     /// for the duration of a step cut short by cancellation.
     started_ms: Vec<u64>,
+    /// Stamps the lifecycle events of each burst.
+    clock: WallClock,
     /// What failed and skipped steps add (few, so kept aside).
     details: std::collections::HashMap<usize, Detail>,
     ready: VecDeque<usize>,
@@ -530,8 +584,9 @@ struct Dispatcher {
     /// [`INLINE_POLL_LIMIT`].
     slow_polls: Vec<(usize, SlowPolls)>,
     /// The only runnable step `launch` started (nothing else running or ready): `run` awaits
-    /// it in the dispatcher's own task instead of giving it one (see `run_alone`).
-    alone: Option<usize>,
+    /// it in the dispatcher's own task instead of giving it one (see `run_alone`), with the
+    /// instant that stamped its `step:started`, if any.
+    alone: Option<(usize, Option<Instant>)>,
     /// Steps not done at their first poll that the dispatcher goes on polling in its own task,
     /// each woken by its own waker (see [`Resident`]).
     resident: FuturesUnordered<Resident>,
@@ -667,6 +722,7 @@ impl Dispatcher {
             attempts: vec![0; n],
             durations: vec![Duration::ZERO; n],
             started_ms: vec![0; n],
+            clock: WallClock::new(),
             details: std::collections::HashMap::new(),
             ready: VecDeque::with_capacity(n.min(1024)),
             deferred: Vec::new(),
@@ -728,8 +784,8 @@ impl Dispatcher {
         let mut was_cancelled = self.shared.opts.cancel.is_cancelled();
         while !was_cancelled {
             self.launch(max_parallel);
-            if let Some(idx) = self.alone.take() {
-                match self.run_alone(idx).await {
+            if let Some((idx, started)) = self.alone.take() {
+                match self.run_alone(idx, started).await {
                     Some(done) => self.inline_done.push(done),
                     None => {
                         was_cancelled = true;
@@ -971,11 +1027,12 @@ impl Dispatcher {
             }
             start.push(i);
         }
-        self.flush();
+        let stamped = self.flush();
         let alone = self.in_flight == 0 && start.len() == 1 && self.ready.is_empty();
         if alone {
-            // The dispatcher would only wait for it: `run` awaits it in place (`run_alone`).
-            self.alone = start.pop();
+            // The dispatcher would only wait for it: `run` awaits it in place (`run_alone`),
+            // from the instant its `step:started` was stamped with.
+            self.alone = start.pop().map(|i| (i, stamped));
         } else {
             // Steps of modules known to be slow get tasks first, so they run on other workers
             // while the dispatcher polls the quick ones.
@@ -1049,21 +1106,25 @@ impl Dispatcher {
         self.pending.push((small(idx), what));
     }
 
-    /// Publishes the noted lifecycle events, stamped with one clock read, under one lock.
-    fn flush(&mut self) {
-        if !self.pending.is_empty() {
-            let now = crate::events::now_ms();
-            for (idx, what) in &self.pending {
-                if let Planned::Started { .. } = what {
-                    self.started_ms[*idx as usize] = now;
-                }
-            }
-            let (names, shared) = (&mut self.module_names, &self.shared);
-            self.bus
-                .publish_plan_steps(now, &shared.plan, &mut self.pending, |idx| {
-                    module_name(names, shared, idx as usize)
-                });
+    /// Publishes the noted lifecycle events, stamped with one clock read (returned), under
+    /// one lock.
+    fn flush(&mut self) -> Option<Instant> {
+        if self.pending.is_empty() {
+            return None;
         }
+        let at = Instant::now();
+        let now = self.clock.ms(at);
+        for (idx, what) in &self.pending {
+            if let Planned::Started { .. } = what {
+                self.started_ms[*idx as usize] = now;
+            }
+        }
+        let (names, shared) = (&mut self.module_names, &self.shared);
+        self.bus
+            .publish_plan_steps(now, &shared.plan, &mut self.pending, |idx| {
+                module_name(names, shared, idx as usize)
+            });
+        Some(at)
     }
 
     /// Publishes any other event, after the noted ones, so the order stays what happened.
@@ -1087,7 +1148,7 @@ impl Dispatcher {
         // several times while spawning. The step's state machine is boxed on the worker, at the
         // first poll, where it is also freed.
         self.spawn_task(async move {
-            AssertUnwindSafe(Box::pin(run_step(shared, idx)))
+            AssertUnwindSafe(Box::pin(run_step(shared, idx, None)))
                 .catch_unwind()
                 .await
                 .unwrap_or_else(|payload| panicked(idx, &*payload))
@@ -1110,9 +1171,13 @@ impl Dispatcher {
     /// the sentinel, the only other task. `None`: the run was cancelled, and the step's future
     /// is dropped here, as an aborted task's would be (the step stays `Running` for
     /// `cancel_all`).
-    async fn run_alone(&mut self, idx: usize) -> Option<Done> {
+    ///
+    /// `started`: the instant that stamped the step's `step:started` (the burst was published
+    /// just before), its start: nothing ran in between, and a step of a chain costs one clock
+    /// read fewer.
+    async fn run_alone(&mut self, idx: usize, started: Option<Instant>) -> Option<Done> {
         self.in_flight += 1;
-        let mut step = std::pin::pin!(run_step(self.shared.clone(), idx));
+        let mut step = std::pin::pin!(run_step(self.shared.clone(), idx, started));
         let mut polls = 0u32;
         let (tasks, finished) = (&mut self.tasks, &mut self.inline_done);
         let done = std::future::poll_fn(|cx| {
@@ -1164,7 +1229,7 @@ impl Dispatcher {
     /// (unless alone), so slow polls hold up the steps behind them a few times per module
     /// and run at most.
     fn run_inline_first(&mut self, shared: Arc<Shared>, idx: usize) {
-        let mut step: StepFuture = Box::pin(run_step(shared, idx));
+        let mut step: StepFuture = Box::pin(run_step(shared, idx, None));
         let mut cx = Context::from_waker(Waker::noop());
         let polled_at = Instant::now();
         match std::panic::catch_unwind(AssertUnwindSafe(|| step.as_mut().poll(&mut cx))) {
@@ -1386,8 +1451,10 @@ impl Dispatcher {
 
 /// Runs one step. The common path (first attempt succeeds or fails for good) keeps the future
 /// small, because tokio moves a task's future by value; timeouts and recovery are boxed.
-async fn run_step(shared: Arc<Shared>, idx: usize) -> Done {
-    let started = Instant::now();
+/// `started`: when the step started, if the dispatcher just read it (see `run_alone`); else
+/// the first poll reads it.
+async fn run_step(shared: Arc<Shared>, idx: usize, started: Option<Instant>) -> Done {
+    let started = started.unwrap_or_else(Instant::now);
     let module = &shared.modules[idx];
     if shared.opts.dry_run && !module.kind().runs_in_dry_run() {
         // A dry run changes nothing and runs nothing: tests and commands would only see the
