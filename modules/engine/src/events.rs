@@ -41,14 +41,17 @@ struct State {
 /// number), and beside the entries what they cannot hold.
 ///
 /// While nobody subscribes, the three events every step emits (ready, started, succeeded
-/// without output) are kept in an entry alone: 24 bytes of plain data, no allocation and no
+/// without output) are kept in an entry alone: 16 bytes of plain data, no allocation and no
 /// reference count, so keeping them costs a copy and freeing a history of any length costs
 /// one deallocation (no walk over the entries). The run id and sequence number are implied
 /// (the bus's run, the entry's position); the step's id and module name are those of step
-/// `index` of `plans[plan]`. [`EventBus::history`] rebuilds whole events.
+/// `index` of `plans[plan]`; the stamp is kept once for a run of entries that share it (a
+/// millisecond holds hundreds of steps). [`EventBus::history`] rebuilds whole events.
 #[derive(Default)]
 struct History {
     entries: Vec<Entry>,
+    /// (position in `entries`, stamp): the stamp of the entries from there to the next.
+    stamps: Vec<(u64, u64)>,
     /// Events consumers received, shared with them ([`What::Shared`] entries).
     shared: Vec<Arc<Event>>,
     /// Other events nobody received ([`What::Kept`] entries).
@@ -60,7 +63,6 @@ struct History {
 /// One event of the history; see [`History`].
 #[derive(Clone, Copy)]
 struct Entry {
-    ts: u64,
     /// [`What::Started`]: the attempt; [`What::Succeeded`]: the duration in milliseconds;
     /// [`What::Shared`], [`What::Kept`]: the position in `shared` or `kept`.
     data: u64,
@@ -207,12 +209,19 @@ impl Kept {
 }
 
 impl History {
+    /// Stamps the entries appended from now on with `ts`.
+    fn stamp(&mut self, ts: u64) {
+        if self.stamps.last().is_none_or(|&(_, last)| last != ts) {
+            self.stamps.push((self.entries.len() as u64, ts));
+        }
+    }
+
     /// Appends an entry for an event nobody received.
     fn keep(&mut self, ts: u64, kept: Kept) {
+        self.stamp(ts);
         let data = self.kept.len() as u64;
         self.kept.push(kept);
         self.entries.push(Entry {
-            ts,
             data,
             index: 0,
             plan: 0,
@@ -222,11 +231,10 @@ impl History {
 
     /// Appends an entry for an event consumers received.
     fn share(&mut self, event: Arc<Event>) {
+        self.stamp(event.ts);
         let data = self.shared.len() as u64;
-        let ts = event.ts;
         self.shared.push(event);
         self.entries.push(Entry {
-            ts,
             data,
             index: 0,
             plan: 0,
@@ -246,8 +254,57 @@ impl History {
         u16::try_from(no).ok()
     }
 
-    /// Appends a lifecycle event of step `index` of `plans[plan]`.
-    fn push_planned(&mut self, ts: u64, plan: u16, index: u32, what: Planned) {
+    /// Appends the scheduler's burst for steps of `plan`, nobody subscribed (see
+    /// [`EventBus::publish_plan_steps`]).
+    fn push_plan_steps(
+        &mut self,
+        ts: u64,
+        plan: &Arc<ValidatedPlan>,
+        events: &mut Vec<(u32, Planned)>,
+        module: impl FnMut(u32) -> Arc<str>,
+    ) {
+        let Some(plan_no) = self.plan_no(plan) else {
+            return self.keep_by_id(ts, plan, events, module);
+        };
+        self.stamp(ts);
+        for (index, what) in events.drain(..) {
+            self.push_planned(plan_no, index, what);
+        }
+    }
+
+    /// [`push_plan_steps`](Self::push_plan_steps) past the plans an entry can number: the
+    /// events are kept by step id.
+    #[inline(never)]
+    fn keep_by_id(
+        &mut self,
+        ts: u64,
+        plan: &Arc<ValidatedPlan>,
+        events: &mut Vec<(u32, Planned)>,
+        mut module: impl FnMut(u32) -> Arc<str>,
+    ) {
+        for (index, what) in events.drain(..) {
+            let step = plan.ids[index as usize].clone();
+            let what = match what {
+                Planned::Ready => Lifecycle::Ready,
+                Planned::Started { attempt } => Lifecycle::Started {
+                    module: module(index),
+                    attempt,
+                },
+                Planned::Succeeded {
+                    duration_ms,
+                    output,
+                } => Lifecycle::Succeeded {
+                    duration_ms,
+                    output,
+                },
+            };
+            self.keep(ts, Kept::Step { step, what });
+        }
+    }
+
+    /// Appends a lifecycle event of step `index` of `plans[plan]`, stamped as the last
+    /// [`stamp`](Self::stamp) said.
+    fn push_planned(&mut self, plan: u16, index: u32, what: Planned) {
         let (what, data) = match what {
             Planned::Ready => (What::Ready, 0),
             Planned::Started { attempt } => (What::Started, u64::from(attempt)),
@@ -268,7 +325,6 @@ impl History {
             }
         };
         self.entries.push(Entry {
-            ts,
             data,
             index,
             plan,
@@ -281,6 +337,7 @@ impl History {
     fn event(
         &self,
         seq: u64,
+        ts: u64,
         e: &Entry,
         run_id: &Arc<str>,
         names: &mut Vec<Arc<str>>,
@@ -328,11 +385,44 @@ impl History {
         };
         Arc::new(Event {
             seq,
-            ts: e.ts,
+            ts,
             run_id: run_id.clone(),
             step_id,
             kind,
         })
+    }
+}
+
+/// [`EventBus::publish_plan_steps`] with consumers: each event is built whole, sent, and
+/// shared with the history (out of line, so the path without consumers stays small).
+#[inline(never)]
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the parts of the locked state and the burst, borrowed apart"
+)]
+fn send_plan_steps(
+    seq: &mut u64,
+    consumers: &mut Vec<UnboundedSender<Arc<Event>>>,
+    history: &mut Option<History>,
+    run_id: &Arc<str>,
+    ts: u64,
+    plan: &Arc<ValidatedPlan>,
+    events: &mut Vec<(u32, Planned)>,
+    mut module: impl FnMut(u32) -> Arc<str>,
+) {
+    for (index, what) in events.drain(..) {
+        let event = Arc::new(Event {
+            seq: *seq,
+            ts,
+            run_id: run_id.clone(),
+            step_id: Some(plan.ids[index as usize].clone()),
+            kind: what.into_kind(|| module(index)),
+        });
+        consumers.retain(|c| c.send(event.clone()).is_ok());
+        if let Some(h) = history.as_mut() {
+            h.share(event);
+        }
+        *seq += 1;
     }
 }
 
@@ -546,7 +636,7 @@ impl EventBus {
         ts: u64,
         plan: &Arc<ValidatedPlan>,
         events: &mut Vec<(u32, Planned)>,
-        mut module: impl FnMut(u32) -> Arc<str>,
+        module: impl FnMut(u32) -> Arc<str>,
     ) {
         if !self.is_observed() {
             events.clear();
@@ -559,55 +649,14 @@ impl EventBus {
             history,
         } = &mut *st;
         if consumers.is_empty() {
-            let Some(h) = history.as_mut() else {
-                *seq += events.len() as u64;
-                events.clear();
-                return;
-            };
             *seq += events.len() as u64;
-            match h.plan_no(plan) {
-                Some(plan_no) => {
-                    for (index, what) in events.drain(..) {
-                        h.push_planned(ts, plan_no, index, what);
-                    }
-                }
-                // More plans than an entry can number: kept by step id.
-                None => {
-                    for (index, what) in events.drain(..) {
-                        let step = plan.ids[index as usize].clone();
-                        let what = match what {
-                            Planned::Ready => Lifecycle::Ready,
-                            Planned::Started { attempt } => Lifecycle::Started {
-                                module: module(index),
-                                attempt,
-                            },
-                            Planned::Succeeded {
-                                duration_ms,
-                                output,
-                            } => Lifecycle::Succeeded {
-                                duration_ms,
-                                output,
-                            },
-                        };
-                        h.keep(ts, Kept::Step { step, what });
-                    }
-                }
+            match history.as_mut() {
+                Some(h) => h.push_plan_steps(ts, plan, events, module),
+                None => events.clear(),
             }
         } else {
-            for (index, what) in events.drain(..) {
-                let event = Arc::new(Event {
-                    seq: *seq,
-                    ts,
-                    run_id: self.inner.run_id.clone(),
-                    step_id: Some(plan.ids[index as usize].clone()),
-                    kind: what.into_kind(|| module(index)),
-                });
-                consumers.retain(|c| c.send(event.clone()).is_ok());
-                if let Some(h) = history.as_mut() {
-                    h.share(event);
-                }
-                *seq += 1;
-            }
+            let run_id = &self.inner.run_id;
+            send_plan_steps(seq, consumers, history, run_id, ts, plan, events, module);
         }
     }
 
@@ -626,9 +675,19 @@ impl EventBus {
             return Vec::new();
         };
         let mut names = Vec::new();
+        let mut stamps = h.stamps.iter().peekable();
+        let mut ts = 0;
         (0u64..)
             .zip(&h.entries)
-            .map(|(seq, e)| h.event(seq, e, &self.inner.run_id, &mut names))
+            .map(|(seq, e)| {
+                while let Some(&&(from, stamp)) = stamps.peek()
+                    && from <= seq
+                {
+                    ts = stamp;
+                    stamps.next();
+                }
+                h.event(seq, ts, e, &self.inner.run_id, &mut names)
+            })
             .collect()
     }
 
@@ -1224,6 +1283,24 @@ mod compact_history_tests {
         assert_eq!(bus.len(), 7);
     }
 
+    /// A stamp is kept once for a run of entries that share it: stamps that repeat, go back
+    /// and return still come back per event, whichever way the events were kept.
+    #[test]
+    fn stamps_shared_by_runs_of_entries_come_back_per_event() {
+        let bus = EventBus::new("r");
+        let a: Arc<str> = Arc::from("a");
+        bus.publish_at(7, || (None, EventKind::RunCancelled { reason: "x".into() }));
+        bus.publish_step(7, &a, || Lifecycle::Ready);
+        bus.publish_step(3, &a, || Lifecycle::Ready);
+        bus.publish_at(3, || (Some(a.clone()), EventKind::StepReady));
+        let _rx = bus.subscribe();
+        bus.publish_step(3, &a, || Lifecycle::Ready);
+        bus.publish_step(9, &a, || Lifecycle::Ready);
+        bus.publish_at(7, || (None, EventKind::StepReady));
+        let ts: Vec<u64> = bus.history().iter().map(|e| e.ts).collect();
+        assert_eq!(ts, [7, 7, 3, 3, 3, 9, 7]);
+    }
+
     #[test]
     fn an_unobserved_bus_numbers_nothing_and_empties_the_burst() {
         let bus = EventBus::with_history("r", false);
@@ -1240,9 +1317,9 @@ mod compact_history_tests {
 
 #[cfg(test)]
 mod size_tests {
-    /// The README promises that the history keeps a lifecycle event in 24 bytes.
+    /// The README promises that the history keeps a lifecycle event in 16 bytes.
     #[test]
-    fn a_kept_lifecycle_event_fits_in_24_bytes() {
-        assert!(std::mem::size_of::<super::Entry>() <= 24);
+    fn a_kept_lifecycle_event_fits_in_16_bytes() {
+        assert!(std::mem::size_of::<super::Entry>() <= 16);
     }
 }
