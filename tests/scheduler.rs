@@ -1096,6 +1096,71 @@ async fn events_keep_causal_order_in_history_and_for_subscribers() {
     assert!(history.iter().zip(&seen).all(|(h, s)| Arc::ptr_eq(h, s)));
 }
 
+/// The history a quiet bus keeps compactly rebuilds, event for event, what a subscriber of a
+/// watched bus receives in the same run: kinds (module names, outputs, durations aside),
+/// step ids, sequence numbers and the run id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_compact_history_rebuilds_what_a_subscriber_receives() {
+    let mut steps = vec![PlanStep::new("s0", "emitter")];
+    for i in 1..20 {
+        steps.push(PlanStep::new(format!("s{i}"), "emitter").depends_on([format!("s{}", i - 1)]));
+    }
+    let p = ExecutionPlan {
+        goal: "same".into(),
+        outputs: Some(vec!["s19".into()]),
+        steps,
+        ..Default::default()
+    };
+    let engine = Engine::builder().module(Arc::new(Emitter)).build();
+    let run = |bus: EventBus| {
+        let (engine, p) = (&engine, p.clone());
+        async move {
+            let s = within(engine.run(p, bus, RunSettings::default()))
+                .await
+                .unwrap();
+            assert_eq!(s.status, RunStatus::Succeeded);
+        }
+    };
+    let quiet = EventBus::new("r");
+    run(quiet.clone()).await;
+    let watched = EventBus::with_history("r", false);
+    let mut rx = watched.subscribe();
+    run(watched.clone()).await;
+    watched.close();
+    let mut seen = Vec::new();
+    while let Some(e) = rx.recv().await {
+        seen.push(e);
+    }
+    // Durations (and the run's) are timings: compare everything else.
+    let strip = |e: &nuvira_api::Event| {
+        let kind = match &e.kind {
+            EventKind::StepSucceeded { output, .. } => EventKind::StepSucceeded {
+                duration_ms: 0,
+                output: output.clone(),
+            },
+            EventKind::RunCompleted {
+                status,
+                succeeded,
+                failed,
+                skipped,
+                ..
+            } => EventKind::RunCompleted {
+                status: *status,
+                succeeded: *succeeded,
+                failed: *failed,
+                skipped: *skipped,
+                duration_ms: 0,
+            },
+            other => other.clone(),
+        };
+        (e.seq, e.run_id.clone(), e.step_id.clone(), kind)
+    };
+    let kept: Vec<_> = quiet.history().iter().map(|e| strip(e)).collect();
+    let received: Vec<_> = seen.iter().map(|e| strip(e)).collect();
+    assert_eq!(kept.len(), 1 + 20 * 4 + 1);
+    assert_eq!(kept, received);
+}
+
 /// Every step sees the plan being run.
 struct PlanSize;
 

@@ -55,7 +55,7 @@
 //! would stall the run, since that other step may be waiting for the dispatcher. Blocking
 //! work belongs in `tokio::task::spawn_blocking`.
 
-use crate::events::{EMPTY_OUTPUT, EventBus, Lifecycle};
+use crate::events::{EMPTY_OUTPUT, EventBus, Planned};
 use crate::validate::ValidatedPlan;
 use futures::FutureExt;
 use futures::StreamExt;
@@ -490,6 +490,58 @@ fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
+/// Event stamps (milliseconds since the Unix epoch, as [`now_ms`](crate::events::now_ms)
+/// gives) for instants the dispatcher reads: the monotonic clock is read once per burst, and
+/// that reading also starts the step run alone after it (see `run_alone`). The wall clock is
+/// read again only once the millisecond it last gave is over, by the monotonic clock: a
+/// stamp is the one `now_ms` would have given (but for the two clocks' drift within that
+/// millisecond, and a wall-clock step showing up to a millisecond late), for a comparison,
+/// not a second clock read and a conversion per burst.
+struct WallClock {
+    /// The stamp of the current millisecond, and the instant it ends.
+    ms: u64,
+    until: Instant,
+}
+
+impl WallClock {
+    fn new() -> Self {
+        let mut clock = Self {
+            ms: 0,
+            until: Instant::now(),
+        };
+        clock.resync(clock.until);
+        clock
+    }
+
+    /// The stamp of `at`, read just now.
+    fn ms(&mut self, at: Instant) -> u64 {
+        if at >= self.until {
+            self.resync(at);
+        }
+        self.ms
+    }
+
+    /// Reads the wall clock (just after `at`): its millisecond, and when it ends.
+    fn resync(&mut self, at: Instant) {
+        let wall = since_epoch();
+        self.ms = wall
+            .as_secs()
+            .saturating_mul(1000)
+            .saturating_add(u64::from(wall.subsec_millis()));
+        let left = 1_000_000 - wall.subsec_nanos() % 1_000_000;
+        self.until = at
+            .checked_add(Duration::from_nanos(u64::from(left)))
+            .unwrap_or(at);
+    }
+}
+
+/// The wall clock since the Unix epoch (zero before it, as [`now_ms`](crate::events::now_ms)).
+fn since_epoch() -> Duration {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+}
+
 struct Dispatcher {
     shared: Arc<Shared>,
     write_sets: Vec<WriteSet>,
@@ -506,6 +558,8 @@ struct Dispatcher {
     /// When each step's `step:started` was stamped (ms since the epoch; 0 while unobserved),
     /// for the duration of a step cut short by cancellation.
     started_ms: Vec<u64>,
+    /// Stamps the lifecycle events of each burst.
+    clock: WallClock,
     /// What failed and skipped steps add (few, so kept aside).
     details: std::collections::HashMap<usize, Detail>,
     ready: VecDeque<usize>,
@@ -516,7 +570,7 @@ struct Dispatcher {
     /// Module names handed to `step:started` events, by module address.
     module_names: Vec<(usize, Arc<str>)>,
     /// Lifecycle events noted while handling one wake-up, published together by `flush`.
-    pending: Vec<(u32, Lifecycle)>,
+    pending: Vec<(u32, Planned)>,
     /// Steps `launch` is starting (kept to reuse its buffer).
     to_start: Vec<usize>,
     /// Steps that finished on their first poll, in the dispatcher (see `run_inline_first`).
@@ -530,8 +584,9 @@ struct Dispatcher {
     /// [`INLINE_POLL_LIMIT`].
     slow_polls: Vec<(usize, SlowPolls)>,
     /// The only runnable step `launch` started (nothing else running or ready): `run` awaits
-    /// it in the dispatcher's own task instead of giving it one (see `run_alone`).
-    alone: Option<usize>,
+    /// it in the dispatcher's own task instead of giving it one (see `run_alone`), with the
+    /// instant that stamped its `step:started`, if any.
+    alone: Option<(usize, Option<Instant>)>,
     /// Steps not done at their first poll that the dispatcher goes on polling in its own task,
     /// each woken by its own waker (see [`Resident`]).
     resident: FuturesUnordered<Resident>,
@@ -634,6 +689,20 @@ fn small(n: usize) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
 }
 
+/// The module name of step `idx`, shared: a run uses few modules (each registered under one
+/// name, the one its steps give), so events reuse one name per module, found in `names` by the
+/// module's address. Only events a consumer receives need it: the history takes the name from
+/// the plan.
+fn module_name(names: &mut Vec<(usize, Arc<str>)>, shared: &Shared, idx: usize) -> Arc<str> {
+    let addr = Arc::as_ptr(&shared.modules[idx]).cast::<()>() as usize;
+    if let Some((_, known)) = names.iter().find(|(a, _)| *a == addr) {
+        return known.clone();
+    }
+    let known: Arc<str> = Arc::from(shared.step(idx).module.as_str());
+    names.push((addr, known.clone()));
+    known
+}
+
 impl Dispatcher {
     fn new(shared: Arc<Shared>, write_sets: Vec<WriteSet>, bus: EventBus, nested: bool) -> Self {
         let n = shared.plan.ids.len();
@@ -653,6 +722,7 @@ impl Dispatcher {
             attempts: vec![0; n],
             durations: vec![Duration::ZERO; n],
             started_ms: vec![0; n],
+            clock: WallClock::new(),
             details: std::collections::HashMap::new(),
             ready: VecDeque::with_capacity(n.min(1024)),
             deferred: Vec::new(),
@@ -714,8 +784,8 @@ impl Dispatcher {
         let mut was_cancelled = self.shared.opts.cancel.is_cancelled();
         while !was_cancelled {
             self.launch(max_parallel);
-            if let Some(idx) = self.alone.take() {
-                match self.run_alone(idx).await {
+            if let Some((idx, started)) = self.alone.take() {
+                match self.run_alone(idx, started).await {
                     Some(done) => self.inline_done.push(done),
                     None => {
                         was_cancelled = true;
@@ -918,7 +988,7 @@ impl Dispatcher {
 
     fn make_ready(&mut self, i: usize) {
         if self.bus.is_observed() {
-            self.note(i, Lifecycle::Ready);
+            self.note(i, Planned::Ready);
         }
         self.ready.push_back(i);
     }
@@ -953,16 +1023,16 @@ impl Dispatcher {
             }
             self.status[i] = StepStatus::Running;
             if self.bus.is_observed() {
-                let module = self.module_name(i);
-                self.note(i, Lifecycle::Started { module, attempt: 1 });
+                self.note(i, Planned::Started { attempt: 1 });
             }
             start.push(i);
         }
-        self.flush();
+        let stamped = self.flush();
         let alone = self.in_flight == 0 && start.len() == 1 && self.ready.is_empty();
         if alone {
-            // The dispatcher would only wait for it: `run` awaits it in place (`run_alone`).
-            self.alone = start.pop();
+            // The dispatcher would only wait for it: `run` awaits it in place (`run_alone`),
+            // from the instant its `step:started` was stamped with.
+            self.alone = start.pop().map(|i| (i, stamped));
         } else {
             // Steps of modules known to be slow get tasks first, so they run on other workers
             // while the dispatcher polls the quick ones.
@@ -1032,40 +1102,41 @@ impl Dispatcher {
     }
 
     /// Notes a lifecycle event of step `idx`, published with the wake-up's others.
-    fn note(&mut self, idx: usize, what: Lifecycle) {
+    fn note(&mut self, idx: usize, what: Planned) {
         self.pending.push((small(idx), what));
     }
 
-    /// Publishes the noted lifecycle events, stamped with one clock read, under one lock.
-    fn flush(&mut self) {
-        if !self.pending.is_empty() {
-            let now = crate::events::now_ms();
-            for (idx, what) in &self.pending {
-                if let Lifecycle::Started { .. } = what {
-                    self.started_ms[*idx as usize] = now;
-                }
-            }
-            self.bus
-                .publish_plan_steps(now, &self.shared.plan, &mut self.pending);
+    /// Publishes the noted lifecycle events, stamped with one clock read (returned), under
+    /// one lock.
+    #[inline]
+    fn flush(&mut self) -> Option<Instant> {
+        // Inlined, so a run nobody observes (nothing noted) pays a test, not a call.
+        if self.pending.is_empty() {
+            return None;
         }
+        self.flush_pending()
+    }
+
+    fn flush_pending(&mut self) -> Option<Instant> {
+        let at = Instant::now();
+        let now = self.clock.ms(at);
+        for (idx, what) in &self.pending {
+            if let Planned::Started { .. } = what {
+                self.started_ms[*idx as usize] = now;
+            }
+        }
+        let (names, shared) = (&mut self.module_names, &self.shared);
+        self.bus
+            .publish_plan_steps(now, &shared.plan, &mut self.pending, |idx| {
+                module_name(names, shared, idx as usize)
+            });
+        Some(at)
     }
 
     /// Publishes any other event, after the noted ones, so the order stays what happened.
     fn publish(&mut self, step: Option<Arc<str>>, kind: EventKind) {
         self.flush();
         self.bus.publish(step, kind);
-    }
-
-    /// The module name of step `idx`, shared: a run uses few modules (each registered under
-    /// one name), so events reuse one name per module, found by the module's address.
-    fn module_name(&mut self, idx: usize) -> Arc<str> {
-        let addr = Arc::as_ptr(&self.shared.modules[idx]).cast::<()>() as usize;
-        if let Some((_, known)) = self.module_names.iter().find(|(a, _)| *a == addr) {
-            return known.clone();
-        }
-        let known: Arc<str> = Arc::from(self.shared.step(idx).module.as_str());
-        self.module_names.push((addr, known.clone()));
-        known
     }
 
     /// Gives step `idx` a task; `in_place`: its first poll happens here (see
@@ -1083,7 +1154,7 @@ impl Dispatcher {
         // several times while spawning. The step's state machine is boxed on the worker, at the
         // first poll, where it is also freed.
         self.spawn_task(async move {
-            AssertUnwindSafe(Box::pin(run_step(shared, idx)))
+            AssertUnwindSafe(Box::pin(run_step(shared, idx, None)))
                 .catch_unwind()
                 .await
                 .unwrap_or_else(|payload| panicked(idx, &*payload))
@@ -1106,9 +1177,13 @@ impl Dispatcher {
     /// the sentinel, the only other task. `None`: the run was cancelled, and the step's future
     /// is dropped here, as an aborted task's would be (the step stays `Running` for
     /// `cancel_all`).
-    async fn run_alone(&mut self, idx: usize) -> Option<Done> {
+    ///
+    /// `started`: the instant that stamped the step's `step:started` (the burst was published
+    /// just before), its start: nothing ran in between, and a step of a chain costs one clock
+    /// read fewer.
+    async fn run_alone(&mut self, idx: usize, started: Option<Instant>) -> Option<Done> {
         self.in_flight += 1;
-        let mut step = std::pin::pin!(run_step(self.shared.clone(), idx));
+        let mut step = std::pin::pin!(run_step(self.shared.clone(), idx, started));
         let mut polls = 0u32;
         let (tasks, finished) = (&mut self.tasks, &mut self.inline_done);
         let done = std::future::poll_fn(|cx| {
@@ -1160,7 +1235,7 @@ impl Dispatcher {
     /// (unless alone), so slow polls hold up the steps behind them a few times per module
     /// and run at most.
     fn run_inline_first(&mut self, shared: Arc<Shared>, idx: usize) {
-        let mut step: StepFuture = Box::pin(run_step(shared, idx));
+        let mut step: StepFuture = Box::pin(run_step(shared, idx, None));
         let mut cx = Context::from_waker(Waker::noop());
         let polled_at = Instant::now();
         match std::panic::catch_unwind(AssertUnwindSafe(|| step.as_mut().poll(&mut cx))) {
@@ -1210,7 +1285,7 @@ impl Dispatcher {
                     let output = self.shared.outputs.get_non_empty(idx);
                     self.note(
                         idx,
-                        Lifecycle::Succeeded {
+                        Planned::Succeeded {
                             duration_ms: millis(done.duration),
                             output,
                         },
@@ -1382,8 +1457,10 @@ impl Dispatcher {
 
 /// Runs one step. The common path (first attempt succeeds or fails for good) keeps the future
 /// small, because tokio moves a task's future by value; timeouts and recovery are boxed.
-async fn run_step(shared: Arc<Shared>, idx: usize) -> Done {
-    let started = Instant::now();
+/// `started`: when the step started, if the dispatcher just read it (see `run_alone`); else
+/// the first poll reads it.
+async fn run_step(shared: Arc<Shared>, idx: usize, started: Option<Instant>) -> Done {
+    let started = started.unwrap_or_else(Instant::now);
     let module = &shared.modules[idx];
     if shared.opts.dry_run && !module.kind().runs_in_dry_run() {
         // A dry run changes nothing and runs nothing: tests and commands would only see the
