@@ -246,6 +246,8 @@ impl History {
     fn plan_no(&mut self, plan: &Arc<ValidatedPlan>) -> Option<u16> {
         let no = match self.plans.iter().rposition(|p| Arc::ptr_eq(p, plan)) {
             Some(no) => no,
+            // Past the numbers an entry holds, a plan is not kept (its entries are kept by id).
+            None if self.plans.len() > usize::from(u16::MAX) => return None,
             None => {
                 self.plans.push(plan.clone());
                 self.plans.len() - 1

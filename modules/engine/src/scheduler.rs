@@ -651,6 +651,10 @@ fn poll_resident(
     }
 }
 
+/// The most events of a burst whose clock reading a step run alone after it starts from
+/// (`flush_pending`).
+const SHARED_CLOCK_BURST: usize = 8;
+
 /// How long a step's first poll may take in the dispatcher and still count as quick. A step
 /// this quick costs less run in place than a task costs to spawn and join (about a
 /// microsecond per step); a slower one holds up the steps behind it.
@@ -1120,6 +1124,11 @@ impl Dispatcher {
     fn flush_pending(&mut self) -> Option<Instant> {
         let at = Instant::now();
         let now = self.clock.ms(at);
+        // The reading is shared with a step run alone right after only when the burst is a
+        // few events (a chain's end, ready and start): publishing a long one (a fan-in's
+        // thousands of ends, to subscribers) would count in the step's duration and in its
+        // slow-poll check.
+        let share = self.pending.len() <= SHARED_CLOCK_BURST;
         for (idx, what) in &self.pending {
             if let Planned::Started { .. } = what {
                 self.started_ms[*idx as usize] = now;
@@ -1130,7 +1139,7 @@ impl Dispatcher {
             .publish_plan_steps(now, &shared.plan, &mut self.pending, |idx| {
                 module_name(names, shared, idx as usize)
             });
-        Some(at)
+        share.then_some(at)
     }
 
     /// Publishes any other event, after the noted ones, so the order stays what happened.

@@ -340,15 +340,26 @@ impl DockerSandbox {
             // be, not uploaded: with nothing changed, no upload at all (each is a mount of the
             // container by the engine).
             let skip = crate::walk_options(request.include_ignored).skip_build_dirs;
-            let mut cmd = crate::docker_track::wrap_kept(&request.command, skip, &nonce, None);
+            let mut inline_prune = None;
             if let Some(i) = tar.extra.iter().position(|(p, _)| {
                 p.ends_with(Path::new(crate::docker_track::STATE_DIR).join("prune"))
             }) && let Ok(inline) = std::str::from_utf8(&tar.extra[i].1)
                 && inline.len() <= crate::docker_track::INLINE_PRUNE_CAP
             {
-                cmd = crate::docker_track::wrap_kept(&request.command, skip, &nonce, Some(inline));
+                inline_prune = Some(inline.to_owned());
                 tar.extra.remove(i);
             }
+            // A new container's wrapper also reads the baseline state, before the command.
+            let wrapper = |baseline: bool| {
+                crate::docker_track::wrap_kept(
+                    &request.command,
+                    skip,
+                    &nonce,
+                    inline_prune.as_deref(),
+                    baseline,
+                )
+            };
+            let cmd = wrapper(false);
             let idle = self.reuse_idle.unwrap_or_else(crate::docker_keep::idle);
             let inspected = match image_info.take() {
                 Some(info) => info,
@@ -424,6 +435,7 @@ impl DockerSandbox {
                 }
                 None => {
                     name = keep_name();
+                    exec.0 = wrapper(true);
                     body = crate::docker_keep::kept_body(body, &hash, &labels, idle, &run_user);
                     kept = Some(Kept {
                         state: crate::docker_keep::KeptState {
@@ -534,15 +546,8 @@ impl DockerSandbox {
                     .and_then(|p| u32::try_from(p).ok())
                     .filter(|&p| p > 0);
                 k.exec.3.host_pid = k.state.pid;
-                k.state.state = crate::docker_keep::state(&self.docker, &created.id, &k.exec.3.user)
-                    .await
-                    .ok_or_else(|| {
-                        SandboxError::Failed(
-                            "read the new kept container's state: the exec failed (NUVIRA_DOCKER_REUSE=0 turns reuse off)"
-                                .into(),
-                        )
-                    })?;
-                // After the first exec (the state's): what it changes once, before any run.
+                // The state outside the file system: the command's wrapper reads it before the
+                // command (the report's `base`), no exec of its own.
                 if let Some(pid) = k.state.pid
                     && crate::docker_keep::is_local(pid, &created.id)
                     && let Some(upper) = crate::docker_keep::upper_dir(
@@ -1115,11 +1120,18 @@ impl DockerSandbox {
                     crate::docker_track::parse_kept(t).is_some()
                 })
                 .and_then(|t| crate::docker_track::parse_kept(&t));
+            // A new container's baseline state, sent just before the report.
+            let base = stderr
+                .take_trailer(&crate::docker_track::marker(nonce, "base"), |t| {
+                    t.last() == Some(&0)
+                })
+                .map(|t| String::from_utf8_lossy(&t[..t.len() - 1]).into_owned());
             let (code, trusted) = trust_report(exit_code, timed_out, kept.as_ref())?;
             exit_code = code;
             if let Some(mut kept) = kept {
                 kept.clean &= trusted;
                 kept.killed &= trusted;
+                kept.base = base.filter(|_| trusted);
                 // The wrapper says every process is gone; the host checks (a run can trace the
                 // wrapper and fake that), before the listings are trusted.
                 if kept.killed
@@ -1158,6 +1170,13 @@ impl DockerSandbox {
         let id = kept.state.id.clone();
         // The wrapper's own cleanup when it reported one (no second exec), else the cleanup's.
         let report = kept.exec.2.lock().ok().and_then(|r| r.clone());
+        // A new container's baseline state came with the report (none: the state differs, so
+        // the container goes).
+        if !kept.reused
+            && let Some(base) = report.as_ref().and_then(|r| r.base.clone())
+        {
+            kept.state.state = base;
+        }
         let survivors = report.as_ref().is_some_and(|r| r.survivors);
         let cleaned = match report {
             _ if survivors => Err("the host saw processes of the run after its end".to_owned()),
@@ -1852,6 +1871,7 @@ mod tests {
             status,
             oom: Some(0),
             state: String::new(),
+            base: None,
         };
         // The wrapper ran to its end: the command's status is the report's.
         assert_eq!(

@@ -18,8 +18,7 @@
 //!   emptied, and the memory cgroup's `oom_kill` count is read: by the command's wrapper
 //!   right after the command (`docker_track`'s kept mode; its report is trusted only when the
 //!   engine says the wrapper exited 0), else by a second exec (`cleanup_script`). Then the
-//!   container's own file system must be as it was right after the start (after the first
-//!   exec): its overlay upper folder read on this machine (`upper_listing`, when the engine
+//!   container's own file system must be as it was right after the start: its overlay upper folder read on this machine (`upper_listing`, when the engine
 //!   is local and the folder readable: a folder that cannot be read then counts as changed),
 //!   else the engine's changes list (`GET /containers/{id}/changes`). A run that wrote into the
 //!   container's own file system (`$HOME`, `/var/tmp`, ...) gets it discarded. What `/workspace` holds is
@@ -285,15 +284,6 @@ ipc $f $n"
 done
 "#;
 
-/// The state script alone (for the baseline right after a kept container started): prints `S`.
-pub(crate) fn state_script() -> Vec<String> {
-    vec![
-        "/bin/sh".into(),
-        "-c".into(),
-        format!("{STATE}printf '%s' \"$S\"\n"),
-    ]
-}
-
 /// The cleanup after a run (an exec) when the wrapper's own did not pass: [`KILL_ALL`] (exit
 /// 3 when processes are left), [`SCRATCH`] (exit 4 when something is left), then prints the
 /// [`STATE`] text and, last, `CLEAN_OK` and the memory cgroup's `oom_kill` count (`?` when
@@ -331,7 +321,8 @@ pub(crate) struct KeptState {
     pub(crate) baseline: Vec<String>,
     /// The memory cgroup's `oom_kill` count after the last cleanup.
     pub(crate) oom: u64,
-    /// The [`STATE`] text right after it started.
+    /// The [`STATE`] text right after it started (read by its first run's wrapper before the
+    /// command).
     #[serde(default)]
     pub(crate) state: String,
     /// PID 1's pid on this machine (`None`: unknown, e.g. a remote engine's).
@@ -722,12 +713,6 @@ fn keeper_or_gone(pid: u32, uid: u32) -> bool {
 pub(crate) struct Cleaned {
     pub(crate) oom: Option<u64>,
     pub(crate) state: String,
-}
-
-/// The [`STATE`] text of the container (a new one's baseline); `None` when the exec failed.
-pub(crate) async fn state(docker: &Docker, id: &str, user: &str) -> Option<String> {
-    let end = exec_small(docker, id, user, state_script(), Duration::from_secs(20)).await?;
-    (end.exit_code == Some(0)).then(|| String::from_utf8_lossy(&end.stdout).into_owned())
 }
 
 /// Cleans the container after a run (`cleanup_script`, as `user`): what it found when it

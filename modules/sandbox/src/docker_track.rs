@@ -68,14 +68,20 @@ pub(crate) fn marker(nonce: &str, what: &str) -> Vec<u8> {
 /// listings (empty when the upload includes them); `nonce`: the markers' (`[a-z0-9-]`).
 #[cfg(test)]
 fn script(build_dirs: &[&str], nonce: &str) -> String {
-    script_with(build_dirs, nonce, None, false)
+    script_with(build_dirs, nonce, None, false, false)
 }
 
 /// [`script`], with the prune script given inline (`Some`) instead of sourced from the
 /// uploaded `$P/prune` (a run in a kept container: no upload at all when nothing changed), and
 /// for a run in a kept container (`kept`) the kill right after the command and the cleanup and
 /// report at the end (`KILL_ALL`, `SCRATCH`, `OOM`, `STATE` of `docker_keep`).
-fn script_with(build_dirs: &[&str], nonce: &str, prune: Option<&str>, kept: bool) -> String {
+fn script_with(
+    build_dirs: &[&str],
+    nonce: &str,
+    prune: Option<&str>,
+    kept: bool,
+    baseline: bool,
+) -> String {
     let skip: String = build_dirs
         .iter()
         .map(|d| format!(" -o \\( -type d -name {d} \\)"))
@@ -113,9 +119,19 @@ fn script_with(build_dirs: &[&str], nonce: &str, prune: Option<&str>, kept: bool
     } else {
         ("rm -f \"$M\" \"$T\"\n", "")
     };
+    // A new container's baseline state, read before the command (in a subshell: the command's
+    // arguments stay), sent before the report.
+    let (read_base, send_base) = if kept && baseline {
+        (
+            format!("B=$(\n{STATE}printf '%s' \"$S\"\n)\n"),
+            format!("printf '\\000nuvira-{nonce}-base\\000%s\\000' \"$B\" >&2\n"),
+        )
+    } else {
+        (String::new(), String::new())
+    };
     let end_kept = if kept {
         format!(
-            "{SCRATCH}{OOM}printf '\\000nuvira-{nonce}-kept\\000%s %s %s\\n%s\\000' \"$K\" \"$s\" \"${{o:-?}}\" \"$S\" >&2\ns=0\n"
+            "{SCRATCH}{OOM}{send_base}printf '\\000nuvira-{nonce}-kept\\000%s %s %s\\n%s\\000' \"$K\" \"$s\" \"${{o:-?}}\" \"$S\" >&2\ns=0\n"
         )
     } else {
         String::new()
@@ -129,7 +145,7 @@ fn script_with(build_dirs: &[&str], nonce: &str, prune: Option<&str>, kept: bool
         r#"P=/workspace/{STATE_DIR}; M=/dev/shm/.nuvira-mark; T=/dev/shm/.nuvira-tick
 R=
 {prune}if [ -e "$P" ] || [ -L "$P" ]; then rm -rf "$P"; fi
-: > "$M"; : > "$T"; i=0
+{read_base}: > "$M"; : > "$T"; i=0
 while [ $i -lt 2000 ] && ! [ "$T" -nt "$M" ]; do echo >> "$T"; i=$((i+1)); done
 i=0
 while [ $i -lt 5000 ] && ! [ "$T" -nt "$M" ] && [ -z "$(find "$T" -newer "$M" 2>/dev/null)" ]; do echo >> "$T"; i=$((i+1)); done
@@ -181,6 +197,8 @@ pub(crate) struct KeptReport {
     pub(crate) oom: Option<u64>,
     /// The container's state outside its file system (`docker_keep::STATE`).
     pub(crate) state: String,
+    /// A new container's state before the command (the `base` trailer), when asked for.
+    pub(crate) base: Option<String>,
 }
 
 /// Parses the report (what followed the `kept` marker: `K STATUS OOM\nSTATE\0`; the state
@@ -202,6 +220,7 @@ pub(crate) fn parse_kept(trailer: &[u8]) -> Option<KeptReport> {
         status: status.parse().ok()?,
         oom: oom.parse().ok(),
         state,
+        base: None,
     })
 }
 
@@ -256,7 +275,7 @@ pub(crate) fn wrap(command: &[String], skip_build_dirs: bool, nonce: &str) -> Ve
     let mut out = vec![
         "/bin/sh".to_owned(),
         "-c".to_owned(),
-        script_with(dirs, nonce, None, false),
+        script_with(dirs, nonce, None, false, false),
         "nuvira-sandbox".to_owned(),
     ];
     out.extend(command.iter().cloned());
@@ -269,11 +288,16 @@ pub(crate) const INLINE_PRUNE_CAP: usize = 64 * 1024;
 /// [`wrap`], for a command run as an exec in a kept container (the kill and cleanup at its end,
 /// see [`script_with`]), with the prune script inline (`Some`: UTF-8, at most [`INLINE_PRUNE_CAP`]): the
 /// last run's created entries go without an upload.
+///
+/// `baseline`: the container is new, and the wrapper reads its state outside the file system
+/// before the command too (the `base` trailer, before the report: the baseline the report's
+/// state is compared with, without an exec of its own).
 pub(crate) fn wrap_kept(
     command: &[String],
     skip_build_dirs: bool,
     nonce: &str,
     prune: Option<&str>,
+    baseline: bool,
 ) -> Vec<String> {
     let dirs: &[&str] = if skip_build_dirs {
         nuvira_workspace::walk::BUILD_DIRS
@@ -283,7 +307,7 @@ pub(crate) fn wrap_kept(
     let mut out = vec![
         "/bin/sh".to_owned(),
         "-c".to_owned(),
-        script_with(dirs, nonce, prune, true),
+        script_with(dirs, nonce, prune, true, baseline),
         "nuvira-sandbox".to_owned(),
     ];
     out.extend(command.iter().cloned());
@@ -553,13 +577,13 @@ mod tests {
 
     #[test]
     fn an_inline_prune_is_run_and_no_file_of_the_volume_is_sourced() {
-        let inline = script_with(&[], "n", Some("rm -rf -- '/workspace/x'\n"), true);
+        let inline = script_with(&[], "n", Some("rm -rf -- '/workspace/x'\n"), true, false);
         assert!(
             inline.contains("rm -rf -- '/workspace/x'\nif [ -e \"$P\" ] || [ -L \"$P\" ]; then rm -rf \"$P\"; fi"),
             "{inline}"
         );
         assert!(!inline.contains(". \"$P/prune\""), "{inline}");
-        let empty = script_with(&[], "n", Some(""), true);
+        let empty = script_with(&[], "n", Some(""), true, false);
         assert!(
             empty.contains("kill -9 -1") && empty.contains("nuvira-n-kept"),
             "{empty}"
@@ -574,6 +598,7 @@ mod tests {
                 status: 3,
                 oom: Some(2),
                 state: "/etc/hosts 81a4 0 0 174 1\nipc shm 1".into(),
+                base: None,
             })
         );
         assert_eq!(
