@@ -385,6 +385,7 @@ impl DockerSandbox {
                 body.working_dir.clone(),
                 Default::default(),
                 crate::docker_keep::Who::new(&run_user),
+                false,
             );
             let hash = crate::docker_keep::config_hash(&body, &image_id, idle);
             let old = crate::docker_keep::take_state(&entry_dir);
@@ -436,6 +437,7 @@ impl DockerSandbox {
                 None => {
                     name = keep_name();
                     exec.0 = wrapper(true);
+                    exec.4 = true;
                     body = crate::docker_keep::kept_body(body, &hash, &labels, idle, &run_user);
                     kept = Some(Kept {
                         state: crate::docker_keep::KeptState {
@@ -546,8 +548,9 @@ impl DockerSandbox {
                     .and_then(|p| u32::try_from(p).ok())
                     .filter(|&p| p > 0);
                 k.exec.3.host_pid = k.state.pid;
-                // The state outside the file system: the command's wrapper reads it before the
-                // command (the report's `base`), no exec of its own.
+                // The overlay upper folder's baseline, read here before any exec. (The state
+                // outside the file system is read by the first run's wrapper before anything of
+                // the run exists, first on its standard error: no exec of its own.)
                 if let Some(pid) = k.state.pid
                     && crate::docker_keep::is_local(pid, &created.id)
                     && let Some(upper) = crate::docker_keep::upper_dir(
@@ -855,7 +858,7 @@ impl DockerSandbox {
             .await
             .map_err(|e| self.engine_error("attach to the container", e))?;
         let output = attached.output;
-        let reader = tokio::spawn(read_output(output));
+        let reader = tokio::spawn(read_output(output, 0));
         let reader_abort = reader.abort_handle();
         let _abort_reader = AbortOnDrop(reader_abort.clone());
 
@@ -1028,7 +1031,7 @@ impl DockerSandbox {
         info: &SandboxInfo,
         started: Instant,
         track: Track<'_>,
-        (cmd, workdir, report, who): Exec,
+        (cmd, workdir, report, who, baseline): Exec,
     ) -> Result<SandboxOutcome, SandboxError> {
         use bollard::exec::{CreateExecOptions, StartExecResults};
         let docker = &self.docker;
@@ -1055,7 +1058,10 @@ impl DockerSandbox {
                 "start the command in the kept container: the engine did not attach".into(),
             ));
         };
-        let reader = tokio::spawn(read_output(output));
+        // A new container's baseline state is the first thing on standard error, sent before
+        // the command starts (so no process of the run can have written it).
+        let head = if baseline { BASE_HEAD_CAP } else { 0 };
+        let reader = tokio::spawn(read_output(output, head));
         let reader_abort = reader.abort_handle();
         let _abort_reader = AbortOnDrop(reader_abort.clone());
         let mut reader = reader;
@@ -1120,12 +1126,10 @@ impl DockerSandbox {
                     crate::docker_track::parse_kept(t).is_some()
                 })
                 .and_then(|t| crate::docker_track::parse_kept(&t));
-            // A new container's baseline state, sent just before the report.
-            let base = stderr
-                .take_trailer(&crate::docker_track::marker(nonce, "base"), |t| {
-                    t.last() == Some(&0)
-                })
-                .map(|t| String::from_utf8_lossy(&t[..t.len() - 1]).into_owned());
+            let base = baseline
+                .then(|| stderr.take_head(&crate::docker_track::marker(nonce, "base")))
+                .flatten()
+                .map(|t| String::from_utf8_lossy(&t).into_owned());
             let (code, trusted) = trust_report(exit_code, timed_out, kept.as_ref())?;
             exit_code = code;
             if let Some(mut kept) = kept {
@@ -1170,12 +1174,14 @@ impl DockerSandbox {
         let id = kept.state.id.clone();
         // The wrapper's own cleanup when it reported one (no second exec), else the cleanup's.
         let report = kept.exec.2.lock().ok().and_then(|r| r.clone());
-        // A new container's baseline state came with the report (none: the state differs, so
-        // the container goes).
-        if !kept.reused
-            && let Some(base) = report.as_ref().and_then(|r| r.base.clone())
-        {
-            kept.state.state = base;
+        // A new container's baseline state came first on its standard error; without it the
+        // container goes.
+        let mut no_base = false;
+        if !kept.reused {
+            match report.as_ref().and_then(|r| r.base.clone()) {
+                Some(base) => kept.state.state = base,
+                None => no_base = true,
+            }
         }
         let survivors = report.as_ref().is_some_and(|r| r.survivors);
         let cleaned = match report {
@@ -1198,6 +1204,9 @@ impl DockerSandbox {
         };
         // Why the container goes, when it does (said in the result's limits).
         let mut gone: Option<&str> = outcome.timed_out.then_some("the run timed out");
+        if no_base {
+            gone = gone.or(Some("its baseline state was not read"));
+        }
         match cleaned {
             Ok(found) => {
                 match found.oom {
@@ -1543,6 +1552,8 @@ type Exec = (
     Option<String>,
     std::sync::Arc<std::sync::Mutex<Option<crate::docker_track::KeptReport>>>,
     crate::docker_keep::Who,
+    // The wrapper sends the new container's baseline state first on standard error.
+    bool,
 );
 
 /// The command's exit status in a kept container, and whether the wrapper's report is
@@ -1590,11 +1601,11 @@ struct Ended {
 
 /// Reads an attached container's or exec's output stream to its end, keeping the tail of
 /// standard output and of standard error.
-async fn read_output<S>(mut output: S) -> (Tail, Tail)
+async fn read_output<S>(mut output: S, stderr_head: usize) -> (Tail, Tail)
 where
     S: futures::Stream<Item = Result<LogOutput, bollard::errors::Error>> + Unpin,
 {
-    let (mut out, mut err) = (Tail::default(), Tail::default());
+    let (mut out, mut err) = (Tail::default(), Tail::with_head(stderr_head));
     while let Some(Ok(chunk)) = output.next().await {
         match chunk {
             LogOutput::StdErr { message } => err.push(&message),
@@ -1606,6 +1617,9 @@ where
     }
     (out, err)
 }
+
+/// The most of a new kept container's standard error read for its baseline state (a few KiB).
+const BASE_HEAD_CAP: usize = 1 << 20;
 
 /// A kept container's name: `nuvira-keep-<pid>-<n>-<nanos>`.
 fn keep_name() -> String {

@@ -45,8 +45,9 @@
 //! **PID 1 is another user's** (`keeper_user`): a run cannot signal, `ptrace` or `prlimit`
 //! it. **State outside the file system** (`STATE`: Docker's `/etc/hosts`, `/etc/resolv.conf`
 //! and `/etc/hostname`, the `/dev` tmpfs, the modes of `/tmp` and `/dev/shm`, POSIX message
-//! queues, System V IPC) must be what it
-//! was when the container started, or the container goes. The wrapper and the cleanup are the
+//! queues, System V IPC) must be what it was when the container started (read by its first
+//! run's wrapper before the prune and the command, and sent first on standard error), or the
+//! container goes. The wrapper and the cleanup are the
 //! run's user's (a run can trace them), so the host checks that no process of the run is left
 //! ([`only_keeper_left`]) before the listings are trusted and the container kept. A wrapper
 //! that exits 0 without its report is an error (the command's status is unknown), never a pass.

@@ -74,7 +74,8 @@ fn script(build_dirs: &[&str], nonce: &str) -> String {
 /// [`script`], with the prune script given inline (`Some`) instead of sourced from the
 /// uploaded `$P/prune` (a run in a kept container: no upload at all when nothing changed), and
 /// for a run in a kept container (`kept`) the kill right after the command and the cleanup and
-/// report at the end (`KILL_ALL`, `SCRATCH`, `OOM`, `STATE` of `docker_keep`).
+/// report at the end (`KILL_ALL`, `SCRATCH`, `OOM`, `STATE` of `docker_keep`); `baseline`: a
+/// new kept container's first run, whose wrapper first sends the state (see [`wrap_kept`]).
 fn script_with(
     build_dirs: &[&str],
     nonce: &str,
@@ -121,17 +122,19 @@ fn script_with(
     };
     // A new container's baseline state, read before the command (in a subshell: the command's
     // arguments stay), sent before the report.
-    let (read_base, send_base) = if kept && baseline {
-        (
-            format!("B=$(\n{STATE}printf '%s' \"$S\"\n)\n"),
-            format!("printf '\\000nuvira-{nonce}-base\\000%s\\000' \"$B\" >&2\n"),
+    // A new container's baseline state, read and sent first of all (before the prune and the
+    // command: nothing of the run can have written it, nor anything before it on standard
+    // error), in a subshell (the command's arguments stay).
+    let read_base = if kept && baseline {
+        format!(
+            "B=$(\n{STATE}printf '%s' \"$S\"\n)\nprintf '\\000nuvira-{nonce}-base\\000%s\\000' \"$B\" >&2\n"
         )
     } else {
-        (String::new(), String::new())
+        String::new()
     };
     let end_kept = if kept {
         format!(
-            "{SCRATCH}{OOM}{send_base}printf '\\000nuvira-{nonce}-kept\\000%s %s %s\\n%s\\000' \"$K\" \"$s\" \"${{o:-?}}\" \"$S\" >&2\ns=0\n"
+            "{SCRATCH}{OOM}printf '\\000nuvira-{nonce}-kept\\000%s %s %s\\n%s\\000' \"$K\" \"$s\" \"${{o:-?}}\" \"$S\" >&2\ns=0\n"
         )
     } else {
         String::new()
@@ -142,10 +145,10 @@ fn script_with(
         None => "[ -f \"$P/prune\" ] && . \"$P/prune\"\n".to_owned(),
     };
     format!(
-        r#"P=/workspace/{STATE_DIR}; M=/dev/shm/.nuvira-mark; T=/dev/shm/.nuvira-tick
+        r#"{read_base}P=/workspace/{STATE_DIR}; M=/dev/shm/.nuvira-mark; T=/dev/shm/.nuvira-tick
 R=
 {prune}if [ -e "$P" ] || [ -L "$P" ]; then rm -rf "$P"; fi
-{read_base}: > "$M"; : > "$T"; i=0
+: > "$M"; : > "$T"; i=0
 while [ $i -lt 2000 ] && ! [ "$T" -nt "$M" ]; do echo >> "$T"; i=$((i+1)); done
 i=0
 while [ $i -lt 5000 ] && ! [ "$T" -nt "$M" ] && [ -z "$(find "$T" -newer "$M" 2>/dev/null)" ]; do echo >> "$T"; i=$((i+1)); done
@@ -179,7 +182,8 @@ fi
 // the listing's `find` runs in the background, then empties the scratch folders (`SCRATCH`),
 // reads the `oom_kill` count (`OOM`), then writes the report `\0nuvira-<nonce>-kept\0K STATUS OOM\nSTATE\0` last on
 // standard error and exits 0 (the engine's exit code of the exec says the wrapper ran to its
-// end: a run that kills it gets another; the command's status is in the report).
+// end: a run that kills it gets another; the command's status is in the report). A new
+// container's first wrapper also writes `\0nuvira-<nonce>-base\0STATE\0` first of all.
 use crate::docker_keep::{KILL_ALL, OOM, SCRATCH, STATE};
 
 /// What the wrapper of a run in a kept container reported at its end.
@@ -197,7 +201,8 @@ pub(crate) struct KeptReport {
     pub(crate) oom: Option<u64>,
     /// The container's state outside its file system (`docker_keep::STATE`).
     pub(crate) state: String,
-    /// A new container's state before the command (the `base` trailer), when asked for.
+    /// A new container's state before the command (the start of standard error), when asked
+    /// for.
     pub(crate) base: Option<String>,
 }
 
@@ -289,9 +294,10 @@ pub(crate) const INLINE_PRUNE_CAP: usize = 64 * 1024;
 /// see [`script_with`]), with the prune script inline (`Some`: UTF-8, at most [`INLINE_PRUNE_CAP`]): the
 /// last run's created entries go without an upload.
 ///
-/// `baseline`: the container is new, and the wrapper reads its state outside the file system
-/// before the command too (the `base` trailer, before the report: the baseline the report's
-/// state is compared with, without an exec of its own).
+/// `baseline`: the container is new, and the wrapper first of all reads its state outside the
+/// file system and sends it at the very start of standard error (`\0nuvira-<nonce>-base\0`, the
+/// text, `\0`): the baseline the report's state is compared with, read before any process of
+/// the run exists, without an exec of its own.
 pub(crate) fn wrap_kept(
     command: &[String],
     skip_build_dirs: bool,
@@ -589,6 +595,17 @@ mod tests {
             "{empty}"
         );
         assert!(!script(&[], "n").contains("kill -9 -1"));
+        // A new container's wrapper sends its baseline state first of all, before the prune.
+        let first = script_with(&[], "n", Some("rm -rf -- '/workspace/x'\n"), true, true);
+        let sent = first
+            .find("printf '\\000nuvira-n-base\\000%s\\000' \"$B\" >&2")
+            .unwrap();
+        assert!(first.starts_with("B=$(\n"), "{first}");
+        assert!(
+            sent < first.find("rm -rf -- '/workspace/x'").unwrap(),
+            "{first}"
+        );
+        assert!(!empty.contains("nuvira-n-base"), "{empty}");
         assert_eq!(
             parse_kept(b"ok 3 2\n/etc/hosts 81a4 0 0 174 1\nipc shm 1\0"),
             Some(KeptReport {

@@ -564,16 +564,47 @@ pub(crate) fn special_names(special: &[PathBuf]) -> Vec<String> {
 pub(crate) struct Tail {
     buf: Vec<u8>,
     cut: u64,
+    /// The first bytes, up to `head_cap` (kept only when asked for, [`Tail::with_head`]).
+    head: Vec<u8>,
+    head_cap: usize,
 }
 
 impl Tail {
+    /// A tail that also keeps the stream's first `cap` bytes ([`Tail::take_head`]).
+    #[cfg(feature = "docker")]
+    pub(crate) fn with_head(cap: usize) -> Self {
+        Self {
+            head_cap: cap,
+            ..Self::default()
+        }
+    }
+
     pub(crate) fn push(&mut self, bytes: &[u8]) {
+        if self.head.len() < self.head_cap {
+            let n = bytes.len().min(self.head_cap - self.head.len());
+            self.head.extend_from_slice(&bytes[..n]);
+        }
         self.buf.extend_from_slice(bytes);
         if self.buf.len() > 2 * OUTPUT_CAP {
             let excess = self.buf.len() - OUTPUT_CAP;
             self.buf.drain(..excess);
             self.cut += excess as u64;
         }
+    }
+
+    /// When the stream began with `marker`, what followed it up to the next NUL, taken off the
+    /// kept bytes too (when they still start there).
+    #[cfg(feature = "docker")]
+    pub(crate) fn take_head(&mut self, marker: &[u8]) -> Option<Vec<u8>> {
+        let rest = self.head.strip_prefix(marker)?;
+        let end = rest.iter().position(|&b| b == 0)?;
+        let taken = rest[..end].to_vec();
+        let whole = marker.len() + end + 1;
+        if self.cut == 0 && self.buf.len() >= whole {
+            self.buf.drain(..whole);
+        }
+        self.head.clear();
+        Some(taken)
     }
 
     /// Splits off what follows the last `marker` (the marker too), if it is still kept.
@@ -649,6 +680,37 @@ pub(crate) fn check_collect_path(p: &str) -> Result<PathBuf, SandboxError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // A new kept container's baseline is taken only from the very start of standard error: a
+    // command that prints the marker later gets nothing taken, and output before it (or none
+    // at all) means no baseline.
+    #[cfg(feature = "docker")]
+    #[test]
+    fn the_baseline_is_taken_only_from_the_start_of_standard_error() {
+        let marker = b"\0nuvira-n-base\0";
+        let mut t = Tail::with_head(64);
+        t.push(marker);
+        t.push(b"state text\0rest ");
+        t.push(b"of the output");
+        assert_eq!(t.take_head(marker).as_deref(), Some(&b"state text"[..]));
+        assert_eq!(t.into_text(), "rest of the output");
+        let mut late = Tail::with_head(64);
+        late.push(b"x");
+        late.push(marker);
+        late.push(b"forged\0");
+        assert_eq!(late.take_head(marker), None);
+        // Unterminated within the head kept: nothing.
+        let mut long = Tail::with_head(20);
+        long.push(marker);
+        long.push(&[b'a'; 40]);
+        long.push(b"\0");
+        assert_eq!(long.take_head(marker), None);
+        // Not asked for: nothing kept, nothing taken.
+        let mut none = Tail::default();
+        none.push(marker);
+        none.push(b"s\0");
+        assert_eq!(none.take_head(marker), None);
+    }
 
     #[test]
     fn sizes_parse_in_docker_units() {
