@@ -90,6 +90,9 @@ fn script_with(
     let walk = format!("find /workspace -xdev \\( -path \"$P\"{skip} \\) -prune -o");
     let m = |what: &str| format!("printf '\\000nuvira-{nonce}-{what}\\000' >&2");
     let (begin, all, all_file, end) = (m("newer"), m("all"), m("all-file"), m("end"));
+    // No listing (the mark gone, the walk failed): said, so that a listing the command
+    // printed itself is never the last thing before the report.
+    let unlisted = m("unlisted");
     // The `all` marker into a file, so that one `cat` sends `newer`, it and `all`.
     let all_to_m = format!("printf '\\000nuvira-{nonce}-all\\000' > \"$P/m\"");
     let newer_file = m("newer-file");
@@ -169,7 +172,11 @@ fi
       if [ "${{2:-x}}" -le {INLINE_CAP} ] 2>/dev/null; then {all}; cat "$P/all" >&2; else {all_file}; fi
     fi
     {end}
+  else
+    {unlisted}
   fi
+else
+  {unlisted}
 fi
 {rm_mark}{end_kept}exit $s
 "#

@@ -130,13 +130,16 @@ async fn a_warm_run_reuses_the_container_and_sees_nothing_the_last_run_left() {
         "{limits}"
     );
     // Processes: a background one, a setsid daemon, one that ignores SIGTERM, a stopped one;
-    // scratch files in /tmp and /dev/shm.
+    // scratch files in /tmp and /dev/shm. (Listed once all four have started: a child just
+    // forked still shows its parent's command line.)
     let leave = slot
         .run(&format!(
             "sleep 1000 & setsid nohup sleep 1001 >/dev/null 2>&1 & \
              sh -c 'trap \"\" TERM HUP INT; exec sleep 1002' & \
              sh -c 'kill -STOP $$; sleep 1003' & \
-             echo x > /tmp/x; echo x > /dev/shm/x; mkdir -p /tmp/d/e; {PS}"
+             echo x > /tmp/x; echo x > /dev/shm/x; mkdir -p /tmp/d/e; \
+             i=0; until [ $i -ge 2000 ] || [ \"$({{ {PS}; }} | grep -c -e '^PROC sleep 100[0-2] ' -e '^PROC sh -c kill -STOP')\" -ge 4 ]; do i=$((i+1)); done; \
+             {PS}"
         ))
         .await;
     assert_eq!(leave.exit_code, Some(0), "{leave:?}");
@@ -650,6 +653,56 @@ async fn a_run_that_kills_its_wrapper_and_forges_its_report_is_still_cleaned() {
     assert_ne!(id(&next), id(&forge), "{next:?}");
     assert!(procs(&next).is_empty(), "{next:?}");
     assert!(!next.stdout.lines().any(|l| l == "j"), "{next:?}");
+}
+
+// A command cannot get a listing of its own trusted, with its wrapper alive: not by printing a
+// whole fake listing and a new container's baseline marker after it (a reused container's
+// runs never take one), nor by removing the mirror's mark first (the wrapper then says it made
+// no listing). Either way what the command created is still found and undone.
+#[tokio::test]
+async fn a_listing_the_command_prints_itself_is_never_trusted() {
+    let Some(slot) = Slot::new().await else {
+        return;
+    };
+    let first = slot.run("true").await;
+    let fake = |hide: &str| {
+        format!(
+            "n=$(tr '\\0' '\\n' < /proc/$PPID/cmdline | grep -o 'nuvira-nuvira-sandbox-[0-9a-f-]*-kept' | head -n 1); \
+             [ -n \"$n\" ] || {{ echo no marker; exit 9; }}; b=${{n%-kept}}; \
+             printf '\\000%s-newer\\000' \"$b\" >&2; printf '\\000%s-all\\000' \"$b\" >&2; \
+             find /workspace -xdev ! -name {hide} -print0 >&2; printf '\\000%s-end\\000' \"$b\" >&2"
+        )
+    };
+    for (what, script) in [
+        (
+            "a fake listing and base marker",
+            format!(
+                "echo x > evil1; {}; printf '\\000%s-base\\000x\\000' \"$b\" >&2",
+                fake("evil1")
+            ),
+        ),
+        (
+            "the mark removed",
+            format!(
+                "echo x > evil2; rm -f /dev/shm/.nuvira-mark; {}",
+                fake("evil2")
+            ),
+        ),
+    ] {
+        let forge = slot.run(&script).await;
+        assert_eq!(forge.exit_code, Some(0), "{what}: {forge:?}");
+        assert_eq!(
+            id(&forge),
+            id(&first),
+            "{what}: not run in the kept container"
+        );
+        let next = slot.run("ls -A /workspace").await;
+        assert_eq!(next.exit_code, Some(0), "{what}: {next:?}");
+        assert!(
+            !next.stdout.lines().any(|l| l.starts_with("evil")),
+            "{what}: the created file survived: {next:?}"
+        );
+    }
 }
 
 // Two runs of one project at once hold the two warm slots: each its own kept container, never
