@@ -21,6 +21,10 @@ use std::path::{Path, PathBuf};
 /// How often [`HeldDir::remove_entry`] lists a folder it empties (one that fills again as
 /// fast as it is emptied is given up).
 const REMOVE_TRIES: usize = 8;
+/// How often the emptied folder's removal by name is tried ([`HeldDir::remove_entry`]).
+const RMDIR_TRIES: usize = 64;
+/// How many listings in a row must miss a held folder before it counts as moved away.
+const LOCATE_TRIES: usize = 16;
 
 /// What an entry of a [`HeldDir`] is, not following a symlink.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -342,23 +346,31 @@ impl HeldDir {
     /// whichever entry it is (found by identity: renamed within this folder, it is still
     /// one of its own); `None` when it is no longer directly in this folder.
     fn locate(&self, name: &str, held: &HeldDir) -> io::Result<Option<OsString>> {
-        if self.holds(name, held)? {
-            return Ok(Some(name.into()));
-        }
-        #[cfg(unix)]
-        {
-            use cap_std::fs::MetadataExt as _;
-            let it = held.dir.dir_metadata()?;
-            for entry in self.dir.entries()? {
-                let Ok(entry) = entry else { continue };
-                // Not following a symlink.
-                if let Ok(m) = entry.metadata()
-                    && m.is_dir()
-                    && m.dev() == it.dev()
-                    && m.ino() == it.ino()
-                {
-                    return Ok(Some(entry.file_name()));
+        // A rename between two names of this folder during one listing can hide the folder
+        // from that listing (its old name read before, its new one after): it is not gone
+        // until several listings in a row miss it.
+        for _ in 0..LOCATE_TRIES {
+            if self.holds(name, held)? {
+                return Ok(Some(name.into()));
+            }
+            #[cfg(unix)]
+            {
+                use cap_std::fs::MetadataExt as _;
+                let it = held.dir.dir_metadata()?;
+                for entry in self.dir.entries()? {
+                    let Ok(entry) = entry else { continue };
+                    // Not following a symlink.
+                    if let Ok(m) = entry.metadata()
+                        && m.is_dir()
+                        && m.dev() == it.dev()
+                        && m.ino() == it.ino()
+                    {
+                        return Ok(Some(entry.file_name()));
+                    }
                 }
+            }
+            if held.is_removed() {
+                break;
             }
         }
         Ok(None)
@@ -391,7 +403,9 @@ impl HeldDir {
             Emptied::TooDeep => return Ok(Removal::TooDeep),
         }
         let mut last = None;
-        for _ in 0..REMOVE_TRIES {
+        // Each try can lose a race with a rename of the name (a loaded machine may pause this
+        // process between the look and the removal): tried more often than a listing.
+        for _ in 0..RMDIR_TRIES {
             let Some(here) = self.locate(name, &held)? else {
                 return Ok(moved(&held));
             };
