@@ -218,27 +218,26 @@ impl History {
 
     /// Appends an entry for an event nobody received.
     fn keep(&mut self, ts: u64, kept: Kept) {
-        self.stamp(ts);
         let data = self.kept.len() as u64;
         self.kept.push(kept);
-        self.entries.push(Entry {
-            data,
-            index: 0,
-            plan: 0,
-            what: What::Kept,
-        });
+        self.aside(ts, data, What::Kept);
     }
 
     /// Appends an entry for an event consumers received.
     fn share(&mut self, event: Arc<Event>) {
-        self.stamp(event.ts);
-        let data = self.shared.len() as u64;
+        let (ts, data) = (event.ts, self.shared.len() as u64);
         self.shared.push(event);
+        self.aside(ts, data, What::Shared);
+    }
+
+    /// Appends the entry of an event kept aside (`data`: its place in the side list `what`).
+    fn aside(&mut self, ts: u64, data: u64, what: What) {
+        self.stamp(ts);
         self.entries.push(Entry {
             data,
             index: 0,
             plan: 0,
-            what: What::Shared,
+            what,
         });
     }
 

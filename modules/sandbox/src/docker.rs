@@ -380,13 +380,13 @@ impl DockerSandbox {
                         .filter(|u| !u.is_empty())
                 })
                 .unwrap_or_else(|| "0:0".to_owned());
-            let mut exec = (
+            let mut exec = Exec {
                 cmd,
-                body.working_dir.clone(),
-                Default::default(),
-                crate::docker_keep::Who::new(&run_user),
-                false,
-            );
+                workdir: body.working_dir.clone(),
+                report: Default::default(),
+                who: crate::docker_keep::Who::new(&run_user),
+                baseline: false,
+            };
             let hash = crate::docker_keep::config_hash(&body, &image_id, idle);
             let old = crate::docker_keep::take_state(&entry_dir);
             let mut reusable = None;
@@ -426,7 +426,7 @@ impl DockerSandbox {
             }
             match reusable {
                 Some(state) => {
-                    exec.3.host_pid = state.pid;
+                    exec.who.host_pid = state.pid;
                     kept = Some(Kept {
                         state,
                         entry_dir,
@@ -436,8 +436,8 @@ impl DockerSandbox {
                 }
                 None => {
                     name = keep_name();
-                    exec.0 = wrapper(true);
-                    exec.4 = true;
+                    exec.cmd = wrapper(true);
+                    exec.baseline = true;
                     body = crate::docker_keep::kept_body(body, &hash, &labels, idle, &run_user);
                     kept = Some(Kept {
                         state: crate::docker_keep::KeptState {
@@ -547,7 +547,7 @@ impl DockerSandbox {
                     .and_then(|c| c.state.as_ref()?.pid)
                     .and_then(|p| u32::try_from(p).ok())
                     .filter(|&p| p > 0);
-                k.exec.3.host_pid = k.state.pid;
+                k.exec.who.host_pid = k.state.pid;
                 // The overlay upper folder's baseline, read here before any exec. (The state
                 // outside the file system is read by the first run's wrapper before anything of
                 // the run exists, first on its standard error: no exec of its own.)
@@ -638,7 +638,7 @@ impl DockerSandbox {
             let finished = finished
                 && kept.as_ref().is_none_or(|k| {
                     k.exec
-                        .2
+                        .report
                         .lock()
                         .ok()
                         .is_some_and(|r| r.as_ref().is_some_and(|r| r.killed))
@@ -1031,7 +1031,13 @@ impl DockerSandbox {
         info: &SandboxInfo,
         started: Instant,
         track: Track<'_>,
-        (cmd, workdir, report, who, baseline): Exec,
+        Exec {
+            cmd,
+            workdir,
+            report,
+            who,
+            baseline,
+        }: Exec,
     ) -> Result<SandboxOutcome, SandboxError> {
         use bollard::exec::{CreateExecOptions, StartExecResults};
         let docker = &self.docker;
@@ -1173,7 +1179,7 @@ impl DockerSandbox {
     async fn settle(&self, kept: &mut Kept, outcome: &mut SandboxOutcome) -> bool {
         let id = kept.state.id.clone();
         // The wrapper's own cleanup when it reported one (no second exec), else the cleanup's.
-        let report = kept.exec.2.lock().ok().and_then(|r| r.clone());
+        let report = kept.exec.report.lock().ok().and_then(|r| r.clone());
         // A new container's baseline state came first on its standard error; without it the
         // container goes.
         let mut no_base = false;
@@ -1190,10 +1196,10 @@ impl DockerSandbox {
                 oom: r.oom,
                 state: r.state,
             }),
-            _ => match crate::docker_keep::clean(&self.docker, &id, &kept.exec.3.user).await {
+            _ => match crate::docker_keep::clean(&self.docker, &id, &kept.exec.who.user).await {
                 // The cleanup is the run's user's too: the host checks what it left.
                 Ok(_)
-                    if crate::docker_keep::only_keeper_left(&self.docker, &id, &kept.exec.3)
+                    if crate::docker_keep::only_keeper_left(&self.docker, &id, &kept.exec.who)
                         .await
                         != Some(true) =>
                 {
@@ -1544,17 +1550,20 @@ impl Sandbox for DockerSandbox {
     }
 }
 
-/// The command of a run in a kept container (the wrapped command), its folder, where its
-/// wrapper's report goes (`docker_track::KeptReport`), and who runs in the container (the
-/// run's user for the execs, PID 1's uid and host pid).
-type Exec = (
-    Vec<String>,
-    Option<String>,
-    std::sync::Arc<std::sync::Mutex<Option<crate::docker_track::KeptReport>>>,
-    crate::docker_keep::Who,
-    // The wrapper sends the new container's baseline state first on standard error.
-    bool,
-);
+/// The command of a run in a kept container and what goes with it.
+#[derive(Clone)]
+struct Exec {
+    /// The wrapped command.
+    cmd: Vec<String>,
+    /// Its working folder.
+    workdir: Option<String>,
+    /// The wrapper's report, once read.
+    report: std::sync::Arc<std::sync::Mutex<Option<crate::docker_track::KeptReport>>>,
+    /// Who the command runs as, and PID 1's user and pid.
+    who: crate::docker_keep::Who,
+    /// The wrapper sends the new container's baseline state first on standard error.
+    baseline: bool,
+}
 
 /// The command's exit status in a kept container, and whether the wrapper's report is
 /// trusted: only when the engine says the wrapper itself exited 0 (it then exits after its

@@ -98,6 +98,11 @@ fn id(o: &SandboxOutcome) -> String {
 /// `ps`-like: the command names of every process but PID 1 and the caller's own.
 const PS: &str = "for p in /proc/[0-9]*; do [ \"$p\" = /proc/1 ] || [ \"$p\" = /proc/$$ ] || { c=$(tr '\\0\\n' '  ' < $p/cmdline 2>/dev/null); [ -n \"$c\" ] && echo \"PROC $c\"; }; done; true";
 
+/// Shell: `n`, the kept report's marker, and `b`, the markers' prefix, read from the
+/// wrapper's command line (exit 9 when not found).
+const MARKERS: &str = "n=$(tr '\\0' '\\n' < /proc/$PPID/cmdline | grep -o 'nuvira-nuvira-sandbox-[0-9a-f-]*-kept' | head -n 1); \
+                       [ -n \"$n\" ] || { echo no marker; exit 9; }; b=${n%-kept}";
+
 /// Whether a file the look-up script checks was found.
 fn found(o: &SandboxOutcome) -> bool {
     o.stdout.lines().any(|l| l.starts_with("FOUND /"))
@@ -634,14 +639,12 @@ async fn a_run_that_kills_its_wrapper_and_forges_its_report_is_still_cleaned() {
     };
     let first = slot.run("true").await;
     let forge = slot
-        .run(
+        .run(&format!(
             "setsid sh -c 'sleep 0.3; echo j > /tmp/j; exec sleep 1004' >/dev/null 2>&1 & \
-             n=$(tr '\\0' '\\n' < /proc/$PPID/cmdline | grep -o 'nuvira-nuvira-sandbox-[0-9a-f-]*-kept' | head -n 1); \
-             [ -n \"$n\" ] || { echo no marker; exit 9; }; b=${n%-kept}; \
-             printf '\\000%s-newer\\000' \"$b\" >&2; printf '\\000%s-all\\000' \"$b\" >&2; \
+             {MARKERS}; printf '\\000%s-newer\\000' \"$b\" >&2; printf '\\000%s-all\\000' \"$b\" >&2; \
              find /workspace -xdev -print0 >&2; printf '\\000%s-end\\000' \"$b\" >&2; \
-             printf '\\000%s\\000ok 0 0\\000' \"$n\" >&2; kill -9 $PPID",
-        )
+             printf '\\000%s\\000ok 0 0\\000' \"$n\" >&2; kill -9 $PPID"
+        ))
         .await;
     assert_eq!(id(&forge), id(&first));
     assert_ne!(forge.exit_code, Some(0), "{forge:?}");
@@ -667,8 +670,7 @@ async fn a_listing_the_command_prints_itself_is_never_trusted() {
     let first = slot.run("true").await;
     let fake = |hide: &str| {
         format!(
-            "n=$(tr '\\0' '\\n' < /proc/$PPID/cmdline | grep -o 'nuvira-nuvira-sandbox-[0-9a-f-]*-kept' | head -n 1); \
-             [ -n \"$n\" ] || {{ echo no marker; exit 9; }}; b=${{n%-kept}}; \
+            "{MARKERS}; \
              printf '\\000%s-newer\\000' \"$b\" >&2; printf '\\000%s-all\\000' \"$b\" >&2; \
              find /workspace -xdev ! -name {hide} -print0 >&2; printf '\\000%s-end\\000' \"$b\" >&2"
         )
