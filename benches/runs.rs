@@ -9,8 +9,13 @@
 //!   written before the run starts, `report.json` and `run.json` one after the other);
 //! - `recording/sleep_1ms/*`: 1,000 steps of 1 ms (100 layers of 10, 10 at a time), the same
 //!   three;
-//! - `recording/sleep_1ms_writes/*`: the same steps declaring a write set, so each one waits
-//!   before it runs until the records before it are written (what resume relies on);
+//! - `recording/sleep_1ms_writes/*`: the same steps declaring a write set, each shaped like an
+//!   edit step: 1 ms of its own work, then [`StepContext::before_changes`] (it waits there
+//!   until the records of the steps that ended before it are written: what resume relies on),
+//!   then its change;
+//! - `recording/sleep_1ms_writes_first/*`: the same, from a module that does not wait itself
+//!   ([`Module::calls_before_changes`] `false`), so the engine makes each step wait before it
+//!   runs: the wait does not overlap the step's work;
 //! - `runs_list/1000`: `RunStore::list` over 1,000 stored runs (what `nuvira runs` reads).
 //!
 //! `cargo bench --bench runs`.
@@ -58,13 +63,36 @@ impl Module for Sleep {
     }
 }
 
-/// A 1 ms step that declares it writes a file of its own (so it waits for durability).
+/// A step that declares it writes a file of its own and, like the edit module, does 1 ms of
+/// work, then waits for the run's records (durability) right before its change.
 struct SleepWrites;
 
 #[async_trait]
 impl Module for SleepWrites {
     fn name(&self) -> &str {
         "sleep-writes"
+    }
+    fn write_set(&self, s: &PlanStep) -> WriteSet {
+        WriteSet::paths([format!("out/{}", s.id)])
+    }
+    fn calls_before_changes(&self) -> bool {
+        true
+    }
+    async fn run(&self, _s: &PlanStep, c: &StepContext) -> Result<StepOutput, ModuleError> {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        c.before_changes().await;
+        Ok(StepOutput::Empty)
+    }
+}
+
+/// A 1 ms step that declares it writes a file of its own, from a module that leaves the wait
+/// for durability to the engine (before it runs).
+struct SleepWritesFirst;
+
+#[async_trait]
+impl Module for SleepWritesFirst {
+    fn name(&self) -> &str {
+        "sleep-writes-first"
     }
     fn write_set(&self, s: &PlanStep) -> WriteSet {
         WriteSet::paths([format!("out/{}", s.id)])
@@ -166,12 +194,14 @@ fn recording(c: &mut Criterion) {
         ("noop", "noop", 10, 100, 128),
         ("sleep_1ms", "sleep", 100, 10, 10),
         ("sleep_1ms_writes", "sleep-writes", 100, 10, 10),
+        ("sleep_1ms_writes_first", "sleep-writes-first", 100, 10, 10),
     ] {
         let plan = common::layered(layers, width, module, 7);
         let engine = Engine::builder()
             .module(Arc::new(Noop))
             .module(Arc::new(Sleep))
             .module(Arc::new(SleepWrites))
+            .module(Arc::new(SleepWritesFirst))
             .max_parallel(parallel)
             .build();
         for (variant, record) in [

@@ -1654,3 +1654,174 @@ async fn cancelling_the_only_running_step_drops_it_before_run_returns() {
     ));
     assert_eq!(summary.step("after").unwrap().status, StepStatus::Skipped);
 }
+
+/// A hook that holds the wait of every step that may change files until the test opens it,
+/// and counts how often a wait was asked for.
+struct HeldChanges {
+    open: tokio::sync::watch::Sender<bool>,
+    asked: std::sync::atomic::AtomicUsize,
+    asked_note: Notify,
+}
+
+impl nuvira::hooks::StepHooks for HeldChanges {
+    fn before_run(&self, _step: &PlanStep, writes: &WriteSet) -> Option<nuvira::hooks::Wait> {
+        if matches!(writes, WriteSet::ReadOnly) {
+            return None;
+        }
+        self.asked.fetch_add(1, Ordering::SeqCst);
+        self.asked_note.notify_one();
+        let mut rx = self.open.subscribe();
+        Some(Box::pin(async move {
+            let _ = rx.wait_for(|open| *open).await;
+        }))
+    }
+}
+
+/// A module that may change files: it notes when it starts and when it goes on to change
+/// them, waiting for [`StepContext::before_changes`] itself in between when it says so.
+struct Changer {
+    waits_itself: bool,
+    log: std::sync::Mutex<Vec<&'static str>>,
+    started: Notify,
+}
+
+#[async_trait]
+impl Module for Changer {
+    fn name(&self) -> &str {
+        "changer"
+    }
+    fn write_set(&self, _s: &PlanStep) -> WriteSet {
+        WriteSet::Exclusive
+    }
+    fn calls_before_changes(&self) -> bool {
+        self.waits_itself
+    }
+    async fn run(&self, _s: &PlanStep, ctx: &StepContext) -> Result<StepOutput, ModuleError> {
+        self.log.lock().unwrap().push("started");
+        self.started.notify_one();
+        if self.waits_itself {
+            ctx.before_changes().await;
+        }
+        self.log.lock().unwrap().push("changing");
+        Ok(StepOutput::Empty)
+    }
+}
+
+/// One step of a [`Changer`] under a [`HeldChanges`] hook: what the module had done once the
+/// hook was asked for the wait (and the module started, when it waits itself), and how often
+/// the hook was asked.
+async fn changer_under_held_wait(waits_itself: bool) -> (Vec<&'static str>, usize) {
+    let module = Arc::new(Changer {
+        waits_itself,
+        log: std::sync::Mutex::new(Vec::new()),
+        started: Notify::new(),
+    });
+    let hooks = Arc::new(HeldChanges {
+        open: tokio::sync::watch::channel(false).0,
+        asked: 0.into(),
+        asked_note: Notify::new(),
+    });
+    let engine = Engine::builder().module(module.clone()).build();
+    let settings = RunSettings {
+        hooks: Some(hooks.clone()),
+        ..RunSettings::default()
+    };
+    let run = tokio::spawn(async move {
+        engine
+            .run(
+                plan(vec![PlanStep::new("c", "changer")]),
+                EventBus::new("r"),
+                settings,
+            )
+            .await
+    });
+    within(hooks.asked_note.notified()).await;
+    if waits_itself {
+        within(module.started.notified()).await;
+    }
+    let before = module.log.lock().unwrap().clone();
+    hooks.open.send_replace(true);
+    let summary = within(run).await.unwrap().unwrap();
+    assert_eq!(summary.status, RunStatus::Succeeded);
+    assert_eq!(*module.log.lock().unwrap(), ["started", "changing"]);
+    (before, hooks.asked.load(Ordering::SeqCst))
+}
+
+/// A module that waits for `before_changes` itself starts while the hook's wait is held (the
+/// wait overlaps its own work), changes nothing until the wait ends, and the hook is asked
+/// once (by the module, not also by the scheduler up front).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_module_that_waits_itself_starts_at_once_and_changes_only_after_the_wait() {
+    let (before, asked) = changer_under_held_wait(true).await;
+    assert_eq!(before, ["started"]);
+    assert_eq!(asked, 1);
+}
+
+/// Any other module that may change files starts only once the hook's wait ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_module_that_does_not_wait_itself_starts_only_after_the_wait() {
+    let (before, asked) = changer_under_held_wait(false).await;
+    assert!(before.is_empty(), "{before:?}");
+    assert_eq!(asked, 1);
+}
+
+/// Notes the bus's `settled_len` and `len` when it runs.
+struct SettledProbe {
+    bus: EventBus,
+    seen: std::sync::Mutex<Option<(u64, u64)>>,
+}
+
+#[async_trait]
+impl Module for SettledProbe {
+    fn name(&self) -> &str {
+        "probe"
+    }
+    fn write_set(&self, _s: &PlanStep) -> WriteSet {
+        WriteSet::ReadOnly
+    }
+    async fn run(&self, _s: &PlanStep, _c: &StepContext) -> Result<StepOutput, ModuleError> {
+        *self.seen.lock().unwrap() = Some((self.bus.settled_len(), self.bus.len()));
+        Ok(StepOutput::Empty)
+    }
+}
+
+/// What the scheduler publishes moves `settled_len` to its newest step end: when a step runs,
+/// it counts its dependency's `step:succeeded` and everything before, not its own start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_bus_is_settled_up_to_the_newest_step_end_when_a_step_runs() {
+    for subscribed in [false, true] {
+        let bus = EventBus::new("r");
+        let _rx = subscribed.then(|| bus.subscribe());
+        let probe = Arc::new(SettledProbe {
+            bus: bus.clone(),
+            seen: std::sync::Mutex::new(None),
+        });
+        let m = Arc::new(Scripted::default());
+        let engine = Engine::builder().module(m).module(probe.clone()).build();
+        let steps = vec![
+            step("a", &[], "ok"),
+            PlanStep::new("b", "probe").depends_on(["a"]),
+        ];
+        let summary = within(engine.run(plan(steps), bus.clone(), RunSettings::default()))
+            .await
+            .unwrap();
+        assert_eq!(summary.status, RunStatus::Succeeded);
+        let (settled, len) = probe.seen.lock().unwrap().unwrap();
+        let history = bus.history();
+        let a_end = history
+            .iter()
+            .find(|e| e.step_id.as_deref() == Some("a") && e.kind.name() == "step:succeeded")
+            .unwrap()
+            .seq;
+        let b_start = history
+            .iter()
+            .find(|e| e.step_id.as_deref() == Some("b") && e.kind.name() == "step:started")
+            .unwrap()
+            .seq;
+        assert_eq!(settled, a_end + 1, "subscribed: {subscribed}");
+        assert!(
+            len > b_start && b_start >= settled,
+            "{len} {b_start} {settled}"
+        );
+    }
+}

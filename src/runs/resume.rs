@@ -41,7 +41,7 @@ impl StepHooks for RunHooks {
             return None;
         }
         let durable = self.durable.as_ref()?;
-        Some(Box::pin(durable.wait_written()))
+        Some(Box::pin(durable.wait_settled()))
     }
 
     fn prior_outcome(&self, step: &PlanStep, ctx: &StepContext) -> Option<StepOutput> {

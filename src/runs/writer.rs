@@ -15,13 +15,16 @@
 //! starting a run waits for no disk either.
 //!
 //! What resume relies on is kept by [`Durable`]: a step that may change files (its write set
-//! is not read-only) waits, before its module runs, until every event published before it,
-//! with the operation records they make, has been written to its file (handed to the
-//! operating system, so it outlives the process being killed; `plan.json` and `run.json` are
-//! synced before any event is written) — see
-//! [`wait_written`](Durable::wait_written); [`RunHooks`](crate::runs::resume::RunHooks) asks
-//! the scheduler for it through
-//! [`StepHooks::before_run`](crate::hooks::StepHooks::before_run). So after a kill, resume
+//! is not read-only) waits, before its first change, until every event up to the newest step
+//! end published before (the bus's [`settled_len`](EventBus::settled_len)), with the
+//! operation records they make, has been written to its file (handed to the operating system,
+//! so it outlives the process being killed; `plan.json` and `run.json` are synced before any
+//! event is written) — see [`wait_settled`](Durable::wait_settled);
+//! [`RunHooks`](crate::runs::resume::RunHooks) gives the scheduler that wait through
+//! [`StepHooks::before_run`](crate::hooks::StepHooks::before_run), which the scheduler awaits
+//! before the module runs, or the module itself right before its first change
+//! ([`StepContext::before_changes`](nuvira_api::StepContext::before_changes), as the edit
+//! module does), so the wait overlaps the step's own work. So after a kill, resume
 //! never finds a step's committed edits without the end records of the steps it built on, nor
 //! edits of a run whose folder has no plan, and the file hashes of a step's end record are
 //! taken before any later step can change those files. Read-only steps never wait. Waiting
@@ -69,7 +72,22 @@ impl Durable {
     /// stopped. No disk sync is waited for: the writer flushes after every batch and leaves the
     /// syncs to its sync thread, so this waits at most for the batch being written.
     pub fn wait_written(&self) -> impl Future<Output = ()> + Send + 'static {
-        let target = self.bus.len();
+        self.written_to(self.bus.len())
+    }
+
+    /// Like [`wait_written`](Self::wait_written), for every event up to the newest one
+    /// published before this call that started the run or ended a step or the run
+    /// ([`EventBus::settled_len`]), with whatever came before it. What a step that may change
+    /// files waits for before its module runs: the records resume relies on (the plan's, and
+    /// the end records, with their file hashes, of every step that ended before it) are
+    /// written then, and the starts published since (its own, its siblings') need not hold it
+    /// up: resume undoes the committed batches of a step without an end record, whether or
+    /// not its start was recorded.
+    pub fn wait_settled(&self) -> impl Future<Output = ()> + Send + 'static {
+        self.written_to(self.bus.settled_len())
+    }
+
+    fn written_to(&self, target: u64) -> impl Future<Output = ()> + Send + 'static {
         let mut rx = self.shared.written.subscribe();
         async move {
             let _ = rx.wait_for(|s| *s >= target).await;
@@ -428,10 +446,12 @@ mod tests {
         }
     }
 
-    /// A writing step that notes, when it starts, the states `steps.jsonl` holds.
+    /// A writing step that notes, when it goes on to change files, the states `steps.jsonl`
+    /// holds: when it starts, or once `before_changes` returns for a module that waits itself.
     struct Writer {
         steps: PathBuf,
         seen: Mutex<Vec<String>>,
+        waits_itself: bool,
     }
 
     #[async_trait]
@@ -442,7 +462,13 @@ mod tests {
         fn write_set(&self, _s: &PlanStep) -> WriteSet {
             WriteSet::Exclusive
         }
-        async fn run(&self, _s: &PlanStep, _c: &StepContext) -> Result<StepOutput, ModuleError> {
+        fn calls_before_changes(&self) -> bool {
+            self.waits_itself
+        }
+        async fn run(&self, _s: &PlanStep, c: &StepContext) -> Result<StepOutput, ModuleError> {
+            if self.waits_itself {
+                c.before_changes().await;
+            }
             let states = read_steps(&self.steps)
                 .into_iter()
                 .map(|r| format!("{}:{}", r.step, r.state));
@@ -453,6 +479,17 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_writing_step_starts_only_once_the_records_before_it_are_written() {
+        records_before_a_change(false).await;
+    }
+
+    /// The same for a module that waits itself (`before_changes`, as the edit module does):
+    /// it starts at once, and its wait returns only once the end record is written.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_step_that_waits_itself_changes_only_once_the_records_before_it_are_written() {
+        records_before_a_change(true).await;
+    }
+
+    async fn records_before_a_change(waits_itself: bool) {
         let dir = tempfile::tempdir().unwrap();
         let ws = nuvira_workspace::Workspace::open(dir.path()).unwrap();
         let mut w = PlanStep::new("write", "writer");
@@ -469,6 +506,7 @@ mod tests {
         let module = Arc::new(Writer {
             steps: rec.dir().join(crate::runs::STEPS_FILE),
             seen: Mutex::new(Vec::new()),
+            waits_itself,
         });
         let engine = crate::Engine::builder()
             .module(Arc::new(Big))

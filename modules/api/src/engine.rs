@@ -160,7 +160,19 @@ pub trait RunScope: Send + Sync {
         let _ = index;
         None
     }
+
+    /// What step number `index` waits for before its module first changes the workspace
+    /// ([`StepContext::before_changes`]): an engine that records its runs for resume makes
+    /// it wait until the records of the steps that ended before are written. `None` (the
+    /// default) when there is nothing to wait for.
+    fn before_changes(&self, index: usize) -> Option<ChangesWait> {
+        let _ = index;
+        None
+    }
 }
+
+/// What [`RunScope::before_changes`] gives a step to wait for.
+pub type ChangesWait = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + 'static>>;
 
 impl RunScope for RunInfo {
     fn run_info(&self) -> &RunInfo {

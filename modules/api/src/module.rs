@@ -399,6 +399,28 @@ impl StepContext {
         self.run().llm.as_ref()
     }
 
+    /// Resolves once the step may change the workspace: the engine's records of every step
+    /// that ended before this call are written (what resuming a killed run relies on: it
+    /// never finds this step's changes without the records of the steps before it). At once
+    /// when nothing records the run, for a step that changes nothing (a read-only
+    /// [`Module::write_set`]), and outside an engine.
+    ///
+    /// A module that declares [`Module::calls_before_changes`] awaits this itself, right
+    /// before its first change (an edit batch: once it is validated and formatted, before the
+    /// journal), so the wait overlaps the step's own work; for any other module the engine
+    /// waits before the module runs.
+    pub fn before_changes(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let wait = match self.step {
+            StepName::Index(i) => self.run.before_changes(i),
+            StepName::Id(_) => None,
+        };
+        async move {
+            if let Some(w) = wait {
+                w.await;
+            }
+        }
+    }
+
     /// Run-wide cancellation.
     pub fn cancel(&self) -> &Arc<dyn CancelSignal> {
         &self.run().cancel
@@ -973,6 +995,15 @@ pub trait Module: Send + Sync {
         } else {
             WriteSet::paths(&step.writes)
         }
+    }
+
+    /// Whether the module awaits [`StepContext::before_changes`] itself before it first
+    /// changes the workspace, in every step and attempt, and changes nothing before. `false`
+    /// (the default): the engine waits for it before the module runs, which is always right
+    /// and costs a step that writes the wait up front. A module that wraps another must
+    /// forward this.
+    fn calls_before_changes(&self) -> bool {
+        false
     }
 
     /// Checks a step's config before the run starts. Defaults to accepting anything.

@@ -243,6 +243,25 @@ impl Editor {
         run_id: &str,
         emit: &Emit<'_>,
     ) -> Result<EditResult, EditFailure> {
+        self.edit_after(ws, entries, run_id, emit, || ())
+    }
+
+    /// [`edit`](Self::edit), calling `before_write` once the batch is validated and formatted,
+    /// right before the journal records it and anything is written (not at all when the batch
+    /// is rejected). The edit module waits there for the run's records
+    /// ([`StepContext::before_changes`](nuvira_api::StepContext::before_changes)), so that
+    /// wait overlaps reading, parsing and formatting.
+    ///
+    /// # Errors
+    /// As [`edit`](Self::edit).
+    pub fn edit_after(
+        &self,
+        ws: &Workspace,
+        entries: &[EditEntry],
+        run_id: &str,
+        emit: &Emit<'_>,
+        before_write: impl FnOnce(),
+    ) -> Result<EditResult, EditFailure> {
         let Prepared {
             mut preview,
             mut ops,
@@ -264,6 +283,7 @@ impl Editor {
         if self.options.format {
             self.format_ops(ws, &mut ops, &mut preview);
         }
+        before_write();
         let journal = Journal::new(ws);
         let mut txn = journal.begin(run_id, emit.step_id);
         // Compare-and-swap: a file changed by anyone else since it was read aborts the batch.

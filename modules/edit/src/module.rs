@@ -274,6 +274,12 @@ impl Module for EditModule {
         ModuleKind::Edit
     }
 
+    /// The batch waits for the run's records once it is validated and formatted, right
+    /// before the journal (see [`Editor::edit_after`]).
+    fn calls_before_changes(&self) -> bool {
+        true
+    }
+
     fn write_set(&self, step: &PlanStep) -> WriteSet {
         let Ok(cfg) = Self::config(step) else {
             return WriteSet::Exclusive;
@@ -423,6 +429,8 @@ impl Module for EditModule {
         let step_id = ctx.step_id().clone();
         let run_id = ctx.run_id().clone();
         let dry_run = ctx.dry_run();
+        let settle = ctx.before_changes();
+        let handle = tokio::runtime::Handle::current();
         let work = tokio::task::spawn_blocking(move || {
             let emit = Emit::to(events.as_ref(), Some(&step_id));
             if dry_run {
@@ -434,7 +442,8 @@ impl Module for EditModule {
                     Err(rejected(reasons, StepOutput::EditPreview(preview)))
                 }
             } else {
-                match editor.edit(&ws, &entries, &run_id, &emit) {
+                // On a thread of the blocking pool, where waiting on the runtime is fine.
+                match editor.edit_after(&ws, &entries, &run_id, &emit, || handle.block_on(settle)) {
                     Ok(result) => Ok(StepOutput::Edit(result)),
                     Err(EditFailure::Rejected(result)) => {
                         let reasons = result.skipped_changes.clone();

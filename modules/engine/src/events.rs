@@ -33,6 +33,9 @@ struct Inner {
 
 struct State {
     seq: u64,
+    /// One past the newest event that started the run or ended a step or the run (see
+    /// [`EventBus::settled_len`]).
+    settled: u64,
     history: Option<History>,
     consumers: Vec<UnboundedSender<Arc<Event>>>,
 }
@@ -454,6 +457,7 @@ impl EventBus {
                 observed: AtomicBool::new(keep_history),
                 state: Mutex::new(State {
                     seq: 0,
+                    settled: 0,
                     history: keep_history.then(History::default),
                     consumers: Vec::new(),
                 }),
@@ -523,6 +527,9 @@ impl EventBus {
         let mut st = self.state();
         let seq = st.seq;
         st.seq += 1;
+        if settles(&kind) {
+            st.settled = seq + 1;
+        }
         let State {
             consumers, history, ..
         } = &mut *st;
@@ -562,6 +569,9 @@ impl EventBus {
         let mut st = self.state();
         let seq = st.seq;
         st.seq += 1;
+        if matches!(what, Lifecycle::Succeeded { .. }) {
+            st.settled = seq + 1;
+        }
         let State {
             consumers, history, ..
         } = &mut *st;
@@ -603,10 +613,14 @@ impl EventBus {
         let mut st = self.state();
         let State {
             seq,
+            settled,
             consumers,
             history,
         } = &mut *st;
         for (step, what) in events.drain(..) {
+            if matches!(what, Lifecycle::Succeeded { .. }) {
+                *settled = *seq + 1;
+            }
             if consumers.is_empty() {
                 if let Some(h) = history.as_mut() {
                     h.keep(ts, Kept::Step { step, what });
@@ -646,9 +660,16 @@ impl EventBus {
         let mut st = self.state();
         let State {
             seq,
+            settled,
             consumers,
             history,
         } = &mut *st;
+        if let Some(last) = events
+            .iter()
+            .rposition(|(_, what)| matches!(what, Planned::Succeeded { .. }))
+        {
+            *settled = *seq + last as u64 + 1;
+        }
         if consumers.is_empty() {
             *seq += events.len() as u64;
             match history.as_mut() {
@@ -695,6 +716,17 @@ impl EventBus {
     /// Number of events emitted (and numbered) so far.
     pub fn len(&self) -> u64 {
         self.state().seq
+    }
+
+    /// One past the newest event emitted so far that started the run or ended a step or the
+    /// run (`run:started`, a step's `step:succeeded`, `step:failed` or `step:skipped`,
+    /// `run:completed`, `run:cancelled`); 0 when there is none yet. A consumer that must have
+    /// recorded every step that ended before some moment (the run history, before a step that
+    /// may change files runs) waits for this many events, not for [`len`](Self::len): what
+    /// was emitted since, such as the starts of the steps starting at that moment, need not
+    /// hold it up.
+    pub fn settled_len(&self) -> u64 {
+        self.state().settled
     }
 
     /// Whether nothing was emitted yet.
@@ -858,6 +890,18 @@ fn drain<W: Write>(
 /// changes only when an existing field changes meaning (new event types and fields do not).
 pub const EVENTS_SCHEMA_VERSION: u32 = 1;
 
+/// Whether an event kind moves [`EventBus::settled_len`]: it starts the run, or ends a step or
+/// the run.
+fn settles(kind: &EventKind) -> bool {
+    kind.step_status().is_some()
+        || matches!(
+            kind,
+            EventKind::RunStarted { .. }
+                | EventKind::RunCompleted { .. }
+                | EventKind::RunCancelled { .. }
+        )
+}
+
 /// Whether an event ends a step or the run (where a durable event file is synced).
 pub fn is_boundary(ev: &Event) -> bool {
     ev.kind.step_status().is_some()
@@ -976,6 +1020,62 @@ fn log_event(ev: &Event) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `settled_len` follows the run's start and every step's or the run's end, however they
+    /// are published, and not the events in between.
+    #[test]
+    fn settled_len_counts_up_to_the_newest_start_of_the_run_or_end() {
+        for subscribed in [false, true] {
+            let bus = EventBus::new("r");
+            let _rx = subscribed.then(|| bus.subscribe());
+            assert_eq!(bus.settled_len(), 0);
+            let a: Arc<str> = Arc::from("a");
+            bus.publish_step(1, &a, || Lifecycle::Ready);
+            assert_eq!(bus.settled_len(), 0, "a step:ready settles nothing");
+            bus.publish(None, EventKind::RunCancelled { reason: "x".into() });
+            assert_eq!(bus.settled_len(), 2);
+            let started = || Lifecycle::Started {
+                module: Arc::from("m"),
+                attempt: 1,
+            };
+            bus.publish_step(1, &a, started);
+            assert_eq!((bus.settled_len(), bus.len()), (2, 3));
+            bus.publish_step(1, &a, || Lifecycle::Succeeded {
+                duration_ms: 1,
+                output: None,
+            });
+            assert_eq!(bus.settled_len(), 4);
+            let mut burst = vec![
+                (a.clone(), started()),
+                (
+                    a.clone(),
+                    Lifecycle::Succeeded {
+                        duration_ms: 1,
+                        output: None,
+                    },
+                ),
+                (a.clone(), started()),
+            ];
+            bus.publish_steps(1, &mut burst);
+            assert_eq!(
+                (bus.settled_len(), bus.len()),
+                (6, 7),
+                "subscribed: {subscribed}"
+            );
+            bus.publish(
+                Some(a.clone()),
+                EventKind::StepFailed {
+                    category: nuvira_api::ErrorCategory::Unknown,
+                    message: "e".into(),
+                    recoverable: false,
+                    evidence: Vec::new(),
+                    duration_ms: 1,
+                    output: None,
+                },
+            );
+            assert_eq!(bus.settled_len(), 8);
+        }
+    }
 
     /// A `tracing` writer into a shared buffer.
     #[cfg(feature = "tracing")]

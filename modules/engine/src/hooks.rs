@@ -60,6 +60,11 @@ pub trait StepHooks: Send + Sync {
     /// files (a run history waits there until the records of the steps before it are written,
     /// so resume never finds a step's edits without the end record of the steps it built on).
     /// Only this step waits; the others go on. The default holds nothing.
+    ///
+    /// For a module that waits itself ([`Module::calls_before_changes`](nuvira_api::Module::calls_before_changes)),
+    /// the scheduler does not await this before the module runs; it is asked when the module
+    /// calls [`StepContext::before_changes`], right before its first change, so the wait
+    /// overlaps the module's own work (and covers the steps that ended meanwhile too).
     fn before_run(&self, step: &PlanStep, writes: &WriteSet) -> Option<Wait> {
         let _ = (step, writes);
         None

@@ -369,6 +369,12 @@ impl RunScope for Shared {
     fn step_id(&self, index: usize) -> Option<&Arc<str>> {
         self.plan.ids.get(index)
     }
+
+    fn before_changes(&self, index: usize) -> Option<nuvira_api::engine::ChangesWait> {
+        let hooks = self.opts.hooks.as_ref()?;
+        let step = self.plan.plan.steps.get(index)?;
+        hooks.before_run(step, &self.modules.get(index)?.write_set(step))
+    }
 }
 
 impl Shared {
@@ -1508,11 +1514,17 @@ async fn run_step(shared: Arc<Shared>, idx: usize, started: Option<Instant>) -> 
     recovery.await
 }
 
-/// What the hooks want step `idx` to wait for before its module runs (only asked with hooks).
+/// What the hooks want step `idx` to wait for before its module runs (only asked with hooks):
+/// nothing for a module that waits for it itself before its first change
+/// ([`Module::calls_before_changes`], through [`StepContext::before_changes`]).
 fn before_run(shared: &Shared, idx: usize) -> Option<crate::hooks::Wait> {
     let hooks = shared.opts.hooks.as_ref()?;
+    let module = &shared.modules[idx];
+    if module.calls_before_changes() {
+        return None;
+    }
     let step = shared.step(idx);
-    hooks.before_run(step, &shared.modules[idx].write_set(step))
+    hooks.before_run(step, &module.write_set(step))
 }
 
 /// [`recover`], boxed: it is rare and large, so the common step future does not carry it.

@@ -461,6 +461,9 @@ impl Module for Recovering {
     fn write_set(&self, step: &PlanStep) -> WriteSet {
         self.inner.write_set(&strip(step))
     }
+    fn calls_before_changes(&self) -> bool {
+        self.inner.calls_before_changes()
+    }
     fn validate(&self, step: &PlanStep) -> Result<(), ConfigError> {
         self.policy.config(step)?;
         self.inner.validate(&strip(step))
