@@ -26,7 +26,8 @@ pub struct RunHooks {
     /// What an earlier attempt of the run finished (resume).
     pub prior: Option<Prior>,
     /// The run folder's writer: a step whose write set is not read-only waits, before its
-    /// module runs, until every record published before it is written (see
+    /// first change, until the records of every step that ended before are written
+    /// ([`Durable::wait_settled`](crate::runs::writer::Durable::wait_settled); see
     /// [`writer`](crate::runs::writer)).
     pub durable: Option<crate::runs::writer::Durable>,
 }

@@ -76,15 +76,22 @@ impl Durable {
     }
 
     /// Like [`wait_written`](Self::wait_written), for every event up to the newest one
-    /// published before this call that started the run or ended a step or the run
-    /// ([`EventBus::settled_len`]), with whatever came before it. What a step that may change
-    /// files waits for before its module runs: the records resume relies on (the plan's, and
-    /// the end records, with their file hashes, of every step that ended before it) are
-    /// written then, and the starts published since (its own, its siblings') need not hold it
-    /// up: resume undoes the committed batches of a step without an end record, whether or
-    /// not its start was recorded.
+    /// published before the future is first polled that started the run or ended a step or
+    /// the run ([`EventBus::settled_len`]), with whatever came before it. What a step that may
+    /// change files waits for before its first change: the records resume relies on (the
+    /// plan's, and the end records, with their file hashes, of every step that ended before)
+    /// are written then, and the starts published since (its own, its siblings') need not
+    /// hold it up: resume undoes the committed batches of a step without an end record,
+    /// whether or not its start was recorded. The target is read at the first poll, not when
+    /// the future is made, so a module that makes it early and awaits it right before its
+    /// change also covers the steps that ended in between.
     pub fn wait_settled(&self) -> impl Future<Output = ()> + Send + 'static {
-        self.written_to(self.bus.settled_len())
+        let bus = self.bus.clone();
+        let mut rx = self.shared.written.subscribe();
+        async move {
+            let target = bus.settled_len();
+            let _ = rx.wait_for(|s| *s >= target).await;
+        }
     }
 
     fn written_to(&self, target: u64) -> impl Future<Output = ()> + Send + 'static {

@@ -338,6 +338,8 @@ mod tests {
     struct Numbered {
         info: RunInfo,
         ids: Vec<Arc<str>>,
+        /// The step numbers whose wait before changes was asked for and awaited.
+        waited: Arc<std::sync::Mutex<Vec<usize>>>,
     }
 
     impl RunScope for Numbered {
@@ -347,13 +349,54 @@ mod tests {
         fn step_id(&self, index: usize) -> Option<&Arc<str>> {
             self.ids.get(index)
         }
+        fn before_changes(&self, index: usize) -> Option<ChangesWait> {
+            let waited = self.waited.clone();
+            Some(Box::pin(async move {
+                waited.lock().unwrap().push(index);
+            }))
+        }
     }
 
     fn numbered() -> Arc<Numbered> {
         Arc::new(Numbered {
             info: StepContext::builder("/ws").build_run(),
             ids: vec!["a".into(), "b".into()],
+            waited: Arc::default(),
         })
+    }
+
+    fn finish(f: impl std::future::Future<Output = ()>) {
+        let mut f = std::pin::pin!(f);
+        let waker = std::task::Waker::noop();
+        assert!(
+            f.as_mut()
+                .poll(&mut std::task::Context::from_waker(waker))
+                .is_ready()
+        );
+    }
+
+    /// A context whose run-wide part a wrapper changed (a model of its own, events, dry run)
+    /// still asks the engine's scope what to wait for before its changes, under its number;
+    /// a context outside an engine waits for nothing.
+    #[test]
+    fn a_changed_context_still_waits_for_its_scope_before_changes() {
+        let scope = numbered();
+        let ctx = StepContextBuilder::in_scope(scope.clone(), 1).build();
+        finish(ctx.before_changes());
+        let changed = ctx
+            .clone()
+            .with_llm(None)
+            .with_dry_run(false)
+            .with_events(Arc::new(crate::NullSink));
+        assert_eq!(&**changed.step_id(), "b");
+        finish(changed.before_changes());
+        assert_eq!(*scope.waited.lock().unwrap(), [1, 1]);
+        finish(
+            StepContext::standalone("/ws")
+                .with_llm(None)
+                .before_changes(),
+        );
+        assert_eq!(scope.waited.lock().unwrap().len(), 2);
     }
 
     #[test]

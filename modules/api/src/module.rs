@@ -464,18 +464,43 @@ impl StepContext {
     }
 }
 
+/// A run-wide part changed for one context ([`StepContext::edit_run`]), in the scope of the
+/// engine's run: the step's id and its wait before changes are the scope's.
+struct Rescoped {
+    base: Arc<dyn crate::engine::RunScope>,
+    info: crate::engine::RunInfo,
+}
+
+impl crate::engine::RunScope for Rescoped {
+    fn run_info(&self) -> &crate::engine::RunInfo {
+        &self.info
+    }
+
+    fn step_id(&self, index: usize) -> Option<&Arc<str>> {
+        self.base.step_id(index)
+    }
+
+    fn before_changes(&self, index: usize) -> Option<crate::engine::ChangesWait> {
+        self.base.before_changes(index)
+    }
+}
+
 /// Changing a context: the builders change a copy, for module wrappers (a module that runs
 /// another with a different model or event sink) and for running a module in tests.
 impl StepContext {
     /// Changes a copy of the run-wide part for this context only.
     pub(crate) fn edit_run(mut self, edit: impl FnOnce(&mut crate::engine::RunInfo)) -> Self {
-        // The new run is a plain `RunInfo` that numbers no steps: name the step by its id.
-        if let StepName::Index(_) = self.step {
-            self.step = StepName::Id(self.step_id().clone());
-        }
         let mut run = self.run().clone();
         edit(&mut run);
-        self.run = Arc::new(run);
+        self.run = match self.step {
+            // The step keeps its number in the engine's scope: its id, and what it waits for
+            // before its changes ([`before_changes`](Self::before_changes)), come from there.
+            StepName::Index(_) => Arc::new(Rescoped {
+                base: self.run,
+                info: run,
+            }),
+            StepName::Id(_) => Arc::new(run),
+        };
         self
     }
 

@@ -132,6 +132,11 @@ pub enum EditFailure {
     /// A write failed; the files already written were restored from the journal.
     #[error("write the edit batch")]
     Write(#[source] JournalError),
+    /// The caller stopped the batch before anything was written (`before_write` of
+    /// [`Editor::edit_after`] said no: the step was cancelled or ran out of time); nothing
+    /// was written.
+    #[error("the edit batch was stopped before anything was written")]
+    Stopped,
 }
 
 /// Applies edit batches: strategies by name, an optional syntax checker, and options.
@@ -243,24 +248,26 @@ impl Editor {
         run_id: &str,
         emit: &Emit<'_>,
     ) -> Result<EditResult, EditFailure> {
-        self.edit_after(ws, entries, run_id, emit, || ())
+        self.edit_after(ws, entries, run_id, emit, || true)
     }
 
     /// [`edit`](Self::edit), calling `before_write` once the batch is validated and formatted,
     /// right before the journal records it and anything is written (not at all when the batch
-    /// is rejected). The edit module waits there for the run's records
+    /// is rejected); `false` from it stops the batch with nothing written. The edit module
+    /// waits there for the run's records
     /// ([`StepContext::before_changes`](nuvira_api::StepContext::before_changes)), so that
-    /// wait overlaps reading, parsing and formatting.
+    /// wait overlaps reading, parsing and formatting, and says no when the step was cancelled
+    /// or ran out of time meanwhile.
     ///
     /// # Errors
-    /// As [`edit`](Self::edit).
+    /// As [`edit`](Self::edit), and [`EditFailure::Stopped`] when `before_write` says no.
     pub fn edit_after(
         &self,
         ws: &Workspace,
         entries: &[EditEntry],
         run_id: &str,
         emit: &Emit<'_>,
-        before_write: impl FnOnce(),
+        before_write: impl FnOnce() -> bool,
     ) -> Result<EditResult, EditFailure> {
         let Prepared {
             mut preview,
@@ -283,7 +290,9 @@ impl Editor {
         if self.options.format {
             self.format_ops(ws, &mut ops, &mut preview);
         }
-        before_write();
+        if !before_write() {
+            return Err(EditFailure::Stopped);
+        }
         let journal = Journal::new(ws);
         let mut txn = journal.begin(run_id, emit.step_id);
         // Compare-and-swap: a file changed by anyone else since it was read aborts the batch.

@@ -431,6 +431,21 @@ impl Module for EditModule {
         let dry_run = ctx.dry_run();
         let settle = ctx.before_changes();
         let handle = tokio::runtime::Handle::current();
+        let cancel = Arc::clone(ctx.cancel());
+        let stopped_by = Arc::clone(&cancel);
+        let deadline = ctx.deadline();
+        // Waits for the run's records (or the cancellation), then says whether the step may
+        // still write: the scheduler no longer awaits this thread once the step was cancelled
+        // or timed out, so the batch must not land after that.
+        let may_write = move || {
+            handle.block_on(async {
+                tokio::select! {
+                    () = settle => {}
+                    () = cancel.cancelled() => {}
+                }
+            });
+            !cancel.is_cancelled() && deadline.is_none_or(|d| std::time::Instant::now() < d)
+        };
         let work = tokio::task::spawn_blocking(move || {
             let emit = Emit::to(events.as_ref(), Some(&step_id));
             if dry_run {
@@ -443,12 +458,21 @@ impl Module for EditModule {
                 }
             } else {
                 // On a thread of the blocking pool, where waiting on the runtime is fine.
-                match editor.edit_after(&ws, &entries, &run_id, &emit, || handle.block_on(settle)) {
+                match editor.edit_after(&ws, &entries, &run_id, &emit, may_write) {
                     Ok(result) => Ok(StepOutput::Edit(result)),
                     Err(EditFailure::Rejected(result)) => {
                         let reasons = result.skipped_changes.clone();
                         Err(rejected(reasons, StepOutput::Edit(*result)))
                     }
+                    Err(EditFailure::Stopped) if stopped_by.is_cancelled() => {
+                        Err(ModuleError::Cancelled)
+                    }
+                    Err(EditFailure::Stopped) => Err(ModuleError::fatal(
+                        ErrorCategory::Timeout,
+                        format!(
+                            "step `{step_id}` reached its timeout before its edit batch was written; nothing was written"
+                        ),
+                    )),
                     Err(EditFailure::Write(e)) => Err(ModuleError::fatal(
                         ErrorCategory::Io,
                         format!("write the edits: {e}"),

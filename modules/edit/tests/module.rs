@@ -189,3 +189,109 @@ async fn instructions_without_a_model_are_an_invalid_config_error() {
     assert_eq!(err.category(), ErrorCategory::InvalidConfig);
     assert!(err.to_string().contains("NUVIRA_MODEL"), "{err}");
 }
+
+/// A cancel signal the test sets.
+struct Flag(tokio::sync::watch::Sender<bool>);
+
+#[nuvira_api::async_trait]
+impl nuvira_api::CancelSignal for Flag {
+    fn is_cancelled(&self) -> bool {
+        *self.0.borrow()
+    }
+    async fn cancelled(&self) {
+        let _ = self.0.subscribe().wait_for(|c| *c).await;
+    }
+}
+
+/// A run scope whose wait before changes is held until the test opens it, and says when it
+/// is being waited for.
+struct HeldScope {
+    info: nuvira_api::engine::RunInfo,
+    id: Arc<str>,
+    open: tokio::sync::watch::Sender<bool>,
+    waiting: Arc<tokio::sync::Notify>,
+}
+
+impl nuvira_api::engine::RunScope for HeldScope {
+    fn run_info(&self) -> &nuvira_api::engine::RunInfo {
+        &self.info
+    }
+    fn step_id(&self, index: usize) -> Option<&Arc<str>> {
+        (index == 0).then_some(&self.id)
+    }
+    fn before_changes(&self, _index: usize) -> Option<nuvira_api::engine::ChangesWait> {
+        let mut open = self.open.subscribe();
+        let waiting = self.waiting.clone();
+        Some(Box::pin(async move {
+            waiting.notify_one();
+            let _ = open.wait_for(|o| *o).await;
+        }))
+    }
+}
+
+/// An edit step whose wait before changes is held: what the tree holds while it waits, and
+/// the step's result once the wait is opened (`cancel`: the run is cancelled first).
+fn edit_under_held_wait(cancel: bool) -> (bool, Result<StepOutput, ModuleError>, bool) {
+    let dir = repo(&[("a.txt", "old\n")]);
+    let flag = Arc::new(Flag(tokio::sync::watch::channel(false).0));
+    let scope = Arc::new(HeldScope {
+        info: StepContext::builder(dir.path())
+            .run_id("run-held")
+            .cancel(flag.clone())
+            .build_run(),
+        id: "edit".into(),
+        open: tokio::sync::watch::channel(false).0,
+        waiting: Arc::default(),
+    });
+    let ctx = nuvira_api::engine::StepContextBuilder::in_scope(scope.clone(), 0).build();
+    let s = step(json!({"edits": [
+        {"strategy": "search-replace", "path": "a.txt", "search": "old", "replace": "new"}
+    ]}));
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let m = Arc::new(EditModule::new(editor()));
+    let (unchanged_while_waiting, out) = rt.block_on(async {
+        let run = tokio::spawn({
+            let m = m.clone();
+            async move { m.run(&s, &ctx).await }
+        });
+        tokio::time::timeout(std::time::Duration::from_secs(20), scope.waiting.notified())
+            .await
+            .expect("the edit batch never waited before its changes");
+        let unchanged = std::fs::read_to_string(dir.path().join("a.txt")).unwrap() == "old\n";
+        if cancel {
+            flag.0.send_replace(true);
+        }
+        scope.open.send_replace(true);
+        (unchanged, run.await.unwrap())
+    });
+    // Dropping the runtime waits for its blocking threads: the batch's thread is done.
+    drop(rt);
+    let changed = std::fs::read_to_string(dir.path().join("a.txt")).unwrap() == "new\n";
+    (unchanged_while_waiting, out, changed)
+}
+
+/// The edit module waits for its scope right before the batch is written: nothing is written
+/// while the wait is held, and the batch is written once it opens.
+#[test]
+fn an_edit_batch_is_written_only_after_its_wait_before_changes() {
+    let (unchanged_while_waiting, out, changed) = edit_under_held_wait(false);
+    assert!(unchanged_while_waiting);
+    assert!(matches!(out, Ok(StepOutput::Edit(_))), "{out:?}");
+    assert!(changed);
+}
+
+/// A step cancelled while its batch waits writes nothing, even once the wait opens.
+#[test]
+fn an_edit_batch_cancelled_during_its_wait_writes_nothing() {
+    let (unchanged_while_waiting, out, changed) = edit_under_held_wait(true);
+    assert!(unchanged_while_waiting);
+    assert!(matches!(out, Err(ModuleError::Cancelled)), "{out:?}");
+    assert!(
+        !changed,
+        "the batch was written after the step was cancelled"
+    );
+}

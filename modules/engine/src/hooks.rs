@@ -62,9 +62,9 @@ pub trait StepHooks: Send + Sync {
     /// Only this step waits; the others go on. The default holds nothing.
     ///
     /// For a module that waits itself ([`Module::calls_before_changes`](nuvira_api::Module::calls_before_changes)),
-    /// the scheduler does not await this before the module runs; it is asked when the module
-    /// calls [`StepContext::before_changes`], right before its first change, so the wait
-    /// overlaps the module's own work (and covers the steps that ended meanwhile too).
+    /// the scheduler does not await this before the module runs; it is asked instead each
+    /// time the module calls [`StepContext::before_changes`] (right before its first change,
+    /// in every attempt), with the plan's step, so the wait overlaps the module's own work.
     fn before_run(&self, step: &PlanStep, writes: &WriteSet) -> Option<Wait> {
         let _ = (step, writes);
         None
