@@ -1664,6 +1664,17 @@ struct HeldChanges {
 }
 
 impl nuvira::hooks::StepHooks for HeldChanges {
+    /// Each step's model is its own (as the run history's call log makes it), so each step's
+    /// context is changed by the scheduler (`with_llm`).
+    fn step_llm(
+        &self,
+        llm: &Arc<dyn nuvira_api::LlmClient>,
+        _step_id: &str,
+        _attempt: u32,
+    ) -> Option<Arc<dyn nuvira_api::LlmClient>> {
+        Some(llm.clone())
+    }
+
     fn before_run(&self, _step: &PlanStep, writes: &WriteSet) -> Option<nuvira::hooks::Wait> {
         if matches!(writes, WriteSet::ReadOnly) {
             return None;
@@ -1681,6 +1692,8 @@ impl nuvira::hooks::StepHooks for HeldChanges {
 /// them, waiting for [`StepContext::before_changes`] itself in between when it says so.
 struct Changer {
     waits_itself: bool,
+    /// Declares a read-only write set (as a test step whose repair edits does).
+    read_only: bool,
     log: std::sync::Mutex<Vec<&'static str>>,
     started: Notify,
 }
@@ -1691,7 +1704,11 @@ impl Module for Changer {
         "changer"
     }
     fn write_set(&self, _s: &PlanStep) -> WriteSet {
-        WriteSet::Exclusive
+        if self.read_only {
+            WriteSet::ReadOnly
+        } else {
+            WriteSet::Exclusive
+        }
     }
     fn calls_before_changes(&self) -> bool {
         self.waits_itself
@@ -1710,9 +1727,30 @@ impl Module for Changer {
 /// One step of a [`Changer`] under a [`HeldChanges`] hook: what the module had done once the
 /// hook was asked for the wait (and the module started, when it waits itself), and how often
 /// the hook was asked.
-async fn changer_under_held_wait(waits_itself: bool) -> (Vec<&'static str>, usize) {
+/// A model that is never asked anything.
+struct Unused;
+
+#[async_trait]
+impl nuvira_api::LlmClient for Unused {
+    fn model(&self) -> &str {
+        "unused:v1"
+    }
+    async fn complete(
+        &self,
+        _request: &nuvira_api::LlmRequest,
+    ) -> Result<nuvira_api::LlmResponse, nuvira_api::LlmError> {
+        unreachable!("the changer asks no model")
+    }
+}
+
+async fn changer_under_held_wait(
+    waits_itself: bool,
+    read_only: bool,
+    with_model: bool,
+) -> (Vec<&'static str>, usize) {
     let module = Arc::new(Changer {
         waits_itself,
+        read_only,
         log: std::sync::Mutex::new(Vec::new()),
         started: Notify::new(),
     });
@@ -1721,7 +1759,11 @@ async fn changer_under_held_wait(waits_itself: bool) -> (Vec<&'static str>, usiz
         asked: 0.into(),
         asked_note: Notify::new(),
     });
-    let engine = Engine::builder().module(module.clone()).build();
+    let mut engine = Engine::builder().module(module.clone());
+    if with_model {
+        engine = engine.llm(Arc::new(Unused));
+    }
+    let engine = engine.build();
     let settings = RunSettings {
         hooks: Some(hooks.clone()),
         ..RunSettings::default()
@@ -1752,7 +1794,25 @@ async fn changer_under_held_wait(waits_itself: bool) -> (Vec<&'static str>, usiz
 /// once (by the module, not also by the scheduler up front).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_module_that_waits_itself_starts_at_once_and_changes_only_after_the_wait() {
-    let (before, asked) = changer_under_held_wait(true).await;
+    let (before, asked) = changer_under_held_wait(true, false, false).await;
+    assert_eq!(before, ["started"]);
+    assert_eq!(asked, 1);
+}
+
+/// The same when the scheduler gives the step a model of its own (what a recorded run with a
+/// model does to every step): the changed context still waits in the engine's scope.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_module_that_waits_itself_still_waits_with_a_model_of_its_own() {
+    let (before, asked) = changer_under_held_wait(true, false, true).await;
+    assert_eq!(before, ["started"]);
+    assert_eq!(asked, 1);
+}
+
+/// A module that calls `before_changes` under a read-only step (a repair editing under a test
+/// step) waits as a writing step does: the hook, which holds only writing steps, is asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn before_changes_waits_as_for_a_writing_step_even_under_a_read_only_write_set() {
+    let (before, asked) = changer_under_held_wait(true, true, false).await;
     assert_eq!(before, ["started"]);
     assert_eq!(asked, 1);
 }
@@ -1760,7 +1820,7 @@ async fn a_module_that_waits_itself_starts_at_once_and_changes_only_after_the_wa
 /// Any other module that may change files starts only once the hook's wait ends.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_module_that_does_not_wait_itself_starts_only_after_the_wait() {
-    let (before, asked) = changer_under_held_wait(false).await;
+    let (before, asked) = changer_under_held_wait(false, false, false).await;
     assert!(before.is_empty(), "{before:?}");
     assert_eq!(asked, 1);
 }

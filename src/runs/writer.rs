@@ -496,6 +496,44 @@ mod tests {
         records_before_a_change(true).await;
     }
 
+    /// `wait_settled` takes its target when it is first polled: a wait made before a step's
+    /// end is published, and awaited after, still waits for that end to be written (a module
+    /// makes it early and awaits it right before its change).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_settled_wait_covers_the_ends_published_before_its_first_poll() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = nuvira_workspace::Workspace::open(dir.path()).unwrap();
+        let plan = ExecutionPlan {
+            goal: "one big end".into(),
+            steps: vec![PlanStep::new("big", "big")],
+            ..ExecutionPlan::default()
+        };
+        let id = "run-settled-test";
+        let rec = RunRecorder::prepare(&ws, id, &plan, false).unwrap();
+        let bus = crate::EventBus::new(id);
+        let writer = rec.start_writer(&bus).unwrap();
+        let durable = writer.durable();
+        let wait = durable.wait_settled();
+        // 16 MiB to serialize: the writer is still at it when the wait is polled.
+        let output = Arc::new(StepOutput::Value(serde_json::json!("x".repeat(16 << 20))));
+        let seq = bus
+            .publish(
+                Some("big".into()),
+                nuvira_api::EventKind::StepSucceeded {
+                    duration_ms: 1,
+                    output,
+                },
+            )
+            .unwrap();
+        wait.await;
+        assert!(
+            durable.written() > seq,
+            "the wait ended before the end published before its first poll was written"
+        );
+        bus.close();
+        writer.finish().await.unwrap();
+    }
+
     async fn records_before_a_change(waits_itself: bool) {
         let dir = tempfile::tempdir().unwrap();
         let ws = nuvira_workspace::Workspace::open(dir.path()).unwrap();

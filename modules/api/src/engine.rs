@@ -150,6 +150,10 @@ impl std::fmt::Debug for RunInfo {
 /// let ctx = StepContextBuilder::in_scope(run, 1).build();
 /// assert_eq!((&**ctx.run_id(), &**ctx.step_id()), ("r1", "edit"));
 /// ```
+///
+/// A context a wrapper changed ([`StepContext::with_llm`] and the other `with_*` builders)
+/// keeps the engine's scope behind the changed run-wide part, and forwards every method but
+/// [`run_info`](Self::run_info) to it: a method added here needs forwarding there too.
 pub trait RunScope: Send + Sync {
     /// The run's shared information.
     fn run_info(&self) -> &RunInfo;

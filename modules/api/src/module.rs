@@ -402,8 +402,9 @@ impl StepContext {
     /// Resolves once the step may change the workspace: the engine's records of every step
     /// that ended before this call are written (what resuming a killed run relies on: it
     /// never finds this step's changes without the records of the steps before it). At once
-    /// when nothing records the run, for a step that changes nothing (a read-only
-    /// [`Module::write_set`]), and outside an engine.
+    /// when nothing records the run, and outside an engine. Call it only right before a
+    /// change: it waits as for a writing step even when the step's [`Module::write_set`] is
+    /// read-only (a repair that edits under a test step calls it too).
     ///
     /// A module that declares [`Module::calls_before_changes`] awaits this itself, right
     /// before its first change (an edit batch: once it is validated and formatted, before the

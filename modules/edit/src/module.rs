@@ -436,7 +436,8 @@ impl Module for EditModule {
         let deadline = ctx.deadline();
         // Waits for the run's records (or the cancellation), then says whether the step may
         // still write: the scheduler no longer awaits this thread once the step was cancelled
-        // or timed out, so the batch must not land after that.
+        // or timed out, so the batch is not started after that (one that started before still
+        // finishes, as any batch on this thread always did).
         let may_write = move || {
             handle.block_on(async {
                 tokio::select! {
@@ -467,7 +468,8 @@ impl Module for EditModule {
                     Err(EditFailure::Stopped) if stopped_by.is_cancelled() => {
                         Err(ModuleError::Cancelled)
                     }
-                    Err(EditFailure::Stopped) => Err(ModuleError::fatal(
+                    // As the scheduler reports a timeout: recoverable (retried, rolled back).
+                    Err(EditFailure::Stopped) => Err(ModuleError::recoverable(
                         ErrorCategory::Timeout,
                         format!(
                             "step `{step_id}` reached its timeout before its edit batch was written; nothing was written"

@@ -373,7 +373,13 @@ impl RunScope for Shared {
     fn before_changes(&self, index: usize) -> Option<nuvira_api::engine::ChangesWait> {
         let hooks = self.opts.hooks.as_ref()?;
         let step = self.plan.plan.steps.get(index)?;
-        hooks.before_run(step, &self.modules.get(index)?.write_set(step))
+        // Asked by a module about to change the workspace: whatever the step's write set says
+        // (a repair strategy edits under a read-only test step), it waits as a writing step.
+        let writes = match self.modules.get(index)?.write_set(step) {
+            WriteSet::ReadOnly => WriteSet::Exclusive,
+            w => w,
+        };
+        hooks.before_run(step, &writes)
     }
 }
 

@@ -160,10 +160,25 @@ impl DebugTests {
         let events = ctx.events().clone();
         let step_id = ctx.step_id().clone();
         let run_id = ctx.run_id().clone();
+        // The repair changes files under the failing step (a test step, read-only): it waits
+        // for the run's records first, as a writing step does, and writes nothing once the run
+        // is cancelled meanwhile.
+        let settle = ctx.before_changes();
+        let cancel = std::sync::Arc::clone(ctx.cancel());
+        let handle = tokio::runtime::Handle::current();
+        let may_write = move || {
+            handle.block_on(async {
+                tokio::select! {
+                    () = settle => {}
+                    () = cancel.cancelled() => {}
+                }
+            });
+            !cancel.is_cancelled()
+        };
         let work = tokio::task::spawn_blocking(move || {
             let ws = Workspace::open(&*root).map_err(|e| vec![e.to_string()])?;
             let emit = Emit::to(events.as_ref(), Some(&step_id));
-            match editor.edit(&ws, &entries, &run_id, &emit) {
+            match editor.edit_after(&ws, &entries, &run_id, &emit, may_write) {
                 Ok(r) => Ok(r.preview.changes.into_iter().map(|c| c.path).collect()),
                 Err(EditFailure::Rejected(r)) => Err(r
                     .skipped_changes
