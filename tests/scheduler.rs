@@ -1885,3 +1885,51 @@ async fn the_bus_is_settled_up_to_the_newest_step_end_when_a_step_runs() {
         );
     }
 }
+
+/// `scheduler::run` given one module for steps that name it differently (two names registered
+/// for one module): each step's `step:started` names its own step's module, live and in the
+/// history alike.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_module_under_two_names_gives_each_step_its_own_name() {
+    let steps = vec![
+        PlanStep::new("a", "first-name"),
+        PlanStep::new("b", "second-name").depends_on(["a"]),
+        PlanStep::new("c", "first-name").depends_on(["b"]),
+    ];
+    let validated = nuvira::validate::validate(&plan(steps), None).unwrap();
+    let module: Arc<dyn Module> = Arc::new(Changer {
+        waits_itself: false,
+        read_only: true,
+        log: std::sync::Mutex::new(Vec::new()),
+        started: Notify::new(),
+    });
+    let bus = EventBus::new("r");
+    let mut rx = bus.subscribe();
+    let summary = within(nuvira::scheduler::run(
+        Arc::new(validated),
+        vec![module.clone(), module.clone(), module],
+        vec![WriteSet::ReadOnly; 3],
+        bus.clone(),
+        nuvira::RunOptions {
+            max_parallel: 2,
+            ..nuvira::RunOptions::new(".")
+        },
+    ))
+    .await;
+    assert_eq!(summary.status, RunStatus::Succeeded);
+    bus.close();
+    let mut live = Vec::new();
+    while let Some(ev) = rx.recv().await {
+        if let EventKind::StepStarted { module, .. } = &ev.kind {
+            live.push(module.to_string());
+        }
+    }
+    let kept: Vec<String> = (bus.history().iter())
+        .filter_map(|ev| match &ev.kind {
+            EventKind::StepStarted { module, .. } => Some(module.to_string()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(live, ["first-name", "second-name", "first-name"]);
+    assert_eq!(kept, live);
+}

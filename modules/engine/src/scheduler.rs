@@ -707,14 +707,16 @@ fn small(n: usize) -> u32 {
 
 /// The module name of step `idx`, shared: a run uses few modules (each registered under one
 /// name, the one its steps give), so events reuse one name per module, found in `names` by the
-/// module's address. Only events a consumer receives need it: the history takes the name from
-/// the plan.
+/// module's address and the name (a caller of [`run`] may give one module to steps that name it
+/// differently: each step's event carries its own step's name). Only events a consumer
+/// receives need it: the history takes the name from the plan.
 fn module_name(names: &mut Vec<(usize, Arc<str>)>, shared: &Shared, idx: usize) -> Arc<str> {
     let addr = Arc::as_ptr(&shared.modules[idx]).cast::<()>() as usize;
-    if let Some((_, known)) = names.iter().find(|(a, _)| *a == addr) {
+    let name = shared.step(idx).module.as_str();
+    if let Some((_, known)) = names.iter().find(|(a, n)| *a == addr && **n == *name) {
         return known.clone();
     }
-    let known: Arc<str> = Arc::from(shared.step(idx).module.as_str());
+    let known: Arc<str> = Arc::from(name);
     names.push((addr, known.clone()));
     known
 }
