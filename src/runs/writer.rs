@@ -72,7 +72,11 @@ impl Durable {
     /// stopped. No disk sync is waited for: the writer flushes after every batch and leaves the
     /// syncs to its sync thread, so this waits at most for the batch being written.
     pub fn wait_written(&self) -> impl Future<Output = ()> + Send + 'static {
-        self.written_to(self.bus.len())
+        let target = self.bus.len();
+        let mut rx = self.shared.written.subscribe();
+        async move {
+            let _ = rx.wait_for(|s| *s >= target).await;
+        }
     }
 
     /// Like [`wait_written`](Self::wait_written), for every event up to the newest one
@@ -90,13 +94,6 @@ impl Durable {
         let mut rx = self.shared.written.subscribe();
         async move {
             let target = bus.settled_len();
-            let _ = rx.wait_for(|s| *s >= target).await;
-        }
-    }
-
-    fn written_to(&self, target: u64) -> impl Future<Output = ()> + Send + 'static {
-        let mut rx = self.shared.written.subscribe();
-        async move {
             let _ = rx.wait_for(|s| *s >= target).await;
         }
     }

@@ -121,6 +121,30 @@ pub struct EditOptions {
     pub format: bool,
 }
 
+/// The `before_write` of [`Editor::edit_after`] for a batch of step `ctx`'s: waits for what
+/// the engine holds the step's changes for
+/// ([`StepContext::before_changes`](nuvira_api::StepContext::before_changes)) or for the run's
+/// cancellation, then says whether the batch may still be written (not once cancelled: the
+/// scheduler no longer awaits the batch's thread then). Made on the runtime, called on a
+/// thread of the blocking pool (it blocks on the runtime there).
+///
+/// # Panics
+/// Made outside a tokio runtime.
+pub fn before_write_gate(ctx: &nuvira_api::StepContext) -> impl FnOnce() -> bool + Send + 'static {
+    let settle = ctx.before_changes();
+    let cancel = Arc::clone(ctx.cancel());
+    let handle = tokio::runtime::Handle::current();
+    move || {
+        handle.block_on(async {
+            tokio::select! {
+                () = settle => {}
+                () = cancel.cancelled() => {}
+            }
+        });
+        !cancel.is_cancelled()
+    }
+}
+
 /// Why [`Editor::edit`] wrote nothing (or undid what it wrote).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

@@ -429,24 +429,14 @@ impl Module for EditModule {
         let step_id = ctx.step_id().clone();
         let run_id = ctx.run_id().clone();
         let dry_run = ctx.dry_run();
-        let settle = ctx.before_changes();
-        let handle = tokio::runtime::Handle::current();
-        let cancel = Arc::clone(ctx.cancel());
-        let stopped_by = Arc::clone(&cancel);
+        let stopped_by = Arc::clone(ctx.cancel());
         let deadline = ctx.deadline();
         // Waits for the run's records (or the cancellation), then says whether the step may
         // still write: the scheduler no longer awaits this thread once the step was cancelled
         // or timed out, so the batch is not started after that (one that started before still
         // finishes, as any batch on this thread always did).
-        let may_write = move || {
-            handle.block_on(async {
-                tokio::select! {
-                    () = settle => {}
-                    () = cancel.cancelled() => {}
-                }
-            });
-            !cancel.is_cancelled() && deadline.is_none_or(|d| std::time::Instant::now() < d)
-        };
+        let gate = crate::before_write_gate(ctx);
+        let may_write = move || gate() && deadline.is_none_or(|d| std::time::Instant::now() < d);
         let work = tokio::task::spawn_blocking(move || {
             let emit = Emit::to(events.as_ref(), Some(&step_id));
             if dry_run {

@@ -163,18 +163,7 @@ impl DebugTests {
         // The repair changes files under the failing step (a test step, read-only): it waits
         // for the run's records first, as a writing step does, and writes nothing once the run
         // is cancelled meanwhile.
-        let settle = ctx.before_changes();
-        let cancel = std::sync::Arc::clone(ctx.cancel());
-        let handle = tokio::runtime::Handle::current();
-        let may_write = move || {
-            handle.block_on(async {
-                tokio::select! {
-                    () = settle => {}
-                    () = cancel.cancelled() => {}
-                }
-            });
-            !cancel.is_cancelled()
-        };
+        let may_write = nuvira_edit::before_write_gate(ctx);
         let work = tokio::task::spawn_blocking(move || {
             let ws = Workspace::open(&*root).map_err(|e| vec![e.to_string()])?;
             let emit = Emit::to(events.as_ref(), Some(&step_id));
