@@ -6,8 +6,8 @@
 //! With `NUVIRA_BENCH_HEAVY=1` (minutes; `cargo test` never runs benches):
 //! `benches/projects/heavy-crate` (serde + serde_derive + serde_json + zerocopy with derive,
 //! pinned, with a Cargo.lock) and `benches/projects/flat-pytest`: in-place cold and warm runs
-//! against the first and second sandboxed runs, local and Docker (`nuvira-host`, cpus = the
-//! host's cores, 4 GiB), and Docker's fixed cost (`true` in a cached container), each with the
+//! against the first and second sandboxed runs, local, bubblewrap (when it works here) and Docker
+//! (`nuvira-host`, cpus = the host's cores, 4 GiB), each as `nuvira test` builds it, and Docker's fixed cost (`true` in a cached container), each with the
 //! slot's kept container reused (the default) and with a fresh container per run. A cold build
 //! takes a minute on the loaded 2-core machine, so the cold/first runs are timed once each
 //! (printed as `first:` lines, in-place first); the warm runs are criterion samples.
@@ -20,7 +20,7 @@ use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use nuvira_api::{NeverCancelled, Sandbox, SandboxRequest};
 use nuvira_sandbox::cache::CacheRoot;
 use nuvira_sandbox::sync::sync_tree;
-use nuvira_sandbox::{DockerSandbox, LocalSandbox};
+use nuvira_sandbox::{BwrapSandbox, DockerSandbox, LocalSandbox};
 use nuvira_workspace::walk::WalkOptions;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -173,7 +173,17 @@ fn heavy_bench(c: &mut Criterion) {
         let here = copy_project(name);
         let cache = tempfile::tempdir().unwrap();
         let root = CacheRoot::at(cache.path(), u64::MAX);
-        let local = LocalSandbox::without_rlimits().with_cache_root(root.clone());
+        // As `nuvira test --sandbox local|bwrap` builds them.
+        let local = LocalSandbox::new().with_cache_root(root.clone());
+        // Its own cache folder: its first run must not find the local runs' warm entries.
+        let bwrap_cache = tempfile::tempdir().unwrap();
+        let bwrap = match BwrapSandbox::new() {
+            Ok(b) => Some(b.with_cache_root(CacheRoot::at(bwrap_cache.path(), u64::MAX))),
+            Err(e) => {
+                eprintln!("bwrap benches skipped: {e}");
+                None
+            }
+        };
         let req = request(here.path(), command);
         let mut docker_req = req.clone();
         docker_req.image = Some("nuvira-host:latest".into());
@@ -190,6 +200,14 @@ fn heavy_bench(c: &mut Criterion) {
             first.as_secs_f64(),
             first.as_secs_f64() / cold.as_secs_f64()
         );
+        if let Some(b) = &bwrap {
+            let first = run(&rt, b, &req);
+            eprintln!(
+                "first: {name}: bwrap first {:.2}s ({:.2}x in-place cold)",
+                first.as_secs_f64(),
+                first.as_secs_f64() / cold.as_secs_f64()
+            );
+        }
         let docker = docker.as_ref().ok().map(|d| {
             // As `nuvira test` has it (`select`): the container removed after the result.
             d.clone()
@@ -211,6 +229,9 @@ fn heavy_bench(c: &mut Criterion) {
             b.iter(|| in_place(here.path(), command));
         });
         g.bench_function("local second", |b| b.iter(|| run(&rt, &local, &req)));
+        if let Some(bw) = &bwrap {
+            g.bench_function("bwrap second", |b| b.iter(|| run(&rt, bw, &req)));
+        }
         if let Some(d) = &docker {
             // The slot's kept container reused (`NUVIRA_DOCKER_REUSE=1`), and a fresh container
             // per run (the default) beside it.
