@@ -824,9 +824,24 @@ impl DockerSandbox {
                 .await?
             {
                 Ok(outcome) => return Ok(outcome),
-                Err(why) => tracing::debug!(
-                    "the upload on standard input did not extract ({why}): uploading through the engine"
-                ),
+                Err(why) => {
+                    tracing::debug!(
+                        "the upload on standard input did not extract ({why}): uploading through the engine"
+                    );
+                    self.upload(id, tar).await?;
+                    let mut outcome = self
+                        .run_exec(
+                            id, request, cancel, collect, info, started, track, exec, None,
+                        )
+                        .await?
+                        .map_err(|e| SandboxError::Failed(format!("run the command: {e}")))?;
+                    if let Some(note) = outcome.info.workspace_copy.as_mut() {
+                        note.push_str(&format!(
+                            "; through the engine's archive upload (the extraction on standard input failed: {why})"
+                        ));
+                    }
+                    return Ok(outcome);
+                }
             }
         }
         self.upload(id, tar).await?;

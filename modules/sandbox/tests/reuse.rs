@@ -743,3 +743,48 @@ async fn two_runs_at_once_never_share_a_kept_container() {
     assert_eq!(round(2).await, first);
     assert_eq!(slot.kept().await.len(), 2);
 }
+
+// The upload of a kept container's run goes on the wrapper's standard input; when the
+// extraction there fails (here: a folder the run's user, root without capabilities, cannot
+// write into), the archive upload is used instead and the run still sees the workspace as it is.
+#[tokio::test]
+async fn an_upload_that_cannot_be_extracted_on_standard_input_goes_through_the_engine() {
+    use std::os::unix::fs::PermissionsExt;
+    let Some(slot) = Slot::new().await else {
+        return;
+    };
+    let ro = slot.project.path().join("ro");
+    std::fs::create_dir(&ro).unwrap();
+    std::fs::write(ro.join("f.txt"), "one").unwrap();
+    std::fs::write(slot.project.path().join("plain.txt"), "a").unwrap();
+    std::fs::set_permissions(&ro, std::fs::Permissions::from_mode(0o555)).unwrap();
+    let script = "cat ro/f.txt plain.txt";
+    let first = slot.run(script).await;
+    assert_eq!(first.exit_code, Some(0), "{}", first.stderr);
+    assert_eq!(first.stdout, "onea");
+
+    // A changed file in a plain folder: extracted on standard input, in the same container.
+    std::fs::write(slot.project.path().join("plain.txt"), "b").unwrap();
+    let second = slot.run(script).await;
+    assert_eq!(second.stdout, "oneb", "{}", second.stderr);
+    assert_eq!(id(&first), id(&second));
+    let note = second.info.workspace_copy.clone().unwrap();
+    assert!(note.contains("uploaded: 1 changed"), "{note}");
+    assert!(!note.contains("archive upload"), "{note}");
+
+    // A changed file in the read-only folder: tar in the container cannot replace it.
+    std::fs::set_permissions(&ro, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(ro.join("f.txt"), "two").unwrap();
+    std::fs::set_permissions(&ro, std::fs::Permissions::from_mode(0o555)).unwrap();
+    let third = slot.run(script).await;
+    assert_eq!(third.exit_code, Some(0), "{}", third.stderr);
+    assert_eq!(third.stdout, "twob", "{}", third.stderr);
+    assert_eq!(id(&first), id(&third));
+    let note = third.info.workspace_copy.clone().unwrap();
+    assert!(
+        note.contains("archive upload") && note.contains("ro/f.txt"),
+        "{note}"
+    );
+    // Nothing of the failed attempt reaches the run's output.
+    assert!(!third.stderr.contains("untar"), "{}", third.stderr);
+}
