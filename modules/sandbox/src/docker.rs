@@ -350,16 +350,16 @@ impl DockerSandbox {
                 tar.extra.remove(i);
             }
             // A new container's wrapper also reads the baseline state, before the command.
-            let wrapper = |baseline: bool, untar: bool| {
+            let wrapper = |baseline: bool| {
                 crate::docker_track::wrap_kept(
                     &request.command,
                     skip,
                     &nonce,
                     inline_prune.as_deref(),
                     baseline,
-                    untar,
                 )
             };
+            let cmd = wrapper(false);
             let idle = self.reuse_idle.unwrap_or_else(crate::docker_keep::idle);
             let inspected = match image_info.take() {
                 Some(info) => info,
@@ -381,8 +381,7 @@ impl DockerSandbox {
                 })
                 .unwrap_or_else(|| "0:0".to_owned());
             let mut exec = Exec {
-                cmd: wrapper(false, false),
-                cmd_untar: wrapper(false, true),
+                cmd,
                 workdir: body.working_dir.clone(),
                 report: Default::default(),
                 who: crate::docker_keep::Who::new(&run_user),
@@ -437,8 +436,7 @@ impl DockerSandbox {
                 }
                 None => {
                     name = keep_name();
-                    exec.cmd = wrapper(true, false);
-                    exec.cmd_untar = wrapper(true, true);
+                    exec.cmd = wrapper(true);
                     exec.baseline = true;
                     body = crate::docker_keep::kept_body(body, &hash, &labels, idle, &run_user);
                     kept = Some(Kept {
@@ -786,78 +784,23 @@ impl DockerSandbox {
         track: Track<'_>,
         exec: Option<Exec>,
     ) -> Result<SandboxOutcome, SandboxError> {
-        let nothing = tar.entries.is_empty() && tar.extra.is_empty();
-        let Some(exec) = exec else {
-            if !nothing {
-                self.upload(id, tar).await?;
-            }
-            return self
-                .run_uploaded(id, request, cancel, collect, info, started, track)
-                .await;
-        };
-        if nothing {
+        let docker = &self.docker;
+        if tar.entries.is_empty() && tar.extra.is_empty() {
             // Nothing changed since the workspace volume's last upload.
-            return self
-                .run_exec(
-                    id, request, cancel, collect, info, started, track, exec, None,
-                )
-                .await?
-                .map_err(|e| SandboxError::Failed(format!("run the command: {e}")));
-        }
-        // In a kept container on this machine's engine the upload goes on the exec's standard
-        // input, extracted by the wrapper (no archive call: the engine mounts the container and
-        // starts an extracting process for each, ~50 ms); through the engine when that did not
-        // extract.
-        if self.engine.host.starts_with("unix://") {
-            match self
-                .run_exec(
-                    id,
-                    request,
-                    cancel,
-                    collect,
-                    info,
-                    started,
-                    track,
-                    exec.clone(),
-                    Some(tar.clone()),
-                )
-                .await?
-            {
-                Ok(outcome) => return Ok(outcome),
-                Err(why) => {
-                    tracing::debug!(
-                        "the upload on standard input did not extract ({why}): uploading through the engine"
-                    );
-                    self.upload(id, tar).await?;
-                    let mut outcome = self
-                        .run_exec(
-                            id, request, cancel, collect, info, started, track, exec, None,
-                        )
-                        .await?
-                        .map_err(|e| SandboxError::Failed(format!("run the command: {e}")))?;
-                    if let Some(note) = outcome.info.workspace_copy.as_mut() {
-                        note.push_str(&format!(
-                            "; through the engine's archive upload (the extraction on standard input failed: {why})"
-                        ));
-                    }
-                    return Ok(outcome);
+            return match exec {
+                Some(exec) => {
+                    self.run_exec(id, request, cancel, collect, info, started, track, exec)
+                        .await
                 }
-            }
+                None => {
+                    self.run_uploaded(id, request, cancel, collect, info, started, track)
+                        .await
+                }
+            };
         }
-        self.upload(id, tar).await?;
-        self.run_exec(
-            id, request, cancel, collect, info, started, track, exec, None,
-        )
-        .await?
-        .map_err(|e| SandboxError::Failed(format!("run the command: {e}")))
-    }
-
-    /// Uploads `tar` into the container's workspace folder through the engine.
-    async fn upload(&self, id: &str, tar: WorkspaceTar) -> Result<(), SandboxError> {
         let (chunks, packer) = tar.stream();
         let body = bollard::body_try_stream(futures::TryStreamExt::map_ok(chunks, Into::into));
-        let uploaded = self
-            .docker
+        let uploaded = docker
             .upload_to_container(
                 id,
                 Some(UploadToContainerOptions {
@@ -873,7 +816,17 @@ impl DockerSandbox {
             Ok(Err(e)) => return Err(e),
             Err(e) => return Err(SandboxError::Failed(format!("pack the workspace: {e}"))),
         }
-        uploaded.map_err(|e| self.engine_error("upload the workspace", e))
+        uploaded.map_err(|e| self.engine_error("upload the workspace", e))?;
+        match exec {
+            Some(exec) => {
+                self.run_exec(id, request, cancel, collect, info, started, track, exec)
+                    .await
+            }
+            None => {
+                self.run_uploaded(id, request, cancel, collect, info, started, track)
+                    .await
+            }
+        }
     }
 
     /// The rest of [`Self::drive`] once the workspace is in the container.
@@ -1064,9 +1017,7 @@ impl DockerSandbox {
 
     /// Runs the command as an exec in the kept container `id`, under the timeout: at the
     /// timeout every process but PID 1 is killed by a second exec (the engine cannot kill an
-    /// exec), or the container when that exec cannot start. With `stdin`, the wrapper first
-    /// extracts that tar from its standard input; `Ok(Err(what tar said))` when it could not
-    /// (the wrapper then ran nothing of the run).
+    /// exec), or the container when that exec cannot start.
     #[allow(
         clippy::too_many_arguments,
         reason = "one private step of run_observed"
@@ -1082,22 +1033,19 @@ impl DockerSandbox {
         track: Track<'_>,
         Exec {
             cmd,
-            cmd_untar,
             workdir,
             report,
             who,
             baseline,
         }: Exec,
-        stdin: Option<WorkspaceTar>,
-    ) -> Result<Result<SandboxOutcome, String>, SandboxError> {
+    ) -> Result<SandboxOutcome, SandboxError> {
         use bollard::exec::{CreateExecOptions, StartExecResults};
         let docker = &self.docker;
         let exec = docker
             .create_exec(
                 id,
                 CreateExecOptions {
-                    cmd: Some(if stdin.is_some() { cmd_untar } else { cmd }),
-                    attach_stdin: Some(stdin.is_some()),
+                    cmd: Some(cmd),
                     attach_stdout: Some(true),
                     attach_stderr: Some(true),
                     working_dir: workdir,
@@ -1107,7 +1055,7 @@ impl DockerSandbox {
             )
             .await
             .map_err(|e| self.engine_error("run the command in the kept container", e))?;
-        let StartExecResults::Attached { output, mut input } = docker
+        let StartExecResults::Attached { output, .. } = docker
             .start_exec(&exec.id, None)
             .await
             .map_err(|e| self.engine_error("start the command in the kept container", e))?
@@ -1116,24 +1064,6 @@ impl DockerSandbox {
                 "start the command in the kept container: the engine did not attach".into(),
             ));
         };
-        // The upload streamed into the wrapper's standard input, then closed (the engine closes
-        // the wrapper's on that: `tar` reads to the end).
-        let mut packed = None;
-        let _writer = stdin.map(|tar| {
-            let (chunks, packer) = tar.stream();
-            packed = Some(packer);
-            let writer = tokio::spawn(async move {
-                use tokio::io::AsyncWriteExt;
-                let mut chunks = std::pin::pin!(chunks);
-                while let Some(Ok(chunk)) = chunks.next().await {
-                    if input.write_all(&chunk).await.is_err() {
-                        return;
-                    }
-                }
-                let _ = input.shutdown().await;
-            });
-            AbortOnDrop(writer.abort_handle())
-        });
         // A new container's baseline state is the first thing on standard error, sent before
         // the command starts (so no process of the run can have written it).
         let head = if baseline { BASE_HEAD_CAP } else { 0 };
@@ -1194,28 +1124,6 @@ impl DockerSandbox {
                 .map_err(|e| self.engine_error("inspect the command's exec", e))?
                 .exit_code
         };
-        if let Some(packer) = packed {
-            // A packing error (a file that cannot be read) explains a failed extraction best.
-            match packer.await {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => return Err(e),
-                Err(e) => return Err(SandboxError::Failed(format!("pack the workspace: {e}"))),
-            }
-            if let Some((nonce, _)) = track
-                && !timed_out
-                && exit_code == Some(crate::docker_track::UNTAR_FAILED)
-                && let Some(said) = stderr
-                    .take_trailer(&crate::docker_track::marker(nonce, "untar"), |t| {
-                        t.last() == Some(&0)
-                    })
-            {
-                let said = &said[..said.len() - 1];
-                return Ok(Err(nuvira_api::text::escape_control(
-                    String::from_utf8_lossy(said).trim(),
-                )
-                .into_owned()));
-            }
-        }
         // The wrapper's report, last on standard error: trusted only when the wrapper exited 0
         // by itself (after its `kill -9 -1`, nothing of the run is left to write).
         if let Some((nonce, _)) = track {
@@ -1264,7 +1172,6 @@ impl DockerSandbox {
             },
         )
         .await
-        .map(Ok)
     }
 
     /// Cleans the kept container after a run and says whether it may be kept; marks the
@@ -1648,9 +1555,6 @@ impl Sandbox for DockerSandbox {
 struct Exec {
     /// The wrapped command.
     cmd: Vec<String>,
-    /// The same, with the upload extracted from standard input first
-    /// (`docker_track::untar`).
-    cmd_untar: Vec<String>,
     /// Its working folder.
     workdir: Option<String>,
     /// The wrapper's report, once read.
@@ -1845,7 +1749,6 @@ fn container_name() -> String {
 
 /// The workspace's files, to be streamed as an uncompressed tar (paths relative to the
 /// workspace, links kept as links) in chunks, so that memory stays bounded whatever its size.
-#[derive(Clone)]
 struct WorkspaceTar {
     root: std::path::PathBuf,
     entries: Vec<std::path::PathBuf>,

@@ -68,22 +68,20 @@ pub(crate) fn marker(nonce: &str, what: &str) -> Vec<u8> {
 /// listings (empty when the upload includes them); `nonce`: the markers' (`[a-z0-9-]`).
 #[cfg(test)]
 fn script(build_dirs: &[&str], nonce: &str) -> String {
-    script_with(build_dirs, nonce, None, false, false, false)
+    script_with(build_dirs, nonce, None, false, false)
 }
 
 /// [`script`], with the prune script given inline (`Some`) instead of sourced from the
 /// uploaded `$P/prune` (a run in a kept container: no upload at all when nothing changed), and
 /// for a run in a kept container (`kept`) the kill right after the command and the cleanup and
 /// report at the end (`KILL_ALL`, `SCRATCH`, `OOM`, `STATE` of `docker_keep`); `baseline`: a
-/// new kept container's first run, whose wrapper first sends the state (see [`wrap_kept`]);
-/// `untar`: the upload comes on standard input ([`untar`]).
+/// new kept container's first run, whose wrapper first sends the state (see [`wrap_kept`]).
 fn script_with(
     build_dirs: &[&str],
     nonce: &str,
     prune: Option<&str>,
     kept: bool,
     baseline: bool,
-    untar: bool,
 ) -> String {
     let skip: String = build_dirs
         .iter()
@@ -144,18 +142,13 @@ fn script_with(
     } else {
         String::new()
     };
-    let untar = if untar {
-        self::untar(nonce)
-    } else {
-        String::new()
-    };
     let prune = match prune {
         // Never a file in the volume: what a run left there is not ours to run.
         Some(inline) => inline.to_owned(),
         None => "[ -f \"$P/prune\" ] && . \"$P/prune\"\n".to_owned(),
     };
     format!(
-        r#"{read_base}{untar}P=/workspace/{STATE_DIR}; M=/dev/shm/.nuvira-mark; T=/dev/shm/.nuvira-tick
+        r#"{read_base}P=/workspace/{STATE_DIR}; M=/dev/shm/.nuvira-mark; T=/dev/shm/.nuvira-tick
 R=
 {prune}if [ -e "$P" ] || [ -L "$P" ]; then rm -rf "$P"; fi
 : > "$M"; : > "$T"; i=0
@@ -294,7 +287,7 @@ pub(crate) fn wrap(command: &[String], skip_build_dirs: bool, nonce: &str) -> Ve
     let mut out = vec![
         "/bin/sh".to_owned(),
         "-c".to_owned(),
-        script_with(dirs, nonce, None, false, false, false),
+        script_with(dirs, nonce, None, false, false),
         "nuvira-sandbox".to_owned(),
     ];
     out.extend(command.iter().cloned());
@@ -318,7 +311,6 @@ pub(crate) fn wrap_kept(
     nonce: &str,
     prune: Option<&str>,
     baseline: bool,
-    untar: bool,
 ) -> Vec<String> {
     let dirs: &[&str] = if skip_build_dirs {
         nuvira_workspace::walk::BUILD_DIRS
@@ -328,27 +320,11 @@ pub(crate) fn wrap_kept(
     let mut out = vec![
         "/bin/sh".to_owned(),
         "-c".to_owned(),
-        script_with(dirs, nonce, prune, true, baseline, untar),
+        script_with(dirs, nonce, prune, true, baseline),
         "nuvira-sandbox".to_owned(),
     ];
     out.extend(command.iter().cloned());
     out
-}
-
-/// The exit status of a wrapper whose upload on standard input did not extract ([`untar`]).
-pub(crate) const UNTAR_FAILED: i64 = 97;
-
-/// Shell: the upload (the tar the engine's archive upload would get) read from standard input and extracted into `/workspace` by the image's `tar`
-/// (GNU tar's options: modes and mtimes as packed, the files the run's user's, no warning
-/// for the mtimes a tar carries), then standard input closed for the rest (the command's is
-/// `/dev/null`, as without an upload). When the extraction fails (no GNU `tar`, a folder the
-/// run's user cannot write into), the wrapper sends `\0nuvira-<nonce>-untar\0`, what tar said
-/// and `\0`, and exits [`UNTAR_FAILED`] before anything of the run: the host uploads through
-/// the engine instead and runs the wrapper again.
-fn untar(nonce: &str) -> String {
-    format!(
-        "if ! U=$(tar -x -p --no-same-owner --warning=no-timestamp -f - -C /workspace 2>&1); then printf '\\000nuvira-{nonce}-untar\\000%s\\000' \"$U\" >&2; exit {UNTAR_FAILED}; fi\nexec </dev/null\n"
-    )
 }
 
 /// The prune script for `paths` (workspace-relative): one `rm -rf` per path, each quoted for
@@ -614,34 +590,20 @@ mod tests {
 
     #[test]
     fn an_inline_prune_is_run_and_no_file_of_the_volume_is_sourced() {
-        let inline = script_with(
-            &[],
-            "n",
-            Some("rm -rf -- '/workspace/x'\n"),
-            true,
-            false,
-            false,
-        );
+        let inline = script_with(&[], "n", Some("rm -rf -- '/workspace/x'\n"), true, false);
         assert!(
             inline.contains("rm -rf -- '/workspace/x'\nif [ -e \"$P\" ] || [ -L \"$P\" ]; then rm -rf \"$P\"; fi"),
             "{inline}"
         );
         assert!(!inline.contains(". \"$P/prune\""), "{inline}");
-        let empty = script_with(&[], "n", Some(""), true, false, false);
+        let empty = script_with(&[], "n", Some(""), true, false);
         assert!(
             empty.contains("kill -9 -1") && empty.contains("nuvira-n-kept"),
             "{empty}"
         );
         assert!(!script(&[], "n").contains("kill -9 -1"));
         // A new container's wrapper sends its baseline state first of all, before the prune.
-        let first = script_with(
-            &[],
-            "n",
-            Some("rm -rf -- '/workspace/x'\n"),
-            true,
-            true,
-            false,
-        );
+        let first = script_with(&[], "n", Some("rm -rf -- '/workspace/x'\n"), true, true);
         let sent = first
             .find("printf '\\000nuvira-n-base\\000%s\\000' \"$B\" >&2")
             .unwrap();
@@ -651,28 +613,6 @@ mod tests {
             "{first}"
         );
         assert!(!empty.contains("nuvira-n-base"), "{empty}");
-        // The upload on standard input is extracted after the baseline is sent and before the
-        // prune and the command, whose standard input is then /dev/null.
-        let untar = script_with(
-            &[],
-            "n",
-            Some("rm -rf -- '/workspace/x'\n"),
-            true,
-            true,
-            true,
-        );
-        let tar = untar.find("tar -x -p --no-same-owner").unwrap();
-        assert!(untar.find("nuvira-n-base").unwrap() < tar, "{untar}");
-        assert!(tar < untar.find("exec </dev/null").unwrap(), "{untar}");
-        assert!(
-            untar.find("exec </dev/null").unwrap()
-                < untar.find("rm -rf -- '/workspace/x'").unwrap()
-        );
-        assert!(
-            untar.contains("nuvira-n-untar") && untar.contains("exit 97"),
-            "{untar}"
-        );
-        assert!(!first.contains("tar -x"), "{first}");
         assert_eq!(
             parse_kept(b"ok 3 2\n/etc/hosts 81a4 0 0 174 1\nipc shm 1\0"),
             Some(KeptReport {
