@@ -6,11 +6,12 @@
 //! With `NUVIRA_BENCH_HEAVY=1` (minutes; `cargo test` never runs benches):
 //! `benches/projects/heavy-crate` (serde + serde_derive + serde_json + zerocopy with derive,
 //! pinned, with a Cargo.lock) and `benches/projects/flat-pytest`: in-place cold and warm runs
-//! against the first and second sandboxed runs, local, bubblewrap (when it works here) and Docker
-//! (`nuvira-host`, cpus = the host's cores, 4 GiB), each as `nuvira test` builds it, and Docker's fixed cost (`true` in a cached container), each with the
-//! slot's kept container reused (the default) and with a fresh container per run. A cold build
-//! takes a minute on the loaded 2-core machine, so the cold/first runs are timed once each
-//! (printed as `first:` lines, in-place first); the warm runs are criterion samples.
+//! against the first and second sandboxed runs, local, bubblewrap (when it works here) and
+//! Docker (`nuvira-host`, cpus = the host's cores, 4 GiB), each as `nuvira test` builds it, and
+//! Docker's fixed cost (`true` in a cached container), each with the slot's kept container
+//! reused (the default) and with a fresh container per run. A cold build takes a minute on the
+//! loaded 2-core machine, so the cold/first runs are timed once each (printed as `first:` lines,
+//! in-place first); the warm runs are criterion samples.
 //!
 //! `NUVIRA_BENCH_HEAVY=1 cargo bench -p nuvira-sandbox --bench cache -- --warm-up-time 1
 //! --measurement-time 3`
@@ -194,19 +195,18 @@ fn heavy_bench(c: &mut Criterion) {
         }
         let cold = in_place(here.path(), command);
         eprintln!("first: {name}: in-place cold {:.2}s", cold.as_secs_f64());
-        let first = run(&rt, &local, &req);
-        eprintln!(
-            "first: {name}: local first {:.2}s ({:.2}x in-place cold)",
-            first.as_secs_f64(),
-            first.as_secs_f64() / cold.as_secs_f64()
-        );
-        if let Some(b) = &bwrap {
-            let first = run(&rt, b, &req);
+        // One timed first run, printed beside the in-place cold one.
+        let first = |what: &str, sandbox: &dyn Sandbox, req: &SandboxRequest| {
+            let t = run(&rt, sandbox, req);
             eprintln!(
-                "first: {name}: bwrap first {:.2}s ({:.2}x in-place cold)",
-                first.as_secs_f64(),
-                first.as_secs_f64() / cold.as_secs_f64()
+                "first: {name}: {what} first {:.2}s ({:.2}x in-place cold)",
+                t.as_secs_f64(),
+                t.as_secs_f64() / cold.as_secs_f64()
             );
+        };
+        first("local", &local, &req);
+        if let Some(b) = &bwrap {
+            first("bwrap", b, &req);
         }
         let docker = docker.as_ref().ok().map(|d| {
             // As `nuvira test` has it (`select`): the container removed after the result.
@@ -215,12 +215,7 @@ fn heavy_bench(c: &mut Criterion) {
                 .with_background_removal()
         });
         if let Some(d) = &docker {
-            let first = run(&rt, d, &docker_req);
-            eprintln!(
-                "first: {name}: docker first {:.2}s ({:.2}x in-place cold)",
-                first.as_secs_f64(),
-                first.as_secs_f64() / cold.as_secs_f64()
-            );
+            first("docker", d, &docker_req);
         }
 
         let mut g = c.benchmark_group(format!("warm_{name}"));
