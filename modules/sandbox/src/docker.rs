@@ -1513,25 +1513,29 @@ impl DockerSandbox {
         out
     }
 
-    /// One file of the stopped container, or `None` when it is missing.
+    /// One file of the stopped container, or `None` when it is missing, not a regular file, or
+    /// over [`crate::COLLECT_CAP`] (it was written by the run: it is not trusted).
     async fn download_file(&self, id: &str, path: &str) -> Option<Vec<u8>> {
         let mut stream = self
             .docker
             .download_from_container(id, Some(DownloadFromContainerOptions { path: path.into() }));
         let mut tar = Vec::new();
+        let cap = usize::try_from(crate::COLLECT_CAP).unwrap_or(usize::MAX);
         while let Some(chunk) = stream.next().await {
             tar.extend_from_slice(&chunk.ok()?);
-        }
-        let mut archive = tar::Archive::new(tar.as_slice());
-        for entry in archive.entries().ok()? {
-            let mut entry = entry.ok()?;
-            if entry.header().entry_type().is_file() {
-                let mut bytes = Vec::new();
-                std::io::Read::read_to_end(&mut entry, &mut bytes).ok()?;
-                return Some(bytes);
+            if tar.len() > cap.saturating_add(64 * 1024) {
+                return None;
             }
         }
-        None
+        // The archive of a file holds that file first; of a folder, the folder first.
+        let mut archive = tar::Archive::new(tar.as_slice());
+        let mut entry = archive.entries().ok()?.next()?.ok()?;
+        if !entry.header().entry_type().is_file() || entry.size() > crate::COLLECT_CAP {
+            return None;
+        }
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut entry, &mut bytes).ok()?;
+        Some(bytes)
     }
 }
 

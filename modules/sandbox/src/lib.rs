@@ -658,6 +658,59 @@ pub(crate) fn check_dir(dir: &Path) -> Result<PathBuf, SandboxError> {
     })
 }
 
+/// The most a collected file may hold: what a run writes is not trusted, and a bigger file is
+/// not collected (a report that large is read by no parser here).
+pub const COLLECT_CAP: u64 = 64 << 20;
+
+/// Reads the collected file `rel` (checked by [`check_collect_path`]) of a run's workspace copy
+/// `root` as the run left it: each folder on the way is opened without following a symlink,
+/// the file only when it is a regular file (a FIFO is never waited on), and at most
+/// [`COLLECT_CAP`] bytes. `None` when any of that fails: a run that made its report a link to
+/// a file outside its sandbox gets nothing collected.
+pub(crate) fn read_collected(root: &Path, rel: &Path) -> Option<Vec<u8>> {
+    use nix::fcntl::{OFlag, open, openat};
+    use nix::sys::stat::Mode;
+    use std::io::Read;
+    // `pkg/report.xml/` names a folder's entry, not a file (as for a container).
+    if rel.as_os_str().as_encoded_bytes().ends_with(b"/") {
+        return None;
+    }
+    let mut names: Vec<&std::ffi::OsStr> = Vec::new();
+    for c in rel.components() {
+        match c {
+            std::path::Component::Normal(n) => names.push(n),
+            std::path::Component::CurDir => {}
+            _ => return None,
+        }
+    }
+    let (file, folders) = names.split_last()?;
+    let dir_flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+    let mut dir = open(root, dir_flags, Mode::empty()).ok()?;
+    for name in folders {
+        dir = openat(&dir, *name, dir_flags | OFlag::O_NOFOLLOW, Mode::empty()).ok()?;
+    }
+    let fd = openat(
+        &dir,
+        *file,
+        OFlag::O_RDONLY
+            | OFlag::O_NOFOLLOW
+            | OFlag::O_NONBLOCK
+            | OFlag::O_NOCTTY
+            | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .ok()?;
+    let file = std::fs::File::from(fd);
+    let meta = file.metadata().ok()?;
+    if !meta.is_file() || meta.len() > COLLECT_CAP {
+        return None;
+    }
+    let mut bytes = Vec::new();
+    // The file may grow while it is read (a process of the run still writing).
+    file.take(COLLECT_CAP + 1).read_to_end(&mut bytes).ok()?;
+    (bytes.len() as u64 <= COLLECT_CAP).then_some(bytes)
+}
+
 /// Checks that a path to collect is workspace-relative and stays inside.
 pub(crate) fn check_collect_path(p: &str) -> Result<PathBuf, SandboxError> {
     let path = Path::new(p);
@@ -680,6 +733,29 @@ pub(crate) fn check_collect_path(p: &str) -> Result<PathBuf, SandboxError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_collected_path_names_one_regular_file_inside_the_copy() {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(root.path().join("pkg")).unwrap();
+        std::fs::write(root.path().join("pkg/ok.xml"), "ok").unwrap();
+        std::os::unix::fs::symlink("pkg", root.path().join("alias")).unwrap();
+        let read = |p: &str| read_collected(root.path(), Path::new(p));
+        assert_eq!(read("pkg/ok.xml").as_deref(), Some(&b"ok"[..]));
+        assert_eq!(read("./pkg/./ok.xml").as_deref(), Some(&b"ok"[..]));
+        for refused in [
+            "pkg/ok.xml/",
+            ".",
+            "pkg",
+            "pkg/.",
+            "alias/ok.xml",
+            "../pkg/ok.xml",
+            "/pkg/ok.xml",
+            "",
+        ] {
+            assert_eq!(read(refused), None, "{refused}");
+        }
+    }
 
     // A new kept container's baseline is taken only from the very start of standard error: a
     // command that prints the marker later gets nothing taken, and output before it (or none

@@ -262,7 +262,9 @@ impl LocalSandbox {
         let mut collected = BTreeMap::new();
         for p in &request.collect {
             let rel = check_collect_path(p)?;
-            if let Ok(bytes) = std::fs::read(copy.path().join(rel)) {
+            let root = copy.path().to_path_buf();
+            let read = tokio::task::spawn_blocking(move || crate::read_collected(&root, &rel));
+            if let Ok(Some(bytes)) = read.await {
                 collected.insert(p.clone(), bytes);
             }
         }

@@ -218,3 +218,24 @@ async fn bwrap_binds_pnpms_recorded_store_read_only_and_no_other_folder_the_repo
     assert!(!out.stdout.contains("SECRET"), "{out:?}");
     assert!(out.stdout.contains("UNSEEN"), "{out:?}");
 }
+
+// The host reads a run's reports after it: a report that is a link to a file the sandbox
+// cannot see (in a folder of $HOME outside the copy) must not bring that file out.
+#[test]
+fn bwrap_collected_files_never_follow_a_link_out_of_the_copy() {
+    let Some(sandbox) = bwrap() else { return };
+    let outside = home_dir();
+    std::fs::write(outside.path().join("secret.xml"), "HOST-SECRET").unwrap();
+    // The sandbox itself cannot read it: collecting through the link would widen it.
+    let ws = tempfile::tempdir().unwrap();
+    let probe = format!(
+        "cat '{}/secret.xml' || echo UNREADABLE",
+        outside.path().display()
+    );
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let out = rt
+        .block_on(sandbox.run(&sh(ws.path(), &probe), &NeverCancelled))
+        .unwrap();
+    assert!(out.stdout.contains("UNREADABLE"), "{out:?}");
+    super::local::check_hostile_reports(sandbox, outside.path(), None);
+}

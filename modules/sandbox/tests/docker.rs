@@ -229,6 +229,18 @@ async fn collected_files_come_back_from_the_container() {
     assert!(!out.collected.contains_key("pkg/none.xml"));
 }
 
+// Links resolve inside the container (never to this machine's files), a FIFO is not a file,
+// and a report over the cap is not collected.
+#[test]
+fn collected_files_from_the_container_are_regular_files_under_the_cap() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let Some(sandbox) = rt.block_on(docker(BUSYBOX)) else {
+        return;
+    };
+    let outside = tempfile::tempdir().unwrap();
+    super::local::check_hostile_reports(sandbox, outside.path(), Some(BUSYBOX));
+}
+
 /// Regression: the sandbox walk put `.nuvira/` (the journal's copies of original files) into
 /// every container's tar.
 #[tokio::test]

@@ -278,3 +278,63 @@ async fn a_missing_program_is_a_clear_error() {
         other => panic!("expected a failure, got {other:?}"),
     }
 }
+
+/// The script that leaves, in `pkg/`, a report that is fine and four that must not be read: a
+/// link to a file outside the sandbox, a report inside a folder that is a link out, a FIFO (a
+/// read would wait forever) and a sparse file over the cap.
+fn hostile_reports(outside: &Path) -> String {
+    format!(
+        "echo '<ok/>' > ok.xml; ln -s '{o}/secret.xml' link.xml; ln -s '{o}' out; \
+         mkfifo fifo.xml; truncate -s {big} big.xml",
+        o = outside.display(),
+        big = nuvira_sandbox::COLLECT_CAP + 1
+    )
+}
+
+/// The reports [`hostile_reports`] leaves, as the request collects them.
+const HOSTILE: [&str; 5] = [
+    "pkg/ok.xml",
+    "pkg/link.xml",
+    "pkg/out/secret.xml",
+    "pkg/fifo.xml",
+    "pkg/big.xml",
+];
+
+/// Runs [`hostile_reports`] (in `image` when given) and checks that only the regular report
+/// comes back. The run is on a thread of its own, so that a read that waits on the FIFO makes
+/// the test fail at its deadline instead of hanging it.
+pub(crate) fn check_hostile_reports<S>(sandbox: S, outside: &Path, image: Option<&str>)
+where
+    S: Sandbox + Send + 'static,
+{
+    std::fs::write(outside.join("secret.xml"), "HOST-SECRET").unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(ws.path().join("pkg")).unwrap();
+    let mut req = sh(ws.path(), &hostile_reports(outside));
+    req.dir = "pkg".into();
+    req.image = image.map(str::to_owned);
+    req.collect = HOSTILE.iter().map(|s| (*s).to_owned()).collect();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let _ = tx.send(rt.block_on(sandbox.run(&req, &NeverCancelled)));
+    });
+    let out = rx
+        .recv_timeout(Duration::from_secs(120))
+        .expect("collecting the reports waited on the FIFO")
+        .unwrap();
+    assert_eq!(out.exit_code, Some(0), "{out:?}");
+    assert_eq!(
+        out.collected.keys().collect::<Vec<_>>(),
+        ["pkg/ok.xml"],
+        "collected through a link, a FIFO or past the cap"
+    );
+    assert_eq!(out.collected["pkg/ok.xml"], b"<ok/>\n");
+    drop(ws);
+}
+
+#[test]
+fn collected_files_are_read_as_the_run_left_them_never_through_a_link_or_a_fifo() {
+    let outside = tempfile::tempdir().unwrap();
+    check_hostile_reports(LocalSandbox::new(), outside.path(), None);
+}
