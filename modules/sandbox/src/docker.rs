@@ -524,24 +524,22 @@ impl DockerSandbox {
                     .await
                     .map_err(|e| self.engine_error("start the container", e))?;
                 k.state.id.clone_from(&created.id);
-                k.state.baseline = crate::docker_keep::changes(&self.docker, &created.id)
-                    .await
-                    .ok_or_else(|| {
-                        SandboxError::Failed(
-                            "list the new container's changes: the engine did not answer".into(),
-                        )
-                    })?;
-                // PID 1's pid on this machine, for the host's look at what a run left, and
-                // the overlay upper folder, read here instead of the engine's changes list
-                // when the engine is this machine's.
-                let inspected = self
-                    .docker
-                    .inspect_container(
+                // PID 1's pid on this machine (for the host's look at what a run left) and the
+                // overlay upper folder (read instead of the engine's changes list when the
+                // engine is this machine's), asked at the same time as the changes list.
+                let (baseline, inspected) = tokio::join!(
+                    crate::docker_keep::changes(&self.docker, &created.id),
+                    self.docker.inspect_container(
                         &created.id,
                         None::<bollard::query_parameters::InspectContainerOptions>,
                     )
-                    .await
-                    .ok();
+                );
+                k.state.baseline = baseline.ok_or_else(|| {
+                    SandboxError::Failed(
+                        "list the new container's changes: the engine did not answer".into(),
+                    )
+                })?;
+                let inspected = inspected.ok();
                 k.state.pid = inspected
                     .as_ref()
                     .and_then(|c| c.state.as_ref()?.pid)

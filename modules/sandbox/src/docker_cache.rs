@@ -101,22 +101,36 @@ fn labels(run: &RunCache, entry_key: &str) -> HashMap<String, String> {
     ])
 }
 
+/// Makes the volume `name` unless it is there; `true` when it was made.
 async fn ensure_volume(
     docker: &Docker,
     name: &str,
     labels: HashMap<String, String>,
 ) -> Result<bool, SandboxError> {
+    if volume_exists(docker, name).await? {
+        return Ok(false);
+    }
+    create_volume(docker, name, labels).await?;
+    Ok(true)
+}
+
+async fn volume_exists(docker: &Docker, name: &str) -> Result<bool, SandboxError> {
     match docker.inspect_volume(name).await {
-        Ok(_) => return Ok(false),
+        Ok(_) => Ok(true),
         Err(bollard::errors::Error::DockerResponseServerError {
             status_code: 404, ..
-        }) => {}
-        Err(e) => {
-            return Err(SandboxError::Failed(format!(
-                "inspect the cache volume {name}: {e}"
-            )));
-        }
+        }) => Ok(false),
+        Err(e) => Err(SandboxError::Failed(format!(
+            "inspect the cache volume {name}: {e}"
+        ))),
     }
+}
+
+async fn create_volume(
+    docker: &Docker,
+    name: &str,
+    labels: HashMap<String, String>,
+) -> Result<(), SandboxError> {
     docker
         .create_volume(VolumeCreateOptions {
             name: Some(name.to_owned()),
@@ -125,7 +139,7 @@ async fn ensure_volume(
         })
         .await
         .map_err(|e| SandboxError::Failed(format!("create the cache volume {name}: {e}")))?;
-    Ok(true)
+    Ok(())
 }
 
 /// Whether a run's workspace volume can be kept a mirror ([`crate::docker_track`]): the
@@ -250,13 +264,38 @@ pub(crate) async fn prepare(
     let mut mounts = Vec::new();
     let mut env = BTreeMap::new();
     let mut volumes = BTreeMap::new();
-    // One round trip for all the volumes, not one after the other.
-    futures::future::try_join_all(run.toolchains().iter().map(|lease| {
+    // One round trip for all the volumes, not one after the other; the workspace volume is
+    // looked up, and the workspace listed, at the same time.
+    let toolchains = futures::future::try_join_all(run.toolchains().iter().map(|lease| {
         let name = volume_name(lease.key());
         let labels = labels(&run, lease.key());
         async move { ensure_volume(docker, &name, labels).await }
-    }))
-    .await?;
+    }));
+    let ws_exists = async {
+        match run.workspace() {
+            Some(ws) => volume_exists(docker, &volume_name(ws.key()))
+                .await
+                .map(Some),
+            None => Ok(None),
+        }
+    };
+    let listed = async {
+        let Some(ws) = run.workspace() else {
+            return Ok(None);
+        };
+        let old = crate::sync::Manifest::load(&ws.entry_dir().join("manifest"));
+        let (src, include_ignored) = (request.workspace.clone(), request.include_ignored);
+        tokio::task::spawn_blocking(move || {
+            crate::sync::plan_delta(&src, crate::walk_options(include_ignored), &old)
+        })
+        .await
+        .map_err(|e| SandboxError::Failed(format!("list the workspace: {e}")))?
+        .map_err(|e| SandboxError::Failed(format!("list the workspace: {e}")))
+        .map(Some)
+    };
+    let (made, ws_exists, listed) = tokio::join!(toolchains, ws_exists, listed);
+    made?;
+    let (ws_exists, listed) = (ws_exists?, listed?);
     for lease in run.toolchains() {
         let name = volume_name(lease.key());
         let _ = lease.mark_volume();
@@ -267,17 +306,10 @@ pub(crate) async fn prepare(
     }
 
     let mut workspace = None;
-    if let Some(ws) = run.workspace() {
+    // All three are there, or none: they come from the same `run.workspace()`.
+    if let Some(((ws, delta), exists)) = run.workspace().zip(listed).zip(ws_exists) {
         let name = volume_name(ws.key());
         let manifest_path = ws.entry_dir().join("manifest");
-        let old = crate::sync::Manifest::load(&manifest_path);
-        let (src, include_ignored) = (request.workspace.clone(), request.include_ignored);
-        let delta = tokio::task::spawn_blocking(move || {
-            crate::sync::plan_delta(&src, crate::walk_options(include_ignored), &old)
-        })
-        .await
-        .map_err(|e| SandboxError::Failed(format!("list the workspace: {e}")))?
-        .map_err(|e| SandboxError::Failed(format!("list the workspace: {e}")))?;
         // Not trusted again until this run's upload has succeeded.
         let _ = std::fs::remove_file(&manifest_path);
         let entry_dir = ws.entry_dir().to_path_buf();
@@ -302,11 +334,15 @@ pub(crate) async fn prepare(
                 .any(|u| u.ancestors().any(|a| pruned.contains(a)));
         let remake =
             !delta.deleted.is_empty() || dirty || uploads_pruned || (last_prune.is_some() != track);
-        let fresh = if remake {
-            remove_workspace_volume(docker, &name).await?;
-            ensure_volume(docker, &name, labels(&run, ws.key())).await?
+        // (A missing volume is made without a removal first: a new project's first run.)
+        let fresh = if exists && !remake {
+            false
         } else {
-            ensure_volume(docker, &name, labels(&run, ws.key())).await?
+            if exists {
+                remove_workspace_volume(docker, &name).await?;
+            }
+            create_volume(docker, &name, labels(&run, ws.key())).await?;
+            true
         };
         let prune = if fresh {
             Vec::new()
