@@ -11,7 +11,9 @@
 //! Docker's fixed cost (`true` in a cached container), each with the slot's kept container
 //! reused (the default) and with a fresh container per run. A cold build takes a minute on the
 //! loaded 2-core machine, so the cold/first runs are timed once each (printed as `first:` lines,
-//! in-place first); the warm runs are criterion samples.
+//! in-place first); the warm runs are criterion samples. The flat pytest project's first runs
+//! are also criterion samples (`first_flat-pytest`: each sample a new copy of the project with a
+//! new cache folder).
 //!
 //! `NUVIRA_BENCH_HEAVY=1 cargo bench -p nuvira-sandbox --bench cache -- --warm-up-time 1
 //! --measurement-time 3`
@@ -218,6 +220,10 @@ fn heavy_bench(c: &mut Criterion) {
             first("docker", d, &docker_req);
         }
 
+        if name == "flat-pytest" {
+            first_runs(c, &rt, docker.as_ref(), name, command, clean);
+        }
+
         let mut g = c.benchmark_group(format!("warm_{name}"));
         g.sample_size(10);
         g.bench_function("in-place warm (baseline)", |b| {
@@ -268,6 +274,101 @@ fn heavy_bench(c: &mut Criterion) {
             .unwrap();
         }
     }
+}
+
+/// First runs as criterion samples, for a project whose cold run takes about a second: each
+/// sample is a new copy of the project (a new project key) with a new cache folder, so nothing
+/// is warm but the engine and the image; its kept container and volumes are removed after it,
+/// outside the timing. The in-place baseline's sample is a run after the project's bytecode is
+/// deleted.
+fn first_runs(
+    c: &mut Criterion,
+    rt: &tokio::runtime::Runtime,
+    docker: Option<&DockerSandbox>,
+    name: &str,
+    command: &[&str],
+    clean: &[&str],
+) {
+    let mut g = c.benchmark_group(format!("first_{name}"));
+    g.sample_size(10);
+    let here = copy_project(name);
+    g.bench_function("in-place cold (baseline)", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                for d in clean {
+                    let _ = std::fs::remove_dir_all(here.path().join(d));
+                }
+                total += in_place(here.path(), command);
+            }
+            total
+        });
+    });
+    g.bench_function("local first", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                let (dir, cache) = (copy_project(name), tempfile::tempdir().unwrap());
+                let local =
+                    LocalSandbox::new().with_cache_root(CacheRoot::at(cache.path(), u64::MAX));
+                total += run(rt, &local, &request(dir.path(), command));
+            }
+            total
+        });
+    });
+    if BwrapSandbox::new().is_ok() {
+        g.bench_function("bwrap first", |b| {
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    let (dir, cache) = (copy_project(name), tempfile::tempdir().unwrap());
+                    let bwrap = BwrapSandbox::new()
+                        .unwrap()
+                        .with_cache_root(CacheRoot::at(cache.path(), u64::MAX));
+                    total += run(rt, &bwrap, &request(dir.path(), command));
+                }
+                total
+            });
+        });
+    }
+    if let Some(d) = docker {
+        g.bench_function("docker first", |b| {
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    let (dir, cache) = (copy_project(name), tempfile::tempdir().unwrap());
+                    let sandbox = d
+                        .clone()
+                        .with_cache_root(CacheRoot::at(cache.path(), u64::MAX))
+                        .with_background_removal();
+                    let mut req = request(dir.path(), command);
+                    req.image = Some("nuvira-host:latest".into());
+                    total += run(rt, &sandbox, &req);
+                    rt.block_on(async {
+                        sandbox.wait_for_cleanup().await;
+                        let client = sandbox.client();
+                        let kept = nuvira_sandbox::docker_keep::list_kept(client, cache.path())
+                            .await
+                            .unwrap();
+                        let ids: Vec<String> = kept.into_iter().map(|k| k.id).collect();
+                        nuvira_sandbox::docker_keep::remove_kept(client, &ids)
+                            .await
+                            .unwrap();
+                        let volumes =
+                            nuvira_sandbox::docker_cache::list_volumes(client, cache.path())
+                                .await
+                                .unwrap();
+                        let names: Vec<String> = volumes.into_iter().map(|v| v.name).collect();
+                        nuvira_sandbox::docker_cache::remove_volumes(client, &names)
+                            .await
+                            .unwrap();
+                    });
+                }
+                total
+            });
+        });
+    }
+    g.finish();
 }
 
 criterion_group!(benches, sync_bench, heavy_bench);
