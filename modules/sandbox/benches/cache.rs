@@ -276,11 +276,52 @@ fn heavy_bench(c: &mut Criterion) {
     }
 }
 
-/// First runs as criterion samples, for a project whose cold run takes about a second: each
-/// sample is a new copy of the project (a new project key) with a new cache folder, so nothing
-/// is warm but the engine and the image; its kept container and volumes are removed after it,
-/// outside the timing. The in-place baseline's sample is a run after the project's bytecode is
-/// deleted.
+/// One first run of a new copy of the project (a new project key) with a new cache folder in
+/// `sandbox` (`docker`: its kept container and volumes are removed after it, untimed).
+fn one_first(
+    rt: &tokio::runtime::Runtime,
+    name: &str,
+    command: &[&str],
+    make: &dyn Fn(CacheRoot) -> Box<dyn Sandbox>,
+    docker: Option<&DockerSandbox>,
+) -> Duration {
+    let (dir, cache) = (copy_project(name), tempfile::tempdir().unwrap());
+    let sandbox = make(CacheRoot::at(cache.path(), u64::MAX));
+    let mut req = request(dir.path(), command);
+    if docker.is_some() {
+        req.image = Some("nuvira-host:latest".into());
+    }
+    let t = run(rt, sandbox.as_ref(), &req);
+    if let Some(d) = docker {
+        rt.block_on(async {
+            d.wait_for_cleanup().await;
+            let client = d.client();
+            let kept = nuvira_sandbox::docker_keep::list_kept(client, cache.path())
+                .await
+                .unwrap();
+            let ids: Vec<String> = kept.into_iter().map(|k| k.id).collect();
+            nuvira_sandbox::docker_keep::remove_kept(client, &ids)
+                .await
+                .unwrap();
+            let volumes = nuvira_sandbox::docker_cache::list_volumes(client, cache.path())
+                .await
+                .unwrap();
+            let names: Vec<String> = volumes.into_iter().map(|v| v.name).collect();
+            nuvira_sandbox::docker_cache::remove_volumes(client, &names)
+                .await
+                .unwrap();
+        });
+    }
+    t
+}
+
+/// First runs, for a project whose cold run takes about a second. Each is a new copy of the
+/// project with a new cache folder, so nothing is warm but the engine and the image; the
+/// in-place baseline is a run after the project's bytecode is deleted.
+///
+/// Twice: interleaved rounds (each round one run of each kind, in turn; the median of each
+/// kind and of its ratio to the same round's baseline printed as `first-rounds:` lines), which
+/// a machine whose speed drifts during the bench skews least; then criterion samples of each.
 fn first_runs(
     c: &mut Criterion,
     rt: &tokio::runtime::Runtime,
@@ -289,82 +330,88 @@ fn first_runs(
     command: &[&str],
     clean: &[&str],
 ) {
+    let here = copy_project(name);
+    let cold = || {
+        for d in clean {
+            let _ = std::fs::remove_dir_all(here.path().join(d));
+        }
+        in_place(here.path(), command)
+    };
+    type Make = Box<dyn Fn(CacheRoot) -> Box<dyn Sandbox>>;
+    let mut kinds: Vec<(&str, Make, Option<DockerSandbox>)> = vec![(
+        "local first",
+        Box::new(|root| Box::new(LocalSandbox::new().with_cache_root(root))),
+        None,
+    )];
+    if BwrapSandbox::new().is_ok() {
+        kinds.push((
+            "bwrap first",
+            Box::new(|root| Box::new(BwrapSandbox::new().unwrap().with_cache_root(root))),
+            None,
+        ));
+    }
+    // The new volume written on this machine (the default) and through the engine's upload;
+    // and a fresh container instead of the slot's kept one.
+    for (what, direct, reuse) in [
+        ("docker first", true, true),
+        ("docker first (archive upload)", false, true),
+        ("docker first (no reuse)", true, false),
+    ] {
+        let Some(d) = docker else { break };
+        let d = d.clone().with_direct_write(direct).with_reuse(reuse);
+        let made = d.clone();
+        kinds.push((
+            what,
+            Box::new(move |root| {
+                Box::new(made.clone().with_cache_root(root).with_background_removal())
+            }),
+            Some(d),
+        ));
+    }
+
+    let rounds: usize = std::env::var("NUVIRA_BENCH_FIRST_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(15);
+    let mut base = Vec::new();
+    let mut times = vec![Vec::new(); kinds.len()];
+    let mut ratios = vec![Vec::new(); kinds.len()];
+    for _ in 0..rounds {
+        let b = cold().as_secs_f64();
+        base.push(b);
+        for (i, (_, make, d)) in kinds.iter().enumerate() {
+            let t = one_first(rt, name, command, make.as_ref(), d.as_ref()).as_secs_f64();
+            times[i].push(t);
+            ratios[i].push(t / b);
+        }
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+    };
+    eprintln!(
+        "first-rounds: {name}: {rounds} rounds; in-place cold median {:.0} ms",
+        median(&mut base) * 1000.0
+    );
+    for (i, (what, _, _)) in kinds.iter().enumerate() {
+        eprintln!(
+            "first-rounds: {name}: {what}: median {:.0} ms, median ratio to the round's in-place cold {:.2}x",
+            median(&mut times[i]) * 1000.0,
+            median(&mut ratios[i])
+        );
+    }
+
     let mut g = c.benchmark_group(format!("first_{name}"));
     g.sample_size(10);
-    let here = copy_project(name);
     g.bench_function("in-place cold (baseline)", |b| {
-        b.iter_custom(|iters| {
-            let mut total = Duration::ZERO;
-            for _ in 0..iters {
-                for d in clean {
-                    let _ = std::fs::remove_dir_all(here.path().join(d));
-                }
-                total += in_place(here.path(), command);
-            }
-            total
-        });
+        b.iter_custom(|iters| (0..iters).map(|_| cold()).sum());
     });
-    g.bench_function("local first", |b| {
-        b.iter_custom(|iters| {
-            let mut total = Duration::ZERO;
-            for _ in 0..iters {
-                let (dir, cache) = (copy_project(name), tempfile::tempdir().unwrap());
-                let local =
-                    LocalSandbox::new().with_cache_root(CacheRoot::at(cache.path(), u64::MAX));
-                total += run(rt, &local, &request(dir.path(), command));
-            }
-            total
-        });
-    });
-    if BwrapSandbox::new().is_ok() {
-        g.bench_function("bwrap first", |b| {
+    for (what, make, d) in &kinds {
+        g.bench_function(*what, |b| {
             b.iter_custom(|iters| {
-                let mut total = Duration::ZERO;
-                for _ in 0..iters {
-                    let (dir, cache) = (copy_project(name), tempfile::tempdir().unwrap());
-                    let bwrap = BwrapSandbox::new()
-                        .unwrap()
-                        .with_cache_root(CacheRoot::at(cache.path(), u64::MAX));
-                    total += run(rt, &bwrap, &request(dir.path(), command));
-                }
-                total
-            });
-        });
-    }
-    if let Some(d) = docker {
-        g.bench_function("docker first", |b| {
-            b.iter_custom(|iters| {
-                let mut total = Duration::ZERO;
-                for _ in 0..iters {
-                    let (dir, cache) = (copy_project(name), tempfile::tempdir().unwrap());
-                    let sandbox = d
-                        .clone()
-                        .with_cache_root(CacheRoot::at(cache.path(), u64::MAX))
-                        .with_background_removal();
-                    let mut req = request(dir.path(), command);
-                    req.image = Some("nuvira-host:latest".into());
-                    total += run(rt, &sandbox, &req);
-                    rt.block_on(async {
-                        sandbox.wait_for_cleanup().await;
-                        let client = sandbox.client();
-                        let kept = nuvira_sandbox::docker_keep::list_kept(client, cache.path())
-                            .await
-                            .unwrap();
-                        let ids: Vec<String> = kept.into_iter().map(|k| k.id).collect();
-                        nuvira_sandbox::docker_keep::remove_kept(client, &ids)
-                            .await
-                            .unwrap();
-                        let volumes =
-                            nuvira_sandbox::docker_cache::list_volumes(client, cache.path())
-                                .await
-                                .unwrap();
-                        let names: Vec<String> = volumes.into_iter().map(|v| v.name).collect();
-                        nuvira_sandbox::docker_cache::remove_volumes(client, &names)
-                            .await
-                            .unwrap();
-                    });
-                }
-                total
+                (0..iters)
+                    .map(|_| one_first(rt, name, command, make.as_ref(), d.as_ref()))
+                    .sum()
             });
         });
     }

@@ -61,9 +61,18 @@ pub(crate) struct WorkspaceVolume {
     /// What the last run created, to delete before this run's command (uploaded as the
     /// wrapper's prune script).
     pub(crate) prune: Vec<PathBuf>,
+    /// The volume when this run made it (nothing has been in it yet).
+    pub(crate) new_volume: Option<NewVolume>,
     manifest: crate::sync::Manifest,
     manifest_path: PathBuf,
     entry_dir: PathBuf,
+}
+
+/// A workspace volume just made: its name and its mount point as the engine tells it.
+#[derive(Debug, Clone)]
+pub(crate) struct NewVolume {
+    pub(crate) name: String,
+    pub(crate) mountpoint: PathBuf,
 }
 
 impl WorkspaceVolume {
@@ -126,11 +135,12 @@ async fn volume_exists(docker: &Docker, name: &str) -> Result<bool, SandboxError
     }
 }
 
+/// Makes the volume `name`; its mount point as the engine tells it.
 async fn create_volume(
     docker: &Docker,
     name: &str,
     labels: HashMap<String, String>,
-) -> Result<(), SandboxError> {
+) -> Result<String, SandboxError> {
     docker
         .create_volume(VolumeCreateOptions {
             name: Some(name.to_owned()),
@@ -138,8 +148,8 @@ async fn create_volume(
             ..Default::default()
         })
         .await
-        .map_err(|e| SandboxError::Failed(format!("create the cache volume {name}: {e}")))?;
-    Ok(())
+        .map(|v| v.mountpoint)
+        .map_err(|e| SandboxError::Failed(format!("create the cache volume {name}: {e}")))
 }
 
 /// Whether a run's workspace volume can be kept a mirror ([`crate::docker_track`]): the
@@ -335,15 +345,20 @@ pub(crate) async fn prepare(
         let remake =
             !delta.deleted.is_empty() || dirty || uploads_pruned || (last_prune.is_some() != track);
         // (A missing volume is made without a removal first: a new project's first run.)
+        let mut made_at = None;
         let fresh = if exists && !remake {
             false
         } else {
             if exists {
                 remove_workspace_volume(docker, &name).await?;
             }
-            create_volume(docker, &name, labels(&run, ws.key())).await?;
+            made_at = Some(create_volume(docker, &name, labels(&run, ws.key())).await?);
             true
         };
+        let new_volume = made_at.map(|mountpoint| NewVolume {
+            name: name.clone(),
+            mountpoint: PathBuf::from(mountpoint),
+        });
         let prune = if fresh {
             Vec::new()
         } else {
@@ -394,6 +409,7 @@ pub(crate) async fn prepare(
             note,
             track,
             prune,
+            new_volume,
             manifest: delta.manifest,
             manifest_path,
             entry_dir,

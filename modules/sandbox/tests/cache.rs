@@ -867,6 +867,110 @@ mod docker {
         rm_volumes(&key);
     }
 
+    /// A project with a file of each kind the upload carries: plain, executable, in a
+    /// read-only folder, links inside and out; every mtime fixed (files in the future, so
+    /// that the upload's mtime floor leaves them as they are), so two copies list the same.
+    fn kinds_project() -> tempfile::TempDir {
+        use std::os::unix::fs::PermissionsExt;
+        let project = tempfile::tempdir().unwrap();
+        let p = project.path();
+        write(p, "src/lib.rs", "pub fn f() {}\n");
+        write(p, "bin/run.sh", "#!/bin/sh\necho run\n");
+        write(p, "ro/f.txt", "read-only");
+        write(p, "deep/a/b/c.txt", "deep");
+        std::fs::set_permissions(p.join("bin/run.sh"), std::fs::Permissions::from_mode(0o750))
+            .unwrap();
+        std::os::unix::fs::symlink("../src/lib.rs", p.join("bin/lib-link")).unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", p.join("outside-link")).unwrap();
+        let future = std::time::UNIX_EPOCH + Duration::from_secs(4_102_444_800);
+        let past = std::time::UNIX_EPOCH + Duration::from_secs(1_000_000_000);
+        for f in ["src/lib.rs", "bin/run.sh", "ro/f.txt", "deep/a/b/c.txt"] {
+            std::fs::File::options()
+                .write(true)
+                .open(p.join(f))
+                .unwrap()
+                .set_modified(future)
+                .unwrap();
+        }
+        for d in ["src", "bin", "ro", "deep", "deep/a", "deep/a/b"] {
+            std::fs::File::open(p.join(d))
+                .unwrap()
+                .set_modified(past)
+                .unwrap();
+        }
+        std::fs::set_permissions(p.join("ro"), std::fs::Permissions::from_mode(0o555)).unwrap();
+        project
+    }
+
+    // A new project's first run on this machine's engine writes the workspace straight into
+    // the new volume's folder: the container sees exactly what the engine's archive upload
+    // gives (entries, types, modes, owners, sizes, mtimes, link targets), and the next run is
+    // warm as after an upload.
+    #[tokio::test]
+    async fn a_new_volume_written_on_this_machine_holds_exactly_what_the_upload_gives() {
+        let Some(sandbox) = docker(HOST).await else {
+            return;
+        };
+        let base = tempfile::tempdir().unwrap();
+        let sandbox = sandbox.with_cache_root(CacheRoot::at(base.path(), u64::MAX));
+        let uploaded = sandbox.clone().with_direct_write(false);
+        let (direct_p, upload_p) = (kinds_project(), kinds_project());
+        // (Not `.`: its mtime is when the last entry was added, different in each run.)
+        let list = "find . -mindepth 1 -path ./.nuvira -prune -o -printf '%p %y %m %u:%g %s %T@ %l\\n' | sort";
+        let direct = sandbox
+            .run(&host_run(direct_p.path(), list), &NeverCancelled)
+            .await
+            .unwrap();
+        let upload = uploaded
+            .run(&host_run(upload_p.path(), list), &NeverCancelled)
+            .await
+            .unwrap();
+        assert_eq!(direct.exit_code, Some(0), "{direct:?}");
+        assert_eq!(upload.exit_code, Some(0), "{upload:?}");
+        let note = |o: &nuvira_api::SandboxOutcome| o.info.workspace_copy.clone().unwrap();
+        assert!(
+            note(&direct).contains("written into the volume's folder on this machine"),
+            "{}",
+            note(&direct)
+        );
+        assert!(
+            !note(&upload).contains("on this machine"),
+            "{}",
+            note(&upload)
+        );
+        assert!(
+            direct.stdout.contains("./ro d 555 root:root"),
+            "{}",
+            direct.stdout
+        );
+        assert!(
+            direct.stdout.contains("./bin/run.sh f 750 root:root"),
+            "{}",
+            direct.stdout
+        );
+        assert!(
+            direct.stdout.contains("./outside-link l 777"),
+            "{}",
+            direct.stdout
+        );
+        assert_eq!(direct.stdout, upload.stdout);
+        // Warm after it: nothing uploaded, the same tree.
+        let again = sandbox
+            .run(&host_run(direct_p.path(), list), &NeverCancelled)
+            .await
+            .unwrap();
+        assert!(
+            note(&again).starts_with("uploaded: 0 changed"),
+            "{}",
+            note(&again)
+        );
+        assert_eq!(again.stdout, direct.stdout);
+        sandbox.wait_for_cleanup().await;
+        for p in [&direct_p, &upload_p] {
+            rm_volumes(&project_key(p.path()).unwrap().1);
+        }
+    }
+
     // Before: a run that wrote `.nuvira/prune` and created nothing else had the next run's
     // wrapper source it (the host uploaded a prune list only when it was not empty).
     #[tokio::test]
