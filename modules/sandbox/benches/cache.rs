@@ -13,7 +13,10 @@
 //! loaded 2-core machine, so the cold/first runs are timed once each (printed as `first:` lines,
 //! in-place first); the warm runs are criterion samples. The flat pytest project's first runs
 //! are also criterion samples (`first_flat-pytest`: each sample a new copy of the project with a
-//! new cache folder).
+//! new cache folder). Before the criterion samples, interleaved rounds (`first-rounds:` and
+//! `second-rounds:` lines; `NUVIRA_BENCH_ROUNDS`, default 15) run the baseline and each
+//! sandbox in turn and print the median of each run's ratio to its round's baseline: on a
+//! machine whose speed drifts (this one has 50 % CPU steal) they are the figure to judge.
 //!
 //! `NUVIRA_BENCH_HEAVY=1 cargo bench -p nuvira-sandbox --bench cache -- --warm-up-time 1
 //! --measurement-time 3`
@@ -224,6 +227,40 @@ fn heavy_bench(c: &mut Criterion) {
             first_runs(c, &rt, docker.as_ref(), name, command, clean);
         }
 
+        // Interleaved warm rounds, as the first runs' (see `first_runs`): each round one
+        // in-place warm run and one second run of each sandbox.
+        {
+            let reused = docker.as_ref().map(|d| d.clone().with_reuse(true));
+            let mut kinds: Vec<(&str, &dyn Sandbox, &SandboxRequest)> =
+                vec![("local second", &local, &req)];
+            if let Some(b) = &bwrap {
+                kinds.push(("bwrap second", b, &req));
+            }
+            if let Some(d) = &reused {
+                kinds.push(("docker second", d, &docker_req));
+            }
+            let mut base = Vec::new();
+            let mut ratios = vec![Vec::new(); kinds.len()];
+            for _ in 0..rounds() {
+                let b = in_place(here.path(), command).as_secs_f64();
+                base.push(b);
+                for (i, (_, sandbox, req)) in kinds.iter().enumerate() {
+                    ratios[i].push(run(&rt, *sandbox, req).as_secs_f64() / b);
+                }
+            }
+            eprintln!(
+                "second-rounds: {name}: {} rounds; in-place warm median {:.1} ms",
+                base.len(),
+                median(&mut base) * 1000.0
+            );
+            for (i, (what, _, _)) in kinds.iter().enumerate() {
+                eprintln!(
+                    "second-rounds: {name}: {what}: median ratio to the round's in-place warm {:.2}x",
+                    median(&mut ratios[i])
+                );
+            }
+        }
+
         let mut g = c.benchmark_group(format!("warm_{name}"));
         g.sample_size(10);
         g.bench_function("in-place warm (baseline)", |b| {
@@ -274,6 +311,19 @@ fn heavy_bench(c: &mut Criterion) {
             .unwrap();
         }
     }
+}
+
+/// How many interleaved rounds (`NUVIRA_BENCH_ROUNDS`, default 15).
+fn rounds() -> usize {
+    std::env::var("NUVIRA_BENCH_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(15)
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
 /// One first run of a new copy of the project (a new project key) with a new cache folder in
@@ -369,10 +419,7 @@ fn first_runs(
         ));
     }
 
-    let rounds: usize = std::env::var("NUVIRA_BENCH_FIRST_ROUNDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(15);
+    let rounds = rounds();
     let mut base = Vec::new();
     let mut times = vec![Vec::new(); kinds.len()];
     let mut ratios = vec![Vec::new(); kinds.len()];
@@ -385,10 +432,6 @@ fn first_runs(
             ratios[i].push(t / b);
         }
     }
-    let median = |v: &mut Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
-    };
     eprintln!(
         "first-rounds: {name}: {rounds} rounds; in-place cold median {:.0} ms",
         median(&mut base) * 1000.0

@@ -471,37 +471,7 @@ impl DockerSandbox {
             .as_ref()
             .filter(|k| k.reused)
             .map(|k| k.state.id.clone());
-        // A volume this run just made, of an engine on this machine: the workspace is written
-        // straight into its folder (the archive upload is a mount of the container by the
-        // engine, ~50-90 ms), with the same entries, modes and mtimes. Anything off (another
-        // engine's folder, an owner other than this process, not empty) and the upload does it.
         let mut written_here = false;
-        if tracked
-            && self.direct_write
-            && reused_id.is_none()
-            && !(tar.entries.is_empty() && tar.extra.is_empty())
-            && let Some(new) = cache
-                .as_ref()
-                .and_then(|c| c.workspace.as_ref())
-                .and_then(|ws| ws.new_volume.clone())
-        {
-            let engine = self.engine.clone();
-            let (back, wrote) = tokio::task::spawn_blocking(move || {
-                let wrote = local_volume_dir(&engine, &new).and_then(|dir| tar.unpack_into(&dir));
-                (tar, wrote)
-            })
-            .await
-            .map_err(|e| SandboxError::Failed(format!("write the workspace: {e}")))?;
-            tar = back;
-            match wrote {
-                Ok(()) => {
-                    tar.entries.clear();
-                    tar.extra.clear();
-                    written_here = true;
-                }
-                Err(why) => tracing::debug!("the workspace goes up as an archive: {why}"),
-            }
-        }
         // The create call runs in its own task, so that it completes even when this future is
         // dropped; the guard's removal waits for it (a removal sent while the engine is still
         // creating would find nothing and leave the container behind).
@@ -554,6 +524,55 @@ impl DockerSandbox {
                     return Err(SandboxError::Cancelled);
                 }
             };
+            // A volume this run just made, of an engine on this machine: the workspace is
+            // written straight into its folder (the archive upload is a mount of the container
+            // by the engine, ~50-90 ms), with the same entries, modes, owners and mtimes. After
+            // the create, so that the engine's copy of the image's `/workspace` into an empty
+            // volume has happened (the folder is then not empty, and the upload does it).
+            // Anything off (another engine, users remapped, not empty) and the upload does it.
+            if tracked
+                && self.direct_write
+                && !(tar.entries.is_empty() && tar.extra.is_empty())
+                && let Some(new) = cache
+                    .as_ref()
+                    .and_then(|c| c.workspace.as_ref())
+                    .and_then(|ws| ws.new_volume.clone())
+            {
+                // The cache (its slot's lock) goes with the writer: were this run dropped, the
+                // slot stays taken until the writing thread is done with the volume.
+                let engine = self.engine.clone();
+                let held = cache.take();
+                let (back_tar, back_cache, wrote) = tokio::task::spawn_blocking(move || {
+                    let wrote = match local_volume_dir(&engine, &new) {
+                        Err(why) => Err((false, why)),
+                        Ok(dir) => std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                            tar.unpack_into(&dir)
+                        }))
+                        .unwrap_or_else(|_| Err("the unpacking panicked".into()))
+                        .map_err(|e| (true, e)),
+                    };
+                    (tar, held, wrote)
+                })
+                .await
+                .map_err(|e| SandboxError::Failed(format!("write the workspace: {e}")))?;
+                tar = back_tar;
+                cache = back_cache;
+                match wrote {
+                    Ok(()) => {
+                        tar.entries.clear();
+                        tar.extra.clear();
+                        written_here = true;
+                    }
+                    Err((false, why)) => {
+                        tracing::debug!("the workspace goes up as an archive: {why}");
+                    }
+                    Err((true, why)) => {
+                        tracing::warn!(
+                            "the workspace goes up as an archive after writing part of it into the new volume: {why}"
+                        );
+                    }
+                }
+            }
             if let Some(k) = kept.as_mut() {
                 // The keeper starts now; the changes it has at once are the baseline a clean
                 // run must leave.
@@ -1841,10 +1860,10 @@ impl WorkspaceTar {
         (chunks, packer)
     }
 
-    /// Unpacks the tar into the folder `dir` as the engine's upload does (modes and mtimes as
-    /// packed, owned by this process's user, no extended attributes), packing and unpacking
-    /// at once through a pipe. On an error the folder may hold part of the tar; an upload of
-    /// the whole tar over it leaves what the upload alone would.
+    /// Unpacks the tar into the folder `dir` as the engine's upload does (owners, modes and
+    /// mtimes as packed, no extended attributes), packing and unpacking
+    /// at once through a pipe. On an error the folder may hold part of the tar; the upload of
+    /// the whole tar over it replaces every entry of it.
     fn unpack_into(&self, dir: &Path) -> Result<(), String> {
         let (reader, writer) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
             .map(|(r, w)| (std::fs::File::from(r), std::fs::File::from(w)))
@@ -1854,7 +1873,9 @@ impl WorkspaceTar {
             let mut archive = tar::Archive::new(reader);
             archive.set_preserve_permissions(true);
             archive.set_preserve_mtime(true);
-            archive.set_preserve_ownerships(false);
+            // The engine's upload gives each entry the owner its header names (users are not
+            // remapped here: see `local_volume_dir`).
+            archive.set_preserve_ownerships(true);
             archive.set_unpack_xattrs(false);
             archive.set_overwrite(true);
             let unpacked = unpack_dirs_last(&mut archive, dir)
@@ -1897,6 +1918,11 @@ impl WorkspaceTar {
                 .append_path_with_name(&full, rel)
                 .map_err(|e| fail(&full, e))?;
         }
+        // Nuvira's own files get the time they are packed (an mtime of 0 is 1 once the `tar`
+        // crate unpacks it, but stays 0 through the engine's upload).
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_secs());
         let mut dirs = std::collections::BTreeSet::new();
         for (rel, bytes) in &self.extra {
             if let Some(parent) = rel.parent().filter(|p| !p.as_os_str().is_empty())
@@ -1905,6 +1931,7 @@ impl WorkspaceTar {
                 let mut header = tar::Header::new_gnu();
                 header.set_entry_type(tar::EntryType::Directory);
                 header.set_mode(0o755);
+                header.set_mtime(now);
                 header.set_size(0);
                 builder
                     .append_data(&mut header, parent, std::io::empty())
@@ -1912,6 +1939,7 @@ impl WorkspaceTar {
             }
             let mut header = tar::Header::new_gnu();
             header.set_mode(0o644);
+            header.set_mtime(now);
             header.set_size(bytes.len() as u64);
             builder
                 .append_data(&mut header, rel, bytes.as_slice())
@@ -1939,14 +1967,26 @@ fn unpack_dirs_last<R: std::io::Read>(
             entry.unpack_in(dst)?;
         }
     }
+    // Deepest first, as `tar::Archive::unpack` (a folder made after its parent's mtime is set
+    // would change it).
+    dirs.sort_by(|a, b| b.path_bytes().cmp(&a.path_bytes()));
     for mut dir in dirs {
         let path = dir.path()?.into_owned();
         let mtime = dir.header().mtime()?;
         if dir.unpack_in(dst)? {
+            // The folder as `unpack_in` made it: the entry's normal components under `dst`.
+            let mut target = dst.to_path_buf();
+            for c in path.components() {
+                match c {
+                    std::path::Component::Normal(n) => target.push(n),
+                    std::path::Component::CurDir => {}
+                    _ => return Err(std::io::Error::other("a folder outside the volume")),
+                }
+            }
             let at = nix::sys::time::TimeSpec::new(i64::try_from(mtime).unwrap_or(i64::MAX), 0);
             nix::sys::stat::utimensat(
                 nix::fcntl::AT_FDCWD,
-                &dst.join(path),
+                &target,
                 &at,
                 &at,
                 nix::sys::stat::UtimensatFlags::NoFollowSymlink,
@@ -1958,12 +1998,12 @@ fn unpack_dirs_last<R: std::io::Read>(
 }
 
 /// The folder on this machine of the volume `new`, which this run just made, when the engine
-/// is a local one and this process can write into it as the engine's upload would: the engine
-/// is the peer of its unix socket, and the folder is found through that process's root
-/// (`/proc/PID/root`, so an engine in another mount namespace, a VM's behind a forwarded
-/// socket or a socket proxy's, is never confused with a folder of the same name here); the
-/// folder is named after the volume, is empty, and belongs to this process's user (the upload
-/// makes the files the container's root's: this user, unless the engine remaps users).
+/// is a local one whose files this process can write as the engine's upload would: the engine
+/// (the peer of its unix socket, or the socket's listener under socket activation) runs as root
+/// in this process's mount namespace with users not remapped, and this process is root; the
+/// folder the engine named is named after the volume, empty, root's, and no older than the
+/// request that made the volume (so not a folder of the same name of another engine, should
+/// the socket lead elsewhere through a forwarder).
 fn local_volume_dir(
     engine: &crate::remote::EngineConfig,
     new: &crate::docker_cache::NewVolume,
@@ -1973,29 +2013,52 @@ fn local_volume_dir(
         .host
         .strip_prefix("unix://")
         .ok_or("the engine is not on this machine")?;
+    if !nix::unistd::geteuid().is_root() {
+        return Err("this process is not root".into());
+    }
     let stream = std::os::unix::net::UnixStream::connect(socket)
         .map_err(|e| format!("connect to {socket}: {e}"))?;
     let peer = nix::sys::socket::getsockopt(&stream, nix::sys::socket::sockopt::PeerCredentials)
         .map_err(|e| format!("the engine's process: {e}"))?;
     drop(stream);
-    let inside = new
-        .mountpoint
-        .strip_prefix("/")
-        .map_err(|_| format!("mount point {} is not absolute", new.mountpoint.display()))?;
-    if new.mountpoint.parent().and_then(Path::file_name) != Some(std::ffi::OsStr::new(&new.name)) {
+    if peer.pid() <= 0 || peer.uid() != 0 {
         return Err(format!(
-            "mount point {} is not named after the volume",
-            new.mountpoint.display()
+            "the engine's process (pid {}, uid {}) is not a root process of this machine",
+            peer.pid(),
+            peer.uid()
         ));
     }
-    let dir = Path::new("/proc")
-        .join(peer.pid().to_string())
-        .join("root")
-        .join(inside);
-    let meta = std::fs::symlink_metadata(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    if !meta.is_dir() || meta.uid() != nix::unistd::geteuid().as_raw() {
+    let proc_ = Path::new("/proc").join(peer.pid().to_string());
+    let ino = |p: &Path| std::fs::metadata(p).map(|m| (m.dev(), m.ino())).ok();
+    if ino(&proc_.join("ns/mnt")).is_none()
+        || ino(&proc_.join("ns/mnt")) != ino(Path::new("/proc/self/ns/mnt"))
+    {
+        return Err("the engine is in another mount namespace".into());
+    }
+    for map in ["uid_map", "gid_map"] {
+        let text = std::fs::read_to_string(proc_.join(map)).unwrap_or_default();
+        if text.split_whitespace().collect::<Vec<_>>() != ["0", "0", "4294967295"] {
+            return Err(format!("the engine's {map} is not the identity"));
+        }
+    }
+    let dir = new.mountpoint.clone();
+    if !dir.is_absolute()
+        || dir.parent().and_then(Path::file_name) != Some(std::ffi::OsStr::new(&new.name))
+    {
         return Err(format!(
-            "{} is not a folder of this process's user",
+            "mount point {} is not named after the volume",
+            dir.display()
+        ));
+    }
+    let meta = std::fs::symlink_metadata(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    if !meta.is_dir() || meta.uid() != 0 {
+        return Err(format!("{} is not a folder of root's", dir.display()));
+    }
+    // Birth times are kept to the kernel's clock tick: a second of slack.
+    let asked = new.asked - Duration::from_secs(1);
+    if meta.created().map_or(true, |born| born < asked) {
+        return Err(format!(
+            "{} is older than the volume this run made",
             dir.display()
         ));
     }

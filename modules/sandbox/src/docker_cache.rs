@@ -68,11 +68,13 @@ pub(crate) struct WorkspaceVolume {
     entry_dir: PathBuf,
 }
 
-/// A workspace volume just made: its name and its mount point as the engine tells it.
+/// A workspace volume just made: its name, its mount point as the engine tells it, and when.
 #[derive(Debug, Clone)]
 pub(crate) struct NewVolume {
     pub(crate) name: String,
     pub(crate) mountpoint: PathBuf,
+    /// When it was asked for (its folder cannot be older).
+    pub(crate) asked: std::time::SystemTime,
 }
 
 impl WorkspaceVolume {
@@ -352,12 +354,15 @@ pub(crate) async fn prepare(
             if exists {
                 remove_workspace_volume(docker, &name).await?;
             }
-            made_at = Some(create_volume(docker, &name, labels(&run, ws.key())).await?);
+            let asked = std::time::SystemTime::now();
+            let mountpoint = create_volume(docker, &name, labels(&run, ws.key())).await?;
+            made_at = Some((mountpoint, asked));
             true
         };
-        let new_volume = made_at.map(|mountpoint| NewVolume {
+        let new_volume = made_at.map(|(mountpoint, asked)| NewVolume {
             name: name.clone(),
             mountpoint: PathBuf::from(mountpoint),
+            asked,
         });
         let prune = if fresh {
             Vec::new()

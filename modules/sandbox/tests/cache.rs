@@ -878,13 +878,29 @@ mod docker {
         write(p, "bin/run.sh", "#!/bin/sh\necho run\n");
         write(p, "ro/f.txt", "read-only");
         write(p, "deep/a/b/c.txt", "deep");
+        write(p, "bin/suid", "#!/bin/sh\n");
+        std::fs::create_dir_all(p.join("empty")).unwrap();
+        std::fs::create_dir_all(p.join("ro/empty")).unwrap();
         std::fs::set_permissions(p.join("bin/run.sh"), std::fs::Permissions::from_mode(0o750))
+            .unwrap();
+        // Another user's files (when the test runs as root): the upload keeps their owners.
+        for f in ["src/lib.rs", "bin", "bin/suid", "ro/empty"] {
+            let _ = std::os::unix::fs::lchown(p.join(f), Some(1000), Some(1000));
+        }
+        // (After the chown, which clears a set-user-id bit.)
+        std::fs::set_permissions(p.join("bin/suid"), std::fs::Permissions::from_mode(0o4755))
             .unwrap();
         std::os::unix::fs::symlink("../src/lib.rs", p.join("bin/lib-link")).unwrap();
         std::os::unix::fs::symlink("/etc/passwd", p.join("outside-link")).unwrap();
         let future = std::time::UNIX_EPOCH + Duration::from_secs(4_102_444_800);
         let past = std::time::UNIX_EPOCH + Duration::from_secs(1_000_000_000);
-        for f in ["src/lib.rs", "bin/run.sh", "ro/f.txt", "deep/a/b/c.txt"] {
+        for f in [
+            "src/lib.rs",
+            "bin/run.sh",
+            "bin/suid",
+            "ro/f.txt",
+            "deep/a/b/c.txt",
+        ] {
             std::fs::File::options()
                 .write(true)
                 .open(p.join(f))
@@ -892,7 +908,9 @@ mod docker {
                 .set_modified(future)
                 .unwrap();
         }
-        for d in ["src", "bin", "ro", "deep", "deep/a", "deep/a/b"] {
+        for d in [
+            "src", "bin", "ro", "ro/empty", "empty", "deep", "deep/a", "deep/a/b",
+        ] {
             std::fs::File::open(p.join(d))
                 .unwrap()
                 .set_modified(past)
@@ -916,7 +934,7 @@ mod docker {
         let uploaded = sandbox.clone().with_direct_write(false);
         let (direct_p, upload_p) = (kinds_project(), kinds_project());
         // (Not `.`: its mtime is when the last entry was added, different in each run.)
-        let list = "find . -mindepth 1 -path ./.nuvira -prune -o -printf '%p %y %m %u:%g %s %T@ %l\\n' | sort";
+        let list = "find . -mindepth 1 -path ./.nuvira -prune -o -printf '%p %y %m %U:%G %s %T@ %l\\n' | sort";
         let direct = sandbox
             .run(&host_run(direct_p.path(), list), &NeverCancelled)
             .await
@@ -939,12 +957,12 @@ mod docker {
             note(&upload)
         );
         assert!(
-            direct.stdout.contains("./ro d 555 root:root"),
+            direct.stdout.contains("./ro d 555 0:0"),
             "{}",
             direct.stdout
         );
         assert!(
-            direct.stdout.contains("./bin/run.sh f 750 root:root"),
+            direct.stdout.contains("./bin/run.sh f 750 0:0"),
             "{}",
             direct.stdout
         );
@@ -953,6 +971,13 @@ mod docker {
             "{}",
             direct.stdout
         );
+        for line in [
+            "./ro/empty d 755",
+            "./bin/suid f 4755",
+            "./src/lib.rs f 644 1000:1000",
+        ] {
+            assert!(direct.stdout.contains(line), "{line}: {}", direct.stdout);
+        }
         assert_eq!(direct.stdout, upload.stdout);
         // Warm after it: nothing uploaded, the same tree.
         let again = sandbox
