@@ -444,6 +444,29 @@ fn first_runs(
         );
     }
 
+    // A new project's fixed cost (`true`), the new volume written in place against the
+    // engine's archive upload, paired by round.
+    if let Some(d) = docker {
+        let mut fixed = [Vec::new(), Vec::new()];
+        for _ in 0..rounds {
+            for (i, direct) in [true, false].into_iter().enumerate() {
+                let d = d.clone().with_direct_write(direct);
+                let made = d.clone();
+                let make = move |root| -> Box<dyn Sandbox> {
+                    Box::new(made.clone().with_cache_root(root).with_background_removal())
+                };
+                fixed[i].push(one_first(rt, name, &["true"], &make, Some(&d)).as_secs_f64());
+            }
+        }
+        let mut saved: Vec<f64> = fixed[1].iter().zip(&fixed[0]).map(|(a, w)| a - w).collect();
+        eprintln!(
+            "first-fixed: {name}: `true`, {rounds} rounds: written in place median {:.1} ms, archive upload {:.1} ms, saved per round (median) {:.1} ms",
+            median(&mut fixed[0]) * 1000.0,
+            median(&mut fixed[1]) * 1000.0,
+            median(&mut saved) * 1000.0
+        );
+    }
+
     let mut g = c.benchmark_group(format!("first_{name}"));
     g.sample_size(10);
     g.bench_function("in-place cold (baseline)", |b| {

@@ -542,19 +542,24 @@ impl DockerSandbox {
                 // slot stays taken until the writing thread is done with the volume.
                 let engine = self.engine.clone();
                 let held = cache.take();
-                let (back_tar, back_cache, wrote) = tokio::task::spawn_blocking(move || {
-                    let wrote = match local_volume_dir(&engine, &new) {
-                        Err(why) => Err((false, why)),
-                        Ok(dir) => std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                            tar.unpack_into(&dir)
-                        }))
-                        .unwrap_or_else(|_| Err("the unpacking panicked".into()))
-                        .map_err(|e| (true, e)),
-                    };
+                let within = check_dir(&request.dir)?;
+                let writer = tokio::task::spawn_blocking(move || {
+                    let wrote = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        match local_volume_dir(&engine, &new, &within) {
+                            Err(why) => Err((false, why)),
+                            Ok(dir) => tar.unpack_into(&dir).map_err(|e| (true, e)),
+                        }
+                    }))
+                    .unwrap_or_else(|_| Err((true, "the write panicked".into())));
                     (tar, held, wrote)
-                })
-                .await
-                .map_err(|e| SandboxError::Failed(format!("write the workspace: {e}")))?;
+                });
+                // Cancelled: the writer keeps the slot until it is done; the guard removes the
+                // container.
+                let (back_tar, back_cache, wrote) = tokio::select! {
+                    r = writer => r
+                        .map_err(|e| SandboxError::Failed(format!("write the workspace: {e}")))?,
+                    () = cancel.cancelled() => return Err(SandboxError::Cancelled),
+                };
                 tar = back_tar;
                 cache = back_cache;
                 match wrote {
@@ -1964,7 +1969,12 @@ fn unpack_dirs_last<R: std::io::Read>(
         if entry.header().entry_type() == tar::EntryType::Directory {
             dirs.push(entry);
         } else {
-            entry.unpack_in(dst)?;
+            let zero = entry.header().mtime()? == 0;
+            let path = entry.path()?.into_owned();
+            if entry.unpack_in(dst)? && zero {
+                // The `tar` crate makes an mtime of 0 a 1; the engine keeps it.
+                set_mtime(&inside(dst, &path)?, 0)?;
+            }
         }
     }
     // Deepest first, as `tar::Archive::unpack` (a folder made after its parent's mtime is set
@@ -1974,27 +1984,36 @@ fn unpack_dirs_last<R: std::io::Read>(
         let path = dir.path()?.into_owned();
         let mtime = dir.header().mtime()?;
         if dir.unpack_in(dst)? {
-            // The folder as `unpack_in` made it: the entry's normal components under `dst`.
-            let mut target = dst.to_path_buf();
-            for c in path.components() {
-                match c {
-                    std::path::Component::Normal(n) => target.push(n),
-                    std::path::Component::CurDir => {}
-                    _ => return Err(std::io::Error::other("a folder outside the volume")),
-                }
-            }
-            let at = nix::sys::time::TimeSpec::new(i64::try_from(mtime).unwrap_or(i64::MAX), 0);
-            nix::sys::stat::utimensat(
-                nix::fcntl::AT_FDCWD,
-                &target,
-                &at,
-                &at,
-                nix::sys::stat::UtimensatFlags::NoFollowSymlink,
-            )
-            .map_err(std::io::Error::from)?;
+            set_mtime(&inside(dst, &path)?, mtime)?;
         }
     }
     Ok(())
+}
+
+/// The entry `path` as `unpack_in` made it: its normal components under `dst`.
+fn inside(dst: &Path, path: &Path) -> std::io::Result<std::path::PathBuf> {
+    let mut target = dst.to_path_buf();
+    for c in path.components() {
+        match c {
+            std::path::Component::Normal(n) => target.push(n),
+            std::path::Component::CurDir => {}
+            _ => return Err(std::io::Error::other("an entry outside the volume")),
+        }
+    }
+    Ok(target)
+}
+
+/// Sets the mtime (and atime) of `path`, not following a link.
+fn set_mtime(path: &Path, secs: u64) -> std::io::Result<()> {
+    let at = nix::sys::time::TimeSpec::new(i64::try_from(secs).unwrap_or(i64::MAX), 0);
+    nix::sys::stat::utimensat(
+        nix::fcntl::AT_FDCWD,
+        path,
+        &at,
+        &at,
+        nix::sys::stat::UtimensatFlags::NoFollowSymlink,
+    )
+    .map_err(std::io::Error::from)
 }
 
 /// The folder on this machine of the volume `new`, which this run just made, when the engine
@@ -2007,6 +2026,7 @@ fn unpack_dirs_last<R: std::io::Read>(
 fn local_volume_dir(
     engine: &crate::remote::EngineConfig,
     new: &crate::docker_cache::NewVolume,
+    within: &Path,
 ) -> Result<std::path::PathBuf, String> {
     use std::os::unix::fs::MetadataExt;
     let socket = engine
@@ -2062,12 +2082,32 @@ fn local_volume_dir(
             dir.display()
         ));
     }
-    if std::fs::read_dir(&dir)
-        .map_err(|e| format!("{}: {e}", dir.display()))?
-        .next()
-        .is_some()
-    {
-        return Err(format!("{} is not empty", dir.display()));
+    // Empty but for the run's working folder (`within`), which the engine made in the
+    // container and copied into the new volume: each folder on the way holds only the next.
+    let mut at = dir.clone();
+    let mut next = within.components().filter_map(|c| match c {
+        std::path::Component::Normal(n) => Some(n.to_owned()),
+        _ => None,
+    });
+    loop {
+        let want = next.next();
+        let mut found = std::fs::read_dir(&at).map_err(|e| format!("{}: {e}", at.display()))?;
+        match (found.next(), want) {
+            (None, _) => break,
+            (Some(Ok(entry)), Some(name)) if entry.file_name() == name => {
+                if found.next().is_some() {
+                    return Err(format!("{} is not empty", at.display()));
+                }
+                let inner = entry.path();
+                let m = std::fs::symlink_metadata(&inner)
+                    .map_err(|e| format!("{}: {e}", inner.display()))?;
+                if !m.is_dir() || m.uid() != 0 {
+                    return Err(format!("{} is not a folder of root's", inner.display()));
+                }
+                at = inner;
+            }
+            _ => return Err(format!("{} is not empty", at.display())),
+        }
     }
     Ok(dir)
 }

@@ -916,6 +916,17 @@ mod docker {
                 .set_modified(past)
                 .unwrap();
         }
+        let at = nix::sys::time::TimeSpec::new(1_000_000_000, 0);
+        for link in ["bin/lib-link", "outside-link"] {
+            nix::sys::stat::utimensat(
+                nix::fcntl::AT_FDCWD,
+                &p.join(link),
+                &at,
+                &at,
+                nix::sys::stat::UtimensatFlags::NoFollowSymlink,
+            )
+            .unwrap();
+        }
         std::fs::set_permissions(p.join("ro"), std::fs::Permissions::from_mode(0o555)).unwrap();
         project
     }
@@ -934,13 +945,19 @@ mod docker {
         let uploaded = sandbox.clone().with_direct_write(false);
         let (direct_p, upload_p) = (kinds_project(), kinds_project());
         // (Not `.`: its mtime is when the last entry was added, different in each run.)
-        let list = "find . -mindepth 1 -path ./.nuvira -prune -o -printf '%p %y %m %U:%G %s %T@ %l\\n' | sort";
+        // Run in a subfolder: the engine makes the working folder in the new volume first.
+        let list = "cd /workspace && find . -mindepth 1 -path ./.nuvira -prune -o -printf '%p %y %m %U:%G %s %T@ %l\\n' | sort";
+        let in_sub = |p: &Path| {
+            let mut r = host_run(p, list);
+            r.dir = "deep/a".into();
+            r
+        };
         let direct = sandbox
-            .run(&host_run(direct_p.path(), list), &NeverCancelled)
+            .run(&in_sub(direct_p.path()), &NeverCancelled)
             .await
             .unwrap();
         let upload = uploaded
-            .run(&host_run(upload_p.path(), list), &NeverCancelled)
+            .run(&in_sub(upload_p.path()), &NeverCancelled)
             .await
             .unwrap();
         assert_eq!(direct.exit_code, Some(0), "{direct:?}");
@@ -981,7 +998,7 @@ mod docker {
         assert_eq!(direct.stdout, upload.stdout);
         // Warm after it: nothing uploaded, the same tree.
         let again = sandbox
-            .run(&host_run(direct_p.path(), list), &NeverCancelled)
+            .run(&in_sub(direct_p.path()), &NeverCancelled)
             .await
             .unwrap();
         assert!(
@@ -990,8 +1007,20 @@ mod docker {
             note(&again)
         );
         assert_eq!(again.stdout, direct.stdout);
+        // At the workspace's root too.
+        let root_p = kinds_project();
+        let at_root = sandbox
+            .run(&host_run(root_p.path(), list), &NeverCancelled)
+            .await
+            .unwrap();
+        assert!(
+            note(&at_root).contains("written into the volume's folder on this machine"),
+            "{}",
+            note(&at_root)
+        );
+        assert_eq!(at_root.stdout, direct.stdout);
         sandbox.wait_for_cleanup().await;
-        for p in [&direct_p, &upload_p] {
+        for p in [&direct_p, &upload_p, &root_p] {
             rm_volumes(&project_key(p.path()).unwrap().1);
         }
     }
