@@ -540,9 +540,9 @@ impl DockerSandbox {
             {
                 // The cache (its slot's lock) goes with the writer: were this run dropped, the
                 // slot stays taken until the writing thread is done with the volume.
+                let within = check_dir(&request.dir)?;
                 let engine = self.engine.clone();
                 let held = cache.take();
-                let within = check_dir(&request.dir)?;
                 let writer = tokio::task::spawn_blocking(move || {
                     let wrote = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                         match local_volume_dir(&engine, &new, &within) {
@@ -2075,7 +2075,10 @@ fn local_volume_dir(
         return Err(format!("{} is not a folder of root's", dir.display()));
     }
     // Birth times are kept to the kernel's clock tick: a second of slack.
-    let asked = new.asked - Duration::from_secs(1);
+    let asked = new
+        .asked
+        .checked_sub(Duration::from_secs(1))
+        .unwrap_or(std::time::UNIX_EPOCH);
     if meta.created().map_or(true, |born| born < asked) {
         return Err(format!(
             "{} is older than the volume this run made",
