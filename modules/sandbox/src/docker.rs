@@ -2050,9 +2050,8 @@ fn local_volume_dir(
     }
     let proc_ = Path::new("/proc").join(peer.pid().to_string());
     let ino = |p: &Path| std::fs::metadata(p).map(|m| (m.dev(), m.ino())).ok();
-    if ino(&proc_.join("ns/mnt")).is_none()
-        || ino(&proc_.join("ns/mnt")) != ino(Path::new("/proc/self/ns/mnt"))
-    {
+    let engine_ns = ino(&proc_.join("ns/mnt"));
+    if engine_ns.is_none() || engine_ns != ino(Path::new("/proc/self/ns/mnt")) {
         return Err("the engine is in another mount namespace".into());
     }
     for map in ["uid_map", "gid_map"] {

@@ -973,22 +973,10 @@ mod docker {
             "{}",
             note(&upload)
         );
-        assert!(
-            direct.stdout.contains("./ro d 555 0:0"),
-            "{}",
-            direct.stdout
-        );
-        assert!(
-            direct.stdout.contains("./bin/run.sh f 750 0:0"),
-            "{}",
-            direct.stdout
-        );
-        assert!(
-            direct.stdout.contains("./outside-link l 777"),
-            "{}",
-            direct.stdout
-        );
         for line in [
+            "./ro d 555 0:0",
+            "./bin/run.sh f 750 0:0",
+            "./outside-link l 777",
             "./ro/empty d 755",
             "./bin/suid f 4755",
             "./src/lib.rs f 644 1000:1000",

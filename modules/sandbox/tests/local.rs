@@ -330,7 +330,6 @@ where
         "collected through a link, a FIFO or past the cap"
     );
     assert_eq!(out.collected["pkg/ok.xml"], b"<ok/>\n");
-    drop(ws);
 }
 
 #[test]
