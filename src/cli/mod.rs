@@ -145,6 +145,9 @@ pub fn main() -> ExitCode {
         Command::Mcp(a) => mcp::execute(a),
         Command::Ui(a) => ui::execute(a),
     };
+    // The run cgroups that local and bwrap runs reused are removed before the process goes
+    // (the next start would remove them otherwise).
+    nuvira_sandbox::limits::release_pooled();
     if conventions::stdout_failed() {
         return ExitCode::from(code.max(crate::exit::ENVIRONMENT));
     }

@@ -207,8 +207,9 @@ impl LocalSandbox {
             .stderr(Stdio::piped())
             .process_group(0)
             .kill_on_drop(true);
-        let mut child = cmd
-            .spawn()
+        let mut child = cgroup
+            .spawn(cmd)
+            .await
             .map_err(|e| SandboxError::Failed(format!("start `{program}`: {e}")))?;
         let group = GroupGuard(child.id().and_then(|id| i32::try_from(id).ok()));
         // The group, for the next start to kill should this process die without doing it.

@@ -228,3 +228,212 @@ async fn the_cgroup_of_a_nuvira_that_died_is_emptied_and_removed_at_the_next_sta
     assert!(removed.contains(&cgroup), "{removed:?}");
     assert!(!cgroup.exists());
 }
+
+/// Whether runs here reuse cgroup v1 pairs joined by a starter thread (the `limits` pool);
+/// `false` after saying why the test is skipped.
+fn pooled_cgroups() -> bool {
+    if !cgroups() {
+        return false;
+    }
+    if !nuvira_sandbox::limits::reuses_cgroups() {
+        eprintln!(
+            "SKIPPED: runs reuse cgroups only on cgroup v1, kernel 5.10 or later, with NUVIRA_CGROUP_POOL unset"
+        );
+        return false;
+    }
+    true
+}
+
+/// The memory cgroup a run's shell is in, from its `/proc/self/cgroup`.
+fn memory_cgroup(stdout: &str) -> String {
+    stdout
+        .lines()
+        .find_map(|l| l.split_once(":memory:").map(|(_, p)| p.to_owned()))
+        .unwrap_or_else(|| panic!("no memory cgroup in {stdout}"))
+}
+
+#[tokio::test]
+async fn a_reused_cgroup_holds_nothing_of_the_run_before() {
+    if !pooled_cgroups() {
+        return;
+    }
+    let sandbox = LocalSandbox::new();
+    let ws = tempfile::tempdir().unwrap();
+    let marks = tempfile::tempdir().unwrap();
+    let pidfile = marks.path().join("escapee.pid");
+    let mut first = sh(
+        ws.path(),
+        r#"cat /proc/self/cgroup; setsid sh -c 'echo $$ > "$PIDFILE"; exec sleep 1000' & while [ ! -s "$PIDFILE" ]; do sleep 0.05; done"#,
+    );
+    first
+        .env
+        .insert("PIDFILE".into(), pidfile.display().to_string());
+    first.limits.memory_bytes = 1 << 30;
+    first.limits.pids = 100;
+    let one = sandbox.run(&first, &NeverCancelled).await.unwrap();
+    assert_eq!(one.exit_code, Some(0), "{one:?}");
+    let escapee: i32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        process_is_dead(escapee),
+        "the setsid escapee {escapee} survived"
+    );
+
+    // The next run gets other limits, and lists the processes of its cgroup.
+    let mut second = sh(
+        ws.path(),
+        r#"cat /proc/self/cgroup; m=$(sed -n 's/^[0-9]*:memory://p' /proc/self/cgroup); root=$(awk '$3 == "cgroup" && $4 ~ /(^|,)memory(,|$)/ { print $2 }' /proc/mounts); echo "limit $(cat "$root$m/memory.limit_in_bytes")"; echo "procs $(cat "$root$m/cgroup.procs" | tr '\n' ' ')""#,
+    );
+    second.limits.memory_bytes = 256 << 20;
+    second.limits.pids = 50;
+    let two = sandbox.run(&second, &NeverCancelled).await.unwrap();
+    assert_eq!(two.exit_code, Some(0), "{two:?}");
+    // Runs one after the other in this test; other tests of this binary may hold other slots,
+    // so the second run's cgroup is either the first's (reused) or another free one: either
+    // way it holds no process of an earlier run.
+    let cgroup = memory_cgroup(&two.stdout);
+    assert!(cgroup.contains("/nuvira-run-"), "{}", two.stdout);
+    assert!(
+        two.stdout.contains(&format!("limit {}", 256u64 << 20)),
+        "{}",
+        two.stdout
+    );
+    let procs = two
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("procs "))
+        .unwrap();
+    assert!(
+        !procs.split_whitespace().any(|p| p == escapee.to_string()),
+        "{procs}"
+    );
+    assert!(
+        procs
+            .split_whitespace()
+            .any(|p| p == std::process::id().to_string()),
+        "the starter thread of this process is in the cgroup: {procs}"
+    );
+    assert!(!two.info.oom_killed && !two.info.pids_limited, "{two:?}");
+}
+
+#[tokio::test]
+async fn processes_smaller_than_this_one_that_fill_the_limit_are_killed_never_this_one() {
+    if !pooled_cgroups() {
+        return;
+    }
+    // This process is made bigger than any of the run's: were its starter thread a candidate,
+    // the OOM killer would pick this process (and the test would die with it).
+    let ballast: Vec<u8> = vec![1; 96 << 20];
+    let ws = tempfile::tempdir().unwrap();
+    let mut req = sh(
+        ws.path(),
+        r#"for i in 1 2 3 4 5 6 7 8 9 10 11 12; do python3 -c "b = b'a' * (16 << 20); import time; time.sleep(3)" & done; wait; echo finished"#,
+    );
+    req.limits.memory_bytes = 96 << 20;
+    req.limits.timeout = Duration::from_secs(60);
+    let sandbox = LocalSandbox::new();
+    for _ in 0..2 {
+        let out = sandbox.run(&req, &NeverCancelled).await.unwrap();
+        assert!(out.info.oom_killed, "{out:?}");
+        assert!(out.stdout.contains("finished"), "{out:?}");
+    }
+    assert_eq!(
+        ballast.iter().map(|&b| usize::from(b)).sum::<usize>(),
+        96 << 20
+    );
+}
+
+/// Where the v1 memory hierarchy is mounted.
+fn memory_root() -> std::path::PathBuf {
+    let mounts = std::fs::read_to_string("/proc/mounts").unwrap();
+    mounts
+        .lines()
+        .find_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() > 3 && f[2] == "cgroup" && f[3].split(',').any(|o| o == "memory"))
+                .then(|| std::path::PathBuf::from(f[1]))
+        })
+        .expect("a cgroup v1 memory hierarchy")
+}
+
+#[tokio::test]
+async fn a_run_that_leaves_memory_charged_does_not_hand_its_cgroup_on() {
+    if !pooled_cgroups() {
+        return;
+    }
+    // A file in the shared /dev/shm outlives the run and stays charged to its memory cgroup:
+    // a next run in that cgroup would start with 8 MiB of its limit gone.
+    let shm = Path::new("/dev/shm").join(format!("nuvira-limits-test-{}", std::process::id()));
+    let ws = tempfile::tempdir().unwrap();
+    let mut req = sh(
+        ws.path(),
+        r#"cat /proc/self/cgroup; head -c 8388608 /dev/zero > "$SHMFILE""#,
+    );
+    req.env.insert("SHMFILE".into(), shm.display().to_string());
+    let sandbox = LocalSandbox::new();
+    let out = sandbox.run(&req, &NeverCancelled).await.unwrap();
+    let _ = std::fs::remove_file(&shm);
+    assert_eq!(out.exit_code, Some(0), "{out:?}");
+    let cgroup = memory_cgroup(&out.stdout);
+    assert!(cgroup.contains("/nuvira-run-"), "{}", out.stdout);
+    let dir = memory_root().join(cgroup.trim_start_matches('/'));
+    assert!(
+        !dir.exists(),
+        "the cgroup {} still charged with the run's /dev/shm file was kept for reuse",
+        dir.display()
+    );
+}
+
+/// Processes whose command line holds `marker`, other than zombies.
+fn live_with(marker: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let path = entry.path();
+        let Ok(cmdline) = std::fs::read(path.join("cmdline")) else {
+            continue;
+        };
+        if !String::from_utf8_lossy(&cmdline).contains(marker) {
+            continue;
+        }
+        let stat = std::fs::read_to_string(path.join("stat")).unwrap_or_default();
+        let state = stat.rsplit_once(") ").map(|(_, rest)| rest.chars().next());
+        if !matches!(state, Some(Some('Z' | 'X')) | None) {
+            found.push(format!("{}: {}", path.display(), stat.trim()));
+        }
+    }
+    found
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_abandoned_at_any_moment_leave_no_process_behind() {
+    if !pooled_cgroups() {
+        return;
+    }
+    // Dropped at every moment of a start, including while its start waits on the cgroup's
+    // starter thread: nothing may live on in a cgroup that goes back for the next run.
+    let marker = format!("4242.{}", std::process::id());
+    let ws = tempfile::tempdir().unwrap();
+    let req = sh(
+        ws.path(),
+        &format!("sleep {marker}1 & exec sleep {marker}2"),
+    );
+    let sandbox = LocalSandbox::new();
+    for i in 0..200u64 {
+        let wait = Duration::from_micros((i * 37) % 4000);
+        let _ = tokio::time::timeout(wait, sandbox.run(&req, &NeverCancelled)).await;
+        let alive = live_with(&marker);
+        assert!(
+            alive.is_empty(),
+            "after abandoning run {i} at {wait:?}: {alive:?}"
+        );
+    }
+    // And one that runs to its end still works in the reused cgroups.
+    let ok = sandbox
+        .run(&sh(ws.path(), "echo done"), &NeverCancelled)
+        .await
+        .unwrap();
+    assert_eq!(ok.stdout.trim(), "done", "{ok:?}");
+}
