@@ -30,7 +30,7 @@
 //! and the cgroup is removed.
 //!
 //! On cgroup v1 that join costs 14–20 ms of kernel time per run, so by default a run takes a
-//! *reused* pair of cgroups instead ([`pool`]): a thread of this process joined them once and
+//! *reused* pair of cgroups instead (`limits/pool.rs`): a thread of this process joined them once and
 //! starts the command, which is born inside; between runs every other process in them is
 //! killed and the limits are set again. `NUVIRA_CGROUP_POOL=0` gives every run a new cgroup.
 
@@ -38,7 +38,7 @@ mod pool;
 
 pub use pool::release as release_pooled;
 
-/// Whether runs reuse their cgroups here ([`pool`]): cgroup v1, kernel 5.10 or later, and
+/// Whether runs reuse their cgroups here: cgroup v1, kernel 5.10 or later, and
 /// `NUVIRA_CGROUP_POOL` is not `0`.
 pub fn reuses_cgroups() -> bool {
     matches!(detect(), Cgroups::V1 { .. }) && pool::enabled()
