@@ -114,6 +114,7 @@ fn strip(v: &mut serde_json::Value) {
         "container_id",
         "cache_key",
         "workspace_copy",
+        "collected_from",
     ];
     match v {
         serde_json::Value::Object(map) => {

@@ -266,8 +266,10 @@ pub fn execute(args: Args) -> u8 {
                 None,
             );
         let outcome = TestModule::new().run_config(&config, &ctx).await;
-        super::signal::wait_for_sandbox_cleanup().await;
+        // The result first: the removal of a finished run's container (and the measurement
+        // of its volumes) is waited for after it is out, not before.
         let code = report(outcome, format);
+        super::signal::wait_for_sandbox_cleanup().await;
         match interrupt.code() {
             Some(signal_code) if code == exit::CANCELLED => signal_code,
             _ => code,

@@ -91,6 +91,11 @@ pub struct SandboxInfo {
     /// another run`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace_copy: Option<String>,
+    /// How the files the request collects (reports) came back, when some were asked of a
+    /// Docker run: read on this machine through the kept container's root, downloaded from
+    /// the engine, or some of each.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub collected_from: Option<String>,
 }
 
 /// How one test ended.

@@ -112,6 +112,9 @@ pub fn json(r: &TestResult) -> String {
         if let Some(copy) = &info.workspace_copy {
             sandbox["workspace_copy"] = json!(copy);
         }
+        if let Some(from) = &info.collected_from {
+            sandbox["collected_from"] = json!(from);
+        }
         map.insert("sandbox".into(), sandbox);
     }
     match serde_json::to_string_pretty(&v) {

@@ -5,7 +5,8 @@
 //!
 //! With `NUVIRA_BENCH_HEAVY=1` (minutes; `cargo test` never runs benches):
 //! `benches/projects/heavy-crate` (serde + serde_derive + serde_json + zerocopy with derive,
-//! pinned, with a Cargo.lock) and `benches/projects/flat-pytest`: in-place cold and warm runs
+//! pinned, with a Cargo.lock) and `benches/projects/flat-pytest` (its JUnit report written, and
+//! collected from the sandbox as `nuvira test` collects it): in-place cold and warm runs
 //! against the first and second sandboxed runs, local, bubblewrap (when it works here) and
 //! Docker (`nuvira-host`, cpus = the host's cores, 4 GiB), each as `nuvira test` builds it, and
 //! Docker's fixed cost (`true` in a cached container), each with the slot's kept container
@@ -17,6 +18,9 @@
 //! `second-rounds:` lines; `NUVIRA_BENCH_ROUNDS`, default 15) run the baseline and each
 //! sandbox in turn and print the median of each run's ratio to its round's baseline: on a
 //! machine whose speed drifts (this one has 50 % CPU steal) they are the figure to judge.
+//! `second-fixed:` is the collection's own cost in a kept container (a command that only writes
+//! the report; read through the container's root against downloaded from the engine, paired).
+//! `NUVIRA_BENCH_PROJECTS=flat-pytest` runs one project only.
 //!
 //! `NUVIRA_BENCH_HEAVY=1 cargo bench -p nuvira-sandbox --bench cache -- --warm-up-time 1
 //! --measurement-time 3`
@@ -129,6 +133,12 @@ fn in_place(dir: &Path, command: &[&str]) -> Duration {
 
 fn request(dir: &Path, command: &[&str]) -> SandboxRequest {
     let mut req = SandboxRequest::new(dir, command.iter().map(|s| (*s).to_owned()).collect());
+    // The report the run writes is collected, as `nuvira test` collects pytest's.
+    req.collect = command
+        .iter()
+        .filter_map(|a| a.strip_prefix("--junitxml="))
+        .map(str::to_owned)
+        .collect();
     req.cache = true;
     req.limits.timeout = Duration::from_secs(1800);
     req.limits.memory_bytes = 4 << 30;
@@ -140,6 +150,11 @@ fn run(rt: &tokio::runtime::Runtime, sandbox: &dyn Sandbox, req: &SandboxRequest
     let t = Instant::now();
     let out = rt.block_on(sandbox.run(req, &NeverCancelled)).unwrap();
     assert_eq!(out.exit_code, Some(0), "{}\n{}", out.stdout, out.stderr);
+    assert_eq!(
+        out.collected.len(),
+        req.collect.len(),
+        "a report not collected"
+    );
     t.elapsed()
 }
 
@@ -166,7 +181,15 @@ fn heavy_bench(c: &mut Criterion) {
         ),
         (
             "flat-pytest",
-            &["python3", "-m", "pytest", "-q", "-p", "no:cacheprovider"][..],
+            &[
+                "python3",
+                "-m",
+                "pytest",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                "--junitxml=.nuvira-pytest-junit.xml",
+            ][..],
             &["__pycache__", "tests/__pycache__"][..],
         ),
     ] {
@@ -231,6 +254,7 @@ fn heavy_bench(c: &mut Criterion) {
         // in-place warm run and one second run of each sandbox.
         {
             let reused = docker.as_ref().map(|d| d.clone().with_reuse(true));
+            let downloaded = reused.as_ref().map(|d| d.clone().with_direct_read(false));
             let mut kinds: Vec<(&str, &dyn Sandbox, &SandboxRequest)> =
                 vec![("local second", &local, &req)];
             if let Some(b) = &bwrap {
@@ -238,6 +262,12 @@ fn heavy_bench(c: &mut Criterion) {
             }
             if let Some(d) = &reused {
                 kinds.push(("docker second", d, &docker_req));
+            }
+            if let Some(d) = downloaded
+                .as_ref()
+                .filter(|_| !docker_req.collect.is_empty())
+            {
+                kinds.push(("docker second (report downloaded)", d, &docker_req));
             }
             let mut base = Vec::new();
             let mut ratios = vec![Vec::new(); kinds.len()];
@@ -257,6 +287,28 @@ fn heavy_bench(c: &mut Criterion) {
                 eprintln!(
                     "second-rounds: {name}: {what}: median ratio to the round's in-place warm {:.2}x",
                     median(&mut ratios[i])
+                );
+            }
+            // The collection's own cost in the kept container: a command that only writes the
+            // report, read through the container's root against downloaded, paired by round.
+            if let (Some(read), Some(down)) = (&reused, &downloaded)
+                && let Some(report) = docker_req.collect.first()
+            {
+                let mut only = docker_req.clone();
+                only.command = vec!["sh".into(), "-c".into(), format!("echo '<r/>' > {report}")];
+                let mut fixed = [Vec::new(), Vec::new()];
+                for _ in 0..rounds() {
+                    fixed[0].push(run(&rt, read, &only).as_secs_f64());
+                    fixed[1].push(run(&rt, down, &only).as_secs_f64());
+                }
+                let mut saved: Vec<f64> =
+                    fixed[1].iter().zip(&fixed[0]).map(|(d, r)| d - r).collect();
+                eprintln!(
+                    "second-fixed: {name}: a report written and collected, {} rounds: read through the container's root median {:.1} ms, downloaded {:.1} ms, saved per round (median) {:.1} ms",
+                    saved.len(),
+                    median(&mut fixed[0]) * 1000.0,
+                    median(&mut fixed[1]) * 1000.0,
+                    median(&mut saved) * 1000.0
                 );
             }
         }
@@ -402,13 +454,20 @@ fn first_runs(
     }
     // The new volume written on this machine (the default) and through the engine's upload;
     // and a fresh container instead of the slot's kept one.
-    for (what, direct, reuse) in [
-        ("docker first", true, true),
-        ("docker first (archive upload)", false, true),
-        ("docker first (no reuse)", true, false),
+    // And the report downloaded through the engine instead of read through the kept
+    // container's root.
+    for (what, direct, reuse, read) in [
+        ("docker first", true, true, true),
+        ("docker first (archive upload)", false, true, true),
+        ("docker first (report downloaded)", true, true, false),
+        ("docker first (no reuse)", true, false, true),
     ] {
         let Some(d) = docker else { break };
-        let d = d.clone().with_direct_write(direct).with_reuse(reuse);
+        let d = d
+            .clone()
+            .with_direct_write(direct)
+            .with_reuse(reuse)
+            .with_direct_read(read);
         let made = d.clone();
         kinds.push((
             what,

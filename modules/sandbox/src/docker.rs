@@ -21,6 +21,13 @@
 //!
 //! With the `nuvira-host` image, the host's toolchain folders are added as read-only mounts (see
 //! [`super::host_toolchain`]) unless the request mounts something at the same path.
+//!
+//! Collected files (the request's reports) come back through the engine's archive download, or,
+//! from a kept container on an engine of this machine, read through its PID 1's root
+//! (`/proc/PID/root/workspace/...`, checked to be the container's PID 1 through its `/proc`
+//! handle; every folder without following a link, the file only once its path-only handle is a
+//! regular file under the cap, without waiting on a lease). A path that meets a link on the way
+//! is left to the engine, which resolves it inside the container.
 
 use super::{
     CONTAINER_LABEL, CONTAINER_WORKDIR, DEFAULT_IMAGE, DOCKER_HINT, OnCreated, Tail,
@@ -58,6 +65,7 @@ pub struct DockerSandbox {
     reuse: bool,
     reuse_idle: Option<Duration>,
     direct_write: bool,
+    direct_read: bool,
 }
 
 impl DockerSandbox {
@@ -110,6 +118,7 @@ impl DockerSandbox {
                 reuse: true,
                 reuse_idle: None,
                 direct_write: true,
+                direct_read: true,
             },
             version
                 .version
@@ -190,6 +199,15 @@ impl DockerSandbox {
     /// the engine's archive upload). The files are the same either way.
     pub fn with_direct_write(mut self, direct: bool) -> Self {
         self.direct_write = direct;
+        self
+    }
+
+    /// Whether a kept container's collected files (reports) and long listings may be read on
+    /// this machine through its PID 1's root (default `true`; `false`: always the engine's
+    /// archive download). The bytes are the same either way; `sandbox.collected_from` says
+    /// which was used.
+    pub fn with_direct_read(mut self, direct: bool) -> Self {
+        self.direct_read = direct;
         self
     }
 
@@ -722,7 +740,33 @@ impl DockerSandbox {
                 Some((newer, all)) => {
                     use crate::docker_track::Listing;
                     // A list too long for the trailer is read from the stopped container.
-                    let [newer_file, all_file] = if newer == Listing::File || all == Listing::File {
+                    // A kept container's are read on this machine through its root when
+                    // they can be (as its reports, see `outcome`).
+                    let pid = kept
+                        .as_ref()
+                        .and_then(|k| k.exec.who.host_pid)
+                        .filter(|_| self.direct_read);
+                    let here = match pid {
+                        Some(pid) if newer == Listing::File || all == Listing::File => {
+                            let id = id.clone();
+                            tokio::task::spawn_blocking(move || {
+                                let root = crate::docker_keep::open_root(pid, &id)?;
+                                let dir = Path::new(CONTAINER_WORKDIR.trim_start_matches('/'))
+                                    .join(crate::docker_track::STATE_DIR);
+                                let read = |name: &str| {
+                                    crate::read_collected_at(&root, &dir.join(name)).ok()
+                                };
+                                Some([read("newer")?, read("all")?])
+                            })
+                            .await
+                            .ok()
+                            .flatten()
+                        }
+                        _ => None,
+                    };
+                    let [newer_file, all_file] = if let Some(read) = here {
+                        read
+                    } else if newer == Listing::File || all == Listing::File {
                         let dir = Path::new(CONTAINER_WORKDIR).join(crate::docker_track::STATE_DIR);
                         self.download_files(
                             &id,
@@ -1013,6 +1057,7 @@ impl DockerSandbox {
                 exit_code,
                 timed_out,
                 oom_killed,
+                host_pid: None,
             },
         )
         .await
@@ -1040,6 +1085,7 @@ impl DockerSandbox {
             exit_code,
             timed_out,
             oom_killed,
+            host_pid,
         } = ended;
         if let Some((nonce, trailer)) = track
             && let Ok(mut slot) = trailer.lock()
@@ -1051,15 +1097,60 @@ impl DockerSandbox {
         let stderr = stderr.into_text();
         let pids_limited = mentions_fork_failure(&stderr);
 
+        // A kept container's files are read on this machine through its PID 1's root (what
+        // the engine's archive would give, without its mount of the container: ~100 ms on a
+        // loaded machine); anything that cannot be read so is asked of the engine.
+        let mut direct: Vec<std::io::Result<Option<Vec<u8>>>> = Vec::new();
+        if let Some(pid) = host_pid
+            && self.direct_read
+            && !collect.is_empty()
+        {
+            let (id, rels) = (
+                id.to_owned(),
+                collect
+                    .iter()
+                    .map(|(_, rel)| rel.clone())
+                    .collect::<Vec<_>>(),
+            );
+            direct = tokio::task::spawn_blocking(move || {
+                let Some(root) = crate::docker_keep::open_root(pid, &id) else {
+                    return Vec::new();
+                };
+                let workdir = Path::new(CONTAINER_WORKDIR.trim_start_matches('/'));
+                rels.iter()
+                    .map(|rel| crate::read_collected_at(&root, &workdir.join(rel)))
+                    .collect()
+            })
+            .await
+            .unwrap_or_default();
+        }
+        let mut direct = direct.into_iter();
         let mut collected = BTreeMap::new();
+        let (mut here, mut downloaded) = (0usize, 0usize);
         for (key, rel) in collect {
-            let path = Path::new(CONTAINER_WORKDIR).join(rel);
-            if let Some(bytes) = self.download_file(id, &path.to_string_lossy()).await {
+            let bytes = match direct.next() {
+                Some(Ok(read)) => {
+                    here += 1;
+                    read
+                }
+                _ => {
+                    downloaded += 1;
+                    let path = Path::new(CONTAINER_WORKDIR).join(rel);
+                    self.download_file(id, &path.to_string_lossy()).await
+                }
+            };
+            if let Some(bytes) = bytes {
                 collected.insert(key.clone(), bytes);
             }
         }
 
         let mut info = info.clone();
+        info.collected_from = match (here, downloaded) {
+            (0, 0) => None,
+            (_, 0) => Some(format!("{HERE} (the kept container's /proc/PID/root)")),
+            (0, _) => Some(DOWNLOADED.to_owned()),
+            (h, d) => Some(format!("{h} {HERE}, {d} {DOWNLOADED}")),
+        };
         info.timed_out = timed_out;
         info.oom_killed = oom_killed;
         info.exit_code = exit_code;
@@ -1238,6 +1329,7 @@ impl DockerSandbox {
                 exit_code,
                 timed_out,
                 oom_killed: false,
+                host_pid: who.host_pid,
             },
         )
         .await
@@ -1672,6 +1764,13 @@ struct Kept {
     exec: Exec,
 }
 
+// A listing read through a kept container's root is capped as a collected file is.
+const _: () = assert!(crate::docker_track::LIST_CAP as u64 == crate::COLLECT_CAP);
+
+/// [`SandboxInfo::collected_from`]'s words.
+const HERE: &str = "read on this machine through the container's root";
+const DOWNLOADED: &str = "downloaded from the engine";
+
 /// How a run's command ended, before the outcome is made.
 struct Ended {
     stdout: Tail,
@@ -1679,6 +1778,8 @@ struct Ended {
     exit_code: Option<i64>,
     timed_out: bool,
     oom_killed: bool,
+    /// The kept container's PID 1 on this machine: collected files are read through its root.
+    host_pid: Option<u32>,
 }
 
 /// Reads an attached container's or exec's output stream to its end, keeping the tail of

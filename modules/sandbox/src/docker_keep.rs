@@ -593,6 +593,65 @@ pub(crate) fn is_local(host_pid: u32, id: &str) -> bool {
     cgroup_procs(host_pid, id).is_some()
 }
 
+/// The root folder of the container `id` as its PID 1 (`host_pid` on this machine) sees it,
+/// open (`/proc/PID/root`: the container's own mounts, its `/workspace` volume among them).
+/// `/proc/PID` is opened first; its cgroup, read through that handle, must name the container
+/// and its status say it is pid 1 of its pid namespace: a PID 1 gone and its pid reused
+/// after the check leaves the handle on the dead process (the open fails), never on another.
+/// `None` on another machine's engine, without the right to look into another process's
+/// root, or when the container is gone.
+pub(crate) fn open_root(host_pid: u32, id: &str) -> Option<std::os::fd::OwnedFd> {
+    use nix::fcntl::{OFlag, open, openat};
+    use nix::sys::stat::Mode;
+    use std::io::Read;
+    if id.len() < 12 || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+    let proc_ = open(format!("/proc/{host_pid}").as_str(), flags, Mode::empty()).ok()?;
+    let cgroup = openat(
+        &proc_,
+        "cgroup",
+        OFlag::O_RDONLY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .ok()?;
+    let mut text = String::new();
+    std::fs::File::from(cgroup)
+        .take(64 * 1024)
+        .read_to_string(&mut text)
+        .ok()?;
+    let named = text.lines().any(|line| {
+        line.splitn(3, ':')
+            .nth(2)
+            .is_some_and(|path| path.contains(id) && !path.contains(".."))
+    });
+    // And it is the container's PID 1 (the last pid namespace's pid), not another of its
+    // processes.
+    let status = openat(
+        &proc_,
+        "status",
+        OFlag::O_RDONLY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .ok()?;
+    let mut text = String::new();
+    std::fs::File::from(status)
+        .take(64 * 1024)
+        .read_to_string(&mut text)
+        .ok()?;
+    let pid_1 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("NSpid:"))
+        .and_then(|pids| pids.split_whitespace().last())
+        == Some("1");
+    if !named || !pid_1 {
+        return None;
+    }
+    // `root` is the kernel's link to the process's root: followed on purpose.
+    openat(&proc_, "root", flags, Mode::empty()).ok()
+}
+
 /// The overlay upper folder of a container as the engine's inspect tells it (`overlay2`).
 pub(crate) fn upper_dir(driver: Option<&bollard::models::DriverData>) -> Option<PathBuf> {
     let driver = driver.filter(|d| d.name == "overlay2")?;

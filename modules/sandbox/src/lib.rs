@@ -664,51 +664,105 @@ pub const COLLECT_CAP: u64 = 64 << 20;
 
 /// Reads the collected file `rel` (checked by [`check_collect_path`]) of a run's workspace copy
 /// `root` as the run left it: each folder on the way is opened without following a symlink,
-/// the file only when it is a regular file (a FIFO is never waited on), and at most
-/// [`COLLECT_CAP`] bytes. `None` when any of that fails: a run that made its report a link to
-/// a file outside its sandbox gets nothing collected.
+/// the file only when it is a regular file (a FIFO is never waited on, a device node never
+/// opened), and at most [`COLLECT_CAP`] bytes. `None` when any of that fails: a run that made
+/// its report a link to a file outside its sandbox gets nothing collected.
 pub(crate) fn read_collected(root: &Path, rel: &Path) -> Option<Vec<u8>> {
-    use nix::fcntl::{OFlag, open, openat};
+    use nix::fcntl::{OFlag, open};
     use nix::sys::stat::Mode;
+    let dir = open(
+        root,
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .ok()?;
+    read_collected_at(&dir, rel).ok().flatten()
+}
+
+/// [`read_collected`] from the open folder `root`: `Ok(None)` when there is nothing to
+/// collect (missing, not a regular file, a link, over the cap), `Err` when the walk stopped at
+/// a link or a file on the way, or the kernel refused (a caller with another way to read it,
+/// the Docker engine's, asks that one).
+///
+/// The file is opened first as a path only (`O_PATH`, no link followed): only once that
+/// handle is a regular file is the same inode opened for reading (`/proc/self/fd`, without
+/// waiting: a file under another process's lease is not read), so a run that made its report a
+/// device node never gets the node opened (the open of some devices acts: a watchdog arms) and
+/// a FIFO never blocks.
+pub(crate) fn read_collected_at(
+    root: &impl std::os::fd::AsFd,
+    rel: &Path,
+) -> std::io::Result<Option<Vec<u8>>> {
+    use nix::errno::Errno;
+    use nix::fcntl::{OFlag, open, openat};
+    use nix::sys::stat::{Mode, SFlag, fstat};
     use std::io::Read;
+    use std::os::fd::{AsFd, AsRawFd};
     // `pkg/report.xml/` names a folder's entry, not a file (as for a container).
-    if rel.as_os_str().as_encoded_bytes().ends_with(b"/") {
-        return None;
+    let bytes = rel.as_os_str().as_encoded_bytes();
+    if bytes.ends_with(b"/") || bytes.ends_with(b"/.") {
+        return Ok(None);
     }
     let mut names: Vec<&std::ffi::OsStr> = Vec::new();
     for c in rel.components() {
         match c {
             std::path::Component::Normal(n) => names.push(n),
             std::path::Component::CurDir => {}
-            _ => return None,
+            _ => return Ok(None),
         }
     }
-    let (file, folders) = names.split_last()?;
-    let dir_flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
-    let mut dir = open(root, dir_flags, Mode::empty()).ok()?;
+    let Some((file, folders)) = names.split_last() else {
+        return Ok(None);
+    };
+    let dir_flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW;
+    let mut dir: Option<std::os::fd::OwnedFd> = None;
     for name in folders {
-        dir = openat(&dir, *name, dir_flags | OFlag::O_NOFOLLOW, Mode::empty()).ok()?;
+        let at = dir.as_ref().map_or_else(|| root.as_fd(), AsFd::as_fd);
+        match openat(at, *name, dir_flags, Mode::empty()) {
+            Ok(fd) => dir = Some(fd),
+            Err(Errno::ENOENT) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        }
     }
-    let fd = openat(
-        &dir,
+    let at = dir.as_ref().map_or_else(|| root.as_fd(), AsFd::as_fd);
+    let handle = match openat(
+        at,
         *file,
-        OFlag::O_RDONLY
-            | OFlag::O_NOFOLLOW
-            | OFlag::O_NONBLOCK
-            | OFlag::O_NOCTTY
-            | OFlag::O_CLOEXEC,
+        OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
         Mode::empty(),
-    )
-    .ok()?;
-    let file = std::fs::File::from(fd);
-    let meta = file.metadata().ok()?;
-    if !meta.is_file() || meta.len() > COLLECT_CAP {
-        return None;
+    ) {
+        Ok(fd) => fd,
+        Err(Errno::ENOENT | Errno::ENOTDIR) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    let stat = fstat(&handle)?;
+    let kind = SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT;
+    if kind != SFlag::S_IFREG || u64::try_from(stat.st_size).map_or(true, |n| n > COLLECT_CAP) {
+        return Ok(None);
+    }
+    // Non-blocking: a process of the run holding a lease on the file would make a blocking
+    // open wait for the lease's break time (45 s by default); it gets its report not read.
+    let fd = match open(
+        format!("/proc/self/fd/{}", handle.as_raw_fd()).as_str(),
+        OFlag::O_RDONLY | OFlag::O_NONBLOCK | OFlag::O_NOCTTY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    ) {
+        Ok(fd) => fd,
+        Err(Errno::EWOULDBLOCK) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    let reopened = fstat(&fd)?;
+    if (reopened.st_dev, reopened.st_ino) != (stat.st_dev, stat.st_ino) {
+        return Err(std::io::Error::other(
+            "the file changed while it was opened",
+        ));
     }
     let mut bytes = Vec::new();
     // The file may grow while it is read (a process of the run still writing).
-    file.take(COLLECT_CAP + 1).read_to_end(&mut bytes).ok()?;
-    (bytes.len() as u64 <= COLLECT_CAP).then_some(bytes)
+    std::fs::File::from(fd)
+        .take(COLLECT_CAP + 1)
+        .read_to_end(&mut bytes)?;
+    Ok((bytes.len() as u64 <= COLLECT_CAP).then_some(bytes))
 }
 
 /// Checks that a path to collect is workspace-relative and stays inside.
@@ -755,6 +809,160 @@ mod tests {
         ] {
             assert_eq!(read(refused), None, "{refused}");
         }
+    }
+
+    // A FIFO or a device node in place of a report is looked at (a path-only handle), never
+    // opened: an open would wait on the FIFO, and the open of some devices acts (a watchdog
+    // arms). Opens are watched with inotify, which sees every open but a path-only one; the
+    // control opens prove the watch sees them.
+    #[test]
+    fn a_collected_fifo_or_device_node_is_never_opened() {
+        use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path();
+        std::fs::write(dir.join("ok.xml"), "ok").unwrap();
+        nix::unistd::mkfifo(&dir.join("fifo.xml"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+        // A device node needs root (CAP_MKNOD) and a file system that lets it be opened.
+        let device = nix::unistd::geteuid().is_root()
+            && nix::sys::stat::mknod(
+                &dir.join("null.xml"),
+                nix::sys::stat::SFlag::S_IFCHR,
+                nix::sys::stat::Mode::S_IRUSR | nix::sys::stat::Mode::S_IWUSR,
+                nix::sys::stat::makedev(1, 3),
+            )
+            .is_ok()
+            && std::fs::File::open(dir.join("null.xml")).is_ok();
+        let watch = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC).unwrap();
+        watch.add_watch(dir, AddWatchFlags::IN_OPEN).unwrap();
+        let opened = || -> Vec<String> {
+            let mut names = Vec::new();
+            while let Ok(events) = watch.read_events() {
+                if events.is_empty() {
+                    break;
+                }
+                names.extend(
+                    events
+                        .into_iter()
+                        .filter_map(|e| e.name.map(|n| n.to_string_lossy().into_owned())),
+                );
+            }
+            names
+        };
+        let read = |p: &str| read_collected(dir, Path::new(p));
+        // On a thread with a deadline: a read that waits on the FIFO fails the test.
+        let owned = dir.to_path_buf();
+        let special = within(move || {
+            let read = |p: &str| read_collected(&owned, Path::new(p));
+            (read("fifo.xml"), device.then(|| read("null.xml")))
+        });
+        assert_eq!(special, (None, device.then_some(None)));
+        if !device {
+            eprintln!("no device node here (not root, or devices cannot be opened): FIFO only");
+        }
+        assert_eq!(opened(), Vec::<String>::new(), "a special file was opened");
+        // The controls: a report read, and a plain open of the special files, are seen.
+        assert_eq!(read("ok.xml").as_deref(), Some(&b"ok"[..]));
+        use std::os::unix::fs::OpenOptionsExt;
+        let _fifo = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
+            .open(dir.join("fifo.xml"))
+            .unwrap();
+        let mut want = vec!["ok.xml".to_owned(), "fifo.xml".to_owned()];
+        if device {
+            let _null = std::fs::File::open(dir.join("null.xml")).unwrap();
+            want.push("null.xml".to_owned());
+        }
+        assert_eq!(opened(), want);
+    }
+
+    /// `f`'s value, or a failure when it takes over 20 s (a read that waits).
+    fn within<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(f());
+        });
+        rx.recv_timeout(std::time::Duration::from_secs(20))
+            .expect("the read waited")
+    }
+
+    // A process of the run that holds a lease on its report (any process may, on a file it
+    // owns) would make an open wait for the lease's break time, 45 s by default: the report is
+    // not read instead. The lease is taken by another process (python3's fcntl) that ignores
+    // the lease-break signal, as a hostile one would.
+    #[test]
+    fn a_collected_file_under_a_lease_is_not_waited_on() {
+        use std::io::BufRead;
+        let root = tempfile::tempdir().unwrap();
+        let file = root.path().join("leased.xml");
+        std::fs::write(&file, "<r/>").unwrap();
+        let mut holder = std::process::Command::new("python3")
+            .args([
+                "-c",
+                "import fcntl, os, signal, sys\n\
+                 signal.signal(signal.SIGIO, signal.SIG_IGN)\n\
+                 fd = os.open(sys.argv[1], os.O_RDWR)\n\
+                 fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_WRLCK)\n\
+                 print('leased', flush=True)\n\
+                 sys.stdin.read()",
+            ])
+            .arg(&file)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("python3 takes the lease");
+        let mut line = String::new();
+        std::io::BufReader::new(holder.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert_eq!(line.trim(), "leased");
+        let dir = root.path().to_path_buf();
+        let read = within(move || read_collected(&dir, Path::new("leased.xml")));
+        drop(holder.stdin.take());
+        holder.wait().unwrap();
+        assert_eq!(read, None);
+        // The lease gone, the same file is read.
+        assert_eq!(
+            read_collected(root.path(), Path::new("leased.xml")).as_deref(),
+            Some(&b"<r/>"[..])
+        );
+    }
+
+    // The cap is inclusive: a sparse file of exactly COLLECT_CAP bytes is read, one byte more
+    // is not.
+    #[test]
+    fn a_collected_file_of_the_cap_is_read_and_one_byte_more_is_not() {
+        let root = tempfile::tempdir().unwrap();
+        for (name, len) in [("cap.xml", COLLECT_CAP), ("over.xml", COLLECT_CAP + 1)] {
+            std::fs::File::create(root.path().join(name))
+                .unwrap()
+                .set_len(len)
+                .unwrap();
+        }
+        let read = |p: &str| read_collected(root.path(), Path::new(p));
+        assert_eq!(read("cap.xml").map(|b| b.len() as u64), Some(COLLECT_CAP));
+        assert_eq!(read("over.xml"), None);
+        assert_eq!(read("cap.xml/."), None);
+    }
+
+    // What the container reader tells its caller: nothing to collect, or ask the engine (a
+    // link on the way, which the engine resolves inside the container).
+    #[test]
+    fn a_link_on_the_way_is_left_to_the_caller_and_a_missing_file_is_nothing() {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(root.path().join("pkg")).unwrap();
+        std::fs::write(root.path().join("pkg/ok.xml"), "ok").unwrap();
+        std::os::unix::fs::symlink("pkg", root.path().join("alias")).unwrap();
+        std::os::unix::fs::symlink("pkg/ok.xml", root.path().join("link.xml")).unwrap();
+        let dir = std::fs::File::open(root.path()).unwrap();
+        let read = |p: &str| read_collected_at(&dir, Path::new(p));
+        assert_eq!(read("pkg/ok.xml").unwrap().as_deref(), Some(&b"ok"[..]));
+        assert!(read("alias/ok.xml").is_err());
+        assert_eq!(read("link.xml").unwrap(), None);
+        assert_eq!(read("pkg/missing.xml").unwrap(), None);
+        assert_eq!(read("missing/ok.xml").unwrap(), None);
+        // A file on the way looks like a link to the kernel (ENOTDIR both): the engine says.
+        assert!(read("pkg/ok.xml/inner").is_err());
     }
 
     // A new kept container's baseline is taken only from the very start of standard error: a

@@ -743,3 +743,88 @@ async fn two_runs_at_once_never_share_a_kept_container() {
     assert_eq!(round(2).await, first);
     assert_eq!(slot.kept().await.len(), 2);
 }
+
+// A kept container's reports are read on this machine through its PID 1's root when the engine
+// is a local one and this process is root (else downloaded from the engine): only regular files
+// under the cap, never through a link, a FIFO never waited on; a path with a link on the way is
+// left to the engine, which resolves it inside the container, as before (a link to a folder
+// only this machine has gives nothing). Twice: the new container, then the reused one. Each run
+// is on a thread of its own, so that a read that waits on the FIFO fails the test at its
+// deadline instead of hanging it.
+#[tokio::test]
+async fn a_kept_containers_reports_are_read_as_the_run_left_them() {
+    let Some(slot) = Slot::new().await else {
+        return;
+    };
+    // A folder of this machine's that the container does not have, with a report in it.
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("ok.xml"), "HOST").unwrap();
+    let script = format!(
+        "mkdir -p pkg && cd pkg && echo '<ok/>' > ok.xml && ln -s /etc/passwd link.xml && \
+         mkfifo fifo.xml && truncate -s {big} big.xml && ln -s pkg ../alias && \
+         ln -s '{out}' ../abs",
+        big = nuvira_sandbox::COLLECT_CAP + 1,
+        out = outside.path().display()
+    );
+    let mut req = slot.request(&script);
+    req.collect = [
+        "pkg/ok.xml",
+        "pkg/link.xml",
+        "pkg/fifo.xml",
+        "pkg/big.xml",
+        "alias/ok.xml",
+        "abs/ok.xml",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    let mut ids = Vec::new();
+    for round in ["new container", "reused container"] {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (sandbox, req) = (slot.sandbox.clone(), req.clone());
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Runtime::new().unwrap();
+            let _ = tx.send(rt.block_on(sandbox.run(&req, &NeverCancelled)));
+        });
+        let out = rx
+            .recv_timeout(Duration::from_secs(120))
+            .expect("collecting the reports waited on the FIFO")
+            .unwrap();
+        assert_eq!(out.exit_code, Some(0), "{round}: {out:?}");
+        assert_eq!(
+            out.collected.keys().collect::<Vec<_>>(),
+            ["alias/ok.xml", "pkg/ok.xml"],
+            "{round}: collected through a link, a FIFO or past the cap"
+        );
+        assert_eq!(out.collected["pkg/ok.xml"], b"<ok/>\n", "{round}");
+        assert_eq!(out.collected["alias/ok.xml"], b"<ok/>\n", "{round}");
+        let from = out.info.collected_from.clone().unwrap();
+        // Root, and the container's PID 1 is a process of this machine (in the container's
+        // cgroup): its root can be read here.
+        let pid = slot
+            .sandbox
+            .client()
+            .inspect_container(
+                &id(&out),
+                None::<bollard::query_parameters::InspectContainerOptions>,
+            )
+            .await
+            .unwrap()
+            .state
+            .and_then(|s| s.pid)
+            .unwrap_or_default();
+        let local = nix::unistd::geteuid().is_root()
+            && std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
+                .is_ok_and(|c| c.contains(&id(&out)));
+        if local {
+            assert_eq!(
+                from,
+                "4 read on this machine through the container's root, 2 downloaded from the engine",
+                "{round}"
+            );
+        } else {
+            eprintln!("{round}: not root or not a local engine: {from}");
+        }
+        ids.push(id(&out));
+    }
+    assert_eq!(ids[0], ids[1], "the container was not reused");
+}
