@@ -417,3 +417,110 @@ fn a_warm_docker_run_reuses_its_kept_container_which_cache_list_shows_and_clean_
     assert!(kept_of(&key_b).is_empty(), "{out}");
     assert!(volumes_of(&key_b).is_empty(), "{out}");
 }
+
+// A cache folder deleted (a temporary NUVIRA_CACHE_DIR, a test's) leaves its Docker volumes and
+// kept container behind, which no `--repo` or folder-scoped clean reaches: `cache list` shows
+// them, `cache clean --deleted-folders` removes exactly those, never a live folder's.
+#[test]
+fn the_volumes_and_kept_container_of_a_deleted_cache_folder_are_listed_and_cleaned() {
+    if !docker_ready() {
+        return;
+    }
+    let (live, gone) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (a, b) = (project(), project());
+    let run = |cache: &Path, repo: &Path| {
+        let out = nuvira(cache)
+            .args(["test", "--sandbox", "docker", "--format", "json"])
+            .args(["--command", "true", "--repo"])
+            .arg(repo)
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        json_of(&out.stdout)["sandbox"]["cache_key"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let key_live = run(live.path(), a.path());
+    let key_gone = run(gone.path(), b.path());
+    assert!(!volumes_of(&key_gone).is_empty() && !kept_of(&key_gone).is_empty());
+    let gone_dir = gone.path().to_path_buf();
+    drop(gone);
+    assert!(!gone_dir.exists());
+
+    let list = nuvira(live.path())
+        .args(["cache", "list", "--json"])
+        .output()
+        .unwrap();
+    let v = json_of(&list.stdout);
+    let names = |key: &str, field: &str| -> Vec<String> {
+        v[key]
+            .as_array()
+            .unwrap_or_else(|| panic!("{key}: {v:#}"))
+            .iter()
+            .map(|x| x[field].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let listed = names("volumes_of_deleted_cache_folders", "name");
+    for name in volumes_of(&key_gone) {
+        assert!(listed.contains(&name), "{name} not listed: {v:#}");
+    }
+    for name in volumes_of(&key_live) {
+        assert!(!listed.contains(&name), "a live folder's {name} listed");
+    }
+    let kept = names("containers_of_deleted_cache_folders", "id");
+    assert!(kept.contains(&kept_of(&key_gone)[0]), "{v:#}");
+    assert!(!kept.contains(&kept_of(&key_live)[0]), "{v:#}");
+    let text = nuvira(live.path())
+        .args(["cache", "list"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("of a deleted cache folder")
+            && text.contains("nuvira cache clean --deleted-folders"),
+        "{text}"
+    );
+
+    let clean = nuvira(live.path())
+        .args(["cache", "clean", "--deleted-folders", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        clean.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&clean.stderr)
+    );
+    let c = json_of(&clean.stdout);
+    assert!(c["docker"].is_null(), "{c:#}");
+    assert!(volumes_of(&key_gone).is_empty(), "{c:#}");
+    assert!(kept_of(&key_gone).is_empty(), "{c:#}");
+    // The live folder's are untouched, and its entries still listed.
+    assert!(!volumes_of(&key_live).is_empty());
+    assert_eq!(kept_of(&key_live).len(), 1);
+    let after = json_of(
+        &nuvira(live.path())
+            .args(["cache", "list", "--json"])
+            .output()
+            .unwrap()
+            .stdout,
+    );
+    assert!(
+        !after["entries"].as_array().unwrap().is_empty(),
+        "{after:#}"
+    );
+    // And they go with the folder's own clean.
+    let own = nuvira(live.path())
+        .args(["cache", "clean"])
+        .output()
+        .unwrap();
+    assert_eq!(own.status.code(), Some(0));
+    assert!(volumes_of(&key_live).is_empty());
+    assert!(kept_of(&key_live).is_empty());
+}

@@ -1,10 +1,13 @@
-//! `nuvira cache list|clean [--repo DIR] [--json]`: the sandboxes' warm build caches.
+//! `nuvira cache list|clean [--repo DIR] [--json] [--deleted-folders]`: the sandboxes' warm build
+//! caches.
 //!
 //! `list` shows every cache entry (key, toolchain, size, last use, project folder, Docker
 //! volume), Docker cache volumes whose entry is gone and the containers kept for warm slots
 //! (`nuvira_sandbox::docker_keep`); `clean` removes entries' folders, their Docker volumes and
 //! the kept containers of their slots (all of them, or one repository's with `--repo`). Entries a running
-//! test holds are left and named. See `nuvira_sandbox::cache` and docs/sandbox.md.
+//! test holds are left and named. Both also see the volumes and kept containers of cache folders
+//! that were deleted; `clean --deleted-folders` removes only those. See `nuvira_sandbox::cache`
+//! and docs/sandbox.md.
 //!
 //! Exit codes: 0 done; 2 bad arguments; 3 the cache folder cannot be used, or (clean) an entry
 //! or volume could not be removed.
@@ -42,6 +45,11 @@ struct Scope {
     /// Print JSON on stdout.
     #[arg(long)]
     json: bool,
+    /// Docker volumes and kept containers of cache folders that no longer exist on this
+    /// machine (a deleted temporary `NUVIRA_CACHE_DIR`'s, a test's): `list` shows them always,
+    /// `clean --deleted-folders` removes only them.
+    #[arg(long, conflicts_with = "repo")]
+    deleted_folders: bool,
 }
 
 /// Runs the command.
@@ -73,6 +81,9 @@ pub fn execute(args: Args) -> u8 {
     };
     rt.block_on(async {
         let docker = Docker::connect().await;
+        if clean && scope.deleted_folders {
+            return clean_deleted_folders(scope, &docker).await;
+        }
         if clean {
             clean_entries(&root, scope, &entries, &docker).await
         } else {
@@ -174,6 +185,48 @@ impl Docker {
         }
     }
 
+    /// The volumes (name, cache folder, project, size) and kept containers of cache folders
+    /// that no longer exist on this machine.
+    async fn of_deleted_folders(&self) -> Result<(Vec<Gone>, Vec<Gone>), String> {
+        match self {
+            #[cfg(feature = "docker")]
+            Self::Up(d) => {
+                let client = d.client();
+                let volumes = nuvira_sandbox::docker_cache::list_orphaned_volumes(client).await?;
+                let sizes = if volumes.is_empty() {
+                    std::collections::BTreeMap::new()
+                } else {
+                    nuvira_sandbox::docker_cache::volume_sizes(client).await
+                };
+                let kept = nuvira_sandbox::docker_keep::list_orphaned_kept(client).await?;
+                Ok((
+                    volumes
+                        .into_iter()
+                        .map(|v| Gone {
+                            size: sizes.get(&v.name).copied().unwrap_or(0),
+                            id: v.name.clone(),
+                            name: v.name,
+                            root: v.root,
+                            project: v.project,
+                            status: String::new(),
+                        })
+                        .collect(),
+                    kept.into_iter()
+                        .map(|k| Gone {
+                            id: k.id,
+                            name: k.name,
+                            root: k.root,
+                            project: k.project,
+                            size: 0,
+                            status: k.status,
+                        })
+                        .collect(),
+                ))
+            }
+            Self::Down(e) => Err(e.clone()),
+        }
+    }
+
     async fn remove_kept(&self, ids: &[String]) -> Result<(), String> {
         #[cfg(not(feature = "docker"))]
         let _ = ids;
@@ -193,6 +246,18 @@ impl Docker {
             Self::Down(e) => Err(e.clone()),
         }
     }
+}
+
+/// A volume or kept container of a cache folder that no longer exists.
+#[derive(Debug, Clone)]
+struct Gone {
+    /// The container's id, or the volume's name.
+    id: String,
+    name: String,
+    root: String,
+    project: String,
+    size: u64,
+    status: String,
 }
 
 /// A container kept for a warm slot.
@@ -272,6 +337,9 @@ async fn list_entries(
                 .collect()
         })
         .unwrap_or_default();
+    // Another cache folder's, that folder deleted: shown whatever the scope, not this
+    // folder's to clean but with `clean --deleted-folders`.
+    let (gone_volumes, gone_kept) = docker.of_deleted_folders().await.unwrap_or_default();
     let rows: Vec<_> = entries
         .iter()
         .map(|e| {
@@ -302,6 +370,13 @@ async fn list_entries(
             "kept_containers": kept.iter().map(|k| json!({
                 "id": k.id, "name": k.name, "project_key": k.project_key, "project": k.project,
                 "slot": k.slot, "status": k.status,
+            })).collect::<Vec<_>>(),
+            "volumes_of_deleted_cache_folders": gone_volumes.iter().map(|g| json!({
+                "name": g.name, "cache_dir": g.root, "project": g.project, "size": g.size,
+            })).collect::<Vec<_>>(),
+            "containers_of_deleted_cache_folders": gone_kept.iter().map(|g| json!({
+                "id": g.id, "name": g.name, "cache_dir": g.root, "project": g.project,
+                "status": g.status,
             })).collect::<Vec<_>>(),
             "docker": volumes.as_ref().err(),
         });
@@ -350,11 +425,102 @@ async fn list_entries(
             esc(&k.status)
         ));
     }
+    for g in &gone_volumes {
+        out.push_str(&format!(
+            "volume {} of a deleted cache folder ({}, {})\n",
+            esc(&g.name),
+            esc(&g.root),
+            human(g.size)
+        ));
+    }
+    for g in &gone_kept {
+        out.push_str(&format!(
+            "container {} kept for a deleted cache folder ({}, {})\n",
+            esc(&g.name),
+            esc(&g.root),
+            esc(&g.status)
+        ));
+    }
+    if !gone_volumes.is_empty() || !gone_kept.is_empty() {
+        out.push_str(
+            "remove those of deleted cache folders with `nuvira cache clean --deleted-folders`\n",
+        );
+    }
     if let Err(e) = &volumes {
         out.push_str(&format!("docker volumes not listed: {}\n", esc(e)));
     }
     crate::cli::print_stdout(&out);
     exit::SUCCESS
+}
+
+/// `clean --deleted-folders`: the kept containers (first: they hold volumes), then the volumes,
+/// of cache folders that no longer exist on this machine. Exit 3 when the engine does not
+/// answer or a removal fails.
+async fn clean_deleted_folders(scope: &Scope, docker: &Docker) -> u8 {
+    let (volumes, kept) = match docker.of_deleted_folders().await {
+        Ok(found) => found,
+        Err(e) => {
+            let message = format!(
+                "list the Docker volumes of deleted cache folders: {e}; start the engine and run `nuvira cache clean --deleted-folders` again"
+            );
+            eprintln!("error: {}", esc(&message));
+            if scope.json {
+                crate::cli::print_stdout(&format!("{:#}\n", json!({ "docker": e })));
+            }
+            return exit::ENVIRONMENT;
+        }
+    };
+    let ids: Vec<String> = kept.iter().map(|k| k.id.clone()).collect();
+    let removed_containers = docker.remove_kept(&ids).await;
+    let names: Vec<String> = volumes.iter().map(|v| v.name.clone()).collect();
+    let removed_volumes = docker.remove(&names).await;
+    if scope.json {
+        let v = json!({
+            "removed_containers": removed_containers
+                .as_ref()
+                .ok()
+                .map(|()| kept.iter().map(|k| &k.name).collect::<Vec<_>>()),
+            "removed_volumes": removed_volumes.as_ref().ok().map(|()| &names),
+            "docker": removed_containers.as_ref().err().or(removed_volumes.as_ref().err()),
+        });
+        crate::cli::print_stdout(&format!("{v:#}\n"));
+    } else {
+        let mut out = String::new();
+        match &removed_containers {
+            Ok(()) => {
+                for k in &kept {
+                    out.push_str(&format!(
+                        "removed container {} ({})\n",
+                        esc(&k.name),
+                        esc(&k.root)
+                    ));
+                }
+            }
+            Err(e) => out.push_str(&format!("kept containers not removed: {}\n", esc(e))),
+        }
+        match &removed_volumes {
+            Ok(()) => {
+                for v in &volumes {
+                    out.push_str(&format!("removed volume {} ({})\n", esc(&v.name), esc(&v.root)));
+                }
+            }
+            Err(e) => out.push_str(&format!(
+                "docker volumes not removed: {}; a container may still use one (`docker ps -a --filter volume=NAME`)\n",
+                esc(e)
+            )),
+        }
+        if kept.is_empty() && volumes.is_empty() {
+            out.push_str(
+                "nothing to clean: no Docker volume or kept container of a deleted cache folder\n",
+            );
+        }
+        crate::cli::print_stdout(&out);
+    }
+    if removed_containers.is_err() || removed_volumes.is_err() {
+        exit::ENVIRONMENT
+    } else {
+        exit::SUCCESS
+    }
 }
 
 async fn clean_entries(

@@ -613,6 +613,32 @@ impl CacheVolume {
 /// # Errors
 /// The engine's error as text.
 pub async fn list_volumes(docker: &Docker, root: &Path) -> Result<Vec<CacheVolume>, String> {
+    list_volumes_where(docker, |v| v.belongs_to(root)).await
+}
+
+/// Every volume labelled [`VOLUME_LABEL`] whose cache folder ([`VOLUME_ROOT_LABEL`], an
+/// absolute path) no longer exists on this machine: left by a cache folder that was deleted
+/// (a temporary one, a test's). A folder that cannot be looked at (permissions) is taken to
+/// exist; a volume without the label is never one.
+///
+/// # Errors
+/// The engine's error as text.
+pub async fn list_orphaned_volumes(docker: &Docker) -> Result<Vec<CacheVolume>, String> {
+    list_volumes_where(docker, |v| root_is_gone(&v.root)).await
+}
+
+/// Whether `root` (a volume's or kept container's [`VOLUME_ROOT_LABEL`]) names an absolute
+/// folder that is not there.
+pub(crate) fn root_is_gone(root: &str) -> bool {
+    let path = Path::new(root);
+    path.is_absolute()
+        && std::fs::symlink_metadata(path).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound)
+}
+
+async fn list_volumes_where(
+    docker: &Docker,
+    keep: impl Fn(&CacheVolume) -> bool,
+) -> Result<Vec<CacheVolume>, String> {
     let filters = HashMap::from([("label".to_owned(), vec![format!("{VOLUME_LABEL}=1")])]);
     let list = docker
         .list_volumes(Some(ListVolumesOptions {
@@ -632,7 +658,7 @@ pub async fn list_volumes(docker: &Docker, root: &Path) -> Result<Vec<CacheVolum
             project: label(v, VOLUME_PATH_LABEL),
             root: label(v, VOLUME_ROOT_LABEL),
         })
-        .filter(|v| v.belongs_to(root))
+        .filter(|v| keep(v))
         .collect();
     out.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(out)

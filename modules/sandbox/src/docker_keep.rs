@@ -826,6 +826,22 @@ pub struct KeptContainer {
 /// # Errors
 /// The engine's error as text.
 pub async fn list_kept(docker: &Docker, root: &Path) -> Result<Vec<KeptContainer>, String> {
+    list_kept_where(docker, |k| Path::new(&k.root) == root).await
+}
+
+/// The kept containers whose cache folder no longer exists on this machine (see
+/// [`crate::docker_cache::list_orphaned_volumes`]).
+///
+/// # Errors
+/// The engine's error as text.
+pub async fn list_orphaned_kept(docker: &Docker) -> Result<Vec<KeptContainer>, String> {
+    list_kept_where(docker, |k| crate::docker_cache::root_is_gone(&k.root)).await
+}
+
+async fn list_kept_where(
+    docker: &Docker,
+    keep: impl Fn(&KeptContainer) -> bool,
+) -> Result<Vec<KeptContainer>, String> {
     let filters = HashMap::from([("label".to_owned(), vec![format!("{KEEP_LABEL}=1")])]);
     let list = docker
         .list_containers(Some(ListContainersOptions {
@@ -853,7 +869,7 @@ pub async fn list_kept(docker: &Docker, root: &Path) -> Result<Vec<KeptContainer
                 root: label(VOLUME_ROOT_LABEL),
                 status: c.status.unwrap_or_default(),
             };
-            (Path::new(&kept.root) == root).then_some(kept)
+            keep(&kept).then_some(kept)
         })
         .collect();
     out.sort_by(|a, b| (&a.project_key, a.slot).cmp(&(&b.project_key, b.slot)));
