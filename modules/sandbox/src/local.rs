@@ -174,7 +174,15 @@ impl LocalSandbox {
             }
             argv = bwrap.wrap(request, copy.path(), &workdir, &extra, argv)?;
         }
-        let cgroup = crate::limits::RunCgroup::create(crate::limits::detect(), &request.limits);
+        // Made and (at the end) removed on a blocking thread: the first join of a reused pair
+        // and the removal of a cgroup a dying process still holds take milliseconds to a
+        // second, which would stall the runtime's other tasks (a plan's parallel steps).
+        let limits = request.limits.clone();
+        let cgroup = tokio::task::spawn_blocking(move || {
+            crate::limits::RunCgroup::create(crate::limits::detect(), &limits)
+        })
+        .await
+        .map_err(|e| SandboxError::Failed(format!("set up the run's limits: {e}")))?;
         argv = cgroup.wrap(argv);
         if let Some(prlimit) = &self.prlimit {
             let mut wrapped = vec![prlimit.to_string_lossy().into_owned(), "--core=0".into()];
@@ -280,6 +288,7 @@ impl LocalSandbox {
         info.oom_killed = hits.oom_killed;
         info.pids_limited = hits.pids_refused;
         info.limits = Some(cgroup.note().to_owned());
+        let _ = tokio::task::spawn_blocking(move || drop(cgroup)).await;
         let mut outcome = SandboxOutcome::default();
         outcome.exit_code = exit_code;
         outcome.stdout = stdout.into_text();
