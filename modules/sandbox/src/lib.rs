@@ -680,9 +680,9 @@ pub(crate) fn read_collected(root: &Path, rel: &Path) -> Option<Vec<u8>> {
 }
 
 /// [`read_collected`] from the open folder `root`: `Ok(None)` when there is nothing to
-/// collect (missing, not a regular file, a link, over the cap), `Err` when the walk stopped at
-/// a link or a file on the way, or the kernel refused (a caller with another way to read it,
-/// the Docker engine's, asks that one).
+/// collect (missing, a file on the way, not a regular file, a link, over the cap), `Err` when
+/// the walk stopped at a link on the way, or the kernel refused (a caller with another way to
+/// read it, the Docker engine's, asks that one).
 ///
 /// The file is opened first as a path only (`O_PATH`, no link followed): only once that
 /// handle is a regular file is the same inode opened for reading (`/proc/self/fd`, without
@@ -721,6 +721,15 @@ pub(crate) fn read_collected_at(
         match openat(at, *name, dir_flags, Mode::empty()) {
             Ok(fd) => dir = Some(fd),
             Err(Errno::ENOENT) => return Ok(None),
+            // A link and a file on the way both give ENOTDIR: only a link is the caller's.
+            Err(Errno::ENOTDIR)
+                if nix::sys::stat::fstatat(at, *name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW)
+                    .is_ok_and(|st| {
+                        SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT != SFlag::S_IFLNK
+                    }) =>
+            {
+                return Ok(None);
+            }
             Err(e) => return Err(e.into()),
         }
     }
@@ -961,8 +970,8 @@ mod tests {
         assert_eq!(read("link.xml").unwrap(), None);
         assert_eq!(read("pkg/missing.xml").unwrap(), None);
         assert_eq!(read("missing/ok.xml").unwrap(), None);
-        // A file on the way looks like a link to the kernel (ENOTDIR both): the engine says.
-        assert!(read("pkg/ok.xml/inner").is_err());
+        // A file on the way is nothing to collect (the kernel says ENOTDIR as for a link).
+        assert_eq!(read("pkg/ok.xml/inner").unwrap(), None);
     }
 
     // A new kept container's baseline is taken only from the very start of standard error: a
