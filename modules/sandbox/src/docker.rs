@@ -748,19 +748,14 @@ impl DockerSandbox {
                         .filter(|_| self.direct_read);
                     let here = match pid {
                         Some(pid) if newer == Listing::File || all == Listing::File => {
-                            let id = id.clone();
-                            tokio::task::spawn_blocking(move || {
-                                let root = crate::docker_keep::open_root(pid, &id)?;
-                                let dir = Path::new(CONTAINER_WORKDIR.trim_start_matches('/'))
-                                    .join(crate::docker_track::STATE_DIR);
-                                let read = |name: &str| {
-                                    crate::read_collected_at(&root, &dir.join(name)).ok()
-                                };
-                                Some([read("newer")?, read("all")?])
-                            })
-                            .await
-                            .ok()
-                            .flatten()
+                            let dir = Path::new(crate::docker_track::STATE_DIR);
+                            let read =
+                                read_in_kept(pid, &id, vec![dir.join("newer"), dir.join("all")])
+                                    .await;
+                            match <[_; 2]>::try_from(read) {
+                                Ok([Ok(newer), Ok(all)]) => Some([newer, all]),
+                                _ => None,
+                            }
                         }
                         _ => None,
                     };
@@ -1100,29 +1095,13 @@ impl DockerSandbox {
         // A kept container's files are read on this machine through its PID 1's root (what
         // the engine's archive would give, without its mount of the container: ~100 ms on a
         // loaded machine); anything that cannot be read so is asked of the engine.
-        let mut direct: Vec<std::io::Result<Option<Vec<u8>>>> = Vec::new();
+        let mut direct = Vec::new();
         if let Some(pid) = host_pid
             && self.direct_read
             && !collect.is_empty()
         {
-            let (id, rels) = (
-                id.to_owned(),
-                collect
-                    .iter()
-                    .map(|(_, rel)| rel.clone())
-                    .collect::<Vec<_>>(),
-            );
-            direct = tokio::task::spawn_blocking(move || {
-                let Some(root) = crate::docker_keep::open_root(pid, &id) else {
-                    return Vec::new();
-                };
-                let workdir = Path::new(CONTAINER_WORKDIR.trim_start_matches('/'));
-                rels.iter()
-                    .map(|rel| crate::read_collected_at(&root, &workdir.join(rel)))
-                    .collect()
-            })
-            .await
-            .unwrap_or_default();
+            let rels = collect.iter().map(|(_, rel)| rel.clone()).collect();
+            direct = read_in_kept(pid, id, rels).await;
         }
         let mut direct = direct.into_iter();
         let mut collected = BTreeMap::new();
@@ -1762,6 +1741,28 @@ struct Kept {
     /// Used by an earlier run (else created by this one).
     reused: bool,
     exec: Exec,
+}
+
+/// The workspace files `rels` of the kept container `id` (PID 1 `pid` on this machine), read
+/// through its root on a blocking thread ([`crate::read_collected_at`] each, in order); empty
+/// when the root cannot be opened here.
+async fn read_in_kept(
+    pid: u32,
+    id: &str,
+    rels: Vec<std::path::PathBuf>,
+) -> Vec<std::io::Result<Option<Vec<u8>>>> {
+    let id = id.to_owned();
+    tokio::task::spawn_blocking(move || {
+        let Some(root) = crate::docker_keep::open_root(pid, &id) else {
+            return Vec::new();
+        };
+        let workdir = Path::new(CONTAINER_WORKDIR.trim_start_matches('/'));
+        rels.iter()
+            .map(|rel| crate::read_collected_at(&root, &workdir.join(rel)))
+            .collect()
+    })
+    .await
+    .unwrap_or_default()
 }
 
 // A listing read through a kept container's root is capped as a collected file is.

@@ -609,18 +609,23 @@ pub(crate) fn open_root(host_pid: u32, id: &str) -> Option<std::os::fd::OwnedFd>
     }
     let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
     let proc_ = open(format!("/proc/{host_pid}").as_str(), flags, Mode::empty()).ok()?;
-    let cgroup = openat(
-        &proc_,
-        "cgroup",
-        OFlag::O_RDONLY | OFlag::O_CLOEXEC,
-        Mode::empty(),
-    )
-    .ok()?;
-    let mut text = String::new();
-    std::fs::File::from(cgroup)
-        .take(64 * 1024)
-        .read_to_string(&mut text)
+    // A file of that process, through the handle.
+    let read = |name: &str| -> Option<String> {
+        let fd = openat(
+            &proc_,
+            name,
+            OFlag::O_RDONLY | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
         .ok()?;
+        let mut text = String::new();
+        std::fs::File::from(fd)
+            .take(64 * 1024)
+            .read_to_string(&mut text)
+            .ok()?;
+        Some(text)
+    };
+    let text = read("cgroup")?;
     let named = text.lines().any(|line| {
         line.splitn(3, ':')
             .nth(2)
@@ -628,18 +633,7 @@ pub(crate) fn open_root(host_pid: u32, id: &str) -> Option<std::os::fd::OwnedFd>
     });
     // And it is the container's PID 1 (the last pid namespace's pid), not another of its
     // processes.
-    let status = openat(
-        &proc_,
-        "status",
-        OFlag::O_RDONLY | OFlag::O_CLOEXEC,
-        Mode::empty(),
-    )
-    .ok()?;
-    let mut text = String::new();
-    std::fs::File::from(status)
-        .take(64 * 1024)
-        .read_to_string(&mut text)
-        .ok()?;
+    let text = read("status")?;
     let pid_1 = text
         .lines()
         .find_map(|l| l.strip_prefix("NSpid:"))
