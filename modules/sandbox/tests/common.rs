@@ -12,6 +12,28 @@ pub fn sh(workspace: &Path, script: &str) -> SandboxRequest {
     SandboxRequest::new(workspace, vec!["sh".into(), "-c".into(), script.into()])
 }
 
+/// Runs `req` in `sandbox` on a thread (and runtime) of its own and returns its result, or
+/// fails the test with `what` when none comes within `deadline`: a run that blocks (on a FIFO,
+/// say) fails at its deadline instead of hanging the test binary.
+pub fn run_within<S>(
+    sandbox: S,
+    req: SandboxRequest,
+    deadline: std::time::Duration,
+    what: &str,
+) -> Result<nuvira_api::SandboxOutcome, nuvira_api::SandboxError>
+where
+    S: nuvira_api::Sandbox + Send + 'static,
+{
+    use nuvira_api::NeverCancelled;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let _ = tx.send(rt.block_on(sandbox.run(&req, &NeverCancelled)));
+    });
+    rx.recv_timeout(deadline)
+        .unwrap_or_else(|_| panic!("no result within {deadline:?}: {what}"))
+}
+
 /// Serves one HTTP response on 127.0.0.1 (loopback only) and returns its port: what a
 /// sandbox's network check tries to reach.
 pub async fn one_shot_server() -> (u16, tokio::task::JoinHandle<()>) {

@@ -314,15 +314,13 @@ where
     req.dir = "pkg".into();
     req.image = image.map(str::to_owned);
     req.collect = HOSTILE.iter().map(|s| (*s).to_owned()).collect();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Runtime::new().unwrap();
-        let _ = tx.send(rt.block_on(sandbox.run(&req, &NeverCancelled)));
-    });
-    let out = rx
-        .recv_timeout(Duration::from_secs(120))
-        .expect("collecting the reports waited on the FIFO")
-        .unwrap();
+    let out = super::common::run_within(
+        sandbox,
+        req,
+        Duration::from_secs(120),
+        "collecting the reports waited on the FIFO",
+    )
+    .unwrap();
     assert_eq!(out.exit_code, Some(0), "{out:?}");
     assert_eq!(
         out.collected.keys().collect::<Vec<_>>(),
