@@ -288,6 +288,7 @@ impl DockerSandbox {
             }
         );
         let mut cache = cache?;
+        phase(started, "cache prepared");
         let mut newer = None;
         let mut extra = Vec::new();
         if let Some(ws) = cache.as_ref().and_then(|c| c.workspace.as_ref())
@@ -504,6 +505,27 @@ impl DockerSandbox {
                 name: Some(id.clone()),
                 created: None,
             };
+            // What changed, written straight into the volume's folder when an earlier run of
+            // the slot wrote there (the archive upload into a running container is the
+            // engine's mount of its volumes and an unpacking process of its own, ~50 ms): only
+            // the run's keeper is in the container now, the slot is this run's, and the last
+            // run's listings said the volume holds what was uploaded, so nothing moves while
+            // this writes. A link or a file on the way of any entry and the upload does it.
+            if self.direct_write
+                && !tar.entries.is_empty()
+                && tar.extra.is_empty()
+                && let Some(old) = cache
+                    .as_ref()
+                    .and_then(|c| c.workspace.as_ref())
+                    .and_then(|ws| ws.old_volume.clone())
+            {
+                let (back_tar, back_cache, wrote) = self
+                    .write_into_volume(VolumeFolder::Old(old), tar, cache.take(), cancel)
+                    .await?;
+                (tar, cache) = (back_tar, back_cache);
+                phase(started, "changes written into the volume");
+                written_here = note_direct_write(&mut tar, wrote).is_some();
+            }
             id
         } else {
             let create = {
@@ -542,6 +564,7 @@ impl DockerSandbox {
                     return Err(SandboxError::Cancelled);
                 }
             };
+            phase(started, "container created");
             // A volume this run just made, of an engine on this machine: the workspace is
             // written straight into its folder (the archive upload is a mount of the container
             // by the engine, ~50-90 ms), with the same entries, modes, owners and mtimes. After
@@ -556,43 +579,16 @@ impl DockerSandbox {
                     .and_then(|c| c.workspace.as_ref())
                     .and_then(|ws| ws.new_volume.clone())
             {
-                // The cache (its slot's lock) goes with the writer: were this run dropped, the
-                // slot stays taken until the writing thread is done with the volume.
                 let within = check_dir(&request.dir)?;
-                let engine = self.engine.clone();
-                let held = cache.take();
-                let writer = tokio::task::spawn_blocking(move || {
-                    let wrote = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        match local_volume_dir(&engine, &new, &within) {
-                            Err(why) => Err((false, why)),
-                            Ok(dir) => tar.unpack_into(&dir).map_err(|e| (true, e)),
-                        }
-                    }))
-                    .unwrap_or_else(|_| Err((true, "the write panicked".into())));
-                    (tar, held, wrote)
-                });
-                // Cancelled: the writer keeps the slot until it is done; the guard removes the
-                // container.
-                let (back_tar, back_cache, wrote) = tokio::select! {
-                    r = writer => r
-                        .map_err(|e| SandboxError::Failed(format!("write the workspace: {e}")))?,
-                    () = cancel.cancelled() => return Err(SandboxError::Cancelled),
-                };
-                tar = back_tar;
-                cache = back_cache;
-                match wrote {
-                    Ok(()) => {
-                        tar.entries.clear();
-                        tar.extra.clear();
-                        written_here = true;
-                    }
-                    Err((false, why)) => {
-                        tracing::debug!("the workspace goes up as an archive: {why}");
-                    }
-                    Err((true, why)) => {
-                        tracing::warn!(
-                            "the workspace goes up as an archive after writing part of it into the new volume: {why}"
-                        );
+                let (back_tar, back_cache, wrote) = self
+                    .write_into_volume(VolumeFolder::New(new, within), tar, cache.take(), cancel)
+                    .await?;
+                (tar, cache) = (back_tar, back_cache);
+                phase(started, "workspace written into the volume");
+                if let Some(folder) = note_direct_write(&mut tar, wrote) {
+                    written_here = true;
+                    if let Some(ws) = cache.as_ref().and_then(|c| c.workspace.as_ref()) {
+                        ws.record_folder(folder);
                     }
                 }
             }
@@ -606,6 +602,7 @@ impl DockerSandbox {
                     )
                     .await
                     .map_err(|e| self.engine_error("start the container", e))?;
+                phase(started, "kept container started");
                 k.state.id.clone_from(&created.id);
                 // PID 1's pid on this machine (for the host's look at what a run left) and the
                 // overlay upper folder (read instead of the engine's changes list when the
@@ -649,6 +646,7 @@ impl DockerSandbox {
                     .flatten()
                     .map(|listing| (upper, listing));
                 }
+                phase(started, "kept container's baseline read");
             }
             created.id
         };
@@ -821,6 +819,10 @@ impl DockerSandbox {
                 }
                 drop(pending);
             }));
+            phase(
+                started,
+                "result out (the kept container is cleaned in the background)",
+            );
             return result;
         }
         let (evicted, measure) = match cache {
@@ -863,6 +865,10 @@ impl DockerSandbox {
                 }
             }));
             guard.disarm();
+            phase(
+                started,
+                "result out (the container is removed in the background)",
+            );
             return result;
         }
         // Removal is awaited here on every path the future survives; the guard covers the rest
@@ -874,6 +880,49 @@ impl DockerSandbox {
             m.run(&self.docker).await;
         }
         result
+    }
+
+    /// Writes `tar`'s entries into the workspace volume's folder on this machine, on a blocking
+    /// thread that holds `cache` (the slot's lock) until it is done, so that a dropped run
+    /// leaves the slot taken until the volume is no longer written. Gives back the tar and the
+    /// cache, and the folder's device and inode when written; else `(false, why)` when nothing
+    /// was written, `(true, why)` when part was (either way the upload then does it all).
+    async fn write_into_volume(
+        &self,
+        folder: VolumeFolder,
+        tar: WorkspaceTar,
+        held: Option<crate::docker_cache::DockerCache>,
+        cancel: &dyn CancelSignal,
+    ) -> Result<
+        (
+            WorkspaceTar,
+            Option<crate::docker_cache::DockerCache>,
+            Result<(u64, u64), (bool, String)>,
+        ),
+        SandboxError,
+    > {
+        let engine = self.engine.clone();
+        let writer = tokio::task::spawn_blocking(move || {
+            let wrote = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                let dir = match &folder {
+                    VolumeFolder::New(new, within) => local_volume_dir(&engine, new, within),
+                    VolumeFolder::Old(old) => local_old_volume_dir(&engine, old)
+                        .and_then(|dir| no_link_on_the_way(&dir, &tar.entries).map(|()| dir)),
+                }
+                .map_err(|why| (false, why))?;
+                let id = folder_id(&dir).map_err(|why| (false, why))?;
+                tar.unpack_into(&dir).map_err(|e| (true, e))?;
+                Ok(id)
+            }))
+            .unwrap_or_else(|_| Err((true, "the write panicked".into())));
+            (tar, held, wrote)
+        });
+        // Cancelled: the writer keeps the slot until it is done; the guard removes the
+        // container.
+        tokio::select! {
+            r = writer => r.map_err(|e| SandboxError::Failed(format!("write the workspace: {e}"))),
+            () = cancel.cancelled() => Err(SandboxError::Cancelled),
+        }
     }
 
     #[allow(
@@ -1148,6 +1197,7 @@ impl DockerSandbox {
         outcome.timed_out = timed_out;
         outcome.oom_killed = oom_killed;
         outcome.duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        phase(started, "output and reports collected");
         outcome.info = info;
         outcome.collected = collected;
         outcome.workdir = Some(container_workdir(&request.dir));
@@ -1194,6 +1244,7 @@ impl DockerSandbox {
             )
             .await
             .map_err(|e| self.engine_error("run the command in the kept container", e))?;
+        phase(started, "exec created");
         let StartExecResults::Attached { output, .. } = docker
             .start_exec(&exec.id, None)
             .await
@@ -1254,6 +1305,7 @@ impl DockerSandbox {
             }
         };
         let (stdout, mut stderr) = pair.unwrap_or_default();
+        phase(started, "command's output ended");
         let mut exit_code = if timed_out {
             None
         } else {
@@ -1910,6 +1962,15 @@ fn container_workdir(dir: &Path) -> std::path::PathBuf {
     }
 }
 
+/// Where a run is, for `RUST_LOG=nuvira_sandbox=debug` (`-vv`): each phase with the time since
+/// the run began, to see where a run's fixed cost goes.
+fn phase(started: Instant, what: &str) {
+    tracing::debug!(
+        "docker run: {what} at {:.1} ms",
+        started.elapsed().as_secs_f64() * 1000.0
+    );
+}
+
 fn container_name() -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let nanos = std::time::SystemTime::now()
@@ -2118,19 +2179,52 @@ fn set_mtime(path: &Path, secs: u64) -> std::io::Result<()> {
     .map_err(std::io::Error::from)
 }
 
-/// The folder on this machine of the volume `new`, which this run just made, when the engine
-/// is a local one whose files this process can write as the engine's upload would: the engine
-/// (the peer of its unix socket, or the socket's listener under socket activation) runs as root
-/// in this process's mount namespace with users not remapped, and this process is root; the
-/// folder the engine named is named after the volume, empty, root's, and no older than the
-/// request that made the volume (so not a folder of the same name of another engine, should
-/// the socket lead elsewhere through a forwarder).
-fn local_volume_dir(
-    engine: &crate::remote::EngineConfig,
-    new: &crate::docker_cache::NewVolume,
-    within: &Path,
-) -> Result<std::path::PathBuf, String> {
+/// Which workspace volume folder a run writes into on this machine.
+enum VolumeFolder {
+    /// The one this run just made, and the run's working folder (inside it).
+    New(crate::docker_cache::NewVolume, std::path::PathBuf),
+    /// One an earlier run of the slot made and wrote into.
+    Old(crate::docker_cache::OldVolume),
+}
+
+/// What a direct write did to the entries left for the upload: all gone when it wrote them
+/// (the folder's device and inode returned), else kept (and the reason logged).
+fn note_direct_write(
+    tar: &mut WorkspaceTar,
+    wrote: Result<(u64, u64), (bool, String)>,
+) -> Option<(u64, u64)> {
+    match wrote {
+        Ok(folder) => {
+            tar.entries.clear();
+            tar.extra.clear();
+            Some(folder)
+        }
+        Err((false, why)) => {
+            tracing::debug!("the workspace goes up as an archive: {why}");
+            None
+        }
+        Err((true, why)) => {
+            tracing::warn!(
+                "the workspace goes up as an archive after writing part of it into the volume's folder: {why}"
+            );
+            None
+        }
+    }
+}
+
+/// The device and inode of the folder `dir` (not through a link).
+fn folder_id(dir: &Path) -> Result<(u64, u64), String> {
     use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(dir)
+        .map(|m| (m.dev(), m.ino()))
+        .map_err(|e| format!("{}: {e}", dir.display()))
+}
+
+/// Checks that the engine is a local one whose files this process can write as the engine's
+/// upload would: it (the peer of its unix socket, or the socket's listener under socket
+/// activation) runs as root in this process's mount namespace with users not remapped, and
+/// this process is root.
+fn local_engine(engine: &crate::remote::EngineConfig) -> Result<(), String> {
     let socket = engine
         .host
         .strip_prefix("unix://")
@@ -2151,7 +2245,10 @@ fn local_volume_dir(
         ));
     }
     let proc_ = Path::new("/proc").join(peer.pid().to_string());
-    let ino = |p: &Path| std::fs::metadata(p).map(|m| (m.dev(), m.ino())).ok();
+    let ino = |p: &Path| {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(p).map(|m| (m.dev(), m.ino())).ok()
+    };
     let engine_ns = ino(&proc_.join("ns/mnt"));
     if engine_ns.is_none() || engine_ns != ino(Path::new("/proc/self/ns/mnt")) {
         return Err("the engine is in another mount namespace".into());
@@ -2162,19 +2259,99 @@ fn local_volume_dir(
             return Err(format!("the engine's {map} is not the identity"));
         }
     }
-    let dir = new.mountpoint.clone();
-    if !dir.is_absolute()
-        || dir.parent().and_then(Path::file_name) != Some(std::ffi::OsStr::new(&new.name))
+    Ok(())
+}
+
+/// The folder `mountpoint` of the volume `name` when it is named after it and a folder of
+/// root's (not a link).
+fn volume_folder(mountpoint: &Path, name: &str) -> Result<std::fs::Metadata, String> {
+    use std::os::unix::fs::MetadataExt;
+    if !mountpoint.is_absolute()
+        || mountpoint.parent().and_then(Path::file_name) != Some(std::ffi::OsStr::new(name))
     {
         return Err(format!(
             "mount point {} is not named after the volume",
-            dir.display()
+            mountpoint.display()
         ));
     }
-    let meta = std::fs::symlink_metadata(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let meta = std::fs::symlink_metadata(mountpoint)
+        .map_err(|e| format!("{}: {e}", mountpoint.display()))?;
     if !meta.is_dir() || meta.uid() != 0 {
-        return Err(format!("{} is not a folder of root's", dir.display()));
+        return Err(format!(
+            "{} is not a folder of root's",
+            mountpoint.display()
+        ));
     }
+    Ok(meta)
+}
+
+/// The folder on this machine of the volume `old`, which an earlier run of the slot made and
+/// wrote into: the engine is a local one ([`local_engine`]) and the folder it names now is the
+/// one that run wrote into (same device and inode).
+fn local_old_volume_dir(
+    engine: &crate::remote::EngineConfig,
+    old: &crate::docker_cache::OldVolume,
+) -> Result<std::path::PathBuf, String> {
+    use std::os::unix::fs::MetadataExt;
+    local_engine(engine)?;
+    let meta = volume_folder(&old.mountpoint, &old.name)?;
+    if (meta.dev(), meta.ino()) != old.folder {
+        return Err(format!(
+            "{} is not the folder an earlier run wrote into",
+            old.mountpoint.display()
+        ));
+    }
+    Ok(old.mountpoint.clone())
+}
+
+/// Checks that no entry of `entries` (workspace-relative) has a link or anything but a folder
+/// on its way below `dir`, and that none is itself a link: the folder holds what earlier runs
+/// left, and a write must never leave it (the `tar` crate makes the folders on an entry's way
+/// before it checks where they lead, and sets a folder entry's mode through a link).
+fn no_link_on_the_way(dir: &Path, entries: &[std::path::PathBuf]) -> Result<(), String> {
+    let mut seen = std::collections::BTreeSet::new();
+    for entry in entries {
+        let mut at = dir.to_path_buf();
+        let mut parts = entry.components().peekable();
+        while let Some(part) = parts.next() {
+            let std::path::Component::Normal(name) = part else {
+                return Err(format!("{}: not a plain relative path", entry.display()));
+            };
+            at.push(name);
+            if !seen.insert(at.clone()) {
+                continue;
+            }
+            let last = parts.peek().is_none();
+            match std::fs::symlink_metadata(&at) {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(format!("{}: {e}", at.display())),
+                Ok(m) if m.file_type().is_symlink() => {
+                    return Err(format!("{} is a link", at.display()));
+                }
+                Ok(m) if !last && !m.is_dir() => {
+                    return Err(format!("{} is not a folder", at.display()));
+                }
+                Ok(_) => {}
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The folder on this machine of the volume `new`, which this run just made, when the engine
+/// is a local one whose files this process can write as the engine's upload would
+/// ([`local_engine`]), and the folder the engine named is named after the volume, empty,
+/// root's, and no older than the request that made the volume (so not a folder of the same
+/// name of another engine, should the socket lead elsewhere through a forwarder).
+fn local_volume_dir(
+    engine: &crate::remote::EngineConfig,
+    new: &crate::docker_cache::NewVolume,
+    within: &Path,
+) -> Result<std::path::PathBuf, String> {
+    use std::os::unix::fs::MetadataExt;
+    local_engine(engine)?;
+    let dir = new.mountpoint.clone();
+    let meta = volume_folder(&dir, &new.name)?;
     // Birth times are kept to the kernel's clock tick: a second of slack.
     let asked = new
         .asked
@@ -2255,6 +2432,41 @@ impl std::io::Write for ChunkWriter {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
+
+    // A volume's folder holds what earlier runs left: a write into it stops at a link or a
+    // file on any entry's way, and at an entry that is a link, before anything is made
+    // (through a link to a folder outside, even the folders on the way would be made there).
+    #[test]
+    fn a_write_into_a_volumes_folder_stops_at_a_link_or_a_file_on_the_way() {
+        let vol = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let d = vol.path();
+        std::fs::create_dir_all(d.join("src/deep")).unwrap();
+        std::fs::write(d.join("src/lib.rs"), "x").unwrap();
+        std::os::unix::fs::symlink(outside.path(), d.join("out")).unwrap();
+        std::os::unix::fs::symlink("src", d.join("alias")).unwrap();
+        std::os::unix::fs::symlink(outside.path().join("f"), d.join("src/final.rs")).unwrap();
+        let p = |s: &str| std::path::PathBuf::from(s);
+        // Folders and files as they should be, and entries not there yet.
+        no_link_on_the_way(
+            d,
+            &[p("src"), p("src/lib.rs"), p("src/new/a.rs"), p("top.rs")],
+        )
+        .unwrap();
+        for (entries, why) in [
+            (vec![p("out/x/y.rs")], "is a link"),
+            (vec![p("src"), p("alias/lib.rs")], "is a link"),
+            (vec![p("out")], "is a link"),
+            (vec![p("src/final.rs")], "is a link"),
+            (vec![p("src/lib.rs/inner.rs")], "is not a folder"),
+            (vec![p("../escape.rs")], "not a plain relative path"),
+            (vec![p("/etc/passwd")], "not a plain relative path"),
+        ] {
+            let err = no_link_on_the_way(d, &entries).unwrap_err();
+            assert!(err.contains(why), "{entries:?}: {err}");
+        }
+        assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
+    }
 
     #[test]
     fn a_kept_containers_report_is_trusted_only_from_a_wrapper_that_exited_0_and_never_missing() {

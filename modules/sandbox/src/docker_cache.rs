@@ -63,6 +63,8 @@ pub(crate) struct WorkspaceVolume {
     pub(crate) prune: Vec<PathBuf>,
     /// The volume when this run made it (nothing has been in it yet).
     pub(crate) new_volume: Option<NewVolume>,
+    /// The volume when an earlier run made it and wrote into its folder on this machine.
+    pub(crate) old_volume: Option<OldVolume>,
     manifest: crate::sync::Manifest,
     manifest_path: PathBuf,
     entry_dir: PathBuf,
@@ -77,7 +79,31 @@ pub(crate) struct NewVolume {
     pub(crate) asked: std::time::SystemTime,
 }
 
+/// A workspace volume an earlier run made, whose folder that run wrote into on this machine:
+/// its mount point as the engine tells it now, and the folder's device and inode as they were
+/// then ([`FOLDER_FILE`] in the slot's entry folder).
+#[derive(Debug, Clone)]
+pub(crate) struct OldVolume {
+    pub(crate) name: String,
+    pub(crate) mountpoint: PathBuf,
+    pub(crate) folder: (u64, u64),
+}
+
+/// In a slot's entry folder: `DEV INO` of the workspace volume's folder on this machine, written
+/// after a run wrote the new volume's files there (`docker::local_volume_dir` found the folder
+/// the engine's and new), removed whenever the volume is made again.
+pub(crate) const FOLDER_FILE: &str = "volume-folder";
+
 impl WorkspaceVolume {
+    /// Records the new volume's folder (device, inode) once this run wrote into it, so that
+    /// the next runs of the slot may write their changes there too.
+    pub(crate) fn record_folder(&self, folder: (u64, u64)) {
+        let path = self.entry_dir.join(FOLDER_FILE);
+        if let Err(e) = std::fs::write(&path, format!("{} {}\n", folder.0, folder.1)) {
+            tracing::debug!("{}: {e}", path.display());
+        }
+    }
+
     /// Records what the volume now holds (after a successful upload).
     pub(crate) fn commit(&self) {
         if let Err(e) = self.manifest.save(&self.manifest_path) {
@@ -126,11 +152,16 @@ async fn ensure_volume(
 }
 
 async fn volume_exists(docker: &Docker, name: &str) -> Result<bool, SandboxError> {
+    volume_mountpoint(docker, name).await.map(|m| m.is_some())
+}
+
+/// The volume's mount point as the engine tells it; `None` when there is no such volume.
+async fn volume_mountpoint(docker: &Docker, name: &str) -> Result<Option<String>, SandboxError> {
     match docker.inspect_volume(name).await {
-        Ok(_) => Ok(true),
+        Ok(v) => Ok(Some(v.mountpoint)),
         Err(bollard::errors::Error::DockerResponseServerError {
             status_code: 404, ..
-        }) => Ok(false),
+        }) => Ok(None),
         Err(e) => Err(SandboxError::Failed(format!(
             "inspect the cache volume {name}: {e}"
         ))),
@@ -285,7 +316,7 @@ pub(crate) async fn prepare(
     }));
     let ws_exists = async {
         match run.workspace() {
-            Some(ws) => volume_exists(docker, &volume_name(ws.key()))
+            Some(ws) => volume_mountpoint(docker, &volume_name(ws.key()))
                 .await
                 .map(Some),
             None => Ok(None),
@@ -348,10 +379,22 @@ pub(crate) async fn prepare(
             !delta.deleted.is_empty() || dirty || uploads_pruned || (last_prune.is_some() != track);
         // (A missing volume is made without a removal first: a new project's first run.)
         let mut made_at = None;
-        let fresh = if exists && !remake {
+        let folder_file = entry_dir.join(FOLDER_FILE);
+        let old_volume = exists.as_ref().filter(|_| !remake).and_then(|mountpoint| {
+            let text = std::fs::read_to_string(&folder_file).ok()?;
+            let mut it = text.split_whitespace().map(str::parse::<u64>);
+            let folder = (it.next()?.ok()?, it.next()?.ok()?);
+            Some(OldVolume {
+                name: name.clone(),
+                mountpoint: PathBuf::from(mountpoint),
+                folder,
+            })
+        });
+        let fresh = if exists.is_some() && !remake {
             false
         } else {
-            if exists {
+            let _ = std::fs::remove_file(&folder_file);
+            if exists.is_some() {
                 remove_workspace_volume(docker, &name).await?;
             }
             let asked = std::time::SystemTime::now();
@@ -415,6 +458,7 @@ pub(crate) async fn prepare(
             track,
             prune,
             new_volume,
+            old_volume,
             manifest: delta.manifest,
             manifest_path,
             entry_dir,

@@ -779,16 +779,13 @@ async fn a_kept_containers_reports_are_read_as_the_run_left_them() {
     .to_vec();
     let mut ids = Vec::new();
     for round in ["new container", "reused container"] {
-        let (tx, rx) = std::sync::mpsc::channel();
-        let (sandbox, req) = (slot.sandbox.clone(), req.clone());
-        std::thread::spawn(move || {
-            let rt = tokio::runtime::Runtime::new().unwrap();
-            let _ = tx.send(rt.block_on(sandbox.run(&req, &NeverCancelled)));
-        });
-        let out = rx
-            .recv_timeout(Duration::from_secs(120))
-            .expect("collecting the reports waited on the FIFO")
-            .unwrap();
+        let out = crate::common::run_within(
+            slot.sandbox.clone(),
+            req.clone(),
+            Duration::from_secs(120),
+            "collecting the reports waited on the FIFO",
+        )
+        .unwrap();
         assert_eq!(out.exit_code, Some(0), "{round}: {out:?}");
         assert_eq!(
             out.collected.keys().collect::<Vec<_>>(),
@@ -827,4 +824,145 @@ async fn a_kept_containers_reports_are_read_as_the_run_left_them() {
         ids.push(id(&out));
     }
     assert_eq!(ids[0], ids[1], "the container was not reused");
+}
+
+/// Root, and the engine a process of this machine's: a run's files can be written into its
+/// volume's folder here (else the engine's archive upload does it, and the tests say so).
+fn engine_is_local_and_root() -> bool {
+    nix::unistd::geteuid().is_root()
+        && std::env::var("DOCKER_HOST").map_or(true, |h| h.starts_with("unix://"))
+}
+
+/// The folder on this machine of the slot's workspace volume (the one this test's cache
+/// folder has).
+fn workspace_volume_folder(slot: &Slot) -> std::path::PathBuf {
+    let root = CacheRoot::at(slot.base.path(), u64::MAX);
+    let out = std::process::Command::new("docker")
+        .args(["volume", "ls", "-q", "--filter"])
+        .arg(format!("label=nuvira.cache.root={}", root.dir().display()))
+        .output()
+        .unwrap();
+    let names = String::from_utf8_lossy(&out.stdout).into_owned();
+    let name = names
+        .lines()
+        .find(|n| n.ends_with("-workspace"))
+        .unwrap_or_else(|| panic!("no workspace volume among {names:?}"));
+    let out = std::process::Command::new("docker")
+        .args(["volume", "inspect", "--format", "{{.Mountpoint}}", name])
+        .output()
+        .unwrap();
+    std::path::PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}
+
+// What changed since the slot's last run is written straight into its workspace volume's folder
+// on this machine when that run wrote there (instead of the engine's archive upload into the
+// running container), and the kept container sees exactly the new files; with direct writes
+// off, the upload gives the same files.
+#[tokio::test]
+async fn a_kept_containers_changes_are_written_into_its_volume_here() {
+    let Some(slot) = Slot::new().await else {
+        return;
+    };
+    let show = "cat input.txt; echo; cat sub/new.txt 2>/dev/null || echo no-new; echo; stat -c '%a' sub/run.sh 2>/dev/null || true";
+    let first = slot.run(show).await;
+    assert_eq!(first.exit_code, Some(0), "{first:?}");
+    assert!(first.stdout.starts_with("in\nno-new"), "{}", first.stdout);
+
+    let p = slot.project.path();
+    std::fs::write(p.join("input.txt"), "edited").unwrap();
+    std::fs::create_dir(p.join("sub")).unwrap();
+    std::fs::write(p.join("sub/new.txt"), "new").unwrap();
+    std::fs::write(p.join("sub/run.sh"), "#!/bin/sh\n").unwrap();
+    std::fs::set_permissions(
+        p.join("sub/run.sh"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o750),
+    )
+    .unwrap();
+    let second = slot.run(show).await;
+    assert_eq!(second.exit_code, Some(0), "{second:?}");
+    assert_eq!(second.stdout, "edited\nnew\n750\n");
+    assert_eq!(id(&second), id(&first), "the kept container was not reused");
+    let copy = second.info.workspace_copy.clone().unwrap();
+    assert!(copy.contains("uploaded: 4 changed"), "{copy}");
+    if engine_is_local_and_root() {
+        assert!(
+            copy.contains("written into the volume's folder on this machine"),
+            "{copy}"
+        );
+    } else {
+        eprintln!("not root or not a local engine: {copy}");
+    }
+
+    // The engine's upload, for the same kind of change.
+    std::fs::write(p.join("input.txt"), "edited again").unwrap();
+    let uploaded = slot
+        .sandbox
+        .clone()
+        .with_direct_write(false)
+        .run(&slot.request(show), &NeverCancelled)
+        .await
+        .unwrap();
+    assert_eq!(uploaded.stdout, "edited again\nnew\n750\n");
+    let copy = uploaded.info.workspace_copy.clone().unwrap();
+    assert!(!copy.contains("written into"), "{copy}");
+    assert_eq!(id(&uploaded), id(&first));
+}
+
+// Were a link into this machine's file system in the workspace volume's folder where an
+// uploaded folder was (a run cannot put one there unnoticed: its listing makes the next run
+// start from a new volume; here it is put there from the host, past the listing), the next
+// run's changes are never written through it: its folder on this machine stays empty.
+#[tokio::test]
+async fn a_link_in_the_volumes_folder_is_never_written_through() {
+    let Some(slot) = Slot::new().await else {
+        return;
+    };
+    if !engine_is_local_and_root() {
+        eprintln!("SKIPPED: the volume's folder is not this machine's to write");
+        return;
+    }
+    let p = slot.project.path();
+    std::fs::create_dir(p.join("pkg")).unwrap();
+    std::fs::write(p.join("pkg/mod.txt"), "v1").unwrap();
+    let first = slot.run("cat pkg/mod.txt").await;
+    assert_eq!(first.stdout, "v1");
+
+    let outside = tempfile::tempdir().unwrap();
+    let folder = workspace_volume_folder(&slot);
+    std::fs::remove_dir_all(folder.join("pkg")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), folder.join("pkg")).unwrap();
+
+    std::fs::write(p.join("pkg/mod.txt"), "v2").unwrap();
+    std::fs::create_dir(p.join("pkg/new")).unwrap();
+    std::fs::write(p.join("pkg/new/deep.txt"), "v2").unwrap();
+    // The folder's own mode changes too: it must not land on the link's target.
+    let mode = |d: &std::path::Path| {
+        std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(d).unwrap().permissions())
+            & 0o7777
+    };
+    std::fs::set_permissions(
+        p.join("pkg"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o751),
+    )
+    .unwrap();
+    let before = mode(outside.path());
+    assert_ne!(before, 0o751);
+    let second = slot
+        .sandbox
+        .run(&slot.request("cat pkg/mod.txt"), &NeverCancelled)
+        .await;
+    assert_eq!(
+        std::fs::read_dir(outside.path()).unwrap().count(),
+        0,
+        "written through the link: {second:?}"
+    );
+    assert_eq!(
+        mode(outside.path()),
+        before,
+        "mode set through the link: {second:?}"
+    );
+    if let Ok(second) = second {
+        let copy = second.info.workspace_copy.unwrap_or_default();
+        assert!(!copy.contains("written into the volume's folder"), "{copy}");
+    }
 }
