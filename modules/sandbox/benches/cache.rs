@@ -18,6 +18,9 @@
 //! `second-rounds:` lines; `NUVIRA_BENCH_ROUNDS`, default 15) run the baseline and each
 //! sandbox in turn and print the median of each run's ratio to its round's baseline: on a
 //! machine whose speed drifts (this one has 50 % CPU steal) they are the figure to judge.
+//! `edited-rounds:` are the edit -> test loop: one source file edited before every run (the
+//! baseline's too), Docker's change written into the kept container's volume folder on this
+//! machine against uploaded as the engine's archive.
 //! `second-fixed:` is the collection's own cost in a kept container (a command that only writes
 //! the report; read through the container's root against downloaded from the engine, paired).
 //! `NUVIRA_BENCH_PROJECTS=flat-pytest` runs one project only.
@@ -289,6 +292,52 @@ fn heavy_bench(c: &mut Criterion) {
                     median(&mut ratios[i])
                 );
             }
+            // The edit -> test loop: before each run (the baseline's too) one source file is
+            // edited, so each sandbox moves one changed file into its copy; Docker's kept
+            // container gets it written into its volume's folder here, or uploaded (the
+            // engine's archive into the running container), paired by round.
+            let uploaded = reused.as_ref().map(|d| d.clone().with_direct_write(false));
+            let mut edited_kinds = kinds.clone();
+            if let Some(d) = &uploaded {
+                edited_kinds.push(("docker second (archive upload)", d, &docker_req));
+            }
+            let edited = if name == "flat-pytest" {
+                ("calc.py", "#")
+            } else {
+                ("src/lib.rs", "//")
+            };
+            let mut edits = 0u32;
+            let mut edit = || {
+                edits += 1;
+                let path = here.path().join(edited.0);
+                let mut text = std::fs::read_to_string(&path).unwrap();
+                text.push_str(&format!("{} edit {edits}\n", edited.1));
+                std::fs::write(&path, text).unwrap();
+            };
+            let mut base = Vec::new();
+            let mut ratios = vec![Vec::new(); edited_kinds.len()];
+            for _ in 0..rounds() {
+                edit();
+                let b = in_place(here.path(), command).as_secs_f64();
+                base.push(b);
+                for (i, (_, sandbox, req)) in edited_kinds.iter().enumerate() {
+                    edit();
+                    ratios[i].push(run(&rt, *sandbox, req).as_secs_f64() / b);
+                }
+            }
+            eprintln!(
+                "edited-rounds: {name}: {} rounds, {} edited before each run; in-place warm median {:.1} ms",
+                base.len(),
+                edited.0,
+                median(&mut base) * 1000.0
+            );
+            for (i, (what, _, _)) in edited_kinds.iter().enumerate() {
+                eprintln!(
+                    "edited-rounds: {name}: {what}: median ratio to the round's in-place warm {:.2}x",
+                    median(&mut ratios[i])
+                );
+            }
+
             // The collection's own cost in the kept container: a command that only writes the
             // report, read through the container's root against downloaded, paired by round.
             if let (Some(read), Some(down)) = (&reused, &downloaded)
@@ -343,7 +392,16 @@ fn heavy_bench(c: &mut Criterion) {
         g.finish();
         if let Some(d) = &docker {
             rt.block_on(d.wait_for_cleanup());
-            // The volumes of this bench's projects.
+            // The kept containers and the volumes of this bench's projects.
+            let kept = rt
+                .block_on(nuvira_sandbox::docker_keep::list_kept(
+                    d.client(),
+                    root.dir(),
+                ))
+                .unwrap();
+            let ids: Vec<String> = kept.into_iter().map(|k| k.id).collect();
+            rt.block_on(nuvira_sandbox::docker_keep::remove_kept(d.client(), &ids))
+                .unwrap();
             let key = nuvira_sandbox::cache::project_key(here.path()).unwrap().1;
             let list = rt
                 .block_on(nuvira_sandbox::docker_cache::list_volumes(
@@ -388,7 +446,8 @@ fn one_first(
     docker: Option<&DockerSandbox>,
 ) -> Duration {
     let (dir, cache) = (copy_project(name), tempfile::tempdir().unwrap());
-    let sandbox = make(CacheRoot::at(cache.path(), u64::MAX));
+    let root = CacheRoot::at(cache.path(), u64::MAX);
+    let sandbox = make(root.clone());
     let mut req = request(dir.path(), command);
     if docker.is_some() {
         req.image = Some("nuvira-host:latest".into());
@@ -398,14 +457,15 @@ fn one_first(
         rt.block_on(async {
             d.wait_for_cleanup().await;
             let client = d.client();
-            let kept = nuvira_sandbox::docker_keep::list_kept(client, cache.path())
+            // Labelled with the cache folder (`CacheRoot::dir`, not the base it is in).
+            let kept = nuvira_sandbox::docker_keep::list_kept(client, root.dir())
                 .await
                 .unwrap();
             let ids: Vec<String> = kept.into_iter().map(|k| k.id).collect();
             nuvira_sandbox::docker_keep::remove_kept(client, &ids)
                 .await
                 .unwrap();
-            let volumes = nuvira_sandbox::docker_cache::list_volumes(client, cache.path())
+            let volumes = nuvira_sandbox::docker_cache::list_volumes(client, root.dir())
                 .await
                 .unwrap();
             let names: Vec<String> = volumes.into_iter().map(|v| v.name).collect();
@@ -524,6 +584,19 @@ fn first_runs(
             median(&mut fixed[1]) * 1000.0,
             median(&mut saved) * 1000.0
         );
+        // The engine's own floor for a new project: create and start a container like the
+        // kept one (no network, the host's toolchain mounted read-only, the same limits) and
+        // exec `true` in it, straight through the engine's API with nothing of Nuvira's.
+        let mut floor: Vec<f64> = (0..rounds)
+            .map(|_| rt.block_on(engine_floor(d.client())))
+            .collect();
+        let floor = median(&mut floor);
+        eprintln!(
+            "first-floor: {name}: the engine's create + start + exec `true`, {rounds} rounds: median {:.1} ms = {:.2}x of the in-place cold median; Nuvira's own share of `true` {:.1} ms",
+            floor * 1000.0,
+            floor / median(&mut base),
+            (median(&mut fixed[0]) - floor) * 1000.0
+        );
     }
 
     let mut g = c.benchmark_group(format!("first_{name}"));
@@ -541,6 +614,96 @@ fn first_runs(
         });
     }
     g.finish();
+}
+
+/// One container made as a kept container is (`nuvira-host`, no network, the host's folders
+/// read-only, 4 GiB, 2 CPUs), started, and `true` exec'd in it; the time from the create to the
+/// exec's end. The container is removed afterwards (not timed).
+async fn engine_floor(docker: &bollard::Docker) -> f64 {
+    use bollard::exec::{CreateExecOptions, StartExecResults};
+    use bollard::models::{ContainerCreateBody, HostConfig, Mount, MountTypeEnum};
+    use futures::StreamExt;
+    let bind = |src: &str, dst: &str| Mount {
+        typ: Some(MountTypeEnum::BIND),
+        source: Some(src.into()),
+        target: Some(dst.into()),
+        read_only: Some(true),
+        ..Default::default()
+    };
+    let mut mounts = vec![
+        bind("/usr", "/usr"),
+        bind("/usr/lib", "/lib"),
+        bind("/usr/bin", "/bin"),
+        bind("/etc", "/etc"),
+    ];
+    if Path::new("/usr/lib64").is_dir() {
+        mounts.push(bind("/usr/lib64", "/lib64"));
+    }
+    let body = ContainerCreateBody {
+        image: Some("nuvira-host:latest".into()),
+        cmd: Some(vec!["/bin/sleep".into(), "60".into()]),
+        network_disabled: Some(true),
+        working_dir: Some("/workspace".into()),
+        host_config: Some(HostConfig {
+            network_mode: Some("none".into()),
+            cap_drop: Some(vec!["ALL".into()]),
+            security_opt: Some(vec!["no-new-privileges".into()]),
+            memory: Some(4 << 30),
+            memory_swap: Some(4 << 30),
+            nano_cpus: Some(2_000_000_000),
+            pids_limit: Some(4096),
+            mounts: Some(mounts),
+            tmpfs: Some([("/tmp".to_owned(), "rw,exec,nosuid,nodev".to_owned())].into()),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let started = Instant::now();
+    let id = docker
+        .create_container(
+            None::<bollard::query_parameters::CreateContainerOptions>,
+            body,
+        )
+        .await
+        .unwrap()
+        .id;
+    docker
+        .start_container(
+            &id,
+            None::<bollard::query_parameters::StartContainerOptions>,
+        )
+        .await
+        .unwrap();
+    let exec = docker
+        .create_exec(
+            &id,
+            CreateExecOptions {
+                cmd: Some(vec!["true".to_owned()]),
+                attach_stdout: Some(true),
+                attach_stderr: Some(true),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    if let StartExecResults::Attached { mut output, .. } =
+        docker.start_exec(&exec.id, None).await.unwrap()
+    {
+        while output.next().await.is_some() {}
+    }
+    let code = docker.inspect_exec(&exec.id).await.unwrap().exit_code;
+    let took = started.elapsed().as_secs_f64();
+    assert_eq!(code, Some(0));
+    let _ = docker
+        .remove_container(
+            &id,
+            Some(bollard::query_parameters::RemoveContainerOptions {
+                force: true,
+                ..Default::default()
+            }),
+        )
+        .await;
+    took
 }
 
 criterion_group!(benches, sync_bench, heavy_bench);
