@@ -1158,6 +1158,16 @@ pub enum WorkCopy {
     Persistent(PathBuf),
 }
 
+impl Drop for WorkCopy {
+    fn drop(&mut self) {
+        // A read-only folder (the workspace's own, or one a run made so) would keep
+        // `TempDir`'s removal from emptying it: the owner's permissions come back first.
+        if let Self::Temp(t) = self {
+            make_writable(t.path());
+        }
+    }
+}
+
 impl WorkCopy {
     /// The copy's folder.
     pub fn path(&self) -> &Path {

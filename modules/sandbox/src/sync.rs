@@ -2,8 +2,8 @@
 //!
 //! [`sync_tree`] brings a copy made by an earlier run up to date with the workspace, by the
 //! same walk ([`nuvira_workspace::walk`](mod@nuvira_workspace::walk)) and the same rules as a
-//! fresh copy (folders, files with their permissions, symbolic links as links, special files
-//! left out). A manifest beside the copy records, for every file, the source's size, mtime and
+//! fresh copy (folders and files with their modes, symbolic links as links, special files left
+//! out). A manifest beside the copy records, for every file, the source's size, mtime and
 //! mode, the SHA-256 of what was copied, and the copy's inode, change time and size:
 //!
 //! - a file is **unchanged** when the source's size, mtime, ctime and mode are those recorded
@@ -22,7 +22,10 @@
 //!
 //! Entries are handled parents first, and a folder of the copy is only entered once it is known
 //! to be a real folder, so a symbolic link the last run put in place of a folder is removed,
-//! never followed.
+//! never followed. Folders get the workspace's modes last, deepest first (a read-only folder is
+//! filled first; one the last run made unreadable or read-only is opened for the sync), so a
+//! run's `chmod` of a folder does not reach the next run. For a volume ([`plan_delta`]) a
+//! folder's mode is in the manifest, and a folder whose mode changed is uploaded again.
 //!
 //! # Build tools that trust mtimes
 //! cargo (and Python's bytecode, make...) decide what to rebuild by comparing mtimes: a source
@@ -44,6 +47,7 @@ use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsStr;
 use std::io::{self, Read, Write};
+use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -376,6 +380,14 @@ pub fn sync_tree(
     let mut stack = vec![PathBuf::new()];
     while let Some(rel_dir) = stack.pop() {
         let abs_dir = dst.join(&rel_dir);
+        // A folder the last run made unreadable or unwritable is opened for the prune (it gets
+        // the workspace's mode at the end).
+        if let Ok(m) = std::fs::symlink_metadata(&abs_dir)
+            && m.is_dir()
+            && m.permissions().mode() & 0o700 != 0o700
+        {
+            set_dir_mode(&abs_dir, m.permissions().mode() | 0o700)?;
+        }
         let rd = std::fs::read_dir(&abs_dir).map_err(io_err("read folder", &abs_dir))?;
         for child in rd {
             let child = child.map_err(io_err("read folder", &abs_dir))?;
@@ -410,6 +422,7 @@ pub fn sync_tree(
     }
 
     let mut new = Manifest::default();
+    let mut dirs = Vec::new();
     for entry in &entries {
         let s = src.join(&entry.rel);
         let d = dst.join(&entry.rel);
@@ -417,12 +430,20 @@ pub fn sync_tree(
         match entry.kind {
             EntryKind::Dir => {
                 match std::fs::symlink_metadata(&d) {
-                    Ok(m) if m.is_dir() => report.unchanged += 1,
+                    Ok(m) if m.is_dir() => {
+                        report.unchanged += 1;
+                        // A folder the last run made unwritable is opened for the sync; it
+                        // gets the workspace's mode at the end.
+                        if m.permissions().mode() & 0o700 != 0o700 {
+                            set_dir_mode(&d, m.permissions().mode() | 0o700)?;
+                        }
+                    }
                     _ => {
                         std::fs::create_dir(&d).map_err(io_err("create folder", &d))?;
                         report.copied.push(entry.rel.clone());
                     }
                 }
+                dirs.push(entry.rel.clone());
                 new.records.insert(
                     entry.rel.clone(),
                     Record {
@@ -498,8 +519,38 @@ pub fn sync_tree(
             }
         }
     }
+    // Folders get the workspace's modes (a run may have changed the copy's: `chmod` of a
+    // folder reaches no later run), deepest first, once nothing more is written into them.
+    for rel in dirs.iter().rev() {
+        let (s, d) = (src.join(rel), dst.join(rel));
+        let Ok(sm) = std::fs::symlink_metadata(&s) else {
+            continue;
+        };
+        let want = sm.permissions().mode() & 0o7777;
+        match std::fs::symlink_metadata(&d) {
+            Ok(dm) if sm.is_dir() && dm.is_dir() && dm.permissions().mode() & 0o7777 != want => {
+                set_dir_mode(&d, want)?;
+            }
+            _ => {}
+        }
+    }
     new.save(manifest_path)?;
     Ok(report)
+}
+
+/// Sets the mode of the folder `dir` of the copy, never through a link (a link found there is
+/// an error: the caller checked it was a folder, and nothing of a run is alive while it syncs).
+fn set_dir_mode(dir: &Path, mode: u32) -> Result<(), SyncError> {
+    let fd = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_PATH | nix::libc::O_NOFOLLOW | nix::libc::O_DIRECTORY)
+        .open(dir)
+        .map_err(io_err("open folder", dir))?;
+    // A chmod of the descriptor's own /proc entry: `fchmod` refuses an `O_PATH` descriptor,
+    // and a folder without read permission cannot be opened otherwise.
+    let by_fd = PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()));
+    std::fs::set_permissions(&by_fd, std::fs::Permissions::from_mode(mode & 0o7777))
+        .map_err(io_err("set the mode of", dir))
 }
 
 /// The file system's clock: the mtime (ns since the epoch) of a file written now beside
@@ -628,8 +679,10 @@ pub fn plan_delta(src: &Path, options: WalkOptions, old: &Manifest) -> Result<De
             delta.deleted.push(entry.rel.clone());
         }
         let record = match entry.kind {
+            // A folder's mode is recorded: a `chmod` of a folder alone uploads it again.
             EntryKind::Dir => Record {
                 kind: b'd',
+                mode: std::fs::symlink_metadata(&s).map_or(0, |m| m.permissions().mode() & 0o7777),
                 ..Record::default()
             },
             EntryKind::Symlink => {

@@ -116,6 +116,103 @@ fn sync_propagates_changed_added_and_deleted_files_and_copies_nothing_when_nothi
     );
 }
 
+fn mode_of(p: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::symlink_metadata(p).unwrap().permissions().mode() & 0o7777
+}
+
+fn set_mode(p: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+// Folders of the copy have the workspace's modes, a read-only one filled before it is made
+// read-only, and what a run does to a folder's mode (or to a folder it makes unreadable) is
+// undone by the next sync, which still prunes and updates inside it.
+#[test]
+fn folders_of_the_copy_get_the_workspaces_modes_back_whatever_the_last_run_did() {
+    let s = Synced::new();
+    set_mode(&s.src.path().join("dir"), 0o750);
+    set_mode(&s.src.path().join("dir/deep"), 0o555);
+    s.sync();
+    let d = s.dst();
+    assert_eq!(mode_of(&d.join("dir")), 0o750);
+    assert_eq!(mode_of(&d.join("dir/deep")), 0o555);
+    assert_eq!(
+        std::fs::read_to_string(d.join("dir/deep/d.txt")).unwrap(),
+        "dddd"
+    );
+
+    // A run changes the modes and leaves a file in a folder it then locks.
+    set_mode(&d.join("dir/deep"), 0o755);
+    std::fs::write(d.join("dir/deep/left.txt"), "x").unwrap();
+    set_mode(&d.join("dir/deep"), 0o000);
+    set_mode(&d.join("dir"), 0o777);
+    // The workspace changes inside the read-only folder.
+    set_mode(&s.src.path().join("dir/deep"), 0o755);
+    write(s.src.path(), "dir/deep/d.txt", "DDDD");
+    set_mode(&s.src.path().join("dir/deep"), 0o555);
+    let report = s.sync();
+    assert_eq!(mode_of(&d.join("dir")), 0o750);
+    assert_eq!(mode_of(&d.join("dir/deep")), 0o555);
+    assert_eq!(
+        std::fs::read_to_string(d.join("dir/deep/d.txt")).unwrap(),
+        "DDDD"
+    );
+    assert!(!d.join("dir/deep/left.txt").exists(), "{report:?}");
+    assert_eq!(tree(&d), tree(s.src.path()));
+    // The temporary folders can go.
+    set_mode(&s.src.path().join("dir/deep"), 0o755);
+    set_mode(&d.join("dir/deep"), 0o755);
+}
+
+// The fresh copy (no cache) gives folders their modes too.
+#[test]
+fn a_fresh_copy_gives_folders_the_workspaces_modes() {
+    let src = tempfile::tempdir().unwrap();
+    write(src.path(), "ro/f.txt", "f");
+    write(src.path(), "private/g.txt", "g");
+    set_mode(&src.path().join("ro"), 0o555);
+    set_mode(&src.path().join("private"), 0o700);
+    let to = tempfile::tempdir().unwrap();
+    let dst = to.path().join("copy");
+    nuvira_workspace::walk::copy_tree(src.path(), &dst, SKIP_BUILD).unwrap();
+    assert_eq!(mode_of(&dst.join("ro")), 0o555);
+    assert_eq!(mode_of(&dst.join("private")), 0o700);
+    assert_eq!(std::fs::read_to_string(dst.join("ro/f.txt")).unwrap(), "f");
+    set_mode(&src.path().join("ro"), 0o755);
+    set_mode(&dst.join("ro"), 0o755);
+}
+
+// End to end in the local sandbox: a run's `chmod` of a folder never reaches the next run.
+#[tokio::test]
+async fn a_runs_chmod_of_a_folder_never_reaches_the_next_run() {
+    let base = tempfile::tempdir().unwrap();
+    let sandbox = LocalSandbox::new().with_cache_root(CacheRoot::at(base.path(), u64::MAX));
+    let p = cargo_project();
+    set_mode(&p.path().join("src"), 0o750);
+    let show = "stat -c '%a' src; chmod 0500 src; chmod 0777 .";
+    let first = sandbox
+        .run(&cached(p.path(), show), &NeverCancelled)
+        .await
+        .unwrap();
+    assert_eq!(first.stdout.trim(), "750", "{first:?}");
+    let second = sandbox
+        .run(&cached(p.path(), show), &NeverCancelled)
+        .await
+        .unwrap();
+    assert_eq!(second.stdout.trim(), "750", "{second:?}");
+    assert!(
+        second
+            .info
+            .workspace_copy
+            .as_deref()
+            .is_some_and(|c| c.starts_with("synced")),
+        "{:?}",
+        second.info.workspace_copy
+    );
+}
+
 #[test]
 fn a_touched_file_with_the_same_content_is_hashed_and_not_rewritten() {
     let s = Synced::new();

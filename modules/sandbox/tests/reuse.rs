@@ -863,7 +863,7 @@ async fn a_kept_containers_changes_are_written_into_its_volume_here() {
     let Some(slot) = Slot::new().await else {
         return;
     };
-    let show = "cat input.txt; echo; cat sub/new.txt 2>/dev/null || echo no-new; echo; stat -c '%a' sub/run.sh 2>/dev/null || true";
+    let show = "cat input.txt; echo; cat sub/new.txt 2>/dev/null || echo no-new; echo; stat -c '%a' sub/run.sh sub 2>/dev/null || true";
     let first = slot.run(show).await;
     assert_eq!(first.exit_code, Some(0), "{first:?}");
     assert!(first.stdout.starts_with("in\nno-new"), "{}", first.stdout);
@@ -871,6 +871,11 @@ async fn a_kept_containers_changes_are_written_into_its_volume_here() {
     let p = slot.project.path();
     std::fs::write(p.join("input.txt"), "edited").unwrap();
     std::fs::create_dir(p.join("sub")).unwrap();
+    std::fs::set_permissions(
+        p.join("sub"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
     std::fs::write(p.join("sub/new.txt"), "new").unwrap();
     std::fs::write(p.join("sub/run.sh"), "#!/bin/sh\n").unwrap();
     std::fs::set_permissions(
@@ -880,7 +885,7 @@ async fn a_kept_containers_changes_are_written_into_its_volume_here() {
     .unwrap();
     let second = slot.run(show).await;
     assert_eq!(second.exit_code, Some(0), "{second:?}");
-    assert_eq!(second.stdout, "edited\nnew\n750\n");
+    assert_eq!(second.stdout, "edited\nnew\n750\n755\n");
     assert_eq!(id(&second), id(&first), "the kept container was not reused");
     let copy = second.info.workspace_copy.clone().unwrap();
     assert!(copy.contains("uploaded: 4 changed"), "{copy}");
@@ -893,8 +898,13 @@ async fn a_kept_containers_changes_are_written_into_its_volume_here() {
         eprintln!("not root or not a local engine: {copy}");
     }
 
-    // The engine's upload, for the same kind of change.
+    // The engine's upload, for the same kind of change, and a folder's mode changed alone.
     std::fs::write(p.join("input.txt"), "edited again").unwrap();
+    std::fs::set_permissions(
+        p.join("sub"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o700),
+    )
+    .unwrap();
     let uploaded = slot
         .sandbox
         .clone()
@@ -902,7 +912,7 @@ async fn a_kept_containers_changes_are_written_into_its_volume_here() {
         .run(&slot.request(show), &NeverCancelled)
         .await
         .unwrap();
-    assert_eq!(uploaded.stdout, "edited again\nnew\n750\n");
+    assert_eq!(uploaded.stdout, "edited again\nnew\n750\n700\n");
     let copy = uploaded.info.workspace_copy.clone().unwrap();
     assert!(!copy.contains("written into"), "{copy}");
     assert_eq!(id(&uploaded), id(&first));

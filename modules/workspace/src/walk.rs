@@ -182,9 +182,10 @@ pub fn walk_noting_special(
     Ok((out, special))
 }
 
-/// Copies what [`walk`] finds in `from` into the folder `to` (created if missing): folders,
-/// files with their permissions, and symbolic links as links (their targets unchanged; on
-/// platforms without symlinks they are left out).
+/// Copies what [`walk`] finds in `from` into the folder `to` (created if missing): folders and
+/// files with their permissions (a folder's set once it is filled, so a read-only one is
+/// copied whole), and symbolic links as links (their targets unchanged; on platforms without
+/// symlinks they are left out).
 ///
 /// # Errors
 /// As [`walk`], and [`WalkError::Copy`] naming the path that could not be copied.
@@ -212,11 +213,15 @@ pub fn copy_tree_noting_special(
         }
     };
     std::fs::create_dir_all(to).map_err(fail("create folder", to))?;
+    let mut dirs = Vec::new();
     for entry in entries {
         let src = from.join(&entry.rel);
         let dst = to.join(&entry.rel);
         match entry.kind {
-            EntryKind::Dir => std::fs::create_dir_all(&dst).map_err(fail("create folder", &dst))?,
+            EntryKind::Dir => {
+                std::fs::create_dir_all(&dst).map_err(fail("create folder", &dst))?;
+                dirs.push((src, dst));
+            }
             EntryKind::File => {
                 std::fs::copy(&src, &dst).map_err(fail("copy", &src))?;
             }
@@ -229,6 +234,21 @@ pub fn copy_tree_noting_special(
             }
         }
     }
+    // Folders get their modes last, deepest first: a read-only folder is filled before it is
+    // made read-only.
+    #[cfg(unix)]
+    for (src, dst) in dirs.iter().rev() {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::symlink_metadata(src)
+            .map_err(fail("inspect", src))?
+            .permissions()
+            .mode()
+            & 0o7777;
+        std::fs::set_permissions(dst, std::fs::Permissions::from_mode(mode))
+            .map_err(fail("set the mode of", dst))?;
+    }
+    #[cfg(not(unix))]
+    let _ = dirs;
     Ok(special)
 }
 
