@@ -524,7 +524,7 @@ impl DockerSandbox {
                     .await?;
                 (tar, cache) = (back_tar, back_cache);
                 phase(started, "changes written into the volume");
-                written_here = note_direct_write(&mut tar, wrote).is_some();
+                written_here = note_direct_write(&mut tar, cache.as_ref(), wrote)?.is_some();
             }
             id
         } else {
@@ -585,7 +585,7 @@ impl DockerSandbox {
                     .await?;
                 (tar, cache) = (back_tar, back_cache);
                 phase(started, "workspace written into the volume");
-                if let Some(folder) = note_direct_write(&mut tar, wrote) {
+                if let Some(folder) = note_direct_write(&mut tar, cache.as_ref(), wrote)? {
                     written_here = true;
                     if let Some(ws) = cache.as_ref().and_then(|c| c.workspace.as_ref()) {
                         ws.record_folder(folder);
@@ -885,8 +885,7 @@ impl DockerSandbox {
     /// Writes `tar`'s entries into the workspace volume's folder on this machine, on a blocking
     /// thread that holds `cache` (the slot's lock) until it is done, so that a dropped run
     /// leaves the slot taken until the volume is no longer written. Gives back the tar and the
-    /// cache, and the folder's device and inode when written; else `(false, why)` when nothing
-    /// was written, `(true, why)` when part was (either way the upload then does it all).
+    /// cache, and the folder's identity when written; else what kept it from writing, and why.
     async fn write_into_volume(
         &self,
         folder: VolumeFolder,
@@ -897,7 +896,7 @@ impl DockerSandbox {
         (
             WorkspaceTar,
             Option<crate::docker_cache::DockerCache>,
-            Result<(u64, u64), (bool, String)>,
+            Result<crate::docker_cache::FolderId, (Unwritten, String)>,
         ),
         SandboxError,
     > {
@@ -906,15 +905,18 @@ impl DockerSandbox {
             let wrote = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 let dir = match &folder {
                     VolumeFolder::New(new, within) => local_volume_dir(&engine, new, within),
-                    VolumeFolder::Old(old) => local_old_volume_dir(&engine, old)
-                        .and_then(|dir| no_link_on_the_way(&dir, &tar.entries).map(|()| dir)),
+                    VolumeFolder::Old(old) => local_old_volume_dir(&engine, old),
                 }
-                .map_err(|why| (false, why))?;
-                let id = folder_id(&dir).map_err(|why| (false, why))?;
-                tar.unpack_into(&dir).map_err(|e| (true, e))?;
+                .map_err(|why| (Unwritten::Before, why))?;
+                if matches!(folder, VolumeFolder::Old(_)) {
+                    no_link_on_the_way(&dir, &tar.entries)
+                        .map_err(|why| (Unwritten::NotAMirror, why))?;
+                }
+                let id = folder_id(&dir).map_err(|why| (Unwritten::Before, why))?;
+                tar.unpack_into(&dir).map_err(|e| (Unwritten::Partly, e))?;
                 Ok(id)
             }))
-            .unwrap_or_else(|_| Err((true, "the write panicked".into())));
+            .unwrap_or_else(|_| Err((Unwritten::Partly, "the write panicked".into())));
             (tar, held, wrote)
         });
         // Cancelled: the writer keeps the slot until it is done; the guard removes the
@@ -2187,36 +2189,59 @@ enum VolumeFolder {
     Old(crate::docker_cache::OldVolume),
 }
 
+/// Why a direct write into a volume's folder did not write everything.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Unwritten {
+    /// Nothing was written (not a local engine, not the folder recorded, ...): the upload does it.
+    Before,
+    /// Part was written: the upload does it all again.
+    Partly,
+    /// The folder is not the mirror the last run's listings described (a link or a file on the
+    /// way of an entry): nothing was written, and nothing may be, the upload neither (inside
+    /// the container it would follow the link).
+    NotAMirror,
+}
+
 /// What a direct write did to the entries left for the upload: all gone when it wrote them
-/// (the folder's device and inode returned), else kept (and the reason logged).
+/// (the folder's identity returned), else kept (and the reason logged). A folder that is not a
+/// mirror is an error: the volume is made again by the next run.
 fn note_direct_write(
     tar: &mut WorkspaceTar,
-    wrote: Result<(u64, u64), (bool, String)>,
-) -> Option<(u64, u64)> {
+    cache: Option<&crate::docker_cache::DockerCache>,
+    wrote: Result<crate::docker_cache::FolderId, (Unwritten, String)>,
+) -> Result<Option<crate::docker_cache::FolderId>, SandboxError> {
     match wrote {
         Ok(folder) => {
             tar.entries.clear();
             tar.extra.clear();
-            Some(folder)
+            Ok(Some(folder))
         }
-        Err((false, why)) => {
+        Err((Unwritten::Before, why)) => {
             tracing::debug!("the workspace goes up as an archive: {why}");
-            None
+            Ok(None)
         }
-        Err((true, why)) => {
+        Err((Unwritten::Partly, why)) => {
             tracing::warn!(
                 "the workspace goes up as an archive after writing part of it into the volume's folder: {why}"
             );
-            None
+            Ok(None)
+        }
+        Err((Unwritten::NotAMirror, why)) => {
+            if let Some(ws) = cache.and_then(|c| c.workspace.as_ref()) {
+                ws.mark_dirty();
+            }
+            Err(SandboxError::Failed(format!(
+                "the workspace volume is not what the last run left ({}): nothing was uploaded, and the next run makes the volume again; run again",
+                nuvira_api::text::escape_control(&why)
+            )))
         }
     }
 }
 
-/// The device and inode of the folder `dir` (not through a link).
-fn folder_id(dir: &Path) -> Result<(u64, u64), String> {
-    use std::os::unix::fs::MetadataExt;
+/// The identity of the folder `dir` (not through a link): device, inode, birth time.
+fn folder_id(dir: &Path) -> Result<crate::docker_cache::FolderId, String> {
     std::fs::symlink_metadata(dir)
-        .map(|m| (m.dev(), m.ino()))
+        .map(|m| crate::docker_cache::FolderId::of(&m))
         .map_err(|e| format!("{}: {e}", dir.display()))
 }
 
@@ -2287,15 +2312,14 @@ fn volume_folder(mountpoint: &Path, name: &str) -> Result<std::fs::Metadata, Str
 
 /// The folder on this machine of the volume `old`, which an earlier run of the slot made and
 /// wrote into: the engine is a local one ([`local_engine`]) and the folder it names now is the
-/// one that run wrote into (same device and inode).
+/// one that run wrote into (same device, inode and birth time).
 fn local_old_volume_dir(
     engine: &crate::remote::EngineConfig,
     old: &crate::docker_cache::OldVolume,
 ) -> Result<std::path::PathBuf, String> {
-    use std::os::unix::fs::MetadataExt;
     local_engine(engine)?;
     let meta = volume_folder(&old.mountpoint, &old.name)?;
-    if (meta.dev(), meta.ino()) != old.folder {
+    if crate::docker_cache::FolderId::of(&meta) != old.folder {
         return Err(format!(
             "{} is not the folder an earlier run wrote into",
             old.mountpoint.display()
@@ -2318,17 +2342,24 @@ fn no_link_on_the_way(dir: &Path, entries: &[std::path::PathBuf]) -> Result<(), 
                 return Err(format!("{}: not a plain relative path", entry.display()));
             };
             at.push(name);
-            if !seen.insert(at.clone()) {
+            // Folders (and what is not there) are checked once; anything else every time, so
+            // that a file checked as an entry is still refused on the way of a later one.
+            if seen.contains(&at) {
                 continue;
             }
             let last = parts.peek().is_none();
             match std::fs::symlink_metadata(&at) {
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    seen.insert(at.clone());
+                }
                 Err(e) => return Err(format!("{}: {e}", at.display())),
                 Ok(m) if m.file_type().is_symlink() => {
                     return Err(format!("{} is a link", at.display()));
                 }
-                Ok(m) if !last && !m.is_dir() => {
+                Ok(m) if m.is_dir() => {
+                    seen.insert(at.clone());
+                }
+                Ok(_) if !last => {
                     return Err(format!("{} is not a folder", at.display()));
                 }
                 Ok(_) => {}
@@ -2459,6 +2490,11 @@ mod tests {
             (vec![p("out")], "is a link"),
             (vec![p("src/final.rs")], "is a link"),
             (vec![p("src/lib.rs/inner.rs")], "is not a folder"),
+            // A file checked as an entry is still refused on the way of the next one.
+            (
+                vec![p("src/lib.rs"), p("src/lib.rs/inner.rs")],
+                "is not a folder",
+            ),
             (vec![p("../escape.rs")], "not a plain relative path"),
             (vec![p("/etc/passwd")], "not a plain relative path"),
         ] {

@@ -80,27 +80,72 @@ pub(crate) struct NewVolume {
 }
 
 /// A workspace volume an earlier run made, whose folder that run wrote into on this machine:
-/// its mount point as the engine tells it now, and the folder's device and inode as they were
-/// then ([`FOLDER_FILE`] in the slot's entry folder).
+/// its mount point as the engine tells it now, and the folder's identity as it was then
+/// ([`FOLDER_FILE`] in the slot's entry folder).
 #[derive(Debug, Clone)]
 pub(crate) struct OldVolume {
     pub(crate) name: String,
     pub(crate) mountpoint: PathBuf,
-    pub(crate) folder: (u64, u64),
+    pub(crate) folder: FolderId,
 }
 
-/// In a slot's entry folder: `DEV INO` of the workspace volume's folder on this machine, written
-/// after a run wrote the new volume's files there (`docker::local_volume_dir` found the folder
-/// the engine's and new), removed whenever the volume is made again.
+/// A folder's device, inode and birth time (ns since the epoch; 0 where the file system does
+/// not keep one): an inode number a removed folder had is soon another's, its birth time not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct FolderId {
+    dev: u64,
+    ino: u64,
+    born: i128,
+}
+
+impl FolderId {
+    pub(crate) fn of(meta: &std::fs::Metadata) -> Self {
+        use std::os::unix::fs::MetadataExt;
+        let born = meta
+            .created()
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| i128::try_from(d.as_nanos()).unwrap_or(0));
+        Self {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            born,
+        }
+    }
+
+    fn parse(text: &str) -> Option<Self> {
+        let mut it = text.split_whitespace();
+        let id = Self {
+            dev: it.next()?.parse().ok()?,
+            ino: it.next()?.parse().ok()?,
+            born: it.next()?.parse().ok()?,
+        };
+        it.next().is_none().then_some(id)
+    }
+}
+
+/// In a slot's entry folder: `DEV INO BIRTH-NS` of the workspace volume's folder on this
+/// machine, written after a run wrote the new volume's files there (`docker::local_volume_dir`
+/// found the folder the engine's and new), removed whenever the volume is made again.
 pub(crate) const FOLDER_FILE: &str = "volume-folder";
 
 impl WorkspaceVolume {
-    /// Records the new volume's folder (device, inode) once this run wrote into it, so that
-    /// the next runs of the slot may write their changes there too.
-    pub(crate) fn record_folder(&self, folder: (u64, u64)) {
+    /// Records the new volume's folder once this run wrote into it, so that the next runs of
+    /// the slot may write their changes there too.
+    pub(crate) fn record_folder(&self, folder: FolderId) {
         let path = self.entry_dir.join(FOLDER_FILE);
-        if let Err(e) = std::fs::write(&path, format!("{} {}\n", folder.0, folder.1)) {
+        let text = format!("{} {} {}\n", folder.dev, folder.ino, folder.born);
+        if let Err(e) = std::fs::write(&path, text) {
             tracing::debug!("{}: {e}", path.display());
+        }
+    }
+
+    /// Makes the next run make the volume again (it is not the mirror it should be).
+    pub(crate) fn mark_dirty(&self) {
+        let _ = std::fs::remove_file(self.entry_dir.join(FOLDER_FILE));
+        let _ = std::fs::remove_file(&self.manifest_path);
+        if let Err(e) = std::fs::write(self.entry_dir.join(crate::docker_track::DIRTY_FILE), b"") {
+            tracing::warn!("mark the workspace volume to be made again: {e}");
         }
     }
 
@@ -382,8 +427,7 @@ pub(crate) async fn prepare(
         let folder_file = entry_dir.join(FOLDER_FILE);
         let old_volume = exists.as_ref().filter(|_| !remake).and_then(|mountpoint| {
             let text = std::fs::read_to_string(&folder_file).ok()?;
-            let mut it = text.split_whitespace().map(str::parse::<u64>);
-            let folder = (it.next()?.ok()?, it.next()?.ok()?);
+            let folder = FolderId::parse(&text)?;
             Some(OldVolume {
                 name: name.clone(),
                 mountpoint: PathBuf::from(mountpoint),

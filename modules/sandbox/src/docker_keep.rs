@@ -162,13 +162,17 @@ pub fn idle() -> Duration {
 /// PID 1 of a kept container: ignores the signals a run could send it, and exits once no
 /// other process has been seen for `idle` (checked every second; a run in progress is a
 /// process). Its `sleep` also reaps what runs leave to it: killed orphans are gone as soon as
-/// the `kill -9 -1` of the cleanup reaches that `sleep`.
+/// the `kill -9 -1` of the cleanup reaches that `sleep`. The `sleep` is `/bin/sleep`, never
+/// looked up on `PATH`: a `PATH` of the request's with a folder a run can write (one in a
+/// volume, or an empty or relative entry, which is `/workspace`) would let a run's own `sleep`
+/// run as PID 1's user, out of reach of the cleanup. (A run that replaces `/bin/sleep` in the
+/// container's own file system changes it, and the container goes.)
 pub(crate) fn keeper(idle: Duration) -> Vec<String> {
     let script = format!(
         "trap '' INT HUP TERM QUIT USR1 USR2 ALRM PIPE
 n=0
 while [ \"$n\" -lt {} ]; do
-  sleep 1
+  /bin/sleep 1
   b=0
   for p in /proc/[0-9]*; do [ \"$p\" = /proc/1 ] || b=1; done
   if [ $b = 1 ]; then n=0; else n=$((n+1)); fi
@@ -369,7 +373,7 @@ pub(crate) fn now_secs() -> u64 {
 
 /// The version of what a kept container is (its keeper, its user, its checks), in its hash: a
 /// container an older Nuvira kept is replaced, not reused.
-const KEEP_VERSION: &str = "keep-3";
+const KEEP_VERSION: &str = "keep-4";
 
 /// The hash of what makes a container what it is for a run: its create body without the
 /// command and working folder (the exec gives those), the image's id (a tag rebuilt is another

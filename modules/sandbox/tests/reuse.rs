@@ -114,7 +114,7 @@ fn procs(o: &SandboxOutcome) -> Vec<&str> {
         .filter(|l| l.starts_with("PROC "))
         // PID 1's own `sleep 1`, and this run's wrapper and listing.
         .filter(|l| {
-            *l != "PROC sleep 1 "
+            *l != "PROC /bin/sleep 1 "
                 && !l.contains("P=/workspace/.nuvira")
                 && !l.contains("/proc/[0-9]")
         })
@@ -971,8 +971,45 @@ async fn a_link_in_the_volumes_folder_is_never_written_through() {
         before,
         "mode set through the link: {second:?}"
     );
-    if let Ok(second) = second {
-        let copy = second.info.workspace_copy.unwrap_or_default();
-        assert!(!copy.contains("written into the volume's folder"), "{copy}");
+    // Not uploaded either (inside the container the engine would follow the link): the run
+    // says so, and the next one starts from a new volume with the workspace as it is.
+    match second {
+        Err(nuvira_api::SandboxError::Failed(why)) => {
+            assert!(why.contains("not what the last run left"), "{why}");
+            assert!(why.contains("pkg is a link"), "{why}");
+        }
+        other => panic!("expected the run to refuse the volume: {other:?}"),
     }
+    let third = slot.run("cat pkg/mod.txt pkg/new/deep.txt").await;
+    assert_eq!(third.stdout, "v2v2", "{third:?}");
+    let copy = third.info.workspace_copy.unwrap_or_default();
+    assert!(copy.contains("into a new workspace volume"), "{copy}");
+    assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
+}
+
+// PID 1's `sleep` is never looked up on the request's `PATH`: with a `PATH` that starts with a
+// folder of the workspace (a plan's `env`), a `sleep` a run puts there would otherwise be run
+// by PID 1, as PID 1's user, between and during runs, where no cleanup reaches it.
+#[tokio::test]
+async fn pid_1_never_runs_a_sleep_a_run_put_on_path() {
+    let Some(slot) = Slot::new().await else {
+        return;
+    };
+    let mut plant = slot.request(
+        "mkdir -p bin && printf '#!/bin/sh\\necho pwned > /dev/shm/pwned-by-pid-1\\nexec /bin/sleep 1000\\n' > bin/sleep && \
+         chmod 755 bin bin/sleep && /bin/sleep 2.5",
+    );
+    plant
+        .env
+        .insert("PATH".into(), "/workspace/bin:/usr/bin:/bin".into());
+    let first = slot.sandbox.run(&plant, &NeverCancelled).await.unwrap();
+    assert_eq!(first.exit_code, Some(0), "{first:?}");
+    // PID 1 checks every second: give it two more between the runs.
+    std::thread::sleep(Duration::from_millis(2500));
+    let mut look = slot.request(&format!("ls -a /dev/shm /tmp; {PS}"));
+    look.env = plant.env.clone();
+    let second = slot.sandbox.run(&look, &NeverCancelled).await.unwrap();
+    assert_eq!(id(&second), id(&first), "the kept container was not reused");
+    assert!(!second.stdout.contains("pwned"), "{}", second.stdout);
+    assert_eq!(procs(&second), Vec::<&str>::new(), "{}", second.stdout);
 }
