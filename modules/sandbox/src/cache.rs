@@ -1107,7 +1107,7 @@ fn remove_doomed(doomed: &Path) -> io::Result<()> {
 
 /// Tools leave read-only folders (Go's module cache, `chmod -w` in a test): give the owner
 /// write permission back so the folder can be emptied. Symlinks are not followed.
-fn make_writable(dir: &Path) {
+pub(crate) fn make_writable(dir: &Path) {
     use std::os::unix::fs::PermissionsExt;
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
@@ -1224,9 +1224,12 @@ fn fresh_copy(
         ))
         .tempdir()
         .map_err(|e| nuvira_api::SandboxError::Failed(format!("create a temporary folder: {e}")))?;
+    // A `WorkCopy` at once: a copy that fails half-way (its read-only folders made so) is
+    // still removed whole.
+    let copy = WorkCopy::Temp(copy);
     let special =
         crate::local::copy_workspace(&request.workspace, copy.path(), request.include_ignored)?;
-    Ok((WorkCopy::Temp(copy), special))
+    Ok((copy, special))
 }
 
 fn prepare_local_blocking(

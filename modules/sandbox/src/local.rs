@@ -433,6 +433,7 @@ pub fn remove_stale_in(dir: &Path) -> Vec<PathBuf> {
             let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
         }
         let _ = std::fs::remove_file(&pgid_file);
+        crate::cache::make_writable(&copy);
         if std::fs::remove_dir_all(&copy).is_ok() {
             removed.push(copy);
         }

@@ -538,8 +538,10 @@ pub fn sync_tree(
     Ok(report)
 }
 
-/// Sets the mode of the folder `dir` of the copy, never through a link (a link found there is
-/// an error: the caller checked it was a folder, and nothing of a run is alive while it syncs).
+/// Sets the mode of the folder `dir` of the copy, not through a link in its place (an error:
+/// the caller just found a folder there). The folders on its way were checked parents first;
+/// a process of the last run still alive (the local sandbox without cgroups cannot kill a
+/// `setsid` one) could swap one meanwhile, but it has this user's rights anyway.
 fn set_dir_mode(dir: &Path, mode: u32) -> Result<(), SyncError> {
     let fd = std::fs::OpenOptions::new()
         .read(true)
