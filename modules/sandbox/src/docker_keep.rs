@@ -196,7 +196,7 @@ const CLEAN_OK: &str = "nuvira-clean ok oom=";
 /// capabilities the run does not have); `nobody` (65534), or 65533 when the run is `nobody`.
 pub fn keeper_user(run_user: &str) -> String {
     let name = run_user.split(':').next().unwrap_or_default();
-    if matches!(name, "65534" | "nobody") {
+    if matches!(name, "65534" | "nobody" | "nfsnobody") {
         "65533:65533".to_owned()
     } else {
         "65534:65534".to_owned()
@@ -211,8 +211,11 @@ pub fn keeper_user(run_user: &str) -> String {
 /// 1 reaps it within a second; its state is read from `status`, whose name line is escaped,
 /// not from `stat`, whose raw name can hold a newline). This is the fast path only: a run can
 /// `ptrace` this shell, so the processes left are checked again from the host
-/// ([`only_keeper_left`]).
+/// ([`only_keeper_left`]). A run whose user turns out to be PID 1's (a user name that the
+/// image maps to PID 1's uid: [`keeper_user`] sees names, not uids) could signal and trace PID
+/// 1: `K` is `left` from the start, and the container goes.
 pub(crate) const KILL_ALL: &str = r#"K=ok
+[ -O /proc/1 ] && K=left
 b=
 for p in /proc/[0-9]*; do p=${p#/proc/}; [ "$p" = 1 ] || [ "$p" = $$ ] || { [ -O "/proc/$p" ] && b="$b $p"; }; done
 kill -9 -1 2>/dev/null; kill -9 -1 2>/dev/null

@@ -1013,3 +1013,54 @@ async fn pid_1_never_runs_a_sleep_a_run_put_on_path() {
     assert!(!second.stdout.contains("pwned"), "{}", second.stdout);
     assert_eq!(procs(&second), Vec::<&str>::new(), "{}", second.stdout);
 }
+
+// A run whose user is PID 1's after all (here an image whose user is a name that its own
+// `/etc/passwd` maps to PID 1's uid, 65534, which the choice of PID 1's user cannot see) could
+// signal and trace PID 1: the container is never kept for the next run.
+#[tokio::test]
+async fn a_run_as_pid_1s_user_never_gets_its_container_kept() {
+    let Some(slot) = Slot::new().await else {
+        return;
+    };
+    let image = "nuvira-host:same-uid-test";
+    let docker = |args: &[&str]| {
+        let out = std::process::Command::new("docker")
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "docker {args:?}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    };
+    // The engine finds the user in the image's own /etc/passwd (the host's /etc is mounted
+    // over it when the container runs).
+    let etc = tempfile::tempdir().unwrap();
+    std::fs::create_dir(etc.path().join("etc")).unwrap();
+    std::fs::write(
+        etc.path().join("etc/passwd"),
+        "root:x:0:0:root:/root:/bin/sh\nsameasnobody:x:65534:65534::/tmp:/bin/sh\n",
+    )
+    .unwrap();
+    let from = docker(&["create", HOST, "/bin/true"]);
+    docker(&[
+        "cp",
+        &format!("{}/etc", etc.path().display()),
+        &format!("{from}:/"),
+    ]);
+    docker(&["commit", "--change", "USER sameasnobody", &from, image]);
+    docker(&["rm", "-f", &from]);
+    let mut req = slot.request("id -u");
+    req.image = Some(image.into());
+    let first = slot.sandbox.run(&req, &NeverCancelled).await;
+    let kept = slot.kept().await;
+    let _ = std::process::Command::new("docker")
+        .args(["rmi", "-f", image])
+        .output();
+    let first = first.unwrap();
+    assert_eq!(first.stdout.trim(), "65534", "{first:?}");
+    assert_eq!(
+        kept.len(),
+        0,
+        "a container whose PID 1 the run could trace was kept: {:?}",
+        first.info.limits
+    );
+}
