@@ -413,6 +413,15 @@ pub(crate) struct After {
     pub(crate) prune: Vec<PathBuf>,
 }
 
+/// The uploaded folders (folders in `manifest`) that the run's `newer` listing names: a file
+/// made or removed in them, or their mode changed.
+pub(crate) fn touched_folders(manifest: &Manifest, newer: &[u8]) -> Vec<PathBuf> {
+    parse_list(newer)
+        .into_iter()
+        .filter(|p| manifest.kind_of(p) == Some(b'd'))
+        .collect()
+}
+
 /// Compares the run's listings (`None`: missing) with the manifest of the upload.
 pub(crate) fn reconcile(manifest: &Manifest, all: Option<&[u8]>, newer: Option<&[u8]>) -> After {
     let (Some(all), Some(newer)) = (all, newer) else {

@@ -253,6 +253,12 @@ impl Manifest {
         self.records.get(rel).map(|r| r.kind)
     }
 
+    /// The mode recorded at `rel` (a file's or a folder's), if any.
+    #[cfg(feature = "docker")]
+    pub(crate) fn mode_of(&self, rel: &Path) -> Option<u32> {
+        self.records.get(rel).map(|r| r.mode)
+    }
+
     /// Every recorded path with its kind.
     #[cfg(feature = "docker")]
     pub(crate) fn paths(&self) -> impl Iterator<Item = (&Path, u8)> {

@@ -1064,3 +1064,37 @@ async fn a_run_as_pid_1s_user_never_gets_its_container_kept() {
         first.info.limits
     );
 }
+
+// A run's `chmod` of an uploaded folder of its workspace volume never reaches the next run:
+// seen on this machine in the volume's folder after the run, it has the volume made again.
+#[tokio::test]
+async fn a_runs_chmod_of_an_uploaded_folder_never_reaches_the_next_run() {
+    let Some(slot) = Slot::new().await else {
+        return;
+    };
+    if !engine_is_local_and_root() {
+        eprintln!("SKIPPED: the volume's folder is not this machine's to look at");
+        return;
+    }
+    let p = slot.project.path();
+    std::fs::create_dir(p.join("sub")).unwrap();
+    std::fs::set_permissions(
+        p.join("sub"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    std::fs::write(p.join("sub/f.txt"), "f").unwrap();
+    let show = "stat -c '%a' sub; chmod 0700 sub";
+    let first = slot.run(show).await;
+    assert_eq!(first.stdout.trim(), "755", "{first:?}");
+    let second = slot.run(show).await;
+    assert_eq!(second.stdout.trim(), "755", "{second:?}");
+    let copy = second.info.workspace_copy.unwrap_or_default();
+    assert!(copy.contains("into a new workspace volume"), "{copy}");
+    // A run that leaves the folder's mode alone keeps the volume.
+    let third = slot.run("stat -c '%a' sub").await;
+    let fourth = slot.run("stat -c '%a' sub").await;
+    assert_eq!((third.stdout.trim(), fourth.stdout.trim()), ("755", "755"));
+    let copy = fourth.info.workspace_copy.unwrap_or_default();
+    assert!(copy.contains("0 changed"), "{copy}");
+}
