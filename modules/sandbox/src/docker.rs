@@ -524,7 +524,7 @@ impl DockerSandbox {
                     .await?;
                 (tar, cache) = (back_tar, back_cache);
                 phase(started, "changes written into the volume");
-                written_here = note_direct_write(&mut tar, cache.as_ref(), wrote)?.is_some();
+                written_here = wrote.is_some();
             }
             id
         } else {
@@ -585,7 +585,7 @@ impl DockerSandbox {
                     .await?;
                 (tar, cache) = (back_tar, back_cache);
                 phase(started, "workspace written into the volume");
-                if let Some(folder) = note_direct_write(&mut tar, cache.as_ref(), wrote)? {
+                if let Some(folder) = wrote {
                     written_here = true;
                     if let Some(ws) = cache.as_ref().and_then(|c| c.workspace.as_ref()) {
                         ws.record_folder(folder);
@@ -894,8 +894,9 @@ impl DockerSandbox {
 
     /// Writes `tar`'s entries into the workspace volume's folder on this machine, on a blocking
     /// thread that holds `cache` (the slot's lock) until it is done, so that a dropped run
-    /// leaves the slot taken until the volume is no longer written. Gives back the tar and the
-    /// cache, and the folder's identity when written; else what kept it from writing, and why.
+    /// leaves the slot taken until the volume is no longer written. Gives back the tar (its
+    /// entries gone when written, else left for the upload) and the cache, and the folder's
+    /// identity when written ([`note_direct_write`]).
     async fn write_into_volume(
         &self,
         folder: VolumeFolder,
@@ -906,7 +907,7 @@ impl DockerSandbox {
         (
             WorkspaceTar,
             Option<crate::docker_cache::DockerCache>,
-            Result<crate::docker_cache::FolderId, (Unwritten, String)>,
+            Option<crate::docker_cache::FolderId>,
         ),
         SandboxError,
     > {
@@ -931,10 +932,12 @@ impl DockerSandbox {
         });
         // Cancelled: the writer keeps the slot until it is done; the guard removes the
         // container.
-        tokio::select! {
-            r = writer => r.map_err(|e| SandboxError::Failed(format!("write the workspace: {e}"))),
-            () = cancel.cancelled() => Err(SandboxError::Cancelled),
-        }
+        let (mut tar, held, wrote) = tokio::select! {
+            r = writer => r.map_err(|e| SandboxError::Failed(format!("write the workspace: {e}")))?,
+            () = cancel.cancelled() => return Err(SandboxError::Cancelled),
+        };
+        let folder = note_direct_write(&mut tar, held.as_ref(), wrote)?;
+        Ok((tar, held, folder))
     }
 
     #[allow(

@@ -1,5 +1,6 @@
 //! Warm caches and the synced workspace copy, on real files, real processes and a real engine.
 
+use super::common::{mode_of, set_mode};
 use nuvira_api::{NeverCancelled, Sandbox, SandboxRequest};
 use nuvira_sandbox::LocalSandbox;
 use nuvira_sandbox::cache::{CacheKind, CacheRoot, project_key};
@@ -114,16 +115,6 @@ fn sync_propagates_changed_added_and_deleted_files_and_copies_nothing_when_nothi
         std::fs::read_to_string(s.dst().join("a.txt")).unwrap(),
         "AAAA"
     );
-}
-
-fn mode_of(p: &Path) -> u32 {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::symlink_metadata(p).unwrap().permissions().mode() & 0o7777
-}
-
-fn set_mode(p: &Path, mode: u32) {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
 }
 
 // Folders of the copy have the workspace's modes, a read-only one filled before it is made

@@ -12,6 +12,18 @@ pub fn sh(workspace: &Path, script: &str) -> SandboxRequest {
     SandboxRequest::new(workspace, vec!["sh".into(), "-c".into(), script.into()])
 }
 
+/// The permission bits of `p` (not through a link).
+pub fn mode_of(p: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::symlink_metadata(p).unwrap().permissions().mode() & 0o7777
+}
+
+/// Sets the permission bits of `p`.
+pub fn set_mode(p: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
 /// Runs `req` in `sandbox` on a thread (and runtime) of its own and returns its result, or
 /// fails the test with `what` when none comes within `deadline`: a run that blocks (on a FIFO,
 /// say) fails at its deadline instead of hanging the test binary.

@@ -3,7 +3,7 @@
 //! system) never reaches the next run, a run that kills PID 1, times out, fills the pids limit
 //! or runs out of memory does not break the next one, and reuse is real and can be turned off.
 
-use crate::common::docker;
+use crate::common::{docker, mode_of, set_mode};
 use nuvira_api::{NeverCancelled, Sandbox, SandboxOutcome, SandboxRequest};
 use nuvira_sandbox::DockerSandbox;
 use nuvira_sandbox::cache::CacheRoot;
@@ -871,18 +871,10 @@ async fn a_kept_containers_changes_are_written_into_its_volume_here() {
     let p = slot.project.path();
     std::fs::write(p.join("input.txt"), "edited").unwrap();
     std::fs::create_dir(p.join("sub")).unwrap();
-    std::fs::set_permissions(
-        p.join("sub"),
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
+    set_mode(&p.join("sub"), 0o755);
     std::fs::write(p.join("sub/new.txt"), "new").unwrap();
     std::fs::write(p.join("sub/run.sh"), "#!/bin/sh\n").unwrap();
-    std::fs::set_permissions(
-        p.join("sub/run.sh"),
-        std::os::unix::fs::PermissionsExt::from_mode(0o750),
-    )
-    .unwrap();
+    set_mode(&p.join("sub/run.sh"), 0o750);
     let second = slot.run(show).await;
     assert_eq!(second.exit_code, Some(0), "{second:?}");
     assert_eq!(second.stdout, "edited\nnew\n750\n755\n");
@@ -900,11 +892,7 @@ async fn a_kept_containers_changes_are_written_into_its_volume_here() {
 
     // The engine's upload, for the same kind of change, and a folder's mode changed alone.
     std::fs::write(p.join("input.txt"), "edited again").unwrap();
-    std::fs::set_permissions(
-        p.join("sub"),
-        std::os::unix::fs::PermissionsExt::from_mode(0o700),
-    )
-    .unwrap();
+    set_mode(&p.join("sub"), 0o700);
     let uploaded = slot
         .sandbox
         .clone()
@@ -946,16 +934,8 @@ async fn a_link_in_the_volumes_folder_is_never_written_through() {
     std::fs::create_dir(p.join("pkg/new")).unwrap();
     std::fs::write(p.join("pkg/new/deep.txt"), "v2").unwrap();
     // The folder's own mode changes too: it must not land on the link's target.
-    let mode = |d: &std::path::Path| {
-        std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(d).unwrap().permissions())
-            & 0o7777
-    };
-    std::fs::set_permissions(
-        p.join("pkg"),
-        std::os::unix::fs::PermissionsExt::from_mode(0o751),
-    )
-    .unwrap();
-    let before = mode(outside.path());
+    set_mode(&p.join("pkg"), 0o751);
+    let before = mode_of(outside.path());
     assert_ne!(before, 0o751);
     let second = slot
         .sandbox
@@ -967,7 +947,7 @@ async fn a_link_in_the_volumes_folder_is_never_written_through() {
         "written through the link: {second:?}"
     );
     assert_eq!(
-        mode(outside.path()),
+        mode_of(outside.path()),
         before,
         "mode set through the link: {second:?}"
     );
@@ -1078,11 +1058,7 @@ async fn a_runs_chmod_of_an_uploaded_folder_never_reaches_the_next_run() {
     }
     let p = slot.project.path();
     std::fs::create_dir(p.join("sub")).unwrap();
-    std::fs::set_permissions(
-        p.join("sub"),
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
+    set_mode(&p.join("sub"), 0o755);
     std::fs::write(p.join("sub/f.txt"), "f").unwrap();
     let show = "stat -c '%a' sub; chmod 0700 sub";
     let first = slot.run(show).await;
