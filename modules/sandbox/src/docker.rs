@@ -780,17 +780,7 @@ impl DockerSandbox {
                 }
                 None => (None, None),
             };
-            // The volume's folder on this machine, when this run wrote into it or it is the
-            // one an earlier run did (checked again: the engine's, the same folder).
-            let folder = if written_here {
-                ws.written_folder().map(Path::to_path_buf)
-            } else {
-                ws.old_volume
-                    .as_ref()
-                    .filter(|_| self.direct_write)
-                    .and_then(|old| local_old_volume_dir(&self.engine, old).ok())
-            };
-            ws.record_after(all.as_deref(), newer.as_deref(), folder.as_deref());
+            ws.record_after(all.as_deref(), newer.as_deref());
         }
         if let Some(pending) = deferred
             && let Some(mut k) = kept.take()

@@ -157,41 +157,10 @@ impl WorkspaceVolume {
     }
 
     /// Records, from the run's listings (`None`: missing, e.g. the run was killed), what the
-    /// next run must undo ([`crate::docker_track::reconcile`]). With the volume's folder on
-    /// this machine (`folder`: this run wrote into it, so it is the engine's), an uploaded
-    /// folder the run touched whose mode is no longer the workspace's (a `chmod` of it, which
-    /// a prune cannot undo) has the volume made again.
-    pub(crate) fn record_after(
-        &self,
-        all: Option<&[u8]>,
-        newer: Option<&[u8]>,
-        folder: Option<&Path>,
-    ) {
-        let mut after = crate::docker_track::reconcile(&self.manifest, all, newer);
-        if !after.dirty
-            && let (Some(folder), Some(newer)) = (folder, newer)
-        {
-            use std::os::unix::fs::PermissionsExt;
-            after.dirty = crate::docker_track::touched_folders(&self.manifest, newer)
-                .iter()
-                .any(|rel| {
-                    // Read only (never through a link at the end); a link on the way means
-                    // the listing already made the volume dirty.
-                    std::fs::symlink_metadata(folder.join(rel)).map_or(true, |m| {
-                        !m.is_dir()
-                            || Some(m.permissions().mode() & 0o7777) != self.manifest.mode_of(rel)
-                    })
-                });
-        }
+    /// next run must undo ([`crate::docker_track::reconcile`]).
+    pub(crate) fn record_after(&self, all: Option<&[u8]>, newer: Option<&[u8]>) {
+        let after = crate::docker_track::reconcile(&self.manifest, all, newer);
         crate::docker_track::save(&self.entry_dir, &after);
-    }
-
-    /// The folder on this machine of a volume this run wrote into directly (its mount point).
-    pub(crate) fn written_folder(&self) -> Option<&Path> {
-        self.new_volume
-            .as_ref()
-            .map(|v| v.mountpoint.as_path())
-            .or_else(|| self.old_volume.as_ref().map(|v| v.mountpoint.as_path()))
     }
 }
 

@@ -203,20 +203,17 @@ pub fn keeper_user(run_user: &str) -> String {
     }
 }
 
-/// Shell: every process of the run's user but PID 1 and this shell killed (`kill -9 -1`,
-/// twice: a process with a pending `SIGKILL` cannot fork) and waited for; `K` is `ok`, or
-/// `left` when one is still there after 1,000 checks. Only the processes that were there
-/// before the kill and are this user's are waited for (PID 1's `sleep` is PID 1's user's: the
-/// kill cannot reach it, nor could the run); a zombie counts as gone (it runs nothing, and PID
-/// 1 reaps it within a second; its state is read from `status`, whose name line is escaped,
-/// not from `stat`, whose raw name can hold a newline). This is the fast path only: a run can
-/// `ptrace` this shell, so the processes left are checked again from the host
-/// ([`only_keeper_left`]). A run whose user turns out to be PID 1's (a user name that the
-/// image maps to PID 1's uid: [`keeper_user`] sees names, not uids) could signal and trace PID
-/// 1: `K` is `left` from the start, and the container goes.
-pub(crate) const KILL_ALL: &str = r#"K=ok
-[ -O /proc/1 ] && K=left
-b=
+/// Shell: the `PATH` the wrapper's and the cleanup's own tools (`find`, `rm`, `stat`, `cat`,
+/// `sleep`...) are looked up on: the image's system folders (read-only binds with `nuvira-host`),
+/// never the request's, which can name a folder a run writes (one in a volume, `/tmp`, or an
+/// empty or relative entry, which is `/workspace`): a run's own `find` would write the listing
+/// the next run's mirror is made from, after every process of the run was killed.
+pub(crate) const TOOLS_PATH: &str = "PATH=/usr/sbin:/usr/bin:/sbin:/bin\n";
+
+/// The kill and wait of [`KILL_ALL`] and [`KILL_RUN`].
+macro_rules! kill_loop {
+    () => {
+        r#"b=
 for p in /proc/[0-9]*; do p=${p#/proc/}; [ "$p" = 1 ] || [ "$p" = $$ ] || { [ -O "/proc/$p" ] && b="$b $p"; }; done
 kill -9 -1 2>/dev/null; kill -9 -1 2>/dev/null
 i=0
@@ -235,7 +232,26 @@ while :; do
   [ $i -gt 200 ] && sleep 0.01
   kill -9 -1 2>/dev/null
 done
-"#;
+"#
+    };
+}
+
+/// Shell: every process of the run's user but PID 1 and this shell killed (`kill -9 -1`,
+/// twice: a process with a pending `SIGKILL` cannot fork) and waited for; `K` is `ok`, or
+/// `left` when one is still there after 1,000 checks. Only the processes that were there
+/// before the kill and are this user's are waited for (PID 1's `sleep` is PID 1's user's: the
+/// kill cannot reach it, nor could the run); a zombie counts as gone (it runs nothing, and PID
+/// 1 reaps it within a second; its state is read from `status`, whose name line is escaped,
+/// not from `stat`, whose raw name can hold a newline). This is the fast path only: a run can
+/// `ptrace` this shell, so the processes left are checked again from the host
+/// ([`only_keeper_left`]). A run whose user turns out to be PID 1's (a user name that the
+/// image maps to PID 1's uid: [`keeper_user`] sees names, not uids) could signal and trace PID
+/// 1: `K` is `left` from the start, and the container goes.
+pub(crate) const KILL_ALL: &str = concat!("K=ok\n[ -O /proc/1 ] && K=left\n", kill_loop!());
+
+/// [`KILL_ALL`] without the look at PID 1's owner, for a wrapper that is PID 1 itself (a fresh
+/// container's): `K` is `ok`, or `left` when a process is still there after 1,000 checks.
+pub(crate) const KILL_RUN: &str = concat!("K=ok\n", kill_loop!());
 
 /// Shell: `/tmp` and `/dev/shm` emptied, their folders made writable first (a test may leave
 /// a read-only one; `chmod -R` follows no link, and links are not given to it), and `$R` too
@@ -298,7 +314,7 @@ done
 /// unknown).
 pub(crate) fn cleanup_script() -> Vec<String> {
     let script = format!(
-        r#"{KILL_ALL}[ "$K" = ok ] || {{ echo "nuvira-clean: processes left"; exit 3; }}
+        r#"{TOOLS_PATH}{KILL_ALL}[ "$K" = ok ] || {{ echo "nuvira-clean: processes left"; exit 3; }}
 cd /
 R=
 {SCRATCH}[ "$K" = ok ] || {{ echo "nuvira-clean: scratch not emptied"; exit 4; }}

@@ -15,28 +15,35 @@
 //!    the shell's own `[ -nt ]` sees it newer, with no process started, which compares
 //!    nanoseconds in dash since 0.5.11; where it compares seconds, `find -newer` after 2,000
 //!    touches);
-//! 3. runs the command as a child and keeps its exit status;
-//! 4. removes whatever the command left at `/workspace/.nuvira` and makes it anew, then lists
+//! 3. runs the command as a child (in a subshell, with the request's `PATH`: the wrapper's own
+//!    tools are looked up on the image's system folders only, [`crate::docker_keep::TOOLS_PATH`])
+//!    and keeps its exit status;
+//! 4. kills every other process of the run's user and waits for them (nothing of the run writes
+//!    in `/workspace` after the listing; a process still there after 1,000 checks and nothing is
+//!    listed), removes whatever the command left at `/workspace/.nuvira` and makes it anew, then lists
 //!    every entry of `/workspace` (`all`) and those changed since the mark (`newer`;
 //!    ctime where `find -cnewer` exists, else mtime; an entry that is not a folder twice, so
-//!    that a tracked folder that became a file or link is seen), leaving out the build folders the walk
+//!    that a tracked folder that became a file or link is seen, and a folder followed by its
+//!    mode, so that a `chmod` of an uploaded folder is seen), leaving out the build folders the walk
 //!    leaves out (`target/`, `node_modules/`: warm caches) and `.nuvira`, into
 //!    `/workspace/.nuvira/`, writes them at the end of standard error between markers named
 //!    after the container (each list only up to [`INLINE_CAP`], else a marker saying it is in
 //!    its file), then exits with the command's status.
 //!
-//! In a kept container ([`crate::docker_keep`]) the wrapper also kills every other process
-//! but PID 1 right after the command (before the listing), empties `/tmp` and `/dev/shm`
+//! In a kept container ([`crate::docker_keep`]) the kill spares PID 1 (the keeper, another
+//! user's), and the wrapper also empties `/tmp` and `/dev/shm`
 //! after it, and writes a report (clean or not, the command's status, the memory cgroup's
 //! `oom_kill` count) last on standard error, then exits 0; the prune list is given inline
 //! instead of uploaded.
 //!
 //! After the run the host takes the lists off the end of standard error (the user sees
 //! standard error without them; standard error is left whole when they do not parse),
-//! downloading a list from the stopped container when it was too long (capped at [`LIST_CAP`]), and compares them with the manifest of what it uploaded ([`reconcile`]):
+//! downloading a list from the stopped container when it was too long (capped at
+//! [`LIST_CAP`]), and compares them with the manifest of what it uploaded ([`reconcile`]):
 //! entries the command **created** go into the next run's prune list; a tracked entry the
-//! command **deleted or changed** (or a list that is missing: the command was killed at its
-//! timeout, the wrapper could not finish) marks the volume **dirty**, and the next run makes
+//! command **deleted or changed** (a folder: whose mode changed), or a list that is missing
+//! (the command was killed at its timeout, the wrapper could not finish, a process of the run
+//! outlived the kill) marks the volume **dirty**, and the next run makes
 //! it again and uploads everything. Without the wrapper (another image, a mount inside
 //! `/workspace`) nothing is tracked, and a volume a tracked run used is made again.
 
@@ -99,10 +106,12 @@ fn script_with(
     // In `newer`, an entry that is not a folder is listed twice (its type, in any `find`).
     // One walk writes both listings (GNU `find` opens a file named by several `-fprint0`s
     // once): each `find` is a fork and a walk of the volume.
-    let typed =
-        "\\( -type d -fprint0 \"$P/newer\" -o -fprint0 \"$P/newer\" -fprint0 \"$P/newer\" \\)";
-    // In a kept container, the state outside the file system read while `/workspace` is listed.
-    let kill = if kept { KILL_ALL } else { "" };
+    // A folder is followed by its mode (`m` and octal digits: never a path, which starts with
+    // `/workspace/`), so that a run's `chmod` of an uploaded folder is seen on any engine.
+    let typed = "\\( -type d -fprintf \"$P/newer\" '%p\\0m%m\\0' -o -fprint0 \"$P/newer\" -fprint0 \"$P/newer\" \\)";
+    // Every process of the run is killed before the listing (nothing of it writes in
+    // `/workspace` after it); in a fresh container the wrapper is PID 1 itself.
+    let kill = if kept { KILL_ALL } else { KILL_RUN };
     // In a kept container the `find` of `/workspace` runs in the background while the state
     // outside the file system is read (`STATE`: two processes at once on two cores).
     let newer_c = format!("{walk} -fprint0 \"$P/all\" -cnewer \"$M\" {typed} 2>/dev/null");
@@ -148,18 +157,19 @@ fn script_with(
         None => "[ -f \"$P/prune\" ] && . \"$P/prune\"\n".to_owned(),
     };
     format!(
-        r#"{read_base}P=/workspace/{STATE_DIR}; M=/dev/shm/.nuvira-mark; T=/dev/shm/.nuvira-tick
+        r#"W=${{PATH-}}; w=${{PATH+1}}
+{TOOLS_PATH}{read_base}P=/workspace/{STATE_DIR}; M=/dev/shm/.nuvira-mark; T=/dev/shm/.nuvira-tick
 R=
 {prune}if [ -e "$P" ] || [ -L "$P" ]; then rm -rf "$P"; fi
 : > "$M"; : > "$T"; i=0
 while [ $i -lt 2000 ] && ! [ "$T" -nt "$M" ]; do echo >> "$T"; i=$((i+1)); done
 i=0
 while [ $i -lt 5000 ] && ! [ "$T" -nt "$M" ] && [ -z "$(find "$T" -newer "$M" 2>/dev/null)" ]; do echo >> "$T"; i=$((i+1)); done
-"$@"
+( if [ -n "$w" ]; then PATH=$W; else unset PATH; fi; "$@" )
 s=$?
 {kill}if [ -e "$P" ] || [ -L "$P" ]; then rm -rf "$P" 2>/dev/null; fi
 L=
-if [ -f "$M" ] && mkdir "$P" 2>/dev/null; then
+if [ "$K" != left ] && [ -f "$M" ] && mkdir "$P" 2>/dev/null; then
   {walk_start}
 fi
 {state}if [ -n "$L" ]; then
@@ -191,7 +201,7 @@ fi
 // standard error and exits 0 (the engine's exit code of the exec says the wrapper ran to its
 // end: a run that kills it gets another; the command's status is in the report). A new
 // container's first wrapper also writes `\0nuvira-<nonce>-base\0STATE\0` first of all.
-use crate::docker_keep::{KILL_ALL, OOM, SCRATCH, STATE};
+use crate::docker_keep::{KILL_ALL, KILL_RUN, OOM, SCRATCH, STATE, TOOLS_PATH};
 
 /// What the wrapper of a run in a kept container reported at its end.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -413,13 +423,32 @@ pub(crate) struct After {
     pub(crate) prune: Vec<PathBuf>,
 }
 
-/// The uploaded folders (folders in `manifest`) that the run's `newer` listing names: a file
-/// made or removed in them, or their mode changed.
-pub(crate) fn touched_folders(manifest: &Manifest, newer: &[u8]) -> Vec<PathBuf> {
-    parse_list(newer)
-        .into_iter()
-        .filter(|p| manifest.kind_of(p) == Some(b'd'))
-        .collect()
+/// The folders of a `newer` listing with their modes (each folder is followed by `m` and its
+/// mode in octal); a folder without a readable mode gets `None`.
+fn folder_modes(bytes: &[u8]) -> Vec<(PathBuf, Option<u32>)> {
+    let mut out = Vec::new();
+    let mut records = bytes.split(|&b| b == 0).peekable();
+    while let Some(r) = records.next() {
+        if records.peek() == Some(&r) {
+            records.next();
+            continue;
+        }
+        let mode = match records.peek() {
+            Some(next) if next.first() == Some(&b'm') => {
+                let digits = &next[1..];
+                records.next();
+                std::str::from_utf8(digits)
+                    .ok()
+                    .filter(|d| !d.is_empty() && d.len() <= 5)
+                    .and_then(|d| u32::from_str_radix(d, 8).ok())
+            }
+            _ => None,
+        };
+        if let Some(path) = parse_list(r).pop_first() {
+            out.push((path, mode));
+        }
+    }
+    out
 }
 
 /// Compares the run's listings (`None`: missing) with the manifest of the upload.
@@ -431,14 +460,19 @@ pub(crate) fn reconcile(manifest: &Manifest, all: Option<&[u8]>, newer: Option<&
         };
     };
     let not_dirs = not_dirs(newer);
+    let modes = folder_modes(newer);
     let (all, newer) = (parse_list(all), parse_list(newer));
-    // A tracked entry gone, a tracked file or link changed, or a tracked folder that is no
-    // longer one: not undone by a prune.
+    // A tracked entry gone, a tracked file or link changed, a tracked folder that is no
+    // longer one, or one whose mode is no longer the uploaded one (or unknown): not undone by
+    // a prune.
     let dirty = manifest.paths().any(|(p, _)| !all.contains(p))
         || newer
             .iter()
             .any(|p| manifest.kind_of(p).is_some_and(|k| k != b'd'))
-        || not_dirs.iter().any(|p| manifest.kind_of(p) == Some(b'd'));
+        || not_dirs.iter().any(|p| manifest.kind_of(p) == Some(b'd'))
+        || modes.iter().any(|(p, mode)| {
+            manifest.kind_of(p) == Some(b'd') && (mode.is_none() || *mode != manifest.mode_of(p))
+        });
     let mut prune: Vec<PathBuf> = Vec::new();
     for p in &all {
         if manifest.kind_of(p).is_some() {
@@ -510,6 +544,21 @@ mod tests {
         out
     }
 
+    /// A `newer` listing as the wrapper writes it: a folder (`Some(mode)`) followed by its
+    /// mode, anything else twice.
+    fn newer(entries: &[(&str, Option<u32>)]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for (p, mode) in entries {
+            let path = format!("/workspace/{p}\0");
+            out.extend_from_slice(path.as_bytes());
+            match mode {
+                Some(mode) => out.extend_from_slice(format!("m{mode:o}\0").as_bytes()),
+                None => out.extend_from_slice(path.as_bytes()),
+            }
+        }
+        out
+    }
+
     #[test]
     fn created_entries_are_pruned_topmost_and_changed_tracked_ones_make_it_dirty() {
         let dir = tempfile::tempdir().unwrap();
@@ -517,8 +566,15 @@ mod tests {
         std::fs::write(dir.path().join("src/a.rs"), "a").unwrap();
         let m = manifest_of(dir.path());
         let all = list(&["src", "src/a.rs", "out", "out/x", "out/y/z", "src/new.txt"]);
-        // `src` changed (an entry was created in it): a folder, so not dirty.
-        let after = reconcile(&m, Some(&all), Some(&list(&["src", "out", "src/new.txt"])));
+        let src = m.mode_of(Path::new("src")).unwrap();
+        // `src` changed (an entry was created in it), its mode the uploaded one: a folder, so
+        // not dirty.
+        let touched = newer(&[
+            ("src", Some(src)),
+            ("out", Some(0o700)),
+            ("src/new.txt", None),
+        ]);
+        let after = reconcile(&m, Some(&all), Some(&touched));
         assert_eq!(
             after,
             After {
@@ -526,16 +582,24 @@ mod tests {
                 prune: vec![PathBuf::from("out"), PathBuf::from("src/new.txt")],
             }
         );
+        // Before: a run's `chmod` of an uploaded folder was not seen (on a remote engine).
+        let chmodded = newer(&[("src", Some(src ^ 0o077))]);
+        assert!(reconcile(&m, Some(&all), Some(&chmodded)).dirty);
+        // An uploaded folder listed without its mode (a listing not the wrapper's): dirty.
+        assert!(reconcile(&m, Some(&all), Some(&list(&["src"]))).dirty);
+        let bad = b"/workspace/src\0m9z\0".to_vec();
+        assert!(reconcile(&m, Some(&all), Some(&bad)).dirty);
         // The tracked file changed, or deleted, or no listing: dirty.
-        assert!(reconcile(&m, Some(&all), Some(&list(&["src/a.rs"]))).dirty);
+        assert!(reconcile(&m, Some(&all), Some(&newer(&[("src/a.rs", None)]))).dirty);
         assert!(reconcile(&m, Some(&list(&["src"])), Some(&[])).dirty);
         assert!(reconcile(&m, None, Some(&[])).dirty);
         // Before: a tracked (empty) folder that became a file or link was not seen.
         std::fs::create_dir_all(dir.path().join("empty")).unwrap();
         let m = manifest_of(dir.path());
         let all = list(&["src", "src/a.rs", "empty"]);
-        assert!(!reconcile(&m, Some(&all), Some(&list(&["empty"]))).dirty);
-        assert!(reconcile(&m, Some(&all), Some(&list(&["empty", "empty"]))).dirty);
+        let empty = m.mode_of(Path::new("empty")).unwrap();
+        assert!(!reconcile(&m, Some(&all), Some(&newer(&[("empty", Some(empty))]))).dirty);
+        assert!(reconcile(&m, Some(&all), Some(&newer(&[("empty", None)]))).dirty);
         // Paths outside the workspace in a hostile listing are ignored.
         let hostile = list(&["src", "src/a.rs", "../etc"]);
         let mut bytes = hostile.clone();
@@ -610,13 +674,21 @@ mod tests {
             empty.contains("kill -9 -1") && empty.contains("nuvira-n-kept"),
             "{empty}"
         );
-        assert!(!script(&[], "n").contains("kill -9 -1"));
+        // A fresh container's wrapper (PID 1 itself) kills the run's processes too, before the
+        // listing, without the look at PID 1's owner.
+        let fresh = script(&[], "n");
+        let killed = fresh.find("kill -9 -1").unwrap();
+        assert!(killed < fresh.find("find /workspace").unwrap(), "{fresh}");
+        assert!(!fresh.contains("[ -O /proc/1 ]"), "{fresh}");
         // A new container's wrapper sends its baseline state first of all, before the prune.
         let first = script_with(&[], "n", Some("rm -rf -- '/workspace/x'\n"), true, true);
         let sent = first
             .find("printf '\\000nuvira-n-base\\000%s\\000' \"$B\" >&2")
             .unwrap();
-        assert!(first.starts_with("B=$(\n"), "{first}");
+        assert!(
+            first.starts_with(&format!("W=${{PATH-}}; w=${{PATH+1}}\n{TOOLS_PATH}B=$(\n")),
+            "{first}"
+        );
         assert!(
             sent < first.find("rm -rf -- '/workspace/x'").unwrap(),
             "{first}"

@@ -1045,16 +1045,75 @@ async fn a_run_as_pid_1s_user_never_gets_its_container_kept() {
     );
 }
 
-// A run's `chmod` of an uploaded folder of its workspace volume never reaches the next run:
-// seen on this machine in the volume's folder after the run, it has the volume made again.
+/// A run that puts a `find` of its own first on the request's `PATH`: it runs the real one,
+/// then takes `hidden.txt` out of the listings the wrapper sends, so that, were the wrapper to
+/// run it, the file the run made would be neither pruned nor seen, and would reach the next
+/// run.
+const PLANT_FIND: &str = "mkdir -p bin && printf '#!/bin/sh\\n/usr/bin/find \"$@\"; s=$?\\nfor f in /workspace/.nuvira/all /workspace/.nuvira/newer; do [ -f \"$f\" ] && sed -z -i /hidden/d \"$f\"; done\\nexit $s\\n' > bin/find && \
+     chmod 755 bin bin/find && echo x > hidden.txt && echo \"PATH=$PATH\"";
+
+async fn planted_find_never_hides_a_file(slot: &Slot) {
+    let path = "/workspace/bin:/usr/bin:/bin";
+    let mut plant = slot.request(PLANT_FIND);
+    plant.env.insert("PATH".into(), path.into());
+    let first = slot.sandbox.run(&plant, &NeverCancelled).await.unwrap();
+    assert_eq!(first.exit_code, Some(0), "{first:?}");
+    // The command itself runs with the request's `PATH`.
+    assert_eq!(first.stdout.trim(), format!("PATH={path}"), "{first:?}");
+    let mut look = slot.request("ls -A");
+    look.env = plant.env.clone();
+    let second = slot.sandbox.run(&look, &NeverCancelled).await.unwrap();
+    assert_eq!(second.stdout.trim(), "input.txt", "{second:?}");
+}
+
+// Before: the wrapper looked up its own `find`, `rm`, `cat`, `stat` on the request's `PATH`,
+// after the run's processes were killed: a run's own `find` on it wrote the listing.
 #[tokio::test]
-async fn a_runs_chmod_of_an_uploaded_folder_never_reaches_the_next_run() {
+async fn the_wrappers_own_tools_are_never_ones_a_run_put_on_path() {
     let Some(slot) = Slot::new().await else {
         return;
     };
-    if !engine_is_local_and_root() {
-        eprintln!("SKIPPED: the volume's folder is not this machine's to look at");
+    planted_find_never_hides_a_file(&slot).await;
+}
+
+#[tokio::test]
+async fn the_wrappers_own_tools_are_never_ones_a_run_put_on_path_in_a_fresh_container() {
+    let Some(mut slot) = Slot::new().await else {
         return;
+    };
+    slot.sandbox = slot.sandbox.clone().with_reuse(false);
+    planted_find_never_hides_a_file(&slot).await;
+}
+
+// Before: in a fresh container (reuse off) the wrapper listed `/workspace` while processes the
+// command left were still running, so a file one of them made after the listing, before the
+// container stopped, was neither pruned nor seen: the next run had it.
+#[tokio::test]
+async fn a_process_a_run_leaves_in_a_fresh_container_writes_nothing_the_next_run_sees() {
+    let Some(mut slot) = Slot::new().await else {
+        return;
+    };
+    slot.sandbox = slot.sandbox.clone().with_reuse(false);
+    let leave = "( i=0; while [ $i -lt 200000 ]; do i=$((i+1)); : > late-$i; done ) > /dev/null 2>&1 & \
+                 while ! [ -e late-50 ]; do :; done; echo started";
+    for round in 0..3 {
+        let left = slot.run(leave).await;
+        assert_eq!(left.stdout.trim(), "started", "round {round}: {left:?}");
+        let next = slot.run("ls -A | grep -c late- || true").await;
+        assert_eq!(next.stdout.trim(), "0", "round {round}: {next:?}");
+    }
+}
+
+/// A run's `chmod` of an uploaded folder of its workspace volume never reaches the next run:
+/// the wrapper's listing gives each folder it touched with its mode, and one whose mode is not
+/// the uploaded one has the volume made again; a run that only makes a file in it keeps the
+/// volume. `upload`: the engine's archive upload only (a remote engine's way).
+async fn chmod_of_an_uploaded_folder_never_reaches_the_next_run(upload: bool) {
+    let Some(mut slot) = Slot::new().await else {
+        return;
+    };
+    if upload {
+        slot.sandbox = slot.sandbox.clone().with_direct_write(false);
     }
     let p = slot.project.path();
     std::fs::create_dir(p.join("sub")).unwrap();
@@ -1067,10 +1126,27 @@ async fn a_runs_chmod_of_an_uploaded_folder_never_reaches_the_next_run() {
     assert_eq!(second.stdout.trim(), "755", "{second:?}");
     let copy = second.info.workspace_copy.unwrap_or_default();
     assert!(copy.contains("into a new workspace volume"), "{copy}");
-    // A run that leaves the folder's mode alone keeps the volume.
-    let third = slot.run("stat -c '%a' sub").await;
-    let fourth = slot.run("stat -c '%a' sub").await;
-    assert_eq!((third.stdout.trim(), fourth.stdout.trim()), ("755", "755"));
+    if upload {
+        assert!(!copy.contains("written into the volume"), "{copy}");
+    }
+    // A run that makes a file in the folder (its ctime changes) but leaves its mode alone
+    // keeps the volume; the file is pruned.
+    let third = slot.run("stat -c '%a' sub; echo n > sub/new.txt").await;
+    let fourth = slot.run("stat -c '%a' sub; ls sub").await;
+    assert_eq!(third.stdout.trim(), "755", "{third:?}");
+    assert_eq!(fourth.stdout, "755\nf.txt\n", "{fourth:?}");
     let copy = fourth.info.workspace_copy.unwrap_or_default();
     assert!(copy.contains("0 changed"), "{copy}");
+    assert!(copy.contains("1 left by the last run removed"), "{copy}");
+}
+
+#[tokio::test]
+async fn a_runs_chmod_of_an_uploaded_folder_never_reaches_the_next_run() {
+    chmod_of_an_uploaded_folder_never_reaches_the_next_run(false).await;
+}
+
+// Before: seen only in the volume's folder on this machine, after a direct write.
+#[tokio::test]
+async fn a_runs_chmod_of_an_uploaded_folder_never_reaches_the_next_run_through_the_upload() {
+    chmod_of_an_uploaded_folder_never_reaches_the_next_run(true).await;
 }
