@@ -327,6 +327,8 @@ impl DockerSandbox {
 
         let mut body = self.container_body(request, &image)?;
         let name = container_name();
+        // The loader's variables, given to a tracked run's command alone.
+        let mut command_env = Vec::new();
         let tracked = cache
             .as_ref()
             .and_then(|c| c.workspace.as_ref())
@@ -334,10 +336,12 @@ impl DockerSandbox {
         if let Some(cache) = &cache {
             crate::docker_cache::apply(&mut body, cache, request);
             if tracked {
+                command_env = crate::docker_track::take_command_env(&mut body.env);
                 body.cmd = Some(crate::docker_track::wrap(
                     &request.command,
                     crate::walk_options(request.include_ignored).skip_build_dirs,
                     &name,
+                    &command_env,
                 ));
             }
         }
@@ -386,6 +390,7 @@ impl DockerSandbox {
                     &nonce,
                     inline_prune.as_deref(),
                     baseline,
+                    &command_env,
                 )
             };
             let cmd = wrapper(false);

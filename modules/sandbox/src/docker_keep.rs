@@ -210,20 +210,24 @@ pub fn keeper_user(run_user: &str) -> String {
 /// the next run's mirror is made from, after every process of the run was killed.
 pub(crate) const TOOLS_PATH: &str = "PATH=/usr/sbin:/usr/bin:/sbin:/bin\n";
 
-/// The kill and wait of [`KILL_ALL`] and [`KILL_RUN`].
+/// The kill and wait of [`KILL_ALL`] and [`KILL_RUN`]: `kill -9 -1` (twice: a process with a
+/// pending `SIGKILL` cannot fork), then every process but PID 1 and this shell, looked for
+/// again at each check (one forked before the kill is seen too), that `$own` (shell, `$p` the
+/// pid) does not skip, waited for until it is gone or a zombie.
 macro_rules! kill_loop {
-    () => {
-        r#"b=
-for p in /proc/[0-9]*; do p=${p#/proc/}; [ "$p" = 1 ] || [ "$p" = $$ ] || { [ -O "/proc/$p" ] && b="$b $p"; }; done
-kill -9 -1 2>/dev/null; kill -9 -1 2>/dev/null
+    ($own:literal) => {
+        concat!(
+            r#"kill -9 -1 2>/dev/null; kill -9 -1 2>/dev/null
 i=0
 while :; do
   l=
-  for p in $b; do
-    if [ -d "/proc/$p" ]; then
-      z=; while read -r k v r; do [ "$k" = State: ] && { [ "$v" = Z ] && z=1; break; }; done 2>/dev/null < "/proc/$p/status"
-      [ -n "$z" ] || l="$l $p"
-    fi
+  for p in /proc/[0-9]*; do
+    p=${p#/proc/}
+    { [ "$p" = 1 ] || [ "$p" = $$ ]; } && continue
+"#,
+            $own,
+            r#"    z=; while read -r k v r; do [ "$k" = State: ] && { [ "$v" = Z ] && z=1; break; }; done 2>/dev/null < "/proc/$p/status"
+    [ -n "$z" ] || ! [ -d "/proc/$p" ] || l="$l $p"
   done
   [ -z "$l" ] && break
   i=$((i+1))
@@ -233,13 +237,14 @@ while :; do
   kill -9 -1 2>/dev/null
 done
 "#
+        )
     };
 }
 
 /// Shell: every process of the run's user but PID 1 and this shell killed (`kill -9 -1`,
 /// twice: a process with a pending `SIGKILL` cannot fork) and waited for; `K` is `ok`, or
-/// `left` when one is still there after 1,000 checks. Only the processes that were there
-/// before the kill and are this user's are waited for (PID 1's `sleep` is PID 1's user's: the
+/// `left` when one is still there after 1,000 checks. Only this user's processes are waited
+/// for (PID 1's `sleep` is PID 1's user's: the
 /// kill cannot reach it, nor could the run); a zombie counts as gone (it runs nothing, and PID
 /// 1 reaps it within a second; its state is read from `status`, whose name line is escaped,
 /// not from `stat`, whose raw name can hold a newline). This is the fast path only: a run can
@@ -247,11 +252,16 @@ done
 /// ([`only_keeper_left`]). A run whose user turns out to be PID 1's (a user name that the
 /// image maps to PID 1's uid: [`keeper_user`] sees names, not uids) could signal and trace PID
 /// 1: `K` is `left` from the start, and the container goes.
-pub(crate) const KILL_ALL: &str = concat!("K=ok\n[ -O /proc/1 ] && K=left\n", kill_loop!());
+pub(crate) const KILL_ALL: &str = concat!(
+    "K=ok\n[ -O /proc/1 ] && K=left\n",
+    kill_loop!("    [ -O \"/proc/$p\" ] || continue\n")
+);
 
-/// [`KILL_ALL`] without the look at PID 1's owner, for a wrapper that is PID 1 itself (a fresh
-/// container's): `K` is `ok`, or `left` when a process is still there after 1,000 checks.
-pub(crate) const KILL_RUN: &str = concat!("K=ok\n", kill_loop!());
+/// [`KILL_ALL`] for a wrapper that is PID 1 itself (a fresh container's, where every other
+/// process is the run's): every other process is waited for, whoever's its `/proc` folder
+/// looks (a process that made itself not dumpable has a `/proc` folder of root's); `K` is `ok`,
+/// or `left` when one is still there after 1,000 checks.
+pub(crate) const KILL_RUN: &str = concat!("K=ok\n", kill_loop!(""));
 
 /// Shell: `/tmp` and `/dev/shm` emptied, their folders made writable first (a test may leave
 /// a read-only one; `chmod -R` follows no link, and links are not given to it), and `$R` too

@@ -75,21 +75,35 @@ pub(crate) fn marker(nonce: &str, what: &str) -> Vec<u8> {
 /// listings (empty when the upload includes them); `nonce`: the markers' (`[a-z0-9-]`).
 #[cfg(test)]
 fn script(build_dirs: &[&str], nonce: &str) -> String {
-    script_with(build_dirs, nonce, None, false, false)
+    script_with(build_dirs, nonce, None, false, false, &[])
 }
 
 /// [`script`], with the prune script given inline (`Some`) instead of sourced from the
 /// uploaded `$P/prune` (a run in a kept container: no upload at all when nothing changed), and
 /// for a run in a kept container (`kept`) the kill right after the command and the cleanup and
 /// report at the end (`KILL_ALL`, `SCRATCH`, `OOM`, `STATE` of `docker_keep`); `baseline`: a
-/// new kept container's first run, whose wrapper first sends the state (see [`wrap_kept`]).
+/// new kept container's first run, whose wrapper first sends the state (see [`wrap_kept`]);
+/// `command_env`: the request's [`COMMAND_ONLY_ENV`] variables (`NAME=value`), exported for
+/// the command only.
 fn script_with(
     build_dirs: &[&str],
     nonce: &str,
     prune: Option<&str>,
     kept: bool,
     baseline: bool,
+    command_env: &[String],
 ) -> String {
+    let exports: String = command_env
+        .iter()
+        .filter_map(|kv| kv.split_once('='))
+        .filter(|(k, _)| is_command_only(k) && is_name(k))
+        .map(|(k, v)| {
+            format!(
+                "export {k}={}; ",
+                String::from_utf8_lossy(&quote(v.as_bytes()))
+            )
+        })
+        .collect();
     let skip: String = build_dirs
         .iter()
         .map(|d| format!(" -o \\( -type d -name {d} \\)"))
@@ -165,7 +179,7 @@ R=
 while [ $i -lt 2000 ] && ! [ "$T" -nt "$M" ]; do echo >> "$T"; i=$((i+1)); done
 i=0
 while [ $i -lt 5000 ] && ! [ "$T" -nt "$M" ] && [ -z "$(find "$T" -newer "$M" 2>/dev/null)" ]; do echo >> "$T"; i=$((i+1)); done
-( if [ -n "$w" ]; then PATH=$W; else unset PATH; fi; "$@" )
+( if [ -n "$w" ]; then PATH=$W; else unset PATH; fi; {exports}"$@" )
 s=$?
 {kill}if [ -e "$P" ] || [ -L "$P" ]; then rm -rf "$P" 2>/dev/null; fi
 L=
@@ -287,8 +301,65 @@ pub(crate) fn parse_trailer(trailer: &[u8], nonce: &str) -> Option<(Listing, Lis
     ))
 }
 
-/// The command wrapped ([module docs](self)).
-pub(crate) fn wrap(command: &[String], skip_build_dirs: bool, nonce: &str) -> Vec<String> {
+/// Variables that make the dynamic loader, the C library or a shell load or read files they
+/// name: every `LD_*`, and the rest of glibc's list of those it ignores for set-user-id programs,
+/// `GLIBC_TUNABLES`, and the shells' start-up files. A tracked run's container never has them
+/// (a run could point them at a file it writes, e.g. `LD_PRELOAD=/workspace/x.so`, and have its
+/// code run in the wrapper's tools after the kill, or in a kept container's PID 1): they are
+/// taken out of the container's environment ([`take_command_env`]) and exported by the wrapper
+/// for the command alone.
+pub(crate) const COMMAND_ONLY_ENV: &[&str] = &[
+    "GCONV_PATH",
+    "GETCONF_DIR",
+    "HOSTALIASES",
+    "LOCALDOMAIN",
+    "LOCPATH",
+    "MALLOC_TRACE",
+    "NIS_PATH",
+    "NLSPATH",
+    "RESOLV_HOST_CONF",
+    "RES_OPTIONS",
+    "TZDIR",
+    "GLIBC_TUNABLES",
+    "ENV",
+    "BASH_ENV",
+];
+
+fn is_command_only(name: &str) -> bool {
+    name.starts_with("LD_") || COMMAND_ONLY_ENV.contains(&name)
+}
+
+/// A shell variable name (anything else cannot be exported by the wrapper).
+fn is_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c == '_' || c.is_ascii_alphabetic())
+        && chars.all(|c| c == '_' || c.is_ascii_alphanumeric())
+}
+
+/// Takes the [`COMMAND_ONLY_ENV`] variables out of a container's environment (`NAME=value`
+/// entries) and returns them, for [`wrap`] and [`wrap_kept`] to give to the command. One whose
+/// name the shell cannot export is dropped.
+pub(crate) fn take_command_env(env: &mut Option<Vec<String>>) -> Vec<String> {
+    let Some(env) = env.as_mut() else {
+        return Vec::new();
+    };
+    let (taken, kept): (Vec<String>, Vec<String>) = std::mem::take(env)
+        .into_iter()
+        .partition(|kv| is_command_only(kv.split_once('=').map_or(kv.as_str(), |(k, _)| k)));
+    *env = kept;
+    taken
+}
+
+/// The command wrapped ([module docs](self)), with `command_env` ([`take_command_env`])
+/// exported for it alone.
+pub(crate) fn wrap(
+    command: &[String],
+    skip_build_dirs: bool,
+    nonce: &str,
+    command_env: &[String],
+) -> Vec<String> {
     let dirs: &[&str] = if skip_build_dirs {
         nuvira_workspace::walk::BUILD_DIRS
     } else {
@@ -297,7 +368,7 @@ pub(crate) fn wrap(command: &[String], skip_build_dirs: bool, nonce: &str) -> Ve
     let mut out = vec![
         "/bin/sh".to_owned(),
         "-c".to_owned(),
-        script_with(dirs, nonce, None, false, false),
+        script_with(dirs, nonce, None, false, false, command_env),
         "nuvira-sandbox".to_owned(),
     ];
     out.extend(command.iter().cloned());
@@ -321,6 +392,7 @@ pub(crate) fn wrap_kept(
     nonce: &str,
     prune: Option<&str>,
     baseline: bool,
+    command_env: &[String],
 ) -> Vec<String> {
     let dirs: &[&str] = if skip_build_dirs {
         nuvira_workspace::walk::BUILD_DIRS
@@ -330,7 +402,7 @@ pub(crate) fn wrap_kept(
     let mut out = vec![
         "/bin/sh".to_owned(),
         "-c".to_owned(),
-        script_with(dirs, nonce, prune, true, baseline),
+        script_with(dirs, nonce, prune, true, baseline, command_env),
         "nuvira-sandbox".to_owned(),
     ];
     out.extend(command.iter().cloned());
@@ -608,6 +680,32 @@ mod tests {
     }
 
     #[test]
+    fn loader_variables_leave_the_container_and_are_exported_for_the_command_alone() {
+        let mut env = Some(vec![
+            "PATH=/usr/bin".to_owned(),
+            "LD_PRELOAD=/workspace/x.so".to_owned(),
+            "LD_LIBRARY_PATH=:/opt/it's".to_owned(),
+            "BASH_ENV=/workspace/rc".to_owned(),
+            "PYTHONPATH=/workspace/src".to_owned(),
+            "LD_BAD-NAME=1".to_owned(),
+        ]);
+        let taken = take_command_env(&mut env);
+        assert_eq!(
+            env.unwrap(),
+            ["PATH=/usr/bin", "PYTHONPATH=/workspace/src"],
+            "what stays in the container's environment"
+        );
+        assert_eq!(taken.len(), 4, "{taken:?}");
+        let s = script_with(&[], "n", None, true, false, &taken);
+        // Inside the command's subshell, quoted; a name the shell cannot export is dropped.
+        assert!(
+            s.contains("fi; export LD_PRELOAD='/workspace/x.so'; export LD_LIBRARY_PATH=':/opt/it'\\''s'; export BASH_ENV='/workspace/rc'; \"$@\" )"),
+            "{s}"
+        );
+        assert!(!s.contains("LD_BAD"), "{s}");
+    }
+
+    #[test]
     fn a_trailer_is_parsed_only_when_whole() {
         let n = "nuvira-sandbox-1-2-ab";
         let mut t = b"a\0b\0".to_vec();
@@ -663,13 +761,20 @@ mod tests {
 
     #[test]
     fn an_inline_prune_is_run_and_no_file_of_the_volume_is_sourced() {
-        let inline = script_with(&[], "n", Some("rm -rf -- '/workspace/x'\n"), true, false);
+        let inline = script_with(
+            &[],
+            "n",
+            Some("rm -rf -- '/workspace/x'\n"),
+            true,
+            false,
+            &[],
+        );
         assert!(
             inline.contains("rm -rf -- '/workspace/x'\nif [ -e \"$P\" ] || [ -L \"$P\" ]; then rm -rf \"$P\"; fi"),
             "{inline}"
         );
         assert!(!inline.contains(". \"$P/prune\""), "{inline}");
-        let empty = script_with(&[], "n", Some(""), true, false);
+        let empty = script_with(&[], "n", Some(""), true, false, &[]);
         assert!(
             empty.contains("kill -9 -1") && empty.contains("nuvira-n-kept"),
             "{empty}"
@@ -681,7 +786,14 @@ mod tests {
         assert!(killed < fresh.find("find /workspace").unwrap(), "{fresh}");
         assert!(!fresh.contains("[ -O /proc/1 ]"), "{fresh}");
         // A new container's wrapper sends its baseline state first of all, before the prune.
-        let first = script_with(&[], "n", Some("rm -rf -- '/workspace/x'\n"), true, true);
+        let first = script_with(
+            &[],
+            "n",
+            Some("rm -rf -- '/workspace/x'\n"),
+            true,
+            true,
+            &[],
+        );
         let sent = first
             .find("printf '\\000nuvira-n-base\\000%s\\000' \"$B\" >&2")
             .unwrap();

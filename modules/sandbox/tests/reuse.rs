@@ -1064,6 +1064,19 @@ async fn planted_find_never_hides_a_file(slot: &Slot) {
     look.env = plant.env.clone();
     let second = slot.sandbox.run(&look, &NeverCancelled).await.unwrap();
     assert_eq!(second.stdout.trim(), "input.txt", "{second:?}");
+    // Undone by the prune, not by a volume made again (which a wrapper that lists nothing
+    // would also get).
+    kept_volume(&second, 2);
+}
+
+/// The run's workspace volume was kept, and `pruned` entries the last run made removed.
+fn kept_volume(o: &SandboxOutcome, pruned: usize) {
+    let copy = o.info.workspace_copy.clone().unwrap_or_default();
+    assert!(
+        copy.starts_with("uploaded: 0 changed")
+            && copy.contains(&format!(", {pruned} left by the last run removed")),
+        "{copy}"
+    );
 }
 
 // Before: the wrapper looked up its own `find`, `rm`, `cat`, `stat` on the request's `PATH`,
@@ -1101,6 +1114,17 @@ async fn a_process_a_run_leaves_in_a_fresh_container_writes_nothing_the_next_run
         assert_eq!(left.stdout.trim(), "started", "round {round}: {left:?}");
         let next = slot.run("ls -A | grep -c late- || true").await;
         assert_eq!(next.stdout.trim(), "0", "round {round}: {next:?}");
+        // Pruned (at least the 50 the command waited for), the volume kept.
+        let copy = next.info.workspace_copy.clone().unwrap_or_default();
+        let pruned: usize = copy
+            .split(", ")
+            .find_map(|part| part.strip_suffix(" left by the last run removed"))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        assert!(
+            copy.starts_with("uploaded: 0 changed") && pruned >= 50,
+            "round {round}: {copy}"
+        );
     }
 }
 
@@ -1149,4 +1173,77 @@ async fn a_runs_chmod_of_an_uploaded_folder_never_reaches_the_next_run() {
 #[tokio::test]
 async fn a_runs_chmod_of_an_uploaded_folder_never_reaches_the_next_run_through_the_upload() {
     chmod_of_an_uploaded_folder_never_reaches_the_next_run(true).await;
+}
+
+/// A shared object that, loaded into any program, leaves `target/loaded-<comm>-<uid>` in the
+/// workspace (a kept build folder, so the next run sees it), compiled here.
+fn preload_marker(into: &std::path::Path) {
+    let src = into.join("marker.c");
+    std::fs::write(
+        &src,
+        r#"#include <fcntl.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
+__attribute__((constructor)) static void mark(void) {
+    char comm[64] = {0}, path[200];
+    int fd = open("/proc/self/comm", O_RDONLY);
+    if (fd >= 0) {
+        ssize_t n = read(fd, comm, sizeof comm - 1);
+        close(fd);
+        if (n > 0 && comm[n - 1] == '\n') comm[n - 1] = 0;
+    }
+    mkdir("/workspace/target", 0777);
+    chmod("/workspace/target", 0777);
+    snprintf(path, sizeof path, "/workspace/target/loaded-%s-%d", comm, (int)getuid());
+    close(open(path, O_WRONLY | O_CREAT, 0666));
+}
+"#,
+    )
+    .unwrap();
+    let out = std::process::Command::new("cc")
+        .args(["-shared", "-fPIC", "-o"])
+        .arg(into.join("marker.so"))
+        .arg(&src)
+        .output()
+        .expect("cc, to build the test's shared object");
+    assert!(out.status.success(), "cc: {out:?}");
+    std::fs::remove_file(src).unwrap();
+}
+
+async fn preload_reaches_the_command_only(slot: &Slot, keeper_runs: bool) {
+    preload_marker(slot.project.path());
+    let mut first = slot.request("echo \"$LD_PRELOAD\"");
+    first
+        .env
+        .insert("LD_PRELOAD".into(), "/workspace/marker.so".into());
+    let first = slot.sandbox.run(&first, &NeverCancelled).await.unwrap();
+    assert_eq!(first.stdout.trim(), "/workspace/marker.so", "{first:?}");
+    if keeper_runs {
+        // PID 1 runs its `sleep` every second: two of them, were it to load the object.
+        std::thread::sleep(Duration::from_millis(2500));
+    }
+    let second = slot.run("ls target").await;
+    // The command's own `sh` loaded it; nothing of the wrapper's or PID 1's did.
+    assert_eq!(second.stdout, "loaded-sh-0\n", "{second:?}");
+}
+
+// Before: the request's `LD_PRELOAD` was the container's, so a run's object was loaded into
+// the wrapper's tools after the kill (and into the kept container's PID 1 every second, as
+// PID 1's user).
+#[tokio::test]
+async fn a_preload_of_the_request_reaches_the_command_alone() {
+    let Some(slot) = Slot::new().await else {
+        return;
+    };
+    preload_reaches_the_command_only(&slot, true).await;
+}
+
+#[tokio::test]
+async fn a_preload_of_the_request_reaches_the_command_alone_in_a_fresh_container() {
+    let Some(mut slot) = Slot::new().await else {
+        return;
+    };
+    slot.sandbox = slot.sandbox.clone().with_reuse(false);
+    preload_reaches_the_command_only(&slot, false).await;
 }
