@@ -915,7 +915,7 @@ impl DockerSandbox {
                 }
                 .map_err(|why| (Unwritten::Before, why))?;
                 if matches!(folder, VolumeFolder::Old(_)) {
-                    no_link_on_the_way(&dir, &tar.entries)
+                    no_link_on_the_way(&dir, &tar.root, &tar.entries)
                         .map_err(|why| (Unwritten::NotAMirror, why))?;
                 }
                 let id = folder_id(&dir).map_err(|why| (Unwritten::Before, why))?;
@@ -2337,12 +2337,22 @@ fn local_old_volume_dir(
 }
 
 /// Checks that no entry of `entries` (workspace-relative) has a link or anything but a folder
-/// on its way below `dir`, and that none is itself a link: the folder holds what earlier runs
-/// left, and a write must never leave it (the `tar` crate makes the folders on an entry's way
-/// before it checks where they lead, and sets a folder entry's mode through a link).
-fn no_link_on_the_way(dir: &Path, entries: &[std::path::PathBuf]) -> Result<(), String> {
+/// on its way below `dir`, and that none that is a folder in the workspace (`root`) is anything
+/// but a folder (or missing) below `dir`: the folder holds what earlier runs left, and a write
+/// must never leave it (the `tar` crate makes the folders on an entry's way before it checks
+/// where they lead, and sets a folder entry's mode through a link). A file or link of the
+/// workspace may replace anything but a folder: the `tar` crate removes what is there (a link
+/// itself, not what it points to) and makes the entry anew, setting its mode and owner through
+/// the new file.
+fn no_link_on_the_way(
+    dir: &Path,
+    root: &Path,
+    entries: &[std::path::PathBuf],
+) -> Result<(), String> {
     let mut seen = std::collections::BTreeSet::new();
     for entry in entries {
+        // (One gone from the workspace since it was listed is not written: its packing fails.)
+        let folder_entry = std::fs::symlink_metadata(root.join(entry)).is_ok_and(|m| m.is_dir());
         let mut at = dir.to_path_buf();
         let mut parts = entry.components().peekable();
         while let Some(part) = parts.next() {
@@ -2361,16 +2371,22 @@ fn no_link_on_the_way(dir: &Path, entries: &[std::path::PathBuf]) -> Result<(), 
                     seen.insert(at.clone());
                 }
                 Err(e) => return Err(format!("{}: {e}", at.display())),
-                Ok(m) if m.file_type().is_symlink() => {
-                    return Err(format!("{} is a link", at.display()));
+                Ok(m) if m.is_dir() && last && !folder_entry => {
+                    return Err(format!(
+                        "{} is a folder where the workspace has a file",
+                        at.display()
+                    ));
                 }
                 Ok(m) if m.is_dir() => {
                     seen.insert(at.clone());
                 }
-                Ok(_) if !last => {
+                Ok(_) if last && !folder_entry => {}
+                Ok(m) if m.file_type().is_symlink() => {
+                    return Err(format!("{} is a link", at.display()));
+                }
+                Ok(_) => {
                     return Err(format!("{} is not a folder", at.display()));
                 }
-                Ok(_) => {}
             }
         }
     }
@@ -2473,11 +2489,13 @@ mod tests {
     use super::*;
 
     // A volume's folder holds what earlier runs left: a write into it stops at a link or a
-    // file on any entry's way, and at an entry that is a link, before anything is made
+    // file on any entry's way, and at a folder entry that is a link, before anything is made
     // (through a link to a folder outside, even the folders on the way would be made there).
+    // A file or link of the workspace may replace a link or a file: the write replaces it.
     #[test]
     fn a_write_into_a_volumes_folder_stops_at_a_link_or_a_file_on_the_way() {
         let vol = tempfile::tempdir().unwrap();
+        let ws = tempfile::tempdir().unwrap();
         let outside = tempfile::tempdir().unwrap();
         let d = vol.path();
         std::fs::create_dir_all(d.join("src/deep")).unwrap();
@@ -2485,28 +2503,53 @@ mod tests {
         std::os::unix::fs::symlink(outside.path(), d.join("out")).unwrap();
         std::os::unix::fs::symlink("src", d.join("alias")).unwrap();
         std::os::unix::fs::symlink(outside.path().join("f"), d.join("src/final.rs")).unwrap();
+        // The workspace: `out` a folder, `src/final.rs` a file, `src/deep` a file.
+        let w = ws.path();
+        std::fs::create_dir_all(w.join("src/new")).unwrap();
+        std::fs::create_dir_all(w.join("out/x")).unwrap();
+        for f in [
+            "src/lib.rs",
+            "src/new/a.rs",
+            "top.rs",
+            "src/final.rs",
+            "src/deep",
+        ] {
+            std::fs::write(w.join(f), "y").unwrap();
+        }
         let p = |s: &str| std::path::PathBuf::from(s);
-        // Folders and files as they should be, and entries not there yet.
+        // Folders and files as they should be, entries not there yet, and a file of the
+        // workspace where the volume has a link (the write replaces the link).
         no_link_on_the_way(
             d,
-            &[p("src"), p("src/lib.rs"), p("src/new/a.rs"), p("top.rs")],
+            w,
+            &[
+                p("src"),
+                p("src/lib.rs"),
+                p("src/new/a.rs"),
+                p("top.rs"),
+                p("src/final.rs"),
+            ],
         )
         .unwrap();
         for (entries, why) in [
             (vec![p("out/x/y.rs")], "is a link"),
             (vec![p("src"), p("alias/lib.rs")], "is a link"),
             (vec![p("out")], "is a link"),
-            (vec![p("src/final.rs")], "is a link"),
+            (vec![p("src/final.rs"), p("src/final.rs/in")], "is a link"),
             (vec![p("src/lib.rs/inner.rs")], "is not a folder"),
             // A file checked as an entry is still refused on the way of the next one.
             (
                 vec![p("src/lib.rs"), p("src/lib.rs/inner.rs")],
                 "is not a folder",
             ),
+            (
+                vec![p("src/deep")],
+                "is a folder where the workspace has a file",
+            ),
             (vec![p("../escape.rs")], "not a plain relative path"),
             (vec![p("/etc/passwd")], "not a plain relative path"),
         ] {
-            let err = no_link_on_the_way(d, &entries).unwrap_err();
+            let err = no_link_on_the_way(d, w, &entries).unwrap_err();
             assert!(err.contains(why), "{entries:?}: {err}");
         }
         assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);

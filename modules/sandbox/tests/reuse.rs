@@ -1247,3 +1247,24 @@ async fn a_preload_of_the_request_reaches_the_command_alone_in_a_fresh_container
     slot.sandbox = slot.sandbox.clone().with_reuse(false);
     preload_reaches_the_command_only(&slot, false).await;
 }
+
+// A link of the workspace the user points elsewhere between runs is written into the kept
+// volume as a link (the write replaces the old link, never follows it).
+#[tokio::test]
+async fn a_link_of_the_workspace_pointed_elsewhere_is_the_new_link_in_the_next_run() {
+    let Some(slot) = Slot::new().await else {
+        return;
+    };
+    let p = slot.project.path();
+    std::fs::write(p.join("a.txt"), "a").unwrap();
+    std::fs::write(p.join("b.txt"), "b").unwrap();
+    std::os::unix::fs::symlink("a.txt", p.join("l")).unwrap();
+    let first = slot.run("cat l").await;
+    assert_eq!(first.stdout, "a", "{first:?}");
+    std::fs::remove_file(p.join("l")).unwrap();
+    std::os::unix::fs::symlink("b.txt", p.join("l")).unwrap();
+    let second = slot.run("readlink l; cat l a.txt").await;
+    assert_eq!(second.stdout, "b.txt\nba", "{second:?}");
+    let copy = second.info.workspace_copy.unwrap_or_default();
+    assert!(copy.starts_with("uploaded: 1 changed"), "{copy}");
+}
