@@ -67,6 +67,8 @@ pub(crate) struct WorkspaceVolume {
     pub(crate) old_volume: Option<OldVolume>,
     manifest: crate::sync::Manifest,
     manifest_path: PathBuf,
+    /// Entries the run changed or deleted, left out of the manifest [`Self::commit`] saves.
+    forget: std::sync::Mutex<Vec<PathBuf>>,
     entry_dir: PathBuf,
 }
 
@@ -149,17 +151,34 @@ impl WorkspaceVolume {
         }
     }
 
-    /// Records what the volume now holds (after a successful upload).
+    /// Records what the volume now holds (after a successful upload and run): the manifest of
+    /// the upload, without the entries the run changed or deleted ([`Self::record_after`]).
     pub(crate) fn commit(&self) {
-        if let Err(e) = self.manifest.save(&self.manifest_path) {
+        let forget = self.forget.lock().map(|f| f.clone()).unwrap_or_default();
+        let saved = if forget.is_empty() {
+            self.manifest.save(&self.manifest_path)
+        } else {
+            let mut manifest = self.manifest.clone();
+            manifest.forget(&forget);
+            manifest.save(&self.manifest_path)
+        };
+        if let Err(e) = saved {
             tracing::warn!("the next run will upload the whole workspace: {e}");
         }
     }
 
     /// Records, from the run's listings (`None`: missing, e.g. the run was killed), what the
     /// next run must undo ([`crate::docker_track::reconcile`]).
+    /// Uploaded files the run changed or deleted are forgotten from the manifest this run's
+    /// upload saved, so that the next run uploads them again.
     pub(crate) fn record_after(&self, all: Option<&[u8]>, newer: Option<&[u8]>) {
-        let after = crate::docker_track::reconcile(&self.manifest, all, newer);
+        let mut after = crate::docker_track::reconcile(&self.manifest, all, newer);
+        if !after.dirty && !after.repair.is_empty() {
+            match self.forget.lock() {
+                Ok(mut forget) => forget.clone_from(&after.repair),
+                Err(_) => after.dirty = true,
+            }
+        }
         crate::docker_track::save(&self.entry_dir, &after);
     }
 }
@@ -405,6 +424,12 @@ pub(crate) async fn prepare(
         // What the last run left: a prune list (it was tracked), or dirty (not undone by one).
         let dirty = entry_dir.join(crate::docker_track::DIRTY_FILE).exists();
         let last_prune = crate::docker_track::load_prune(&entry_dir);
+        let repaired: usize =
+            std::fs::read_to_string(entry_dir.join(crate::docker_track::REPAIR_FILE))
+                .ok()
+                .and_then(|n| n.trim().parse().ok())
+                .unwrap_or(0);
+        let _ = std::fs::remove_file(entry_dir.join(crate::docker_track::REPAIR_FILE));
         let _ = std::fs::remove_file(entry_dir.join(crate::docker_track::DIRTY_FILE));
         let _ = std::fs::remove_file(entry_dir.join(crate::docker_track::PRUNE_FILE));
         // Made again when the workspace lost an entry (an upload cannot delete), when the last
@@ -484,11 +509,16 @@ pub(crate) async fn prepare(
             (delta.upload, note)
         };
         let note = format!(
-            "{note}{}{}",
+            "{note}{}{}{}",
             if prune.is_empty() {
                 String::new()
             } else {
                 format!(", {} left by the last run removed", prune.len())
+            },
+            if fresh || repaired == 0 {
+                String::new()
+            } else {
+                format!(", {repaired} the last run changed or deleted uploaded again")
             },
             crate::cache::slot_note(ws.slot())
         );
@@ -505,6 +535,7 @@ pub(crate) async fn prepare(
             old_volume,
             manifest: delta.manifest,
             manifest_path,
+            forget: Default::default(),
             entry_dir,
         });
     }

@@ -40,8 +40,11 @@
 //! standard error without them; standard error is left whole when they do not parse),
 //! downloading a list from the stopped container when it was too long (capped at
 //! [`LIST_CAP`]), and compares them with the manifest of what it uploaded ([`reconcile`]):
-//! entries the command **created** go into the next run's prune list; a tracked entry the
-//! command **deleted or changed** (a folder: whose mode changed), or a list that is missing
+//! entries the command **created** go into the next run's prune list; a tracked file or link
+//! the command **deleted or changed** (still not a folder) is forgotten from the manifest, so
+//! the next run uploads it again, replacing what is there; a tracked folder the command
+//! deleted, made another type or whose mode it changed, a tracked file it made a folder, or a
+//! list that is missing
 //! (the command was killed at its timeout, the wrapper could not finish, a process of the run
 //! outlived the kill) marks the volume **dirty**, and the next run makes
 //! it again and uploads everything. Without the wrapper (another image, a mount inside
@@ -59,6 +62,9 @@ pub(crate) const STATE_DIR: &str = ".nuvira";
 pub(crate) const PRUNE_FILE: &str = "prune";
 /// The file that says the volume must be made again.
 pub(crate) const DIRTY_FILE: &str = "dirty";
+/// The file with the number of uploaded entries the last run changed or deleted, which the
+/// next run uploads again (for its note).
+pub(crate) const REPAIR_FILE: &str = "repaired";
 /// A listing longer than this is not read (the volume is then made again).
 pub(crate) const LIST_CAP: usize = 64 << 20;
 
@@ -489,10 +495,15 @@ fn not_dirs(bytes: &[u8]) -> BTreeSet<PathBuf> {
 /// What the run left, against what was uploaded.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub(crate) struct After {
-    /// The volume no longer mirrors the upload in a way a prune can undo: make it again.
+    /// The volume no longer mirrors the upload in a way a prune or a new upload can undo: make
+    /// it again.
     pub(crate) dirty: bool,
     /// The topmost entries the run created, to delete before the next run's command.
     pub(crate) prune: Vec<PathBuf>,
+    /// Uploaded files and links the run changed (or made another file type, not a folder) or
+    /// deleted, in folders it left folders: uploaded again by the next run (forgotten from the
+    /// manifest), which replaces what is there.
+    pub(crate) repair: Vec<PathBuf>,
 }
 
 /// The folders of a `newer` listing with their modes (each folder is followed by `m` and its
@@ -528,19 +539,31 @@ pub(crate) fn reconcile(manifest: &Manifest, all: Option<&[u8]>, newer: Option<&
     let (Some(all), Some(newer)) = (all, newer) else {
         return After {
             dirty: true,
-            prune: Vec::new(),
+            ..After::default()
         };
     };
     let not_dirs = not_dirs(newer);
     let modes = folder_modes(newer);
     let (all, newer) = (parse_list(all), parse_list(newer));
-    // A tracked entry gone, a tracked file or link changed, a tracked folder that is no
-    // longer one, or one whose mode is no longer the uploaded one (or unknown): not undone by
-    // a prune.
-    let dirty = manifest.paths().any(|(p, _)| !all.contains(p))
+    // Tracked files and links gone or changed (still not folders) are uploaded again.
+    let mut repair: BTreeSet<PathBuf> = manifest
+        .paths()
+        .filter(|&(p, k)| k != b'd' && !all.contains(p))
+        .map(|(p, _)| p.to_path_buf())
+        .collect();
+    repair.extend(
+        not_dirs
+            .iter()
+            .filter(|p| manifest.kind_of(p).is_some_and(|k| k != b'd'))
+            .cloned(),
+    );
+    // A tracked folder gone, or that is no longer one, or whose mode is no longer the uploaded
+    // one (or unknown), or a tracked file or link that became a folder: not undone by a prune
+    // or an upload.
+    let dirty = manifest.paths().any(|(p, k)| k == b'd' && !all.contains(p))
         || newer
             .iter()
-            .any(|p| manifest.kind_of(p).is_some_and(|k| k != b'd'))
+            .any(|p| manifest.kind_of(p).is_some_and(|k| k != b'd') && !not_dirs.contains(p))
         || not_dirs.iter().any(|p| manifest.kind_of(p) == Some(b'd'))
         || modes.iter().any(|(p, mode)| {
             manifest.kind_of(p) == Some(b'd') && (mode.is_none() || *mode != manifest.mode_of(p))
@@ -556,7 +579,11 @@ pub(crate) fn reconcile(manifest: &Manifest, all: Option<&[u8]>, newer: Option<&
         }
         prune.push(p.clone());
     }
-    After { dirty, prune }
+    After {
+        dirty,
+        prune,
+        repair: repair.into_iter().collect(),
+    }
 }
 
 /// Reads the prune list an earlier run left in the entry folder (`None`: none, the volume was
@@ -577,6 +604,10 @@ fn parse_rel(bytes: &[u8]) -> Vec<PathBuf> {
 
 /// Records what the next run must do with the volume (in the entry folder).
 pub(crate) fn save(entry: &Path, after: &After) {
+    let _ = std::fs::remove_file(entry.join(REPAIR_FILE));
+    if !after.dirty && !after.repair.is_empty() {
+        let _ = std::fs::write(entry.join(REPAIR_FILE), after.repair.len().to_string());
+    }
     let result = if after.dirty {
         let _ = std::fs::remove_file(entry.join(PRUNE_FILE));
         std::fs::write(entry.join(DIRTY_FILE), b"")
@@ -652,6 +683,7 @@ mod tests {
             After {
                 dirty: false,
                 prune: vec![PathBuf::from("out"), PathBuf::from("src/new.txt")],
+                repair: Vec::new(),
             }
         );
         // Before: a run's `chmod` of an uploaded folder was not seen (on a remote engine).
@@ -661,9 +693,23 @@ mod tests {
         assert!(reconcile(&m, Some(&all), Some(&list(&["src"]))).dirty);
         let bad = b"/workspace/src\0m9z\0".to_vec();
         assert!(reconcile(&m, Some(&all), Some(&bad)).dirty);
-        // The tracked file changed, or deleted, or no listing: dirty.
-        assert!(reconcile(&m, Some(&all), Some(&newer(&[("src/a.rs", None)]))).dirty);
-        assert!(reconcile(&m, Some(&list(&["src"])), Some(&[])).dirty);
+        // Before: a tracked file changed or deleted made the volume again. Now it is uploaded
+        // again (a file or link of the run's in its place is replaced by the upload).
+        let put_back = |a: After| (a.dirty, a.repair);
+        let a_rs = vec![PathBuf::from("src/a.rs")];
+        let changed = newer(&[("src", Some(src)), ("src/a.rs", None)]);
+        assert_eq!(
+            put_back(reconcile(&m, Some(&all), Some(&changed))),
+            (false, a_rs.clone())
+        );
+        assert_eq!(
+            put_back(reconcile(&m, Some(&list(&["src"])), Some(&[]))),
+            (false, a_rs.clone())
+        );
+        // A tracked file that became a folder, a tracked folder gone, or no listing: dirty.
+        let foldered = newer(&[("src/a.rs", Some(0o755))]);
+        assert!(reconcile(&m, Some(&all), Some(&foldered)).dirty);
+        assert!(reconcile(&m, Some(&list(&["src/a.rs"])), Some(&[])).dirty);
         assert!(reconcile(&m, None, Some(&[])).dirty);
         // Before: a tracked (empty) folder that became a file or link was not seen.
         std::fs::create_dir_all(dir.path().join("empty")).unwrap();

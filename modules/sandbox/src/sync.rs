@@ -259,6 +259,14 @@ impl Manifest {
         self.records.get(rel).map(|r| r.mode)
     }
 
+    /// Forgets `paths` (the next delta finds them new, and uploads them).
+    #[cfg(feature = "docker")]
+    pub(crate) fn forget(&mut self, paths: &[PathBuf]) {
+        for p in paths {
+            self.records.remove(p);
+        }
+    }
+
     /// Every recorded path with its kind.
     #[cfg(feature = "docker")]
     pub(crate) fn paths(&self) -> impl Iterator<Item = (&Path, u8)> {

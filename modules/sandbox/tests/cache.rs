@@ -875,6 +875,20 @@ mod docker {
 
     const HOST: &str = "nuvira-host:latest";
 
+    /// A run of `script` in the project `p` with `nuvira-host`, which must exit 0.
+    async fn run_ok(
+        sandbox: &nuvira_sandbox::DockerSandbox,
+        p: &Path,
+        script: &str,
+    ) -> nuvira_api::SandboxOutcome {
+        let out = sandbox
+            .run(&host_run(p, script), &NeverCancelled)
+            .await
+            .unwrap();
+        assert_eq!(out.exit_code, Some(0), "{script}: {out:?}");
+        out
+    }
+
     fn host_run(p: &Path, script: &str) -> SandboxRequest {
         let mut req = cached(p, script);
         req.image = Some(HOST.into());
@@ -938,7 +952,18 @@ mod docker {
             )
             .await
             .unwrap();
-        assert_eq!(back.stdout, "data", "{back:?}");
+        // Before: the volume was made again. Now the two are uploaded again, into it (so the
+        // build folder the earlier run left is still there).
+        assert_eq!(back.stdout, "datam\n", "{back:?}");
+        let note = back.info.workspace_copy.clone().unwrap();
+        assert!(
+            note.starts_with("uploaded: 2 changed")
+                && note.contains("2 the last run changed or deleted uploaded again"),
+            "{note}"
+        );
+        // A run that makes a tracked file a folder: that the upload cannot undo.
+        run_ok(&sandbox, p.path(), "rm src/lib.rs && mkdir src/lib.rs").await;
+        let back = run_ok(&sandbox, p.path(), "cat src/lib.rs").await;
         let note = back.info.workspace_copy.clone().unwrap();
         assert!(note.contains("new workspace volume"), "{note}");
         // A run killed at its timeout cannot say what it wrote: the next run starts clean.

@@ -1268,3 +1268,58 @@ async fn a_link_of_the_workspace_pointed_elsewhere_is_the_new_link_in_the_next_r
     let copy = second.info.workspace_copy.unwrap_or_default();
     assert!(copy.starts_with("uploaded: 1 changed"), "{copy}");
 }
+
+/// A run that rewrites an uploaded file (as a build that regenerates a committed file, or a
+/// test that rewrites its report), deletes one, makes one a link out of the volume and one link
+/// a file: the next run has the workspace's back, in the same container and volume (uploaded
+/// again, not made again). `upload`: the engine's archive upload only.
+async fn uploaded_files_a_run_changed_are_uploaded_again(upload: bool) {
+    let Some(mut slot) = Slot::new().await else {
+        return;
+    };
+    if upload {
+        slot.sandbox = slot.sandbox.clone().with_direct_write(false);
+    }
+    let p = slot.project.path();
+    std::fs::create_dir(p.join("gen")).unwrap();
+    std::fs::write(p.join("gen/out.txt"), "generated\n").unwrap();
+    std::fs::write(p.join("gone.txt"), "gone\n").unwrap();
+    std::fs::write(p.join("linked.txt"), "linked\n").unwrap();
+    std::os::unix::fs::symlink("input.txt", p.join("l")).unwrap();
+    let show = "cat gen/out.txt gone.txt linked.txt; readlink l";
+    let spoil = "echo rewritten > gen/out.txt; rm gone.txt; rm linked.txt; ln -s /etc/passwd linked.txt; \
+                 rm l; echo file > l";
+    let first = slot.run(&format!("{show}; {spoil}")).await;
+    let want = "generated\ngone\nlinked\ninput.txt\n";
+    assert_eq!(first.stdout, want, "{first:?}");
+    for round in 0..3 {
+        let next = slot.run(&format!("{show}; {spoil}")).await;
+        assert_eq!(next.stdout, want, "round {round}: {next:?}");
+        assert_eq!(
+            id(&next),
+            id(&first),
+            "round {round}: the container was replaced"
+        );
+        let copy = next.info.workspace_copy.clone().unwrap_or_default();
+        assert!(
+            copy.starts_with("uploaded: 4 changed")
+                && copy.contains("4 the last run changed or deleted uploaded again"),
+            "round {round}: {copy}"
+        );
+        assert_eq!(
+            copy.contains("written into the volume"),
+            !upload,
+            "round {round}: {copy}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn uploaded_files_a_run_changed_are_uploaded_again_into_the_kept_volume() {
+    uploaded_files_a_run_changed_are_uploaded_again(false).await;
+}
+
+#[tokio::test]
+async fn uploaded_files_a_run_changed_are_uploaded_again_through_the_engines_upload() {
+    uploaded_files_a_run_changed_are_uploaded_again(true).await;
+}
