@@ -67,8 +67,9 @@ pub(crate) struct WorkspaceVolume {
     pub(crate) old_volume: Option<OldVolume>,
     manifest: crate::sync::Manifest,
     manifest_path: PathBuf,
-    /// Entries the run changed or deleted, left out of the manifest [`Self::commit`] saves.
-    forget: std::sync::Mutex<Vec<PathBuf>>,
+    /// Entries the run changed or deleted, made to match nothing in the manifest
+    /// [`Self::commit`] saves.
+    repair: std::sync::Mutex<Vec<PathBuf>>,
     entry_dir: PathBuf,
 }
 
@@ -152,14 +153,16 @@ impl WorkspaceVolume {
     }
 
     /// Records what the volume now holds (after a successful upload and run): the manifest of
-    /// the upload, without the entries the run changed or deleted ([`Self::record_after`]).
+    /// the upload, the entries the run changed or deleted ([`Self::record_after`]) made to match
+    /// nothing, so that the next run uploads them again (or makes the volume again when the
+    /// workspace lost them).
     pub(crate) fn commit(&self) {
-        let forget = self.forget.lock().map(|f| f.clone()).unwrap_or_default();
-        let saved = if forget.is_empty() {
+        let repair = self.repair.lock().map(|f| f.clone()).unwrap_or_default();
+        let saved = if repair.is_empty() {
             self.manifest.save(&self.manifest_path)
         } else {
             let mut manifest = self.manifest.clone();
-            manifest.forget(&forget);
+            manifest.invalidate(&repair);
             manifest.save(&self.manifest_path)
         };
         if let Err(e) = saved {
@@ -169,13 +172,13 @@ impl WorkspaceVolume {
 
     /// Records, from the run's listings (`None`: missing, e.g. the run was killed), what the
     /// next run must undo ([`crate::docker_track::reconcile`]).
-    /// Uploaded files the run changed or deleted are forgotten from the manifest this run's
-    /// upload saved, so that the next run uploads them again.
+    /// Uploaded files the run changed or deleted are made to match nothing in the manifest this
+    /// run commits, so that the next run uploads them again.
     pub(crate) fn record_after(&self, all: Option<&[u8]>, newer: Option<&[u8]>) {
         let mut after = crate::docker_track::reconcile(&self.manifest, all, newer);
         if !after.dirty && !after.repair.is_empty() {
-            match self.forget.lock() {
-                Ok(mut forget) => forget.clone_from(&after.repair),
+            match self.repair.lock() {
+                Ok(mut repair) => repair.clone_from(&after.repair),
                 Err(_) => after.dirty = true,
             }
         }
@@ -535,7 +538,7 @@ pub(crate) async fn prepare(
             old_volume,
             manifest: delta.manifest,
             manifest_path,
-            forget: Default::default(),
+            repair: Default::default(),
             entry_dir,
         });
     }

@@ -212,8 +212,9 @@ pub(crate) const TOOLS_PATH: &str = "PATH=/usr/sbin:/usr/bin:/sbin:/bin\n";
 
 /// The kill and wait of [`KILL_ALL`] and [`KILL_RUN`]: `kill -9 -1` (twice: a process with a
 /// pending `SIGKILL` cannot fork), then every process but PID 1 and this shell, looked for
-/// again at each check (one forked before the kill is seen too), that `$own` (shell, `$p` the
-/// pid) does not skip, waited for until it is gone or a zombie.
+/// again at each check (one forked before the kill is seen too), that `$own` (shell, `$u` the
+/// process's real uid from its `status`, which anyone can read) does not skip, waited for until
+/// it is gone or a zombie.
 macro_rules! kill_loop {
     ($own:literal) => {
         concat!(
@@ -224,10 +225,10 @@ while :; do
   for p in /proc/[0-9]*; do
     p=${p#/proc/}
     { [ "$p" = 1 ] || [ "$p" = $$ ]; } && continue
+    z=; u=; while read -r k v r; do case $k in State:) [ "$v" = Z ] && z=1;; Uid:) u=$v; break;; esac; done 2>/dev/null < "/proc/$p/status"
 "#,
             $own,
-            r#"    z=; while read -r k v r; do [ "$k" = State: ] && { [ "$v" = Z ] && z=1; break; }; done 2>/dev/null < "/proc/$p/status"
-    [ -n "$z" ] || ! [ -d "/proc/$p" ] || l="$l $p"
+            r#"    [ -n "$z" ] || ! [ -d "/proc/$p" ] || l="$l $p"
   done
   [ -z "$l" ] && break
   i=$((i+1))
@@ -243,8 +244,9 @@ done
 
 /// Shell: every process of the run's user but PID 1 and this shell killed (`kill -9 -1`,
 /// twice: a process with a pending `SIGKILL` cannot fork) and waited for; `K` is `ok`, or
-/// `left` when one is still there after 1,000 checks. Only this user's processes are waited
-/// for (PID 1's `sleep` is PID 1's user's: the
+/// `left` when one is still there after 1,000 checks. Every process but PID 1's user's is
+/// waited for, whoever its `/proc` folder looks to be (a process of the run that made itself not
+/// dumpable has a `/proc` folder of root's; PID 1's `sleep` is PID 1's user's: the
 /// kill cannot reach it, nor could the run); a zombie counts as gone (it runs nothing, and PID
 /// 1 reaps it within a second; its state is read from `status`, whose name line is escaped,
 /// not from `stat`, whose raw name can hold a newline). This is the fast path only: a run can
@@ -254,7 +256,8 @@ done
 /// 1: `K` is `left` from the start, and the container goes.
 pub(crate) const KILL_ALL: &str = concat!(
     "K=ok\n[ -O /proc/1 ] && K=left\n",
-    kill_loop!("    [ -O \"/proc/$p\" ] || continue\n")
+    "u1=; while read -r k v r; do [ \"$k\" = Uid: ] && { u1=$v; break; }; done 2>/dev/null < /proc/1/status\n",
+    kill_loop!("    [ -n \"$u1\" ] && [ \"$u\" = \"$u1\" ] && continue\n")
 );
 
 /// [`KILL_ALL`] for a wrapper that is PID 1 itself (a fresh container's, where every other

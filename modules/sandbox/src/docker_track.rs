@@ -41,8 +41,9 @@
 //! downloading a list from the stopped container when it was too long (capped at
 //! [`LIST_CAP`]), and compares them with the manifest of what it uploaded ([`reconcile`]):
 //! entries the command **created** go into the next run's prune list; a tracked file or link
-//! the command **deleted or changed** (still not a folder) is forgotten from the manifest, so
-//! the next run uploads it again, replacing what is there; a tracked folder the command
+//! the command **deleted or changed** (still not a folder) gets a record in the manifest that
+//! matches nothing, so the next run uploads it again, replacing what is there (or, when the
+//! workspace lost it meanwhile, makes the volume again); a tracked folder the command
 //! deleted, made another type or whose mode it changed, a tracked file it made a folder, or a
 //! list that is missing
 //! (the command was killed at its timeout, the wrapper could not finish, a process of the run
@@ -308,8 +309,9 @@ pub(crate) fn parse_trailer(trailer: &[u8], nonce: &str) -> Option<(Listing, Lis
 }
 
 /// Variables that make the dynamic loader, the C library or a shell load or read files they
-/// name: every `LD_*`, and the rest of glibc's list of those it ignores for set-user-id programs,
-/// `GLIBC_TUNABLES`, and the shells' start-up files. A tracked run's container never has them
+/// name or run code: every `LD_*` and `LC_*`, the rest of glibc's list of those it ignores for
+/// set-user-id programs, `GLIBC_TUNABLES`, `LANG`, `LANGUAGE`, `TZ`, the shells' start-up files
+/// and bash's `PS4` (run at every command under `xtrace`). A tracked run's container never has them
 /// (a run could point them at a file it writes, e.g. `LD_PRELOAD=/workspace/x.so`, and have its
 /// code run in the wrapper's tools after the kill, or in a kept container's PID 1): they are
 /// taken out of the container's environment ([`take_command_env`]) and exported by the wrapper
@@ -326,13 +328,28 @@ pub(crate) const COMMAND_ONLY_ENV: &[&str] = &[
     "RESOLV_HOST_CONF",
     "RES_OPTIONS",
     "TZDIR",
+    "TMPDIR",
     "GLIBC_TUNABLES",
+    "LANG",
+    "LANGUAGE",
+    "TZ",
     "ENV",
     "BASH_ENV",
+    "PS4",
 ];
 
+/// Variables a `/bin/sh` that is bash reads from its environment to change how it runs
+/// (functions it defines, options such as `xtrace`): never in a tracked run's container, nor
+/// given to its command (bash cannot export them back: `SHELLOPTS` is read-only, and the
+/// functions' names are not shell names).
+pub(crate) const DROPPED_ENV: &[&str] = &["SHELLOPTS", "BASHOPTS"];
+
 fn is_command_only(name: &str) -> bool {
-    name.starts_with("LD_") || COMMAND_ONLY_ENV.contains(&name)
+    name.starts_with("LD_") || name.starts_with("LC_") || COMMAND_ONLY_ENV.contains(&name)
+}
+
+fn is_dropped(name: &str) -> bool {
+    name.starts_with("BASH_FUNC_") || DROPPED_ENV.contains(&name)
 }
 
 /// A shell variable name (anything else cannot be exported by the wrapper).
@@ -345,15 +362,18 @@ fn is_name(name: &str) -> bool {
 }
 
 /// Takes the [`COMMAND_ONLY_ENV`] variables out of a container's environment (`NAME=value`
-/// entries) and returns them, for [`wrap`] and [`wrap_kept`] to give to the command. One whose
-/// name the shell cannot export is dropped.
+/// entries) and returns them, for [`wrap`] and [`wrap_kept`] to give to the command; drops the
+/// [`DROPPED_ENV`] ones and bash's exported functions (`BASH_FUNC_*`). One whose name the shell
+/// cannot export is dropped too.
 pub(crate) fn take_command_env(env: &mut Option<Vec<String>>) -> Vec<String> {
     let Some(env) = env.as_mut() else {
         return Vec::new();
     };
+    let name = |kv: &str| kv.split_once('=').map_or(kv, |(k, _)| k).to_owned();
+    env.retain(|kv| !is_dropped(&name(kv)));
     let (taken, kept): (Vec<String>, Vec<String>) = std::mem::take(env)
         .into_iter()
-        .partition(|kv| is_command_only(kv.split_once('=').map_or(kv.as_str(), |(k, _)| k)));
+        .partition(|kv| is_command_only(&name(kv)));
     *env = kept;
     taken
 }
@@ -501,8 +521,8 @@ pub(crate) struct After {
     /// The topmost entries the run created, to delete before the next run's command.
     pub(crate) prune: Vec<PathBuf>,
     /// Uploaded files and links the run changed (or made another file type, not a folder) or
-    /// deleted, in folders it left folders: uploaded again by the next run (forgotten from the
-    /// manifest), which replaces what is there.
+    /// deleted, in folders it left folders: uploaded again by the next run (their records match
+    /// nothing), which replaces what is there.
     pub(crate) repair: Vec<PathBuf>,
 }
 
@@ -734,6 +754,9 @@ mod tests {
             "BASH_ENV=/workspace/rc".to_owned(),
             "PYTHONPATH=/workspace/src".to_owned(),
             "LD_BAD-NAME=1".to_owned(),
+            "BASH_FUNC_find%%=() { :; }".to_owned(),
+            "SHELLOPTS=xtrace".to_owned(),
+            "LC_ALL=/workspace/locale".to_owned(),
         ]);
         let taken = take_command_env(&mut env);
         assert_eq!(
@@ -741,11 +764,17 @@ mod tests {
             ["PATH=/usr/bin", "PYTHONPATH=/workspace/src"],
             "what stays in the container's environment"
         );
-        assert_eq!(taken.len(), 4, "{taken:?}");
+        assert_eq!(taken.len(), 5, "{taken:?}");
+        assert!(
+            !taken
+                .iter()
+                .any(|kv| kv.starts_with("BASH_FUNC") || kv.starts_with("SHELLOPTS")),
+            "{taken:?}"
+        );
         let s = script_with(&[], "n", None, true, false, &taken);
         // Inside the command's subshell, quoted; a name the shell cannot export is dropped.
         assert!(
-            s.contains("fi; export LD_PRELOAD='/workspace/x.so'; export LD_LIBRARY_PATH=':/opt/it'\\''s'; export BASH_ENV='/workspace/rc'; \"$@\" )"),
+            s.contains("fi; export LD_PRELOAD='/workspace/x.so'; export LD_LIBRARY_PATH=':/opt/it'\\''s'; export BASH_ENV='/workspace/rc'; export LC_ALL='/workspace/locale'; \"$@\" )"),
             "{s}"
         );
         assert!(!s.contains("LD_BAD"), "{s}");

@@ -259,11 +259,18 @@ impl Manifest {
         self.records.get(rel).map(|r| r.mode)
     }
 
-    /// Forgets `paths` (the next delta finds them new, and uploads them).
+    /// Makes the records of the files and links at `paths` match nothing: the next delta
+    /// uploads them again when the workspace still has them as they were recorded, and counts
+    /// them deleted (the volume is made again) when it no longer has them, or has another kind
+    /// of entry there. (Forgotten instead, a path the workspace lost would stay in the volume.)
     #[cfg(feature = "docker")]
-    pub(crate) fn forget(&mut self, paths: &[PathBuf]) {
+    pub(crate) fn invalidate(&mut self, paths: &[PathBuf]) {
         for p in paths {
-            self.records.remove(p);
+            if let Some(r) = self.records.get_mut(p).filter(|r| r.kind != b'd') {
+                // No file's content hashes to zeros; a size no file has makes it hashed.
+                r.hash = [0; 32];
+                r.size = u64::MAX;
+            }
         }
     }
 

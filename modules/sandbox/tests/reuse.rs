@@ -1267,6 +1267,9 @@ async fn a_link_of_the_workspace_pointed_elsewhere_is_the_new_link_in_the_next_r
     assert_eq!(second.stdout, "b.txt\nba", "{second:?}");
     let copy = second.info.workspace_copy.unwrap_or_default();
     assert!(copy.starts_with("uploaded: 1 changed"), "{copy}");
+    if engine_is_local_and_root() {
+        assert!(copy.contains("written into the volume"), "{copy}");
+    }
 }
 
 /// A run that rewrites an uploaded file (as a build that regenerates a committed file, or a
@@ -1287,8 +1290,15 @@ async fn uploaded_files_a_run_changed_are_uploaded_again(upload: bool) {
     std::fs::write(p.join("linked.txt"), "linked\n").unwrap();
     std::os::unix::fs::symlink("input.txt", p.join("l")).unwrap();
     let show = "cat gen/out.txt gone.txt linked.txt; readlink l";
-    let spoil = "echo rewritten > gen/out.txt; rm gone.txt; rm linked.txt; ln -s /etc/passwd linked.txt; \
-                 rm l; echo file > l";
+    // A link to a file of this machine: a write that followed it would change the file.
+    let victim = tempfile::tempdir().unwrap();
+    let victim_file = victim.path().join("victim.txt");
+    std::fs::write(&victim_file, "victim\n").unwrap();
+    let spoil = format!(
+        "echo rewritten > gen/out.txt; rm gone.txt; rm linked.txt; ln -s {} linked.txt; \
+         rm l; echo file > l",
+        victim_file.display()
+    );
     let first = slot.run(&format!("{show}; {spoil}")).await;
     let want = "generated\ngone\nlinked\ninput.txt\n";
     assert_eq!(first.stdout, want, "{first:?}");
@@ -1311,7 +1321,19 @@ async fn uploaded_files_a_run_changed_are_uploaded_again(upload: bool) {
             !upload,
             "round {round}: {copy}"
         );
+        assert_eq!(std::fs::read_to_string(&victim_file).unwrap(), "victim\n");
     }
+    // The workspace itself now drops one the run had changed and makes another a folder: the
+    // volume is made again (before: the dropped one stayed in it, as the run had left it).
+    std::fs::remove_file(p.join("gen/out.txt")).unwrap();
+    std::fs::remove_file(p.join("linked.txt")).unwrap();
+    std::fs::create_dir(p.join("linked.txt")).unwrap();
+    let last = slot
+        .run("test ! -e gen/out.txt && test -d linked.txt && echo ok")
+        .await;
+    assert_eq!(last.stdout, "ok\n", "{last:?}");
+    let copy = last.info.workspace_copy.clone().unwrap_or_default();
+    assert!(copy.contains("into a new workspace volume"), "{copy}");
 }
 
 #[tokio::test]
