@@ -499,19 +499,6 @@ fn parse_list(bytes: &[u8]) -> BTreeSet<PathBuf> {
         .collect()
 }
 
-/// The entries of a `newer` listing that are not folders (listed twice in a row).
-fn not_dirs(bytes: &[u8]) -> BTreeSet<PathBuf> {
-    let mut out = BTreeSet::new();
-    let mut records = bytes.split(|&b| b == 0).peekable();
-    while let Some(r) = records.next() {
-        if records.peek() == Some(&r) {
-            records.next();
-            out.extend(parse_list(r));
-        }
-    }
-    out
-}
-
 /// What the run left, against what was uploaded.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub(crate) struct After {
@@ -526,14 +513,16 @@ pub(crate) struct After {
     pub(crate) repair: Vec<PathBuf>,
 }
 
-/// The folders of a `newer` listing with their modes (each folder is followed by `m` and its
-/// mode in octal); a folder without a readable mode gets `None`.
-fn folder_modes(bytes: &[u8]) -> Vec<(PathBuf, Option<u32>)> {
-    let mut out = Vec::new();
+/// A `newer` listing, read in one pass: the entries that are not folders (listed twice in a
+/// row), and the folders with their modes (each is followed by `m` and its mode in octal; a
+/// folder without a readable mode gets `None`).
+fn parse_newer(bytes: &[u8]) -> (BTreeSet<PathBuf>, Vec<(PathBuf, Option<u32>)>) {
+    let (mut not_dirs, mut folders) = (BTreeSet::new(), Vec::new());
     let mut records = bytes.split(|&b| b == 0).peekable();
     while let Some(r) = records.next() {
         if records.peek() == Some(&r) {
             records.next();
+            not_dirs.extend(parse_list(r));
             continue;
         }
         let mode = match records.peek() {
@@ -548,10 +537,10 @@ fn folder_modes(bytes: &[u8]) -> Vec<(PathBuf, Option<u32>)> {
             _ => None,
         };
         if let Some(path) = parse_list(r).pop_first() {
-            out.push((path, mode));
+            folders.push((path, mode));
         }
     }
-    out
+    (not_dirs, folders)
 }
 
 /// Compares the run's listings (`None`: missing) with the manifest of the upload.
@@ -562,9 +551,8 @@ pub(crate) fn reconcile(manifest: &Manifest, all: Option<&[u8]>, newer: Option<&
             ..After::default()
         };
     };
-    let not_dirs = not_dirs(newer);
-    let modes = folder_modes(newer);
-    let (all, newer) = (parse_list(all), parse_list(newer));
+    let (not_dirs, folders) = parse_newer(newer);
+    let all = parse_list(all);
     // Tracked files and links gone or changed (still not folders) are uploaded again.
     let mut repair: BTreeSet<PathBuf> = manifest
         .paths()
@@ -581,12 +569,11 @@ pub(crate) fn reconcile(manifest: &Manifest, all: Option<&[u8]>, newer: Option<&
     // one (or unknown), or a tracked file or link that became a folder: not undone by a prune
     // or an upload.
     let dirty = manifest.paths().any(|(p, k)| k == b'd' && !all.contains(p))
-        || newer
-            .iter()
-            .any(|p| manifest.kind_of(p).is_some_and(|k| k != b'd') && !not_dirs.contains(p))
         || not_dirs.iter().any(|p| manifest.kind_of(p) == Some(b'd'))
-        || modes.iter().any(|(p, mode)| {
-            manifest.kind_of(p) == Some(b'd') && (mode.is_none() || *mode != manifest.mode_of(p))
+        || folders.iter().any(|(p, mode)| match manifest.kind_of(p) {
+            Some(b'd') => mode.is_none() || *mode != manifest.mode_of(p),
+            Some(_) => !not_dirs.contains(p),
+            None => false,
         });
     let mut prune: Vec<PathBuf> = Vec::new();
     for p in &all {
