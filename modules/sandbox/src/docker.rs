@@ -349,19 +349,35 @@ impl DockerSandbox {
         let trailer = std::sync::Mutex::new(None);
         let track_nonce = name.clone();
         let track = tracked.then_some((track_nonce.as_str(), &trailer));
+        // A mount in `/tmp` or `/dev/shm`, which a kept container empties between runs: this
+        // run's container is not kept (the cleanup would reach into the mount).
+        let scratch_mount = crate::docker_keep::mount_in_scratch(
+            body.host_config
+                .as_ref()
+                .and_then(|h| h.mounts.as_ref())
+                .into_iter()
+                .flatten()
+                .filter_map(|m| m.target.as_deref()),
+        )
+        .map(str::to_owned);
         // A warm slot's kept container (crate::docker_keep): reused when it matches, else
         // created here from this run's config with a keeper as PID 1; the command is an exec.
         let keep = match &cache {
-            Some(c) if tracked && crate::docker_keep::reuse_enabled(self.reuse) => c
-                .run
-                .workspace()
-                .filter(|_| c.workspace.is_some())
-                .map(|lease| {
-                    (
-                        lease.entry_dir().to_path_buf(),
-                        crate::docker_keep::slot_labels(&c.run, lease.slot()),
-                    )
-                }),
+            Some(c)
+                if tracked
+                    && scratch_mount.is_none()
+                    && crate::docker_keep::reuse_enabled(self.reuse) =>
+            {
+                c.run
+                    .workspace()
+                    .filter(|_| c.workspace.is_some())
+                    .map(|lease| {
+                        (
+                            lease.entry_dir().to_path_buf(),
+                            crate::docker_keep::slot_labels(&c.run, lease.slot()),
+                        )
+                    })
+            }
             _ => None,
         };
         let mut kept: Option<Kept> = None;
@@ -681,6 +697,17 @@ impl DockerSandbox {
             r = self.drive(&id, request, tar, cancel, &collect, &info, started, track, exec) => r,
             () = cancel.cancelled() => Err(SandboxError::Cancelled),
         };
+        if let Some(at) = &scratch_mount
+            && tracked
+            && crate::docker_keep::reuse_enabled(self.reuse)
+            && let Ok(outcome) = result.as_mut()
+            && let Some(limits) = outcome.info.limits.as_mut()
+        {
+            limits.push_str(&format!(
+                "; container not kept for the next run: the mount at {} is in /tmp or /dev/shm, which a kept container empties between runs",
+                nuvira_api::text::escape_control(at)
+            ));
+        }
         if matches!(result, Err(SandboxError::Cancelled)) {
             let _ = self
                 .docker

@@ -287,6 +287,32 @@ for f in /tmp/* /tmp/.[!.]* /tmp/..?* /dev/shm/* /dev/shm/.[!.]* /dev/shm/..?*; 
 done
 "#;
 
+/// The folders [`SCRATCH`] empties in a kept container after each run.
+pub(crate) const SCRATCH_DIRS: [&str; 2] = ["/tmp", "/dev/shm"];
+
+/// The first mount target at or under a [`SCRATCH_DIRS`] folder, if any: a container with
+/// one is never kept, since the cleanup between runs (`rm -rf`, `chmod -R`) would reach
+/// into the mount, a host folder for a bind mount.
+pub(crate) fn mount_in_scratch<'a>(targets: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    targets.into_iter().find(|t| {
+        // The engine cleans the target (`/tmp/./x`, `/x/../tmp/y`, `//tmp`): so does this.
+        let mut clean: Vec<&std::ffi::OsStr> = Vec::new();
+        for c in Path::new(t).components() {
+            match c {
+                std::path::Component::Normal(n) => clean.push(n),
+                std::path::Component::ParentDir => {
+                    clean.pop();
+                }
+                _ => {}
+            }
+        }
+        let clean: PathBuf = std::iter::once(std::ffi::OsStr::new("/"))
+            .chain(clean)
+            .collect();
+        SCRATCH_DIRS.iter().any(|d| clean.starts_with(d))
+    })
+}
+
 /// Shell: `o`, the memory cgroup's `oom_kill` count (empty when unknown).
 pub(crate) const OOM: &str = r#"o=
 for f in /sys/fs/cgroup/memory/memory.oom_control /sys/fs/cgroup/memory.events; do
@@ -959,6 +985,31 @@ pub(crate) async fn remove_kept_holding(docker: &Docker, name: &str) {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
+
+    #[test]
+    fn mounts_in_the_scratch_folders_are_found_however_the_target_is_spelled() {
+        for t in [
+            "/tmp",
+            "/tmp/",
+            "/tmp/victim",
+            "/tmp/./victim",
+            "//tmp/victim",
+            "/x/../tmp/victim",
+            "/dev/shm",
+            "/dev/shm/a/b",
+        ] {
+            assert_eq!(mount_in_scratch(["/usr", t]), Some(t), "{t}");
+        }
+        for t in [
+            "/tmpx",
+            "/var/tmp",
+            "/workspace/tmp",
+            "/dev/shmx",
+            "/tmp/../usr",
+        ] {
+            assert_eq!(mount_in_scratch(["/usr", t]), None, "{t}");
+        }
+    }
 
     #[test]
     fn the_config_hash_ignores_the_command_and_folder_and_order_but_not_limits_or_env() {

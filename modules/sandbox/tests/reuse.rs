@@ -1345,3 +1345,59 @@ async fn uploaded_files_a_run_changed_are_uploaded_again_into_the_kept_volume() 
 async fn uploaded_files_a_run_changed_are_uploaded_again_through_the_engines_upload() {
     uploaded_files_a_run_changed_are_uploaded_again(true).await;
 }
+
+/// A host folder mounted read-write in `/tmp` or `/dev/shm`: a kept container's cleanup
+/// between runs empties those, so such a run's container is never kept, and nothing in the
+/// host folder is removed or has its mode changed, over several runs.
+#[tokio::test]
+async fn a_host_folder_mounted_in_tmp_or_dev_shm_is_never_emptied() {
+    let Some(slot) = Slot::new().await else {
+        return;
+    };
+    for (target, at) in [
+        ("/tmp/victim", "/tmp/victim"),
+        ("/dev/shm/victim", "/dev/shm/victim"),
+        ("/tmp/./v2", "/tmp/v2"),
+    ] {
+        let host = tempfile::tempdir().unwrap();
+        std::fs::write(host.path().join("keep.txt"), "precious").unwrap();
+        std::fs::create_dir(host.path().join("sub")).unwrap();
+        std::fs::write(host.path().join("sub/deep.txt"), "deep").unwrap();
+        set_mode(&host.path().join("sub"), 0o555);
+        let mut ids = Vec::new();
+        for i in 0..3 {
+            let mut req = slot.request(&format!("echo {i} > {at}/run{i}.txt && ls {at}"));
+            req.mounts.push(nuvira_api::test::Mount {
+                host: host.path().to_path_buf(),
+                container: target.into(),
+                read_only: false,
+            });
+            let o = slot.sandbox.run(&req, &NeverCancelled).await.unwrap();
+            assert_eq!(o.exit_code, Some(0), "{at}: {}{}", o.stdout, o.stderr);
+            assert!(o.stdout.contains("keep.txt"), "{at}: {}", o.stdout);
+            let limits = o.info.limits.clone().unwrap_or_default();
+            assert!(limits.contains("not kept"), "{at}: {limits}");
+            ids.push(id(&o));
+            // What the runs wrote stays, with what was there.
+            for j in 0..=i {
+                assert!(
+                    host.path().join(format!("run{j}.txt")).is_file(),
+                    "{at}: run{j}"
+                );
+            }
+            assert_eq!(
+                std::fs::read_to_string(host.path().join("keep.txt")).unwrap(),
+                "precious"
+            );
+            assert_eq!(
+                std::fs::read_to_string(host.path().join("sub/deep.txt")).unwrap(),
+                "deep"
+            );
+            assert_eq!(mode_of(&host.path().join("sub")) & 0o777, 0o555, "{at}");
+        }
+        ids.dedup();
+        assert_eq!(ids.len(), 3, "{at}: a container per run: {ids:?}");
+        assert!(slot.kept().await.is_empty(), "{at}: nothing kept");
+        set_mode(&host.path().join("sub"), 0o755);
+    }
+}
