@@ -132,6 +132,11 @@ impl FolderId {
 /// found the folder the engine's and new), removed whenever the volume is made again.
 pub(crate) const FOLDER_FILE: &str = "volume-folder";
 
+/// The manifest of what the workspace volume holds, in the slot's entry folder: a file of its
+/// own, never the local and bwrap copy's `manifest` (the same entry serves both, and each
+/// records what its own copy holds: one trusted for the other would leave a changed file out).
+pub(crate) const VOLUME_MANIFEST: &str = "volume-manifest";
+
 impl WorkspaceVolume {
     /// Records the new volume's folder once this run wrote into it, so that the next runs of
     /// the slot may write their changes there too.
@@ -393,7 +398,7 @@ pub(crate) async fn prepare(
         let Some(ws) = run.workspace() else {
             return Ok(None);
         };
-        let old = crate::sync::Manifest::load(&ws.entry_dir().join("manifest"));
+        let old = crate::sync::Manifest::load(&ws.entry_dir().join(VOLUME_MANIFEST));
         let (src, include_ignored) = (request.workspace.clone(), request.include_ignored);
         tokio::task::spawn_blocking(move || {
             crate::sync::plan_delta(&src, crate::walk_options(include_ignored), &old)
@@ -419,7 +424,10 @@ pub(crate) async fn prepare(
     // All three are there, or none: they come from the same `run.workspace()`.
     if let Some(((ws, delta), exists)) = run.workspace().zip(listed).zip(ws_exists) {
         let name = volume_name(ws.key());
-        let manifest_path = ws.entry_dir().join("manifest");
+        let manifest_path = ws.entry_dir().join(VOLUME_MANIFEST);
+        // No manifest, no knowing what the volume holds (an upload that failed, an entry of
+        // a Nuvira that kept one manifest for the volume and the local copy): made again.
+        let unrecorded = !manifest_path.exists();
         // Not trusted again until this run's upload has succeeded.
         let _ = std::fs::remove_file(&manifest_path);
         let entry_dir = ws.entry_dir().to_path_buf();
@@ -448,8 +456,11 @@ pub(crate) async fn prepare(
                 .upload
                 .iter()
                 .any(|u| u.ancestors().any(|a| pruned.contains(a)));
-        let remake =
-            !delta.deleted.is_empty() || dirty || uploads_pruned || (last_prune.is_some() != track);
+        let remake = !delta.deleted.is_empty()
+            || dirty
+            || uploads_pruned
+            || unrecorded
+            || (last_prune.is_some() != track);
         // (A missing volume is made without a removal first: a new project's first run.)
         let mut made_at = None;
         let folder_file = entry_dir.join(FOLDER_FILE);
@@ -498,6 +509,8 @@ pub(crate) async fn prepare(
                         " (the last run changed or deleted uploaded files)".to_owned()
                     } else if uploads_pruned {
                         " (new files where the last run had created some)".to_owned()
+                    } else if unrecorded && exists.is_some() {
+                        " (no record of what the old one held)".to_owned()
                     } else {
                         String::new()
                     }

@@ -629,7 +629,7 @@ pub(crate) fn save(entry: &Path, after: &After) {
     if let Err(e) = result {
         // Without the record the next run cannot trust the volume: the manifest goes too.
         tracing::warn!("the next run will make the workspace volume again: {e}");
-        let _ = std::fs::remove_file(entry.join("manifest"));
+        let _ = std::fs::remove_file(entry.join(crate::docker_cache::VOLUME_MANIFEST));
         let _ = std::fs::write(entry.join(DIRTY_FILE), b"");
     }
 }

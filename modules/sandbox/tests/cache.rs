@@ -402,6 +402,22 @@ fn lru_eviction_keeps_exactly_what_the_cap_says() {
     assert_eq!(big.list().unwrap().len(), 1);
 }
 
+/// Every file under `dir`, links not followed.
+fn walk_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            match e.file_type() {
+                Ok(t) if t.is_dir() => stack.push(e.path()),
+                Ok(t) if t.is_file() => out.push(e.path()),
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
 fn cached(workspace: &Path, script: &str) -> SandboxRequest {
     let mut req = SandboxRequest::new(workspace, vec!["sh".into(), "-c".into(), script.into()]);
     req.cache = true;
@@ -871,6 +887,89 @@ mod docker {
         assert_eq!(gone.exit_code, Some(0), "{gone:?}");
         rm_volumes(&key_a);
         rm_volumes(&key_b);
+    }
+
+    /// Local (or bwrap) and Docker runs of one project share its warm slot: each keeps its
+    /// own record of what its copy holds, so an edit made between any two runs reaches the
+    /// next run of either kind. (One record for both had Docker trust the local copy's, and
+    /// run the old file for ever after a local run of the edit.)
+    #[tokio::test]
+    async fn an_edit_reaches_docker_and_local_runs_whichever_ran_last() {
+        let Some(docker_sandbox) = docker(HOST).await else {
+            return;
+        };
+        let base = tempfile::tempdir().unwrap();
+        let docker_sandbox = docker_sandbox.with_cache_root(CacheRoot::at(base.path(), u64::MAX));
+        let local = LocalSandbox::new().with_cache_root(CacheRoot::at(base.path(), u64::MAX));
+        let p = tempfile::tempdir().unwrap();
+        let (_, key) = project_key(p.path()).unwrap();
+        write(p.path(), "src/value.txt", "v0");
+        write(p.path(), "other.txt", "same");
+        let docker_run = |want: &'static str| {
+            let req = host_run(p.path(), "cat src/value.txt");
+            let sandbox = &docker_sandbox;
+            async move {
+                let out = sandbox.run(&req, &NeverCancelled).await.unwrap();
+                assert_eq!(
+                    (out.exit_code, out.stdout.as_str()),
+                    (Some(0), want),
+                    "docker: {out:?}"
+                );
+            }
+        };
+        let local_run = |want: &'static str| {
+            let req = cached(p.path(), "cat src/value.txt");
+            let sandbox = &local;
+            async move {
+                let out = sandbox.run(&req, &NeverCancelled).await.unwrap();
+                assert_eq!(
+                    (out.exit_code, out.stdout.as_str()),
+                    (Some(0), want),
+                    "local: {out:?}"
+                );
+            }
+        };
+        docker_run("v0").await;
+        // Edited (same size), run locally, then in Docker: both see it.
+        write(p.path(), "src/value.txt", "v1");
+        local_run("v1").await;
+        docker_run("v1").await;
+        docker_run("v1").await;
+        // Edited, run in Docker, then locally.
+        write(p.path(), "src/value.txt", "v2");
+        docker_run("v2").await;
+        local_run("v2").await;
+        // Edited (another size), local, Docker, local, Docker.
+        write(p.path(), "src/value.txt", "v3 longer");
+        local_run("v3 longer").await;
+        docker_run("v3 longer").await;
+        write(p.path(), "src/value.txt", "v4");
+        local_run("v4").await;
+        docker_run("v4").await;
+        // Without its record (a failed upload, or an entry of a Nuvira that kept one record
+        // for both), the volume is made again: a file the workspace lost is not left in it.
+        let records: Vec<PathBuf> = walk_files(base.path())
+            .into_iter()
+            .filter(|f| f.file_name().is_some_and(|n| n == "volume-manifest"))
+            .collect();
+        assert_eq!(records.len(), 1, "{records:?}");
+        std::fs::remove_file(&records[0]).unwrap();
+        std::fs::remove_file(p.path().join("other.txt")).unwrap();
+        let out = docker_sandbox
+            .run(
+                &host_run(p.path(), "test ! -e other.txt && cat src/value.txt"),
+                &NeverCancelled,
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            (out.exit_code, out.stdout.as_str()),
+            (Some(0), "v4"),
+            "{out:?}"
+        );
+        let note = out.info.workspace_copy.unwrap_or_default();
+        assert!(note.contains("new workspace volume"), "{note}");
+        rm_volumes(&key);
     }
 
     const HOST: &str = "nuvira-host:latest";
