@@ -1285,6 +1285,42 @@ mod live {
         }
     }
 
+    /// A file pytest cannot collect: the detected command (with its JUnit report) says which
+    /// error, as the terminal output does, not pytest's fixed "collection failure" alone.
+    #[test]
+    fn pytest_junit_collection_errors_name_the_error() {
+        if !on_path("pytest") {
+            eprintln!("pytest is not installed: skipped");
+            return;
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path();
+        let src = fixtures().join("pytest/import-error.src");
+        for file in ["test_alpha.py", "test_beta.py"] {
+            fs::copy(src.join(file), root.join(file)).expect("copy");
+        }
+        let found = detect::available_frameworks(root).expect("detect");
+        let d = &found[0];
+        assert_eq!(d.framework, Some(Framework::Pytest));
+        let (output, collected) = execute(root, d);
+        assert!(!collected.is_empty(), "the JUnit report was collected");
+        let with_junit = parse_in(root, d, &output);
+        assert!(output.junit_xml.is_some());
+        let broken = with_junit
+            .failures
+            .iter()
+            .find(|f| f.name.contains("test_beta"))
+            .unwrap_or_else(|| panic!("{:#?}", with_junit.failures));
+        assert_eq!(
+            broken.message,
+            "collection failure: ModuleNotFoundError: No module named 'nonexistent_module'"
+        );
+        assert_eq!(
+            (broken.file.as_deref(), broken.line),
+            (Some("test_beta.py"), Some(2))
+        );
+    }
+
     /// cargo test and nextest on a tiny crate with an ignored test and doctests (a few
     /// seconds: it compiles; `NUVIRA_SKIP_CARGO_LIVE=1` skips it).
     #[test]

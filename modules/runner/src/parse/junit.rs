@@ -343,7 +343,17 @@ fn finish_case(mut c: Case<'_>, tally: &mut Tally, ctx: &Ctx, framework: Option<
                 file = Some(f);
                 line = Some(l);
             }
-            let message = c.message.clone().unwrap_or_else(|| first_line(&text));
+            // A file pytest could not collect has the fixed message "collection failure"; the
+            // error itself (`ModuleNotFoundError: ...`, `SyntaxError: ...`) is in the text, as
+            // the terminal output's parser reads it.
+            let message = match c.message.clone() {
+                Some(m) if m == "collection failure" => match super::pytest::error_message(&text) {
+                    Some(e) => format!("{m}: {e}"),
+                    None => m,
+                },
+                Some(m) => m,
+                None => first_line(&text),
+            };
             (full, message)
         }
         _ => {

@@ -214,7 +214,7 @@ fn failure(node: &str, body: &str, short_msg: &str, ctx: &Ctx) -> TestFailure {
 }
 
 /// The failure's message: the first `E   SomeError: ...` line, else the first `E` line.
-fn error_message(body: &str) -> Option<String> {
+pub(crate) fn error_message(body: &str) -> Option<String> {
     let e_lines: Vec<&str> = body
         .lines()
         .filter_map(|l| l.strip_prefix('E'))
