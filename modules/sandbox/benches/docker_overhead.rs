@@ -1,6 +1,7 @@
 //! Docker sandbox overhead: one `DockerSandbox::run` of a trivial command (create, upload the
 //! workspace, attach, start, wait, inspect, collect, remove) against `docker run --rm` of the same
 //! image and command, in the same run. Target: the sandbox within 1.2x of `docker run --rm`.
+//! Also `DockerSandbox::connect` against one `/version` request (`docker_connect`).
 //!
 //! `cargo bench -p nuvira-sandbox --bench docker_overhead -- --warm-up-time 1 --measurement-time 5`
 //! (needs an engine and nuvira-busybox:latest: `scripts/docker-up.sh`; skipped otherwise).
@@ -44,6 +45,26 @@ fn bench(c: &mut Criterion) {
         b.to_async(&rt).iter(|| async {
             let out = sandbox.run(&req, &NeverCancelled).await.unwrap();
             assert_eq!(out.exit_code, Some(0));
+        });
+    });
+    group.finish();
+
+    // Connecting: `DockerSandbox::connect` (the API version agreed and the engine's version
+    // read) against the least it could do, one `/version` request on a new client.
+    let mut group = c.benchmark_group("docker_connect");
+    group.sample_size(30);
+    group.bench_function("one /version request (baseline)", |b| {
+        b.to_async(&rt).iter(|| async {
+            let docker = nuvira_sandbox::remote::EngineConfig::from_env()
+                .client()
+                .unwrap();
+            assert!(docker.version().await.unwrap().version.is_some());
+        });
+    });
+    group.bench_function("DockerSandbox::connect", |b| {
+        b.to_async(&rt).iter(|| async {
+            let (_, version) = DockerSandbox::connect().await.unwrap();
+            assert!(!version.is_empty());
         });
     });
     group.finish();
