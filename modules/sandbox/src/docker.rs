@@ -511,6 +511,7 @@ impl DockerSandbox {
                             config: hash,
                             baseline: Vec::new(),
                             oom: 0,
+                            pids: 0,
                             state: String::new(),
                             pid: None,
                             upper: None,
@@ -1439,6 +1440,7 @@ impl DockerSandbox {
             _ if survivors => Err("the host saw processes of the run after its end".to_owned()),
             Some(r) if r.clean => Ok(crate::docker_keep::Cleaned {
                 oom: r.oom,
+                pids: r.pids,
                 state: r.state,
             }),
             _ => match crate::docker_keep::clean(&self.docker, &id, &kept.exec.who.user).await {
@@ -1475,6 +1477,14 @@ impl DockerSandbox {
                         ));
                     }
                     None => {}
+                }
+                // A fork or thread the pids limit refused during the run (its count rose):
+                // said even when the run's output does not say so.
+                if let Some(pids) = found.pids {
+                    if pids > kept.state.pids {
+                        outcome.info.pids_limited = true;
+                    }
+                    kept.state.pids = pids;
                 }
                 // Docker's /etc files, /dev, message queues, System V IPC: as they were when
                 // the container started, or it goes.
@@ -2606,6 +2616,7 @@ mod tests {
             survivors: false,
             status,
             oom: Some(0),
+            pids: Some(0),
             state: String::new(),
             base: None,
         };

@@ -313,10 +313,15 @@ pub(crate) fn mount_in_scratch<'a>(targets: impl IntoIterator<Item = &'a str>) -
     })
 }
 
-/// Shell: `o`, the memory cgroup's `oom_kill` count (empty when unknown).
+/// Shell: `o`, the memory cgroup's `oom_kill` count, and `q`, the pids cgroup's count of
+/// refused forks (`max` of `pids.events`); each empty when unknown.
 pub(crate) const OOM: &str = r#"o=
 for f in /sys/fs/cgroup/memory/memory.oom_control /sys/fs/cgroup/memory.events; do
   [ -z "$o" ] && [ -r "$f" ] && while read -r k v; do [ "$k" = oom_kill ] && o=$v; done < "$f"
+done
+q=
+for f in /sys/fs/cgroup/pids/pids.events /sys/fs/cgroup/pids.events; do
+  [ -z "$q" ] && [ -r "$f" ] && while read -r k v; do [ "$k" = max ] && q=$v; done < "$f"
 done
 "#;
 
@@ -358,7 +363,7 @@ cd /
 R=
 {SCRATCH}[ "$K" = ok ] || {{ echo "nuvira-clean: scratch not emptied"; exit 4; }}
 {OOM}{STATE}printf '%s\n' "$S"
-echo "nuvira-clean ok oom=${{o:-?}}"
+echo "nuvira-clean ok oom=${{o:-?}} pids=${{q:-?}}"
 "#
     );
     vec!["/bin/sh".into(), "-c".into(), script]
@@ -384,6 +389,9 @@ pub(crate) struct KeptState {
     pub(crate) baseline: Vec<String>,
     /// The memory cgroup's `oom_kill` count after the last cleanup.
     pub(crate) oom: u64,
+    /// The pids cgroup's count of refused forks after the last cleanup.
+    #[serde(default)]
+    pub(crate) pids: u64,
     /// The [`STATE`] text right after it started (read by its first run's wrapper before the
     /// command).
     #[serde(default)]
@@ -828,6 +836,8 @@ fn keeper_or_gone(pid: u32, uid: u32) -> bool {
 /// [`STATE`] text.
 pub(crate) struct Cleaned {
     pub(crate) oom: Option<u64>,
+    /// The pids cgroup's count of refused forks (`None`: unknown here).
+    pub(crate) pids: Option<u64>,
     pub(crate) state: String,
 }
 
@@ -852,8 +862,15 @@ pub(crate) async fn clean(docker: &Docker, id: &str, user: &str) -> Result<Clean
     let count = last
         .strip_prefix(CLEAN_OK)
         .ok_or_else(|| format!("the cleanup said: {}", text.trim()))?;
+    let mut counts = count.trim().split(' ');
+    let oom = counts.next().and_then(|c| c.parse().ok());
+    let pids = counts
+        .next()
+        .and_then(|c| c.strip_prefix("pids="))
+        .and_then(|c| c.parse().ok());
     Ok(Cleaned {
-        oom: count.trim().parse().ok(),
+        oom,
+        pids,
         state: state.to_owned(),
     })
 }
@@ -1162,6 +1179,7 @@ mod tests {
             config: "h".into(),
             baseline: vec!["Added /usr".into()],
             oom: 2,
+            pids: 3,
             state: "/etc/hosts 81a4 0 0 174 1".into(),
             pid: Some(7),
             upper: Some((

@@ -167,7 +167,7 @@ fn script_with(
     };
     let end_kept = if kept {
         format!(
-            "{SCRATCH}{OOM}printf '\\000nuvira-{nonce}-kept\\000%s %s %s\\n%s\\000' \"$K\" \"$s\" \"${{o:-?}}\" \"$S\" >&2\ns=0\n"
+            "{SCRATCH}{OOM}printf '\\000nuvira-{nonce}-kept\\000%s %s %s %s\\n%s\\000' \"$K\" \"$s\" \"${{o:-?}}\" \"${{q:-?}}\" \"$S\" >&2\ns=0\n"
         )
     } else {
         String::new()
@@ -218,7 +218,7 @@ fi
 // (`KILL_ALL`: before the listing, so nothing of the run changes the workspace after it or
 // writes anywhere after the cleanup), reads the state outside the file system (`STATE`) while
 // the listing's `find` runs in the background, then empties the scratch folders (`SCRATCH`),
-// reads the `oom_kill` count (`OOM`), then writes the report `\0nuvira-<nonce>-kept\0K STATUS OOM\nSTATE\0` last on
+// reads the `oom_kill` count (`OOM`), then writes the report `\0nuvira-<nonce>-kept\0K STATUS OOM PIDS\nSTATE\0` last on
 // standard error and exits 0 (the engine's exit code of the exec says the wrapper ran to its
 // end: a run that kills it gets another; the command's status is in the report). A new
 // container's first wrapper also writes `\0nuvira-<nonce>-base\0STATE\0` first of all.
@@ -237,6 +237,8 @@ pub(crate) struct KeptReport {
     pub(crate) status: i64,
     /// The memory cgroup's `oom_kill` count (`None`: unknown).
     pub(crate) oom: Option<u64>,
+    /// The pids cgroup's count of refused forks (`None`: unknown).
+    pub(crate) pids: Option<u64>,
     /// The container's state outside its file system (`docker_keep::STATE`).
     pub(crate) state: String,
     /// A new container's state before the command (the start of standard error), when asked
@@ -244,7 +246,7 @@ pub(crate) struct KeptReport {
     pub(crate) base: Option<String>,
 }
 
-/// Parses the report (what followed the `kept` marker: `K STATUS OOM\nSTATE\0`; the state
+/// Parses the report (what followed the `kept` marker: `K STATUS OOM PIDS\nSTATE\0`; the state
 /// names files the run made, so it is compared as it is, not parsed).
 pub(crate) fn parse_kept(trailer: &[u8]) -> Option<KeptReport> {
     let body = trailer.strip_suffix(b"\0")?;
@@ -252,7 +254,7 @@ pub(crate) fn parse_kept(trailer: &[u8]) -> Option<KeptReport> {
     let text = std::str::from_utf8(&body[..nl]).ok()?;
     let state = String::from_utf8_lossy(&body[nl + 1..]).into_owned();
     let mut parts = text.split(' ');
-    let (k, status, oom) = (parts.next()?, parts.next()?, parts.next()?);
+    let (k, status, oom, pids) = (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
     if parts.next().is_some() {
         return None;
     }
@@ -262,6 +264,7 @@ pub(crate) fn parse_kept(trailer: &[u8]) -> Option<KeptReport> {
         survivors: false,
         status: status.parse().ok()?,
         oom: oom.parse().ok(),
+        pids: pids.parse().ok(),
         state,
         base: None,
     })
@@ -869,31 +872,33 @@ mod tests {
         );
         assert!(!empty.contains("nuvira-n-base"), "{empty}");
         assert_eq!(
-            parse_kept(b"ok 3 2\n/etc/hosts 81a4 0 0 174 1\nipc shm 1\0"),
+            parse_kept(b"ok 3 2 5\n/etc/hosts 81a4 0 0 174 1\nipc shm 1\0"),
             Some(KeptReport {
                 clean: true,
                 killed: true,
                 survivors: false,
                 status: 3,
                 oom: Some(2),
+                pids: Some(5),
                 state: "/etc/hosts 81a4 0 0 174 1\nipc shm 1".into(),
                 base: None,
             })
         );
         assert_eq!(
-            parse_kept(b"left 0 ?\n\0").map(|r| (r.clean, r.killed, r.oom)),
-            Some((false, false, None))
+            parse_kept(b"left 0 ? ?\n\0").map(|r| (r.clean, r.killed, r.oom, r.pids)),
+            Some((false, false, None, None))
         );
         // Scratch not emptied: not clean, but the processes were gone before the listing.
         assert_eq!(
-            parse_kept(b"scratch 0 1\n\0").map(|r| (r.clean, r.killed)),
+            parse_kept(b"scratch 0 1 0\n\0").map(|r| (r.clean, r.killed)),
             Some((false, true))
         );
         // A file name that is not UTF-8 is kept (lossily) in the state, not a lost report.
-        assert!(parse_kept(b"ok 0 1\n/dev/\xff 81a4\0").is_some());
-        assert_eq!(parse_kept(b"ok 0 1\n"), None);
-        assert_eq!(parse_kept(b"ok 0 1\0"), None, "no state line");
-        assert_eq!(parse_kept(b"ok x 1\n\0"), None);
+        assert!(parse_kept(b"ok 0 1 0\n/dev/\xff 81a4\0").is_some());
+        assert_eq!(parse_kept(b"ok 0 1 0\n"), None);
+        assert_eq!(parse_kept(b"ok 0 1 0\0"), None, "no state line");
+        assert_eq!(parse_kept(b"ok x 1 0\n\0"), None);
+        assert_eq!(parse_kept(b"ok 0 1\n\0"), None, "no pids count");
         assert!(!empty.contains("$P/prune"), "{empty}");
         assert!(
             script(&[], "n").contains("[ -f \"$P/prune\" ] && . \"$P/prune\"\nif [ -e \"$P\" ]")

@@ -471,6 +471,40 @@ async fn a_pids_limit_hit_is_reported_and_the_next_run_is_clean() {
     assert!(procs(&next).is_empty(), "{next:?}");
 }
 
+/// A fork the pids limit refused, with nothing said about it on standard error (the run's
+/// errors go to /dev/null, as a test runner's captured output would keep them from it): the
+/// pids cgroup's count says so, and a later run that forks within the limit is not marked.
+#[tokio::test]
+async fn a_pids_limit_hit_the_output_does_not_mention_is_still_reported() {
+    let Some(slot) = Slot::new().await else {
+        return;
+    };
+    let request = |script: &str| {
+        let mut req = slot.request(script);
+        req.limits.pids = 32;
+        req
+    };
+    let first = slot
+        .sandbox
+        .run(&request("true"), &NeverCancelled)
+        .await
+        .unwrap();
+    assert!(!first.info.pids_limited, "{first:?}");
+    let hit = request(
+        "i=0; while [ $i -lt 100 ]; do sleep 100 & i=$((i+1)); done 2>/dev/null; echo tried; exit 1",
+    );
+    let out = slot.sandbox.run(&hit, &NeverCancelled).await.unwrap();
+    // (dash gives up at the refused fork: exit 2, and its word went to /dev/null.)
+    assert_ne!(out.exit_code, Some(0), "{out:?}");
+    assert!(!out.stderr.to_ascii_lowercase().contains("fork"), "{out:?}");
+    assert!(out.info.pids_limited, "{out:?}");
+    // The same container (the count is its cgroup's): a run within the limit is not marked.
+    let within = request("sleep 0 & sleep 0 & wait; exit 1");
+    let next = slot.sandbox.run(&within, &NeverCancelled).await.unwrap();
+    assert_eq!(id(&next), id(&out), "{next:?}");
+    assert!(!next.info.pids_limited, "{next:?}");
+}
+
 #[tokio::test]
 async fn an_out_of_memory_kill_in_a_kept_container_is_reported_as_such() {
     let Some(slot) = Slot::new().await else {
