@@ -1321,6 +1321,54 @@ mod live {
         );
     }
 
+    /// A `t.Errorf` message of several lines (a diff) is the failure's message whole, in the
+    /// detected `go test -json` and in `go test -v`'s plain output; the next `t.Errorf` is not
+    /// part of it.
+    #[test]
+    fn go_multi_line_errorf_messages_are_kept_whole() {
+        let found = Command::new("go")
+            .arg("version")
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if nuvira_test_support::env::require(
+            nuvira_test_support::env::Requirement::Go,
+            if found {
+                Ok(())
+            } else {
+                Err("go is not installed")
+            },
+        )
+        .is_none()
+        {
+            return;
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path();
+        fs::write(root.join("go.mod"), "module example.com/diff\n\ngo 1.19\n").expect("write");
+        fs::write(
+            root.join("diff_test.go"),
+            "package diff\n\nimport \"testing\"\n\nfunc TestDiff(t *testing.T) {\n\tt.Errorf(\"mismatch (-want +got):\\n  -apple\\n  +banana\")\n\tt.Errorf(\"second\")\n}\n\nfunc TestOK(t *testing.T) {}\n",
+        )
+        .expect("write");
+        let found = detect::available_frameworks(root).expect("detect");
+        let d = &found[0];
+        assert_eq!(d.framework, Some(Framework::Go));
+        let mut plain = d.clone();
+        plain.command = ["go", "test", "-v", "./..."].map(String::from).to_vec();
+        for d in [d, &plain] {
+            let (output, _) = execute(root, d);
+            let r = parse_in(root, d, &output);
+            assert_eq!((r.passed, r.failed), (1, 1), "{:?}: {r:#?}", d.command);
+            let f = &r.failures[0];
+            assert_eq!(
+                f.message, "mismatch (-want +got):\n  -apple\n  +banana",
+                "{:?}",
+                d.command
+            );
+            assert_eq!((f.file.as_deref(), f.line), (Some("diff_test.go"), Some(6)));
+        }
+    }
+
     /// cargo test and nextest on a tiny crate with an ignored test and doctests (a few
     /// seconds: it compiles; `NUVIRA_SKIP_CARGO_LIVE=1` skips it).
     #[test]

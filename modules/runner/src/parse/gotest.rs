@@ -9,7 +9,8 @@
 //!
 //! Locations are the `file_test.go:LINE:` a test printed (made relative to the repository
 //! through the package's folder), else the innermost frame of a panic's stack in a `_test.go`
-//! file — an absolute path there is mapped to the package folder too.
+//! file — an absolute path there is mapped to the package folder too. The message is the first
+//! `t.Error`'s, with the further lines Go prints four spaces deeper (a diff), up to 20 lines.
 
 use super::{Ctx, RunnerOutput, Tally, cap_output, diagnostics, re, secs_to_ms, strip_ansi};
 use nuvira_api::TestFailure;
@@ -17,6 +18,8 @@ use regex::Regex;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::LazyLock;
 
+/// The lines of a `t.Errorf` message kept in the failure's message.
+const MESSAGE_LINES: usize = 20;
 static ERRORF: LazyLock<Regex> = LazyLock::new(|| re(r"^\s+([\w.-]+\.go):(\d+): (.*)$"));
 static FRAME: LazyLock<Regex> = LazyLock::new(|| re(r"^\s+(\S+\.go):(\d+)(?: \+0x[0-9a-f]+)?$"));
 static TEST_FRAME: LazyLock<Regex> = LazyLock::new(|| re(r"^(\S+)\.(Test\w*)\("));
@@ -225,13 +228,33 @@ fn go_failure(
     let mut name = name.to_owned();
     let mut file_line: Option<(String, u32)> = None;
     let mut message: Option<String> = None;
+    // The first `t.Errorf`'s indentation while its message goes on: Go prints each further
+    // line of it four spaces deeper (`    x_test.go:6: mismatch:` then `          -apple`).
+    let mut continued: Option<usize> = None;
     for line in output.lines() {
         if line.starts_with("=== ") || line.starts_with("--- ") {
+            continued = None;
             continue;
+        }
+        if let Some(indent) = continued {
+            let deeper = indent + 4;
+            let lines_so_far = message.as_deref().map_or(0, |m| m.lines().count());
+            if line.len() > deeper
+                && line.as_bytes()[..deeper].iter().all(|&b| b == b' ')
+                && !ERRORF.is_match(line)
+                && lines_so_far < MESSAGE_LINES
+                && let Some(m) = message.as_mut()
+            {
+                m.push('\n');
+                m.push_str(line[deeper..].trim_end());
+                continue;
+            }
+            continued = None;
         }
         if message.is_none()
             && let Some(c) = ERRORF.captures(line)
         {
+            continued = Some(line.len() - line.trim_start_matches(' ').len());
             let file = match dir_of(pkg) {
                 Some(dir) if !dir.is_empty() => format!("{dir}/{}", &c[1]),
                 _ => c[1].to_owned(),
