@@ -105,6 +105,37 @@ async fn pytest_project_in_the_local_sandbox() {
     );
 }
 
+/// Test files whose names hold a newline or an escape character: no failure is located at a
+/// file the workspace does not have (`forged.py`, the part after the newline; pytest's JUnit
+/// spelling of the escape, `#x1B`) but at the file its node id names, and the counts are
+/// pytest's.
+#[tokio::test]
+async fn a_test_files_odd_name_never_locates_a_failure_in_a_file_that_is_not_there() {
+    if !pytest_ready() {
+        return;
+    }
+    let ws = tempfile::tempdir().unwrap();
+    let tests = ws.path().join("tests");
+    std::fs::create_dir(&tests).unwrap();
+    let body = "def test_fails():\n    assert 1 == 2\n\n\ndef test_passes():\n    pass\n";
+    for name in ["test_nl\nforged.py", "test_e\x1b[31mvil.py"] {
+        std::fs::write(tests.join(name), body).unwrap();
+    }
+    let (r, _) = run_test_step(ws.path(), json!({"sandbox": "local"})).await;
+    let t = failed_result(r, ErrorCategory::TestFailure);
+    assert_eq!((t.passed, t.failed), (2, 2), "{}", t.log);
+    for f in &t.failures {
+        // Located at the file the test's node id names, on the assertion's line.
+        let named = f.name.split_once("::").unwrap().0;
+        assert_eq!(f.file.as_deref(), Some(named), "{f:?}");
+        assert!(
+            std::fs::symlink_metadata(ws.path().join(named)).is_ok(),
+            "{f:?}"
+        );
+        assert_eq!(f.line, Some(2), "{f:?}");
+    }
+}
+
 #[tokio::test]
 async fn cargo_project_in_docker() {
     if docker("nuvira-host:latest").await.is_none() {

@@ -304,6 +304,33 @@ pub fn parse_outcome(
             }
         }
     }
+    // A workspace-relative location must name an entry of the workspace: a test file's name
+    // with a newline in it reads as another file on the next line (`test_a\nforged.py:3:`), and
+    // pytest's JUnit report spells control characters as `#x1B`. Such a location becomes the
+    // file the test's node id names (`tests/test_a\nforged.py::test_x`) when that one is there,
+    // else it is dropped (the message and output stay): never an annotation put on a file that
+    // is not there.
+    if let Some(ws) = workspace {
+        for f in &mut result.failures {
+            if let Some(file) = &f.file
+                && !file.starts_with('/')
+                && !is_workspace_entry(ws, file)
+            {
+                match f
+                    .name
+                    .split_once("::")
+                    .map(|(file, _)| file)
+                    .filter(|named| is_workspace_entry(ws, named))
+                {
+                    Some(named) => f.file = Some(named.to_owned()),
+                    None => {
+                        f.file = None;
+                        f.line = None;
+                    }
+                }
+            }
+        }
+    }
     if outcome.timed_out || outcome.exit_code != Some(0) {
         result.success = false;
     }
@@ -313,6 +340,17 @@ pub fn parse_outcome(
         result.duration_ms = outcome.duration_ms;
     }
     result
+}
+
+/// Whether `file` (relative, no `..`) is an entry of the workspace `ws` (links not followed).
+fn is_workspace_entry(ws: &Path, file: &str) -> bool {
+    let rel = Path::new(file);
+    rel.components().all(|c| {
+        matches!(
+            c,
+            std::path::Component::Normal(_) | std::path::Component::CurDir
+        )
+    }) && std::fs::symlink_metadata(ws.join(rel)).is_ok()
 }
 
 /// Parses the output of a command whose framework is unknown (an explicit command): guesses the
