@@ -266,3 +266,24 @@ fn every_command_with_repo_words_a_missing_or_file_repository_the_same_way() {
         }
     }
 }
+
+#[test]
+fn a_repository_path_with_a_newline_or_escape_stays_on_the_error_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("a\nerror: forged\x1b[31m");
+    let file = dir.path().join("b\nerror: forged");
+    std::fs::write(&file, "x").unwrap();
+    for (repo, what) in [(&missing, "does not exist"), (&file, "is a file")] {
+        let out = nuvira()
+            .args(["test", "--repo"])
+            .arg(repo)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(stderr.contains("\\nerror: forged"), "{stderr}");
+        assert!(stderr.contains(what), "{stderr}");
+        assert!(!stderr.contains('\x1b'), "{stderr}");
+    }
+}

@@ -282,13 +282,13 @@ pub(crate) fn check_repo(repo: &std::path::Path) -> Result<(), RepoError> {
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum RepoError {
     /// The path is a file.
-    #[error("repository `{}` is a file, not a folder; {REPO_HINT}", .0.display())]
+    #[error("repository `{}` is a file, not a folder; {REPO_HINT}", one_line(.0))]
     NotAFolder(std::path::PathBuf),
     /// Nothing is there.
-    #[error("repository `{}` does not exist; {REPO_HINT}", .0.display())]
+    #[error("repository `{}` does not exist; {REPO_HINT}", one_line(.0))]
     Missing(std::path::PathBuf),
     /// It cannot be read.
-    #[error("repository `{}` cannot be read: {}", path.display(), io_reason(source))]
+    #[error("repository `{}` cannot be read: {}", one_line(path), io_reason(source))]
     Unreadable {
         /// The path.
         path: std::path::PathBuf,
@@ -296,6 +296,12 @@ pub(crate) enum RepoError {
         #[source]
         source: std::io::Error,
     },
+}
+
+/// A path in an error message, on one line: its newlines and other control characters
+/// escaped (the message is printed with its own lines kept).
+fn one_line(path: &std::path::Path) -> String {
+    nuvira_api::text::escape_control(&path.to_string_lossy()).into_owned()
 }
 
 /// An I/O error in words, without the `(os error N)` suffix.
