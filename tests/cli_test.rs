@@ -314,6 +314,44 @@ fn docker_json_reports_the_container_and_an_oom_kill() {
     assert_eq!(s["container_id"].as_str().map(str::len), Some(64), "{s}");
 }
 
+/// Settings the engine does not take (a memory limit under its 6 MB minimum, more CPUs than
+/// it has) are the user's to change: exit 2 with the engine's words and the flags to change,
+/// in text and in JSON; not exit 1, which says the tests failed.
+#[test]
+fn docker_settings_the_engine_refuses_exit_2_naming_the_flags() {
+    if !docker_ready() {
+        return;
+    }
+    for (flag, value) in [("--memory", "1k"), ("--cpus", "4096")] {
+        for json in [false, true] {
+            let mut cmd = nuvira();
+            cmd.args([
+                "test",
+                "--sandbox",
+                "docker",
+                "--image",
+                "nuvira-busybox:latest",
+            ])
+            .args([flag, value, "--command", "true", "--repo"])
+            .arg(project("pytest-basic"));
+            if json {
+                cmd.args(["--format", "json"]);
+            }
+            let out = cmd.output().unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{flag} {value}: {stderr}");
+            assert!(
+                stderr.contains("the engine refused the run's settings")
+                    && stderr.contains("--memory, --cpus or --pids"),
+                "{stderr}"
+            );
+            if json {
+                assert_eq!(json_of(&out)["error"]["kind"], "invalid-input", "{stderr}");
+            }
+        }
+    }
+}
+
 #[test]
 fn docker_runs_the_cargo_project_with_the_host_toolchain() {
     if !docker_ready() {

@@ -288,7 +288,11 @@ pub(crate) enum RepoError {
     #[error("repository `{}` does not exist; {REPO_HINT}", one_line(.0))]
     Missing(std::path::PathBuf),
     /// It cannot be read.
-    #[error("repository `{}` cannot be read: {}", one_line(path), io_reason(source))]
+    #[error(
+        "repository `{}` cannot be read: {}",
+        one_line(path),
+        io_reason(source)
+    )]
     Unreadable {
         /// The path.
         path: std::path::PathBuf,

@@ -376,6 +376,10 @@ pub enum SandboxError {
     /// Setting up or talking to the sandbox failed.
     #[error("{0}")]
     Failed(String),
+    /// The sandbox refused the request's settings (a limit its engine does not take): the
+    /// request is to change, not the environment (exit code 2 at the CLI).
+    #[error("{0}")]
+    Rejected(String),
     /// The run was cancelled.
     #[error("cancelled")]
     Cancelled,

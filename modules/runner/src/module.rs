@@ -667,6 +667,7 @@ fn sandbox_error(err: SandboxError) -> ModuleError {
             ModuleError::fatal(ErrorCategory::SandboxUnavailable, msg)
         }
         SandboxError::Failed(msg) => ModuleError::fatal(ErrorCategory::Io, msg),
+        SandboxError::Rejected(msg) => ModuleError::fatal(ErrorCategory::InvalidConfig, msg),
         other => ModuleError::fatal(ErrorCategory::Unknown, other.to_string()),
     }
 }

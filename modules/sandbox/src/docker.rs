@@ -167,7 +167,7 @@ impl DockerSandbox {
             Err(bollard::errors::Error::DockerResponseServerError {
                 status_code: 404, ..
             }) => Err(SandboxError::Unavailable(format!(
-                "image {image} is not on the Docker engine: build the local images with `sudo scripts/docker-up.sh` or pull it with `docker pull {image}`"
+                "image {image} is not on the Docker engine: build the local images with `sudo scripts/docker-up.sh` from Nuvira's source tree, pull it with `docker pull {image}`, or pass another with --image"
             ))),
             Err(e) => Err(SandboxError::Unavailable(format!(
                 "inspect image {image}: {e}"
@@ -1705,7 +1705,15 @@ impl DockerSandbox {
                 status_code: 404,
                 message,
             } if message.contains("image") => SandboxError::Unavailable(format!(
-                "{what}: {message}: build the local images with `sudo scripts/docker-up.sh`"
+                "{what}: {message}: build the local images with `sudo scripts/docker-up.sh` from Nuvira's source tree, or pass another with --image"
+            )),
+            // The create body is the request's: a 400 there is a setting the engine does not
+            // take (a memory limit under its minimum, more CPUs than it has).
+            E::DockerResponseServerError {
+                status_code: 400,
+                message,
+            } if what.starts_with("create a container") => SandboxError::Rejected(format!(
+                "{what}: the engine refused the run's settings: {message}; change --memory, --cpus or --pids (`memory`, `cpus`, `pids` in the step's config)"
             )),
             E::DockerResponseServerError { message, .. } => {
                 SandboxError::Failed(format!("{what}: {message}"))

@@ -414,7 +414,7 @@ impl Sandbox for AnySandbox {
 }
 
 /// How to start a Docker engine, appended to "no engine" messages.
-pub const DOCKER_HINT: &str = "start one with `sudo scripts/docker-up.sh` (installs docker.io, starts dockerd and builds the local nuvira-busybox/nuvira-host images), or set DOCKER_HOST to a reachable engine";
+pub const DOCKER_HINT: &str = "start one with `sudo scripts/docker-up.sh` from Nuvira's source tree (installs docker.io, starts dockerd and builds the local nuvira-busybox/nuvira-host images), or set DOCKER_HOST to a reachable engine";
 
 /// Picks a sandbox for `kind` and `image` (default [`DEFAULT_IMAGE`]).
 ///
