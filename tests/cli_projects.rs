@@ -263,10 +263,6 @@ fn a_src_layout_project_runs_with_its_own_virtualenv() {
         &[],
     );
     let purelib = String::from_utf8_lossy(&purelib.stdout).trim().to_owned();
-    // As uv (and Python 3.13's venv) do: the environment ignores itself, so the sandbox copy
-    // leaves it out, and the project's own `.gitignore` lists it too.
-    std::fs::write(dir.join(".venv/.gitignore"), "*\n").unwrap();
-    std::fs::write(dir.join(".gitignore"), ".venv/\n").unwrap();
     std::fs::write(
         Path::new(&purelib).join("venv_marker.py"),
         "WHERE = \"project venv\"\n",
@@ -285,6 +281,22 @@ fn a_src_layout_project_runs_with_its_own_virtualenv() {
         &[("PYTHONDONTWRITEBYTECODE", "1")],
     ));
     assert_ne!(without, own);
+    // As Python 3.11's venv makes it, with no ignore file: the environment is still left out
+    // of the sandbox copy (its pyvenv.cfg says what it is), and run from the workspace.
+    let copied = |v: &Value| -> u64 {
+        let note = v["sandbox"]["workspace_copy"].as_str().unwrap_or_default();
+        note.split(" copied")
+            .next()
+            .and_then(|head| head.rsplit(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{note}"))
+    };
+    let (local, _) = check_everywhere(&dir, own, &[]);
+    assert!(copied(&local) < 20, "the environment was copied: {local}");
+    // As uv (and Python 3.13's venv) do: the environment ignores itself, and the project's own
+    // `.gitignore` lists it too.
+    std::fs::write(dir.join(".venv/.gitignore"), "*\n").unwrap();
+    std::fs::write(dir.join(".gitignore"), ".venv/\n").unwrap();
     let (_, stderr) = check_everywhere(&dir, own, &[]);
     assert!(
         stderr.contains(&format!(

@@ -13,6 +13,10 @@
 //!   the root is the boundary.
 //! - Every folder named `target` or `node_modules` ([`BUILD_DIRS`]) is left out when
 //!   [`WalkOptions::skip_build_dirs`], ignored or not.
+//! - A Python virtual environment (a folder with a `pyvenv.cfg` file in it, whatever its name)
+//!   counts as ignored: uv, virtualenv and Python 3.13's `venv` write a `.gitignore` of `*`
+//!   into it, older `venv`s nothing, and tens of thousands of installed files are not a user's
+//!   sources.
 //! - Hidden files (dotfiles) are walked; symbolic links are reported as links and never
 //!   followed.
 //! - Special files (FIFOs, sockets, devices) are never walked, listed or copied: a FIFO would
@@ -26,6 +30,12 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use crate::STATE_DIR;
+
+/// Whether the folder `dir` is a Python virtual environment: a `pyvenv.cfg` file in it (a link
+/// does not count).
+fn is_virtualenv(dir: &Path) -> bool {
+    std::fs::symlink_metadata(dir.join("pyvenv.cfg")).is_ok_and(|m| m.is_file())
+}
 
 /// Names that are never walked, listed or copied, at any depth: git's metadata (a folder, or
 /// the `.git` file of a worktree or submodule) and Nuvira's own state folder.
@@ -134,6 +144,7 @@ pub fn walk_noting_special(
         .follow_links(false)
         .sort_by_file_name(std::cmp::Ord::cmp);
     let skip_build_dirs = options.skip_build_dirs;
+    let skip_venvs = !options.include_ignored;
     builder.filter_entry(move |e| {
         if e.depth() == 0 {
             return true;
@@ -142,9 +153,11 @@ pub fn walk_noting_special(
         if is_never_walked(name) {
             return false;
         }
-        !(skip_build_dirs
-            && e.file_type().is_some_and(|t| t.is_dir())
-            && BUILD_DIRS.iter().any(|n| name == OsStr::new(n)))
+        let is_dir = e.file_type().is_some_and(|t| t.is_dir());
+        if skip_build_dirs && is_dir && BUILD_DIRS.iter().any(|n| name == OsStr::new(n)) {
+            return false;
+        }
+        !(skip_venvs && is_dir && is_virtualenv(e.path()))
     });
     let mut out = Vec::new();
     let mut special = Vec::new();
@@ -256,6 +269,55 @@ pub fn copy_tree_noting_special(
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
+
+    #[test]
+    fn a_python_virtualenv_without_an_ignore_file_is_left_out_unless_ignored_files_are_asked() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        for f in [
+            "app.py",
+            ".venv/pyvenv.cfg",
+            ".venv/lib/python3.11/site-packages/pkg/__init__.py",
+            "tools/env/pyvenv.cfg",
+            "tools/env/bin/tool",
+            // A file of that name in a folder that is not an environment's top is data.
+            "data/sub/pyvenv.cfg.txt",
+        ] {
+            let p = root.join(f);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, "x").unwrap();
+        }
+        // A link named pyvenv.cfg does not make a folder an environment.
+        std::fs::create_dir(root.join("linked")).unwrap();
+        std::fs::write(root.join("linked/keep.py"), "x").unwrap();
+        std::os::unix::fs::symlink("../app.py", root.join("linked/pyvenv.cfg")).unwrap();
+        let files = |include_ignored| -> Vec<String> {
+            walk(
+                root,
+                WalkOptions {
+                    include_ignored,
+                    skip_build_dirs: true,
+                },
+            )
+            .unwrap()
+            .into_iter()
+            .filter(|e| e.kind != EntryKind::Dir)
+            .map(|e| e.rel.to_string_lossy().into_owned())
+            .collect()
+        };
+        assert_eq!(
+            files(false),
+            [
+                "app.py",
+                "data/sub/pyvenv.cfg.txt",
+                "linked/keep.py",
+                "linked/pyvenv.cfg"
+            ]
+        );
+        let all = files(true);
+        assert!(all.contains(&".venv/lib/python3.11/site-packages/pkg/__init__.py".to_owned()));
+        assert!(all.contains(&"tools/env/bin/tool".to_owned()));
+    }
 
     #[test]
     fn a_missing_root_is_named() {
