@@ -363,12 +363,15 @@ impl EventSink for Progress {
                         "" => ".",
                         d => d,
                     };
+                    let toolchain = match field("toolchain") {
+                        "" => String::new(),
+                        t => format!("; {}", escape_control(t)),
+                    };
                     eprintln!(
-                        "detected: {} in {} ({}); {}",
+                        "detected: {} in {} ({}){toolchain}",
                         escape_control(field("framework")),
                         escape_control(dir),
                         escape_control(field("reason")),
-                        escape_control(field("toolchain"))
                     );
                 }
             }

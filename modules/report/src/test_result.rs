@@ -39,7 +39,8 @@ use std::fmt::Write as _;
 /// At most this many lines of a failure's message are shown by [`text`].
 pub const TEXT_MESSAGE_LINES: usize = 20;
 
-/// Failures (`FAIL name (file:line)` and up to [`TEXT_MESSAGE_LINES`] lines of the message),
+/// Failures (`FAIL name (file:line)` and up to [`TEXT_MESSAGE_LINES`] lines of the message;
+/// for a whole-run failure with no test results, the log's last lines too),
 /// how the sandbox ended when it was killed, `FRAMEWORK in KIND sandbox, DURATION`, then
 /// `N passed, N failed, N skipped`.
 pub fn text(r: &TestResult) -> String {
@@ -53,6 +54,23 @@ pub fn text(r: &TestResult) -> String {
         let _ = writeln!(out, "FAIL {}{at}", esc(&f.name));
         for line in f.message.lines().take(TEXT_MESSAGE_LINES) {
             let _ = writeln!(out, "    {}", esc(line));
+        }
+        // A whole-run failure that sends the reader to the log (no test results to show): the
+        // end of it, here, since text has no other place for it.
+        if f.name == "test run" && f.message.ends_with("see the log") {
+            let lines: Vec<&str> = r.log.lines().filter(|l| !l.trim().is_empty()).collect();
+            if !lines.is_empty() {
+                let tail = &lines[lines.len().saturating_sub(TEXT_MESSAGE_LINES)..];
+                let what = if tail.len() < lines.len() {
+                    format!("the log's last {} lines", tail.len())
+                } else {
+                    "the log".to_owned()
+                };
+                let _ = writeln!(out, "    {what}:");
+                for line in tail {
+                    let _ = writeln!(out, "      {}", esc(line));
+                }
+            }
         }
     }
     if let Some(s) = &r.sandbox {
@@ -307,6 +325,37 @@ mod tests {
         long.message = (0..30).map(|i| format!("l{i}\n")).collect();
         let out = text(&result(vec![long]));
         assert!(out.contains("    l19\n") && !out.contains("l20"), "{out}");
+    }
+
+    #[test]
+    fn a_run_with_no_results_shows_the_end_of_its_log_escaped() {
+        let run = TestFailure::new(
+            "test run",
+            "the runner reported no test results (exit code 2); see the log",
+        );
+        let mut r = result(vec![run]);
+        r.log = "hello-out\n\nhello-err \x1b[31mred\n".into();
+        let out = text(&r);
+        assert!(
+            out.contains(
+                "; see the log\n    the log:\n      hello-out\n      hello-err \\x1b[31mred\n"
+            ),
+            "{out}"
+        );
+        r.log = (0..50).map(|i| format!("line {i}\n")).collect();
+        let out = text(&r);
+        assert!(
+            out.contains("    the log's last 20 lines:\n      line 30\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("      line 49\n") && !out.contains("line 29\n"),
+            "{out}"
+        );
+        // A failure of a named test keeps to its message.
+        let mut named = result(vec![failure("t::a", Some("a.py"))]);
+        named.log = "noise\n".into();
+        assert!(!text(&named).contains("noise"));
     }
 
     #[test]
