@@ -1255,6 +1255,11 @@ mod live {
         // passed: test_ok + xpassed; failed: test_fails + the fixture error;
         // skipped: skip + xfail.
         let with_junit = parse_in(root, d, &output);
+        // Every case by its node id, whatever its outcome (as its failure is named).
+        assert_eq!(with_junit.cases.len(), 6, "{:#?}", with_junit.cases);
+        for case in &with_junit.cases {
+            assert!(case.name.starts_with("test_mix.py::test_"), "{case:?}");
+        }
         let mut terminal_only = output.clone();
         terminal_only.junit_xml = None;
         let terminal = parse_in(root, d, &terminal_only);

@@ -101,7 +101,8 @@ pub fn parse_with(xml: &str, ctx: &Ctx, framework: Option<Framework>) -> Result<
                 // No children: neither failed nor skipped.
                 seen_junit = true;
                 tally.passed += 1;
-                record_case(&e, &mut tally, nuvira_api::TestOutcome::Passed, None);
+                let name = pytest_case_name(&e, framework);
+                record_case(&e, &mut tally, nuvira_api::TestOutcome::Passed, name);
             }
             ref ev @ (Event::Start(ref e) | Event::Empty(ref e)) if case.is_some() => {
                 let is_start = matches!(ev, Event::Start(_));
@@ -277,15 +278,41 @@ fn record_case(
     tally.case(name, classname, outcome, time);
 }
 
+/// A pytest case's node id (`tests/test_x.py::TestClass::test_y`) from its JUnit classname
+/// (`tests.test_x.TestClass`) and name; `text` (a failure's) tells a module's folders from its
+/// classes when it names the file.
+fn pytest_node_id(classname: &str, name: &str, text: &str) -> (String, Option<String>) {
+    let (test_file, rest) = super::pytest::classname_to_file(classname, text);
+    let full = match &test_file {
+        Some(f) if rest.is_empty() => format!("{f}::{name}"),
+        Some(f) => format!("{f}::{rest}::{name}"),
+        None if classname.is_empty() => name.to_owned(),
+        None => format!("{classname}::{name}"),
+    };
+    (full, test_file)
+}
+
+/// A pytest case's node id, for a case that did not fail (`None` for other frameworks: the
+/// case keeps its JUnit name).
+fn pytest_case_name(e: &BytesStart<'_>, framework: Option<Framework>) -> Option<String> {
+    (framework == Some(Framework::Pytest)).then(|| {
+        let attrs = case_attrs(e);
+        pytest_node_id(attrs.classname.trim(), attrs.name.trim(), "").0
+    })
+}
+
 fn finish_case(mut c: Case<'_>, tally: &mut Tally, ctx: &Ctx, framework: Option<Framework>) {
-    if c.skipped && !c.failed {
-        tally.skipped += 1;
-        record_case(&c.start, tally, nuvira_api::TestOutcome::Skipped, None);
-        return;
-    }
     if !c.failed {
-        tally.passed += 1;
-        record_case(&c.start, tally, nuvira_api::TestOutcome::Passed, None);
+        // Every pytest case by its node id, as its failure would be named: one name for a
+        // test whatever its outcome.
+        let name = pytest_case_name(&c.start, framework);
+        if c.skipped {
+            tally.skipped += 1;
+            record_case(&c.start, tally, nuvira_api::TestOutcome::Skipped, name);
+        } else {
+            tally.passed += 1;
+            record_case(&c.start, tally, nuvira_api::TestOutcome::Passed, name);
+        }
         return;
     }
     let attrs = case_attrs(&c.start);
@@ -329,13 +356,7 @@ fn finish_case(mut c: Case<'_>, tally: &mut Tally, ctx: &Ctx, framework: Option<
             (full, message)
         }
         Some(Framework::Pytest) => {
-            let (test_file, rest) = super::pytest::classname_to_file(classname, &text);
-            let full = match &test_file {
-                Some(f) if rest.is_empty() => format!("{f}::{name}"),
-                Some(f) => format!("{f}::{rest}::{name}"),
-                None if classname.is_empty() => name.to_owned(),
-                None => format!("{classname}::{name}"),
-            };
+            let (full, test_file) = pytest_node_id(classname, name, &text);
             if file.is_none()
                 && let Some((f, l)) =
                     super::pytest::failure_location(&text, test_file.as_deref(), ctx)
