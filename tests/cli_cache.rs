@@ -524,3 +524,21 @@ fn the_volumes_and_kept_container_of_a_deleted_cache_folder_are_listed_and_clean
     assert!(volumes_of(&key_live).is_empty());
     assert!(kept_of(&key_live).is_empty());
 }
+
+#[test]
+fn cache_with_a_repo_that_is_a_file_exits_2_and_touches_nothing() {
+    let cache = tempfile::tempdir().unwrap();
+    let file = cache.path().join("a-file");
+    std::fs::write(&file, "x").unwrap();
+    for action in ["list", "clean"] {
+        let out = nuvira(cache.path())
+            .args(["cache", action, "--repo"])
+            .arg(&file)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{action}: {out:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("is a file, not a folder"), "{stderr}");
+    }
+    assert!(file.is_file());
+}

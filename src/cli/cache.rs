@@ -58,6 +58,14 @@ pub fn execute(args: Args) -> u8 {
         Action::List(s) => (s, false),
         Action::Clean(s) => (s, true),
     };
+    // A repository that is gone is matched by its recorded path; one that is a file is a
+    // mistake, as for every command's --repo.
+    if let Some(repo) = &scope.repo
+        && std::fs::metadata(repo).is_ok_and(|m| !m.is_dir())
+    {
+        eprintln!("error: {}", crate::cli::RepoError::NotAFolder(repo.clone()));
+        return exit::INVALID;
+    }
     let root = match CacheRoot::from_env() {
         Ok(r) => r,
         Err(e) => {

@@ -42,8 +42,9 @@ pub struct Args {
     /// The Docker image of tests and commands (clients cannot choose another).
     #[arg(long, value_name = "IMAGE")]
     pub image: Option<String>,
-    /// A bind mount for Docker, read-only unless `:rw` (repeatable; clients cannot add any).
-    #[arg(long = "mount", value_name = "HOST:CONTAINER[:ro]")]
+    /// A bind mount for Docker and bwrap, read-only unless `:rw` (repeatable; clients cannot
+    /// add any).
+    #[arg(long = "mount", value_name = "HOST:CONTAINER[:ro|:rw]")]
     pub mounts: Vec<String>,
     /// The widest network clients may ask for (default none).
     #[arg(long, value_enum)]

@@ -1,5 +1,5 @@
 //! `nuvira test [--repo DIR] [--framework ..] [--command CMD] [--sandbox auto|local|bwrap|docker]
-//! [--image IMAGE] [--mount HOST:CONTAINER[:ro]]... [--memory SIZE] [--cpus N] [--pids N]
+//! [--image IMAGE] [--mount HOST:CONTAINER[:ro|:rw]]... [--memory SIZE] [--cpus N] [--pids N]
 //! [--timeout DURATION] [--network none|host|bridge] [--format text|json|github|junit]`.
 //!
 //! Runs the `test` module on its own: the same config, detection, sandboxes and parsers as a
@@ -44,8 +44,9 @@ pub struct Args {
     /// The Docker image (default nuvira-host:latest, which runs the host's toolchains).
     #[arg(long, value_name = "IMAGE")]
     pub image: Option<String>,
-    /// An extra bind mount for Docker, read-only unless `:rw` (repeatable).
-    #[arg(long = "mount", value_name = "HOST:CONTAINER[:ro]", value_parser = check_mount)]
+    /// An extra bind mount for Docker and bwrap (the local sandbox ignores it, saying so),
+    /// read-only unless `:rw` (repeatable).
+    #[arg(long = "mount", value_name = "HOST:CONTAINER[:ro|:rw]", value_parser = check_mount)]
     pub mounts: Vec<String>,
     /// Memory limit, e.g. 512m, 1g, 256MiB (default 4g).
     #[arg(long, value_name = "SIZE", value_parser = check_size)]

@@ -193,7 +193,7 @@ pub(super) fn go(go_mod: &str) -> String {
         }
         why.push(')');
     }
-    why.push_str("; modules and build cache: go's own GOMODCACHE and GOCACHE, which Nuvira leaves to the tool");
+    why.push_str("; module cache: go's own GOMODCACHE; build cache: the sandbox's warm GOCACHE (go's own with --no-cache)");
     why
 }
 

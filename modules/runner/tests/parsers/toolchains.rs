@@ -430,7 +430,7 @@ fn rust_toolchain_files_pick_the_channel_when_rustup_is_there() {
 }
 
 #[test]
-fn go_detection_says_the_caches_are_go_own() {
+fn go_detection_says_whose_caches_go_uses() {
     let d = detect_one(&[("go.mod", "module example.com/x\n\ngo 1.19\n")]);
     assert!(
         d.toolchain.starts_with("go from PATH (go.mod: go 1.19)"),
@@ -438,7 +438,8 @@ fn go_detection_says_the_caches_are_go_own() {
         d.toolchain
     );
     assert!(
-        d.toolchain.contains("GOMODCACHE and GOCACHE"),
+        d.toolchain
+            .contains("module cache: go's own GOMODCACHE; build cache: the sandbox's warm GOCACHE"),
         "{}",
         d.toolchain
     );
