@@ -170,6 +170,7 @@ pub fn parse_text(text: &str, ctx: &Ctx) -> Tally {
                 Some(rest) if !rest.trim().is_empty() => match status_of(rest) {
                     Some(s) => {
                         count(&mut verbose, s);
+                        record(&mut tally, &id, s);
                         if s == Status::Fail {
                             verbose_failed.push(id);
                         }
@@ -189,6 +190,7 @@ pub fn parse_text(text: &str, ctx: &Ctx) -> Tally {
                 && (tail.len() == line.len() || line.ends_with(tail))
             {
                 count(&mut verbose, s);
+                record(&mut tally, &id, s);
                 if s == Status::Fail {
                     verbose_failed.push(id);
                 }
@@ -238,6 +240,17 @@ pub fn parse_text(text: &str, ctx: &Ctx) -> Tally {
         }
     }
     tally
+}
+
+/// A test `-v` gave a status: a case named by its id, classed by its module and class.
+fn record(tally: &mut Tally, id: &str, s: Status) {
+    let outcome = match s {
+        Status::Pass => nuvira_api::TestOutcome::Passed,
+        Status::Fail => nuvira_api::TestOutcome::Failed,
+        Status::Skip => nuvira_api::TestOutcome::Skipped,
+    };
+    let classname = id.rsplit_once('.').map(|(class, _)| class.to_owned());
+    tally.case(id, classname, outcome, None);
 }
 
 fn count(acc: &mut (u32, u32, u32), s: Status) {
@@ -341,5 +354,61 @@ mod tests {
         assert_eq!(file_from_id("mod.Class.helper"), None);
         assert_eq!(full_id("test_x", "m.C"), "m.C.test_x");
         assert_eq!(full_id("test_x", "m.C.test_x"), "m.C.test_x");
+    }
+
+    #[test]
+    fn verbose_output_gives_every_test_as_a_case() {
+        use nuvira_api::TestOutcome::{Failed, Passed, Skipped};
+        let text = include_str!("../../tests/fixtures/unittest/basic-verbose.stderr");
+        let tally = parse_text(text, &Ctx::new(None));
+        let cases: Vec<(&str, Option<&str>, nuvira_api::TestOutcome)> = tally
+            .cases
+            .iter()
+            .map(|c| (c.name.as_str(), c.classname.as_deref(), c.outcome))
+            .collect();
+        assert_eq!(
+            cases,
+            [
+                (
+                    "tests.test_alpha.AddTest.test_add_assertion_fails",
+                    Some("tests.test_alpha.AddTest"),
+                    Failed
+                ),
+                (
+                    "tests.test_alpha.AddTest.test_adds",
+                    Some("tests.test_alpha.AddTest"),
+                    Passed
+                ),
+                (
+                    "tests.test_alpha.AddTest.test_skipped",
+                    Some("tests.test_alpha.AddTest"),
+                    Skipped
+                ),
+                (
+                    "tests.test_beta.ParseTest.test_expected_to_fail",
+                    Some("tests.test_beta.ParseTest"),
+                    Skipped
+                ),
+                (
+                    "tests.test_beta.ParseTest.test_parse_raises",
+                    Some("tests.test_beta.ParseTest"),
+                    Failed
+                ),
+                (
+                    "tests.test_beta.ParseTest.test_parses",
+                    Some("tests.test_beta.ParseTest"),
+                    Passed
+                ),
+                (
+                    "tests.test_beta.ParseTest.test_skips_itself",
+                    Some("tests.test_beta.ParseTest"),
+                    Skipped
+                ),
+            ]
+        );
+        // The failures are named as their cases.
+        for f in &tally.failures {
+            assert!(tally.cases.iter().any(|c| c.name == f.name), "{f:?}");
+        }
     }
 }
