@@ -13,10 +13,11 @@
 //!   the root is the boundary.
 //! - Every folder named `target` or `node_modules` ([`BUILD_DIRS`]) is left out when
 //!   [`WalkOptions::skip_build_dirs`], ignored or not.
-//! - A Python virtual environment (a folder with a `pyvenv.cfg` file in it, whatever its name)
-//!   counts as ignored: uv, virtualenv and Python 3.13's `venv` write a `.gitignore` of `*`
-//!   into it, older `venv`s nothing, and tens of thousands of installed files are not a user's
-//!   sources.
+//! - A project's Python virtual environment, a folder named `.venv` or `venv` with a
+//!   `pyvenv.cfg` file in it, counts as ignored: uv, virtualenv and Python 3.13's `venv` write a
+//!   `.gitignore` of `*` into it, older `venv`s nothing, and its thousands of installed files
+//!   are not a user's sources (the test step runs it from the workspace). An environment of
+//!   another name is walked as any folder: it may be a project's folder too.
 //! - Hidden files (dotfiles) are walked; symbolic links are reported as links and never
 //!   followed.
 //! - Special files (FIFOs, sockets, devices) are never walked, listed or copied: a FIFO would
@@ -157,7 +158,10 @@ pub fn walk_noting_special(
         if skip_build_dirs && is_dir && BUILD_DIRS.iter().any(|n| name == OsStr::new(n)) {
             return false;
         }
-        !(skip_venvs && is_dir && is_virtualenv(e.path()))
+        !(skip_venvs
+            && is_dir
+            && (name == OsStr::new(".venv") || name == OsStr::new("venv"))
+            && is_virtualenv(e.path()))
     });
     let mut out = Vec::new();
     let mut special = Vec::new();
@@ -271,15 +275,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_python_virtualenv_without_an_ignore_file_is_left_out_unless_ignored_files_are_asked() {
+    fn a_projects_virtualenv_without_an_ignore_file_is_left_out_unless_ignored_files_are_asked() {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
         for f in [
             "app.py",
             ".venv/pyvenv.cfg",
             ".venv/lib/python3.11/site-packages/pkg/__init__.py",
-            "tools/env/pyvenv.cfg",
-            "tools/env/bin/tool",
+            "tools/venv/pyvenv.cfg",
+            "tools/venv/bin/tool",
+            // An environment of another name may be a project's folder: walked.
+            "services/api/pyvenv.cfg",
+            "services/api/app.py",
             // A file of that name in a folder that is not an environment's top is data.
             "data/sub/pyvenv.cfg.txt",
         ] {
@@ -311,12 +318,14 @@ mod tests {
                 "app.py",
                 "data/sub/pyvenv.cfg.txt",
                 "linked/keep.py",
-                "linked/pyvenv.cfg"
+                "linked/pyvenv.cfg",
+                "services/api/app.py",
+                "services/api/pyvenv.cfg",
             ]
         );
         let all = files(true);
         assert!(all.contains(&".venv/lib/python3.11/site-packages/pkg/__init__.py".to_owned()));
-        assert!(all.contains(&"tools/env/bin/tool".to_owned()));
+        assert!(all.contains(&"tools/venv/bin/tool".to_owned()));
     }
 
     #[test]
