@@ -8,6 +8,7 @@ use nuvira_runner::{ExecuteModule, TestModule};
 use nuvira_test_support::Recorder;
 use nuvira_test_support::env::{Requirement, pytest_ready, require};
 use serde_json::{Value, json};
+use std::path::Path;
 use std::sync::Arc;
 
 async fn run_test_step(
@@ -114,25 +115,31 @@ async fn a_test_files_odd_name_never_locates_a_failure_in_a_file_that_is_not_the
     if !pytest_ready() {
         return;
     }
-    let ws = tempfile::tempdir().unwrap();
-    let tests = ws.path().join("tests");
-    std::fs::create_dir(&tests).unwrap();
-    let body = "def test_fails():\n    assert 1 == 2\n\n\ndef test_passes():\n    pass\n";
-    for name in ["test_nl\nforged.py", "test_e\x1b[31mvil.py"] {
-        std::fs::write(tests.join(name), body).unwrap();
-    }
-    let (r, _) = run_test_step(ws.path(), json!({"sandbox": "local"})).await;
-    let t = failed_result(r, ErrorCategory::TestFailure);
-    assert_eq!((t.passed, t.failed), (2, 2), "{}", t.log);
-    for f in &t.failures {
-        // Located at the file the test's node id names, on the assertion's line.
-        let named = f.name.split_once("::").unwrap().0;
-        assert_eq!(f.file.as_deref(), Some(named), "{f:?}");
-        assert!(
-            std::fs::symlink_metadata(ws.path().join(named)).is_ok(),
-            "{f:?}"
-        );
-        assert_eq!(f.line, Some(2), "{f:?}");
+    // At the root, and in a project folder of its own (its node ids are relative to it).
+    for dir in ["", "py"] {
+        let ws = tempfile::tempdir().unwrap();
+        let project = ws.path().join(dir);
+        let tests = project.join("tests");
+        std::fs::create_dir_all(&tests).unwrap();
+        std::fs::write(project.join("pytest.ini"), "[pytest]\n").unwrap();
+        let body = "def test_fails():\n    assert 1 == 2\n\n\ndef test_passes():\n    pass\n";
+        for name in ["test_nl\nforged.py", "test_e\x1b[31mvil.py"] {
+            std::fs::write(tests.join(name), body).unwrap();
+        }
+        let (r, _) = run_test_step(ws.path(), json!({"sandbox": "local"})).await;
+        let t = failed_result(r, ErrorCategory::TestFailure);
+        assert_eq!((t.passed, t.failed), (2, 2), "{dir}: {}", t.log);
+        for f in &t.failures {
+            // Located at the file the test's node id names, on the assertion's line.
+            let named = Path::new(dir).join(f.name.split_once("::").unwrap().0);
+            assert_eq!(
+                f.file.as_deref().map(Path::new),
+                Some(named.as_path()),
+                "{f:?}"
+            );
+            assert!(ws.path().join(&named).is_file(), "{f:?}");
+            assert_eq!(f.line, Some(2), "{f:?}");
+        }
     }
 }
 

@@ -304,25 +304,35 @@ pub fn parse_outcome(
             }
         }
     }
-    // A workspace-relative location must name an entry of the workspace: a test file's name
-    // with a newline in it reads as another file on the next line (`test_a\nforged.py:3:`), and
-    // pytest's JUnit report spells control characters as `#x1B`. Such a location becomes the
-    // file the test's node id names (`tests/test_a\nforged.py::test_x`) when that one is there,
-    // else it is dropped (the message and output stay): never an annotation put on a file that
-    // is not there.
+    // A workspace-relative location must name a file or folder of the workspace: a test
+    // file's name with a newline in it reads as another file on the next line
+    // (`test_a\nforged.py:3:`), and pytest's JUnit report spells control characters as
+    // `#x1B`. For pytest such a location becomes the file the test's node id names
+    // (`tests/test_a\nforged.py::test_x`) when that one is a file there; else it is dropped
+    // (the message and output stay): never an annotation put on a file that is not there.
     if let Some(ws) = workspace {
+        let pytest = result.framework.as_deref() == Some(Framework::Pytest.as_str());
+        let prefix = detected.dir.to_string_lossy().replace('\\', "/");
+        let prefix = prefix.trim_end_matches('/');
         for f in &mut result.failures {
             if let Some(file) = &f.file
                 && !file.starts_with('/')
-                && !is_workspace_entry(ws, file)
+                && !is_workspace_entry(ws, file, false)
             {
-                match f
+                let named = f
                     .name
                     .split_once("::")
-                    .map(|(file, _)| file)
-                    .filter(|named| is_workspace_entry(ws, named))
-                {
-                    Some(named) => f.file = Some(named.to_owned()),
+                    .filter(|_| pytest)
+                    .map(|(file, _)| {
+                        if prefix.is_empty() {
+                            file.to_owned()
+                        } else {
+                            format!("{prefix}/{file}")
+                        }
+                    })
+                    .filter(|named| is_workspace_entry(ws, named, true));
+                match named {
+                    Some(named) => f.file = Some(named),
                     None => {
                         f.file = None;
                         f.line = None;
@@ -342,15 +352,27 @@ pub fn parse_outcome(
     result
 }
 
-/// Whether `file` (relative, no `..`) is an entry of the workspace `ws` (links not followed).
-fn is_workspace_entry(ws: &Path, file: &str) -> bool {
-    let rel = Path::new(file);
-    rel.components().all(|c| {
-        matches!(
-            c,
-            std::path::Component::Normal(_) | std::path::Component::CurDir
-        )
-    }) && std::fs::symlink_metadata(ws.join(rel)).is_ok()
+/// Whether `file`, relative, is an entry of the workspace `ws` (a regular file when
+/// `file_only`; the last component's link not followed): its `..` are resolved by name and
+/// must not leave the workspace.
+fn is_workspace_entry(ws: &Path, file: &str, file_only: bool) -> bool {
+    let mut clean = std::path::PathBuf::new();
+    for c in Path::new(file).components() {
+        match c {
+            std::path::Component::Normal(n) => clean.push(n),
+            std::path::Component::CurDir => {}
+            std::path::Component::ParentDir => {
+                if !clean.pop() {
+                    return false;
+                }
+            }
+            _ => return false,
+        }
+    }
+    if clean.as_os_str().is_empty() {
+        return false;
+    }
+    std::fs::symlink_metadata(ws.join(clean)).is_ok_and(|m| !file_only || m.is_file())
 }
 
 /// Parses the output of a command whose framework is unknown (an explicit command): guesses the
