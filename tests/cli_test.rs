@@ -350,6 +350,25 @@ fn docker_settings_the_engine_refuses_exit_2_naming_the_flags() {
             }
         }
     }
+    // A mount where the workspace volume is: the same exit, and the flag to change is --mount.
+    let host = tempfile::tempdir().unwrap();
+    let out = nuvira()
+        .args([
+            "test",
+            "--sandbox",
+            "docker",
+            "--command",
+            "true",
+            "--mount",
+        ])
+        .arg(format!("{}:/workspace", host.path().display()))
+        .arg("--repo")
+        .arg(project("pytest-basic"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("change --mount"), "{stderr}");
 }
 
 #[test]

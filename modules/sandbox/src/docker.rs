@@ -1591,7 +1591,13 @@ impl DockerSandbox {
         if is_host_image(image) {
             let (host_mounts, host_env) = host_toolchain();
             for m in host_mounts {
-                if !mounts.iter().any(|u| u.container == m.container) {
+                // `/usr/` and `/usr` are one mount point to the engine.
+                let same = |u: &nuvira_api::test::Mount| {
+                    Path::new(&u.container)
+                        .components()
+                        .eq(Path::new(&m.container).components())
+                };
+                if !mounts.iter().any(same) {
                     mounts.push(m);
                 }
             }
@@ -1609,7 +1615,11 @@ impl DockerSandbox {
             env.extend(store.env());
             let at = store.store_dir.to_string_lossy().into_owned();
             if let Some(host) = store.host
-                && !mounts.iter().any(|m| m.container == at)
+                && !mounts.iter().any(|m| {
+                    Path::new(&m.container)
+                        .components()
+                        .eq(Path::new(&at).components())
+                })
             {
                 mounts.push(nuvira_api::test::Mount {
                     host,
@@ -1712,9 +1722,20 @@ impl DockerSandbox {
             E::DockerResponseServerError {
                 status_code: 400,
                 message,
-            } if what.starts_with("create a container") => SandboxError::Rejected(format!(
-                "{what}: the engine refused the run's settings: {message}; change --memory, --cpus or --pids (`memory`, `cpus`, `pids` in the step's config)"
-            )),
+            } if what.starts_with("create a container") => {
+                let lower = message.to_ascii_lowercase();
+                let change = if lower.contains("mount") {
+                    "change --mount (`mounts` in the step's config): each container path once, none at /workspace or where the toolchain is mounted"
+                } else if ["memory", "cpu", "pids"].iter().any(|w| lower.contains(w)) {
+                    "change --memory, --cpus or --pids (`memory`, `cpus`, `pids` in the step's config)"
+                } else {
+                    "change the run's settings (--image, --mount, --memory, --cpus, --pids, --network)"
+                };
+                SandboxError::Rejected(format!(
+                    "{what}: the engine refused the run's settings: {}; {change}",
+                    nuvira_api::text::escape_control(&message)
+                ))
+            }
             E::DockerResponseServerError { message, .. } => {
                 SandboxError::Failed(format!("{what}: {message}"))
             }

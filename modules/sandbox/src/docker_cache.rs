@@ -258,15 +258,22 @@ async fn create_volume(
 }
 
 /// Whether a run's workspace volume can be kept a mirror ([`crate::docker_track`]): the
-/// `nuvira-host` image (this machine's `/bin/sh` and `find`), and no mount of the request inside
-/// `/workspace` (the listing would take a mount point for a created entry).
+/// `nuvira-host` image (this machine's `/bin/sh` and `find`), no mount of the request inside
+/// `/workspace` (the listing would take a mount point for a created entry), and none at
+/// `/dev/shm` or `/dev` (the wrapper's marks are written there: a host folder's files).
 fn trackable(request: &SandboxRequest) -> bool {
     let image = request.image.as_deref().unwrap_or(crate::DEFAULT_IMAGE);
+    let at = |m: &nuvira_api::test::Mount, dir: &str| {
+        Path::new(&m.container)
+            .components()
+            .eq(Path::new(dir).components())
+    };
     crate::is_host_image(image)
-        && !request
-            .mounts
-            .iter()
-            .any(|m| Path::new(&m.container).starts_with(crate::CONTAINER_WORKDIR))
+        && !request.mounts.iter().any(|m| {
+            Path::new(&m.container).starts_with(crate::CONTAINER_WORKDIR)
+                || at(m, "/dev/shm")
+                || at(m, "/dev")
+        })
 }
 
 /// Removes the workspace volume to make it again. A container that still holds it is a stopped

@@ -354,8 +354,8 @@ done
 
 /// The cleanup after a run (an exec) when the wrapper's own did not pass: [`KILL_ALL`] (exit
 /// 3 when processes are left), [`SCRATCH`] (exit 4 when something is left), then prints the
-/// [`STATE`] text and, last, `CLEAN_OK` and the memory cgroup's `oom_kill` count (`?` when
-/// unknown).
+/// [`STATE`] text and, last, `CLEAN_OK` with the memory cgroup's `oom_kill` count and
+/// `pids=` the pids cgroup's count of refused forks (each `?` when unknown).
 pub(crate) fn cleanup_script() -> Vec<String> {
     let script = format!(
         r#"{TOOLS_PATH}{KILL_ALL}[ "$K" = ok ] || {{ echo "nuvira-clean: processes left"; exit 3; }}

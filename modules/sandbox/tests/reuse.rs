@@ -1434,4 +1434,27 @@ async fn a_host_folder_mounted_in_tmp_or_dev_shm_is_never_emptied() {
         assert!(slot.kept().await.is_empty(), "{at}: nothing kept");
         set_mode(&host.path().join("sub"), 0o755);
     }
+    // A host folder at /dev/shm itself, where the wrapper of a tracked run keeps its marks:
+    // such a run is not tracked, and files of those names are left as they were.
+    let host = tempfile::tempdir().unwrap();
+    for name in [".nuvira-mark", ".nuvira-tick"] {
+        std::fs::write(host.path().join(name), "precious").unwrap();
+    }
+    for _ in 0..2 {
+        let mut req = slot.request("ls -a /dev/shm");
+        req.mounts.push(nuvira_api::test::Mount {
+            host: host.path().to_path_buf(),
+            container: "/dev/shm/".into(),
+            read_only: false,
+        });
+        let o = slot.sandbox.run(&req, &NeverCancelled).await.unwrap();
+        assert_eq!(o.exit_code, Some(0), "{}{}", o.stdout, o.stderr);
+        assert!(o.stdout.contains(".nuvira-mark"), "{}", o.stdout);
+        for name in [".nuvira-mark", ".nuvira-tick"] {
+            assert_eq!(
+                std::fs::read_to_string(host.path().join(name)).unwrap(),
+                "precious"
+            );
+        }
+    }
 }
