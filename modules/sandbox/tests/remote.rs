@@ -261,6 +261,18 @@ async fn a_remote_engine_over_tls_runs_an_uploaded_workspace_and_refuses_wrong_c
     hog.limits.timeout = Duration::from_secs(60);
     let out = sandbox.run(&hog, &NeverCancelled).await.unwrap();
     assert!(out.oom_killed && out.exit_code == Some(137), "{out:?}");
+    // More CPUs than the engine has (the default is this machine's cores, which a remote
+    // engine may not have): the run gets the engine's, not a refused create.
+    let mut wide = SandboxRequest::new(ws.path(), vec!["true".into()]);
+    wide.image = Some(BUSYBOX.into());
+    wide.limits.cpus = 4096.0;
+    let out = sandbox.run(&wide, &NeverCancelled).await.unwrap();
+    assert_eq!(out.exit_code, Some(0), "{out:?}");
+    let limits = out.info.limits.unwrap_or_default();
+    assert!(
+        !limits.contains("4096 CPUs") && limits.contains(" CPUs"),
+        "{limits}"
+    );
 
     // Nothing left behind on the remote engine.
     let left = engine
