@@ -287,3 +287,21 @@ fn a_repository_path_with_a_newline_or_escape_stays_on_the_error_line() {
         assert!(!stderr.contains('\x1b'), "{stderr}");
     }
 }
+
+#[test]
+fn a_usage_error_with_format_json_still_prints_one_json_object() {
+    for args in [
+        vec!["test", "--format", "json", "--memory", "1x"],
+        vec!["run", "--format=json", "--no-such-flag"],
+    ] {
+        let out = nuvira().args(&args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{args:?}: {e}: {}", String::from_utf8_lossy(&out.stdout)));
+        assert_eq!(v["ok"], false);
+        assert_eq!(v["error"]["kind"], "invalid-input");
+        assert!(!v["error"]["message"].as_str().unwrap().is_empty());
+        // The human message still goes to stderr.
+        assert!(String::from_utf8_lossy(&out.stderr).contains("error:"));
+    }
+}

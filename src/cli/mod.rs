@@ -113,6 +113,12 @@ pub fn main() -> ExitCode {
                 crate::exit::SUCCESS
             };
             let _ = err.print();
+            // A script that asked for JSON gets its one object on stdout for a usage error too.
+            if err.use_stderr() && asks_for_json(&args) {
+                let message = err.render().to_string();
+                let message = message.trim().trim_start_matches("error: ");
+                print_stdout(&json_error("invalid-input", message, None));
+            }
             return ExitCode::from(code);
         }
     };
@@ -152,6 +158,15 @@ pub fn main() -> ExitCode {
         return ExitCode::from(code.max(crate::exit::ENVIRONMENT));
     }
     ExitCode::from(code)
+}
+
+/// Whether the command line asks for JSON output (`--format json`, `--format=json`), read
+/// before clap has parsed it.
+fn asks_for_json(args: &[std::ffi::OsString]) -> bool {
+    args.iter().enumerate().any(|(i, a)| {
+        a == "--format=json"
+            || (a == "--format" && args.get(i + 1).is_some_and(|next| next == "json"))
+    })
 }
 
 /// Output that cannot be written must not end in a panic. std's `print!`/`eprint!` panic when
