@@ -202,6 +202,19 @@ fn cache_list_shows_entries_and_clean_removes_folders_and_volumes() {
     let (key_a, key_b) = (key_of(a.path()), key_of(b.path()));
     assert_eq!(volumes_of(&key_a).len(), 2);
     assert_eq!(volumes_of(&key_b).len(), 2);
+    // One repository's list says its size is its own, the cap the folder's.
+    let one = nuvira(cache.path())
+        .args(["cache", "list", "--repo"])
+        .arg(a.path())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&one.stdout);
+    let header = text.lines().next().unwrap_or_default();
+    assert!(
+        header.contains("this repository's entries: ") && header.contains("the folder's cap: "),
+        "{text}"
+    );
+    assert!(text.contains(&key_a) && !text.contains(&key_b), "{text}");
 
     // Clean one repository: its folders and volumes go, the other's stay.
     let clean = nuvira(cache.path())

@@ -392,12 +392,22 @@ async fn list_entries(
         return exit::SUCCESS;
     }
     let total: u64 = rows.iter().map(|r| r.2).sum();
-    let mut out = format!(
-        "cache folder {} ({} of {} cap)\n",
-        esc(&root.dir().display().to_string()),
-        human(total),
-        human(root.max_bytes())
-    );
+    let mut out = if scope.repo.is_some() {
+        // The cap is the whole folder's; these rows are one repository's.
+        format!(
+            "cache folder {} (this repository's entries: {}; the folder's cap: {})\n",
+            esc(&root.dir().display().to_string()),
+            human(total),
+            human(root.max_bytes())
+        )
+    } else {
+        format!(
+            "cache folder {} ({} of {} cap)\n",
+            esc(&root.dir().display().to_string()),
+            human(total),
+            human(root.max_bytes())
+        )
+    };
     if rows.is_empty() {
         out.push_str("no cache entries\n");
     }
