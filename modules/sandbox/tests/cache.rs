@@ -402,22 +402,6 @@ fn lru_eviction_keeps_exactly_what_the_cap_says() {
     assert_eq!(big.list().unwrap().len(), 1);
 }
 
-/// Every file under `dir`, links not followed.
-fn walk_files(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
-            match e.file_type() {
-                Ok(t) if t.is_dir() => stack.push(e.path()),
-                Ok(t) if t.is_file() => out.push(e.path()),
-                _ => {}
-            }
-        }
-    }
-    out
-}
-
 fn cached(workspace: &Path, script: &str) -> SandboxRequest {
     let mut req = SandboxRequest::new(workspace, vec!["sh".into(), "-c".into(), script.into()]);
     req.cache = true;
@@ -970,6 +954,22 @@ mod docker {
         let note = out.info.workspace_copy.unwrap_or_default();
         assert!(note.contains("new workspace volume"), "{note}");
         rm_volumes(&key);
+    }
+
+    /// Every file under `dir`, links not followed.
+    fn walk_files(dir: &Path) -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        let mut stack = vec![dir.to_path_buf()];
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+                match e.file_type() {
+                    Ok(t) if t.is_dir() => stack.push(e.path()),
+                    Ok(t) if t.is_file() => out.push(e.path()),
+                    _ => {}
+                }
+            }
+        }
+        out
     }
 
     const HOST: &str = "nuvira-host:latest";
