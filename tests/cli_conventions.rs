@@ -17,7 +17,7 @@ fn nuvira() -> Command {
     c
 }
 
-/// A plan whose one step fails (a local command that exits 1): the run logs WARN lines.
+/// A plan whose one step fails (a local command that exits 1): the run logs warning lines.
 fn failing_plan(dir: &Path) -> PathBuf {
     let plan = dir.join("plan.yaml");
     std::fs::write(
@@ -32,7 +32,7 @@ fn has_esc(bytes: &[u8]) -> bool {
     bytes.contains(&0x1b)
 }
 
-/// `nuvira run -q` of the failing plan, which logs its failure at WARN on stderr.
+/// `nuvira run -q` of the failing plan, which logs its failure as a warning on stderr.
 fn failing_run(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
     let plan = failing_plan(dir);
     let mut c = nuvira();
@@ -45,9 +45,11 @@ fn failing_run(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> std::process:
     }
     let out = c.output().unwrap();
     assert_eq!(out.status.code(), Some(1), "{out:?}");
+    // Logged as the commands' own warnings are (`warning: ...`), not as a timestamped log line.
+    let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        String::from_utf8_lossy(&out.stderr).contains("WARN"),
-        "no WARN line to colour: {out:?}"
+        stderr.contains("warning:") && !stderr.contains(" WARN "),
+        "no warning line to colour: {out:?}"
     );
     out
 }
@@ -617,4 +619,44 @@ fn every_json_output_starts_with_its_schema_version() {
             "{args:?}: {text}"
         );
     }
+}
+
+#[test]
+fn a_modules_warning_reads_as_a_commands_warning_and_as_a_log_line_with_v() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("Makefile"), "test:\n\ttrue\n").unwrap();
+    let run = |extra: &[&str]| {
+        let out = nuvira()
+            .args([
+                "test",
+                "--sandbox",
+                "local",
+                "--cpus",
+                "1",
+                "--command",
+                "true",
+            ])
+            .args(extra)
+            .arg("--repo")
+            .arg(dir.path())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let plain = run(&[]);
+    assert!(
+        plain
+            .lines()
+            .any(|l| l.starts_with("warning: the local sandbox does not apply: cpus")),
+        "{plain}"
+    );
+    // With -v the log keeps its timestamps and levels.
+    let verbose = run(&["-v"]);
+    assert!(
+        verbose
+            .lines()
+            .any(|l| l.contains(" WARN ") && l.contains("does not apply: cpus")),
+        "{verbose}"
+    );
 }

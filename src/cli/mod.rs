@@ -212,15 +212,56 @@ fn init_tracing(verbose: u8, ansi: bool) {
         2 => "debug",
         _ => "trace",
     };
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
-    let _ = tracing_subscriber::fmt()
+    let from_env = EnvFilter::try_from_default_env().ok();
+    // Without -v or RUST_LOG only warnings and errors show: as the commands' own
+    // (`warning: ...`, `error: ...`), not as log lines with a timestamp.
+    let plain = verbose == 0 && from_env.is_none();
+    let filter = from_env.unwrap_or_else(|| EnvFilter::new(default));
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(crate::cli::actions::SafeStderr::default)
         // `--color`, NO_COLOR and CLICOLOR_FORCE decide; by default colour codes only for a
         // terminal, not for a pipe or a CI log file.
         .with_ansi(ansi)
-        .with_target(false)
-        .try_init();
+        .with_target(false);
+    let _ = if plain {
+        builder.event_format(PlainEvent { ansi }).try_init()
+    } else {
+        builder.try_init()
+    };
+}
+
+/// A log event as a command's own message: `warning: ` (yellow) or `error: ` (red) and the
+/// message with its fields.
+struct PlainEvent {
+    ansi: bool,
+}
+
+impl<S, N> tracing_subscriber::fmt::FormatEvent<S, N> for PlainEvent
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+    N: for<'a> tracing_subscriber::fmt::FormatFields<'a> + 'static,
+{
+    fn format_event(
+        &self,
+        ctx: &tracing_subscriber::fmt::FmtContext<'_, S, N>,
+        mut writer: tracing_subscriber::fmt::format::Writer<'_>,
+        event: &tracing::Event<'_>,
+    ) -> std::fmt::Result {
+        let (word, colour) = match *event.metadata().level() {
+            tracing::Level::ERROR => ("error", "31"),
+            tracing::Level::WARN => ("warning", "33"),
+            tracing::Level::INFO => ("info", "32"),
+            _ => ("debug", "34"),
+        };
+        if self.ansi {
+            write!(writer, "\x1b[1;{colour}m{word}:\x1b[0m ")?;
+        } else {
+            write!(writer, "{word}: ")?;
+        }
+        ctx.field_format().format_fields(writer.by_ref(), event)?;
+        writeln!(writer)
+    }
 }
 
 /// A file name or other untrusted one-line text for a terminal: control characters escaped
