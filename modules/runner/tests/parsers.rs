@@ -1109,6 +1109,33 @@ mod detection {
         );
     }
 
+    /// An out-of-memory kill while a named test ran (pytest -v printed it with no result):
+    /// that test's failure says which limit and how to raise it, and no whole-run failure is
+    /// added beside it (as many failures as failed tests).
+    #[test]
+    fn an_oom_kill_mid_test_is_that_tests_failure() {
+        let d = Detected::explicit(
+            ["python3", "-m", "pytest", "-v"].map(String::from).to_vec(),
+            None,
+            "",
+        );
+        let out = super::output("pytest", "hang-verbose-killed");
+        let mut outcome = SandboxOutcome::default();
+        outcome.stdout = out.stdout;
+        outcome.stderr = out.stderr;
+        outcome.exit_code = Some(137);
+        outcome.oom_killed = true;
+        let r = parse::parse_outcome(&d, &outcome, None);
+        assert_eq!((r.passed, r.failed), (1, 1), "{r:#?}");
+        assert_eq!(r.failures.len(), 1, "{:#?}", r.failures);
+        let f = &r.failures[0];
+        assert!(f.name.ends_with("test_hangs_forever"), "{f:?}");
+        assert!(
+            f.message.contains("memory limit") && f.message.contains("--memory"),
+            "{f:?}"
+        );
+    }
+
     #[test]
     fn explicit_commands_win_and_parse_through_parse_outcome() {
         let d = Detected::explicit(vec!["npx".into(), "jest".into(), "basic/".into()], None, "");

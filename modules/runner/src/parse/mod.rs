@@ -261,11 +261,24 @@ pub fn parse_outcome(
         // One cause, the right one: the whole-run failures the parser derived from the kill
         // (its exit code, the missing summary) give way to the one that names the memory limit.
         result.failures.retain(|f| f.name != "test run");
-        result
-            .failures
-            .insert(0, TestFailure::new("test run", OOM_MESSAGE));
-        if result.failed == 0 {
-            result.failed = 1;
+        // A test the kill cut short (named by a verbose runner) carries the cause, as at a
+        // timeout: one failure per failed test, not an extra whole-run one beside it.
+        let mut named = false;
+        for f in &mut result.failures {
+            if f.message.starts_with("did not finish: ")
+                && f.message.contains("killed for exceeding its memory limit")
+            {
+                f.message = format!("did not finish: {OOM_MESSAGE}");
+                named = true;
+            }
+        }
+        if !named {
+            result
+                .failures
+                .insert(0, TestFailure::new("test run", OOM_MESSAGE));
+            if result.failed == 0 {
+                result.failed = 1;
+            }
         }
         result.total = result.passed + result.failed;
         result.success = false;
