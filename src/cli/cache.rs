@@ -392,22 +392,17 @@ async fn list_entries(
         return exit::SUCCESS;
     }
     let total: u64 = rows.iter().map(|r| r.2).sum();
-    let mut out = if scope.repo.is_some() {
-        // The cap is the whole folder's; these rows are one repository's.
-        format!(
-            "cache folder {} (this repository's entries: {}; the folder's cap: {})\n",
-            esc(&root.dir().display().to_string()),
-            human(total),
-            human(root.max_bytes())
-        )
+    let (total, cap) = (human(total), human(root.max_bytes()));
+    // With --repo the rows are one repository's, the cap the whole folder's.
+    let sizes = if scope.repo.is_some() {
+        format!("this repository's entries: {total}; the folder's cap: {cap}")
     } else {
-        format!(
-            "cache folder {} ({} of {} cap)\n",
-            esc(&root.dir().display().to_string()),
-            human(total),
-            human(root.max_bytes())
-        )
+        format!("{total} of {cap} cap")
     };
+    let mut out = format!(
+        "cache folder {} ({sizes})\n",
+        esc(&root.dir().display().to_string())
+    );
     if rows.is_empty() {
         out.push_str("no cache entries\n");
     }

@@ -109,19 +109,8 @@ impl DockerSandbox {
         // Docker 20.10 runs `runc --version` and asks containerd (~12 ms here): asked at the
         // same time, except over ssh, where a second request at once is a second ssh
         // connection.
-        let negotiated = docker.clone().negotiate_version();
-        let asked = async {
-            tokio::time::timeout(CONNECT_TIMEOUT, docker.version())
-                .await
-                .map_err(|_| unavailable("timed out".into()))?
-                .map_err(|e| unavailable(e.to_string()))
-        };
-        let negotiated = async {
-            tokio::time::timeout(CONNECT_TIMEOUT, negotiated)
-                .await
-                .map_err(|_| unavailable("timed out".into()))?
-                .map_err(|e| unavailable(e.to_string()))
-        };
+        let negotiated = within_connect_timeout(docker.clone().negotiate_version(), &unavailable);
+        let asked = within_connect_timeout(docker.version(), &unavailable);
         let (docker, version) = if engine.host.starts_with("ssh://") {
             let docker = negotiated.await?;
             (docker, asked.await?)
@@ -1626,12 +1615,11 @@ impl DockerSandbox {
             let (host_mounts, host_env) = host_toolchain();
             for m in host_mounts {
                 // `/usr/` and `/usr` are one mount point to the engine.
-                let same = |u: &nuvira_api::test::Mount| {
-                    Path::new(&u.container)
-                        .components()
-                        .eq(Path::new(&m.container).components())
-                };
-                if !mounts.iter().any(same) {
+                let at = crate::docker_keep::container_path(&m.container);
+                if !mounts
+                    .iter()
+                    .any(|u| crate::docker_keep::container_path(&u.container) == at)
+                {
                     mounts.push(m);
                 }
             }
@@ -1650,9 +1638,8 @@ impl DockerSandbox {
             let at = store.store_dir.to_string_lossy().into_owned();
             if let Some(host) = store.host
                 && !mounts.iter().any(|m| {
-                    Path::new(&m.container)
-                        .components()
-                        .eq(Path::new(&at).components())
+                    crate::docker_keep::container_path(&m.container)
+                        == crate::docker_keep::container_path(&at)
                 })
             {
                 mounts.push(nuvira_api::test::Mount {
@@ -2085,6 +2072,17 @@ fn container_workdir(dir: &Path) -> std::path::PathBuf {
         CONTAINER_WORKDIR.into()
     } else {
         Path::new(CONTAINER_WORKDIR).join(dir)
+    }
+}
+
+/// The engine's answer to `ask` within [`CONNECT_TIMEOUT`], else `unavailable`'s error.
+async fn within_connect_timeout<T>(
+    ask: impl std::future::Future<Output = Result<T, bollard::errors::Error>>,
+    unavailable: &impl Fn(String) -> SandboxError,
+) -> Result<T, SandboxError> {
+    match tokio::time::timeout(CONNECT_TIMEOUT, ask).await {
+        Ok(answer) => answer.map_err(|e| unavailable(e.to_string())),
+        Err(_) => Err(unavailable("timed out".into())),
     }
 }
 

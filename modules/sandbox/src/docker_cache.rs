@@ -263,16 +263,12 @@ async fn create_volume(
 /// `/dev/shm` or `/dev` (the wrapper's marks are written there: a host folder's files).
 fn trackable(request: &SandboxRequest) -> bool {
     let image = request.image.as_deref().unwrap_or(crate::DEFAULT_IMAGE);
-    let at = |m: &nuvira_api::test::Mount, dir: &str| {
-        Path::new(&m.container)
-            .components()
-            .eq(Path::new(dir).components())
-    };
     crate::is_host_image(image)
         && !request.mounts.iter().any(|m| {
+            let at = crate::docker_keep::container_path(&m.container);
             Path::new(&m.container).starts_with(crate::CONTAINER_WORKDIR)
-                || at(m, "/dev/shm")
-                || at(m, "/dev")
+                || at == Path::new("/dev/shm")
+                || at == Path::new("/dev")
         })
 }
 

@@ -295,22 +295,26 @@ pub(crate) const SCRATCH_DIRS: [&str; 2] = ["/tmp", "/dev/shm"];
 /// into the mount, a host folder for a bind mount.
 pub(crate) fn mount_in_scratch<'a>(targets: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
     targets.into_iter().find(|t| {
-        // The engine cleans the target (`/tmp/./x`, `/x/../tmp/y`, `//tmp`): so does this.
-        let mut clean: Vec<&std::ffi::OsStr> = Vec::new();
-        for c in Path::new(t).components() {
-            match c {
-                std::path::Component::Normal(n) => clean.push(n),
-                std::path::Component::ParentDir => {
-                    clean.pop();
-                }
-                _ => {}
-            }
-        }
-        let clean: PathBuf = std::iter::once(std::ffi::OsStr::new("/"))
-            .chain(clean)
-            .collect();
+        let clean = container_path(t);
         SCRATCH_DIRS.iter().any(|d| clean.starts_with(d))
     })
+}
+
+/// A mount target as the engine takes it: cleaned by name (`/tmp/./x`, `/x/../tmp/y`,
+/// `//tmp/`, `/usr/` are `/tmp/x`, `/tmp/y`, `/tmp`, `/usr`), so that two spellings of one
+/// place compare equal.
+pub(crate) fn container_path(target: &str) -> PathBuf {
+    let mut clean = PathBuf::from("/");
+    for c in Path::new(target).components() {
+        match c {
+            std::path::Component::Normal(n) => clean.push(n),
+            std::path::Component::ParentDir => {
+                clean.pop();
+            }
+            _ => {}
+        }
+    }
+    clean
 }
 
 /// Shell: `o`, the memory cgroup's `oom_kill` count, and `q`, the pids cgroup's count of
